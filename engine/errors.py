@@ -1,0 +1,56 @@
+"""Exception types and source positions.
+
+Every error a user can cause carries where it happened (file, line, column) and what to do.
+One root type, ``EngineError``; the CLI turns any of them into a message and exit status 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A 1-based place in a source file."""
+
+    file: str
+    line: int = 1
+    column: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+class EngineError(Exception):
+    """Root of every error the engine raises on purpose."""
+
+    def __init__(self, message: str, position: Position | None = None, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.position = position
+        self.hint = hint
+
+    def __str__(self) -> str:
+        where = f"{self.position}: " if self.position else ""
+        fix = f" ({self.hint})" if self.hint else ""
+        return f"{where}{self.message}{fix}"
+
+
+class PackError(EngineError):
+    """A rulepack cannot be loaded or fails its checks."""
+
+    def __init__(self, message: str, findings: tuple[object, ...] = ()) -> None:
+        super().__init__(message)
+        self.findings = findings
+
+
+class ContextError(EngineError):
+    """The context given to an evaluation does not fit what the pack declares."""
+
+
+class EvaluationError(EngineError):
+    """An evaluation could not be carried out (never raised for a bad model output)."""
+
+
+class RenderError(EngineError):
+    """A prompt could not be rendered."""

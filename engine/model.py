@@ -1,0 +1,541 @@
+"""The rulepack format, version 1, as pydantic models.
+
+Every model is frozen and forbids unknown keys, so a key written where it does not apply is
+a finding. Strings that point at something else carry a ``Ref`` marker in their annotation;
+`rules check` walks the models and resolves each marked value generically (see semantics.py).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+FORMAT_VERSION = 1
+
+
+class Ref(str, Enum):
+    """What a marked string refers to; `rules check` resolves each kind."""
+
+    FAILURE_TYPE = "failure type"
+    SEVERITY = "severity"
+    TEMPLATE = "template"
+    CONTRACT = "contract"
+    ACTION = "action"
+    FILE = "file"
+    PATTERN = "pattern"
+    EXPRESSION = "expression"
+    MESSAGE = "message"
+
+
+FailureRef = Annotated[str, Ref.FAILURE_TYPE]
+SeverityRef = Annotated[str, Ref.SEVERITY]
+TemplateRef = Annotated[str, Ref.TEMPLATE]
+ContractRef = Annotated[str, Ref.CONTRACT]
+ActionRef = Annotated[str, Ref.ACTION]
+PackPath = Annotated[str, Ref.FILE]
+Pattern = Annotated[str, Ref.PATTERN]
+Expression = Annotated[str, Ref.EXPRESSION]
+Message = Annotated[str, Ref.MESSAGE]
+
+Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=100)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- vocabulary
+
+
+class FailureType(Strict):
+    """One kind of failure: how bad it is, whether a retry can help, what to tell the model."""
+
+    severity: SeverityRef = "HIGH"
+    retriable: bool = True
+    explain: str = ""
+    description: str = ""
+
+
+class ActionSpec(Strict):
+    """An action a decision can take. The engine knows the standard ones; packs may add more."""
+
+    final: bool = True
+    exit_code: int = Field(default=1, ge=0, le=125)
+    description: str = ""
+
+
+class ContextKey(Strict):
+    """A context key the pack reads, with its type."""
+
+    type: Literal["string", "int", "number", "bool", "list", "map", "path", "any"] = "string"
+    items: Literal["string", "int", "number", "bool", "map", "any"] | None = None
+    required: bool = False
+    default: Any = None
+    description: str = ""
+
+
+class TemplateSpec(Strict):
+    """A Jinja2 template file of the pack and what it is used for."""
+
+    file: PackPath
+    purpose: Literal["repair", "retry", "escalation", "reprompt", "example", "log"] = "repair"
+    description: str = ""
+
+
+# --------------------------------------------------------------------------- sentinel grammar
+
+
+class Condition(Strict):
+    """`field` has (or lacks) a value; used to make a rule apply only sometimes."""
+
+    field: str
+    equals: str | None = None
+    present: bool | None = None
+
+
+class _Rule(Strict):
+    field: str | None = None
+    key: str | None = None
+    message: Message | None = None
+    when: Condition | None = None
+
+
+class EnumRule(_Rule):
+    check: Literal["enum"]
+    values: list[str] = Field(min_length=1)
+
+
+class PatternRule(_Rule):
+    check: Literal["pattern"]
+    pattern: Pattern
+
+
+class NonEmptyRule(_Rule):
+    check: Literal["non_empty"]
+
+
+class SingleLineRule(_Rule):
+    check: Literal["single_line"]
+
+
+class MaxLenRule(_Rule):
+    check: Literal["max_len"]
+    max: int = Field(ge=0, le=100_000_000)
+
+
+class MinItemsRule(_Rule):
+    check: Literal["min_items"]
+    min: int = Field(ge=0, le=1_000_000)
+
+
+class MaxItemsRule(_Rule):
+    check: Literal["max_items"]
+    max: int = Field(ge=0, le=1_000_000)
+
+
+class UniqueRule(_Rule):
+    check: Literal["unique"]
+
+
+class RequiredRule(_Rule):
+    check: Literal["required"]
+    non_empty: bool = True
+
+
+class CountMatchesRule(_Rule):
+    check: Literal["count_matches"]
+    section: str
+
+
+class PathRule(_Rule):
+    check: Literal["path"]
+    chars: Pattern = "^[A-Za-z0-9_./-]+$"
+    chars_message: Message | None = None
+    absolute_message: Message | None = None
+    traversal_message: Message | None = None
+
+
+class EachRule(_Rule):
+    """Split a field's value and run ``rules`` on every part, part by part."""
+
+    check: Literal["each"]
+    split: str = Field(default=",", min_length=1)
+    strip: bool = True
+    rules: list[ValueRule] = Field(min_length=1)
+    max_parts: int | None = Field(default=None, ge=0)
+    max_parts_message: Message | None = None
+
+
+ValueRule = Annotated[
+    EnumRule | PatternRule | NonEmptyRule | SingleLineRule | MaxLenRule | PathRule,
+    Field(discriminator="check"),
+]
+
+BlockRule = Annotated[
+    EnumRule
+    | PatternRule
+    | NonEmptyRule
+    | SingleLineRule
+    | MaxLenRule
+    | MinItemsRule
+    | MaxItemsRule
+    | UniqueRule
+    | RequiredRule
+    | CountMatchesRule
+    | PathRule
+    | EachRule,
+    Field(discriminator="check"),
+]
+
+
+class ItemSpec(Strict):
+    """How one list item of a section is written and checked."""
+
+    line_limit: int | None = Field(default=None, ge=1, le=10_000_000)
+    keys: list[str] = Field(default_factory=list)
+    quoted: list[str] = Field(default_factory=list)
+    value: Literal["tokens", "quoted", "either"] = "tokens"
+    quoted_message: Message | None = None
+    rules: list[BlockRule] = Field(default_factory=list)
+
+
+class FieldSpec(Strict):
+    """One field of a sentinel block payload."""
+
+    form: Literal["unquoted", "quoted", "either", "section"] = "either"
+    required: bool = False
+    multiline: Literal["no", "forced", "optional"] = "no"
+    require_continuation: bool = False
+    non_empty: bool = False
+    item: ItemSpec | None = None
+
+    @model_validator(mode="after")
+    def _section_has_items(self) -> FieldSpec:
+        if self.form == "section" and self.item is None:
+            raise ValueError("a section field needs `item:` (how its list items are written)")
+        if self.form != "section" and self.item is not None:
+            raise ValueError("`item:` applies only to fields with `form: section`")
+        if self.form == "section" and self.multiline != "no":
+            raise ValueError("a section field cannot be multiline")
+        return self
+
+
+class WordWarning(Strict):
+    """Warn when an item's text uses one of ``words`` as a whole word."""
+
+    check: Literal["words"]
+    section: str
+    key: str
+    words: list[str] = Field(min_length=1)
+    lowercase: bool = True
+    message: Message
+
+
+class OutputKey(Strict):
+    """One key of the JSON a successful parse produces."""
+
+    key: str
+    field: str | None = None
+    param: str | None = None
+    warnings: bool = False
+    type: Literal["string", "int", "bool", "list", "items", "split"] = "string"
+    split: str = ","
+
+    @model_validator(mode="after")
+    def _one_source(self) -> OutputKey:
+        sources = [self.field is not None, self.param is not None, self.warnings]
+        if sum(sources) != 1:
+            raise ValueError("give exactly one of `field`, `param` or `warnings: true`")
+        return self
+
+
+class ParamSpec(Strict):
+    """A value given by the caller (e.g. a criterion id) and used in the delimiters."""
+
+    pattern: Pattern
+    required: bool = True
+    missing_message: Message | None = None
+    invalid_message: Message | None = None
+    description: str = ""
+
+
+class SentinelGrammar(Strict):
+    """Grammar settings shared by every sentinel contract of a pack."""
+
+    nonce_input: Pattern = "^[0-9A-F]{6}$"
+    nonce_token: Pattern = "[0-9A-F]{6}"
+    max_payload_chars: int = Field(default=16000, ge=1, le=100_000_000)
+    continuation_indent: str = Field(default="  ", min_length=1)
+    item_prefix: str = Field(default="- ", min_length=1)
+    section_header: Pattern = "^([A-Z_]+):$"
+    field_line: Pattern = "^([A-Z][A-Z0-9_]*)="
+    field_name: Pattern = "^[A-Z]"
+    item_key: Pattern = "^[a-z][a-z_]*$"
+    quote: str = Field(default='"', min_length=1, max_length=1)
+    escapes: dict[str, str] = Field(
+        default_factory=lambda: {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
+    )
+    parse_failure: FailureRef = "PARSE_ERROR"
+    nonce_failure: FailureRef = "NONCE_MISMATCH"
+    input_failure: FailureRef = "PARSE_ERROR"
+    messages: dict[str, Message] = Field(default_factory=dict)
+
+
+class _Contract(Strict):
+    description: str = ""
+    contract_text: PackPath | None = None
+
+
+class SentinelContract(_Contract):
+    kind: Literal["sentinel"]
+    opener: str = Field(min_length=1)
+    closer: str = Field(min_length=1)
+    params: dict[str, ParamSpec] = Field(default_factory=dict)
+    fields: dict[str, FieldSpec] = Field(min_length=1)
+    rules: list[BlockRule] = Field(default_factory=list)
+    warnings: list[WordWarning] = Field(default_factory=list)
+    output: list[OutputKey] = Field(default_factory=list)
+    messages: dict[str, Message] = Field(default_factory=dict)
+
+
+class MarkdownCheck(Strict):
+    """One declarative check of a free-form (markdown) output."""
+
+    check: Literal[
+        "present",
+        "non_empty",
+        "require_heading",
+        "require_text",
+        "any_of",
+        "extract_ids",
+        "min_refs",
+        "refs_exist",
+        "min_section_chars",
+        "recommend_heading",
+    ]
+    tier: Literal["structure", "content"] = "structure"
+    level: Literal["error", "warning"] = "error"
+    fail: FailureRef
+    text: str | None = None
+    heading: str | None = None
+    any: list[str] = Field(default_factory=list)
+    pattern: Pattern | None = None
+    ids: str | None = None
+    min: int | None = Field(default=None, ge=0)
+    known: str | None = None
+    message: Message | None = None
+
+
+class MarkdownContract(_Contract):
+    kind: Literal["markdown"]
+    checks: list[MarkdownCheck] = Field(default_factory=list)
+
+
+class JsonContract(_Contract):
+    kind: Literal["json"]
+    schema_file: PackPath
+    parse_failure: FailureRef = "PARSE_ERROR"
+    schema_failure: FailureRef = "SCHEMA_ERROR"
+
+
+class TextContract(_Contract):
+    kind: Literal["text"]
+    max_chars: int | None = Field(default=None, ge=1)
+    pattern: Pattern | None = None
+    fail: FailureRef = "WRONG_FORMAT"
+
+
+Contract = Annotated[
+    SentinelContract | MarkdownContract | JsonContract | TextContract,
+    Field(discriminator="kind"),
+]
+
+
+# --------------------------------------------------------------------------- policy
+
+
+class Guard(Strict):
+    """Skip the repair (go straight to the after-failure policy) when ``when`` is true."""
+
+    name: str = Field(min_length=1)
+    when: Expression
+    reason: str = ""
+
+
+class Truncation(Strict):
+    strategy: Literal["head_tail", "head", "none"] = "head_tail"
+    max_chars: int = Field(default=8000, ge=0, le=100_000_000)
+    head: int = Field(default=4000, ge=0, le=100_000_000)
+    tail: int = Field(default=4000, ge=0, le=100_000_000)
+    marker: str = "[...truncated...]"
+
+    @model_validator(mode="after")
+    def _fits(self) -> Truncation:
+        if self.strategy == "head_tail" and self.head + self.tail > self.max_chars:
+            raise ValueError("head + tail must not exceed max_chars")
+        return self
+
+
+class AttemptPolicy(Strict):
+    """What attempt number ``attempt`` does: which action, which template, with a hint or not."""
+
+    attempt: int = Field(ge=1, le=100)
+    action: ActionRef = "REPAIR"
+    template: TemplateRef | None = None
+    hint: bool = True
+    example: bool = False
+
+
+class AfterFailure(Strict):
+    action: ActionRef
+    default: Any = None
+    log: Literal["none", "info", "warning", "error"] = "none"
+    reason: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"action": value} if isinstance(value, str) else value
+
+
+class Trigger(Strict):
+    """The trigger row of one block or role: when to repair, how often, what then."""
+
+    contract: ContractRef | None = None
+    on: list[FailureRef] = Field(default_factory=list)
+    max_attempts: int = Field(default=1, ge=0, le=100)
+    action: ActionRef = "REPAIR"
+    template: TemplateRef | None = None
+    attempts: list[AttemptPolicy] = Field(default_factory=list)
+    skip_when: list[Guard] = Field(default_factory=list)
+    stop_on_repeat: bool = False
+    truncate: Truncation = Field(default_factory=Truncation)
+    normalize: list[Literal["ascii_quotes", "strip_bom", "crlf"]] = Field(default_factory=list)
+    after_failure: AfterFailure = Field(default_factory=lambda: AfterFailure(action="CYCLE_FAIL"))
+    description: str = ""
+
+
+class Hint(Strict):
+    """A one-line hint for the model, chosen when the error matches ``match``."""
+
+    match: Pattern
+    hint: str = Field(min_length=1)
+    blocks: list[ContractRef] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------ examples, limits, gates
+
+
+class ExampleFile(Strict):
+    file: PackPath
+    source: str = ""
+
+
+class SessionExamples(Strict):
+    path: str = "round_{n:03d}/{role}.md"
+    exclude_marker: str | None = None
+    exclude_context_key: str | None = None
+    scoring: dict[str, Any] = Field(default_factory=dict)
+
+
+class Budgets(Strict):
+    retry_tokens: int = Field(default=2000, ge=1)
+    initial_tokens: int = Field(default=1000, ge=1)
+    chars_per_token: int = Field(default=4, ge=1, le=100)
+
+
+class Examples(Strict):
+    budgets: Budgets = Field(default_factory=Budgets)
+    canonical: dict[str, list[ExampleFile]] = Field(default_factory=dict)
+    session: SessionExamples | None = None
+    templates: dict[str, PackPath] = Field(default_factory=dict)
+    selection: dict[str, list[Literal["canonical", "session", "template", "gap_list"]]] = Field(
+        default_factory=dict
+    )
+    priority_sections: list[str] = Field(default_factory=list)
+
+
+class RateLimit(Strict):
+    count: Pattern
+    max: int | None = Field(default=None, ge=0)
+    ratio: float | None = Field(default=None, ge=0, le=1)
+    per: Literal["round", "session", "window"] = "round"
+    window: int | None = Field(default=None, ge=1)
+    fail: FailureRef
+    message: Message | None = None
+
+
+class GateRule(Strict):
+    when: Expression
+    action: ActionRef
+    reason: str = ""
+
+
+class Gates(Strict):
+    schemas: dict[str, PackPath] = Field(default_factory=dict)
+    stages: dict[str, list[str]] = Field(default_factory=dict)
+    decide: list[GateRule] = Field(default_factory=list)
+
+
+class Expectation(Strict):
+    ok: bool | None = None
+    status: Literal["pass", "warn", "fail"] | None = None
+    failure: FailureRef | None = None
+    message: str | None = None
+    data: Any = None
+    warnings: list[str] | None = None
+    action: ActionRef | None = None
+
+
+class PackTest(Strict):
+    """One case of the pack's own tests: an input and what it must give."""
+
+    name: str = Field(min_length=1)
+    block: ContractRef
+    input: str | None = None
+    input_file: PackPath | None = None
+    nonce: str | None = None
+    vars: dict[str, str] = Field(default_factory=dict)
+    context: dict[str, Any] = Field(default_factory=dict)
+    attempt: int = Field(default=1, ge=1)
+    expect: Expectation
+
+    @model_validator(mode="after")
+    def _one_input(self) -> PackTest:
+        if (self.input is None) == (self.input_file is None):
+            raise ValueError("give exactly one of `input` or `input_file`")
+        return self
+
+
+# --------------------------------------------------------------------------- the pack
+
+
+class Rulepack(Strict):
+    """A rulepack: vocabulary, contracts, policies and the pack's own tests."""
+
+    rulepack: Name
+    version: str = Field(default="0.0.0", pattern=r"^\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
+    format: int = Field(default=FORMAT_VERSION, ge=1, le=FORMAT_VERSION)
+    requires: str = Field(
+        default=">=0.1", pattern=r"^\s*(([<>]=?|==|!=)\s*\d+(\.\d+)*\s*,?\s*)+$"
+    )
+    description: str = ""
+    extends: list[str] = Field(default_factory=list)
+    severities: dict[str, int] = Field(default_factory=dict)
+    failure_types: dict[str, FailureType] = Field(default_factory=dict)
+    actions: dict[str, ActionSpec] = Field(default_factory=dict)
+    context: dict[str, ContextKey] = Field(default_factory=dict)
+    sentinel: SentinelGrammar = Field(default_factory=SentinelGrammar)
+    contracts: dict[str, Contract] = Field(default_factory=dict)
+    triggers: dict[ContractRef, Trigger] = Field(default_factory=dict)
+    hints: list[Hint] = Field(default_factory=list)
+    templates: dict[str, TemplateSpec] = Field(default_factory=dict)
+    examples: Examples = Field(default_factory=Examples)
+    rate_limits: dict[str, RateLimit] = Field(default_factory=dict)
+    gates: Gates = Field(default_factory=Gates)
+    tests: list[PackTest] = Field(default_factory=list)
+
+
+EachRule.model_rebuild()

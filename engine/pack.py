@@ -1,0 +1,113 @@
+"""The public entry points: find, check and load rulepacks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import PackError, Position
+from engine.findings import Finding, has_errors
+from engine.loader import (
+    BUILTIN_PREFIX,
+    PACK_FILE,
+    PackTree,
+    SourceMap,
+    display_path,
+    load_pack_tree,
+    resolve_pack_file,
+)
+from engine.model import Rulepack
+from engine.resources import builtin_pack_names
+from engine.semantics import check_semantics
+from engine.validate import validate_tree
+
+
+@dataclass
+class CheckResult:
+    """What `rules check` found in one pack."""
+
+    target: str
+    findings: list[Finding]
+    model: Rulepack | None = None
+    tree: PackTree | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not has_errors(self.findings)
+
+
+@dataclass
+class Pack:
+    """A loaded, checked rulepack."""
+
+    model: Rulepack
+    root: Path
+    source: SourceMap = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.model.rulepack
+
+
+def find_pack_files(target: str) -> list[Path]:
+    """The pack files ``target`` names: a pack file, a pack folder, a folder of packs, or
+    ``builtin:NAME``. An unknown target raises ``PackError``."""
+    if target.startswith(BUILTIN_PREFIX):
+        found = resolve_pack_file(target, Path.cwd())
+        if found is None:
+            known = ", ".join(BUILTIN_PREFIX + n for n in builtin_pack_names())
+            raise PackError(f"{target}: no such builtin pack (known: {known})")
+        return [found]
+    path = Path(target)
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        if (path / PACK_FILE).is_file():
+            return [path / PACK_FILE]
+        packs = sorted(p / PACK_FILE for p in path.iterdir() if (p / PACK_FILE).is_file())
+        if packs:
+            return packs
+        raise PackError(f"{target}: no {PACK_FILE} here or in its sub-folders")
+    if "/" not in target and target in builtin_pack_names():
+        return find_pack_files(BUILTIN_PREFIX + target)
+    raise PackError(f"{target}: no such file, folder or builtin pack")
+
+
+def check_pack_file(pack_file: Path) -> CheckResult:
+    """Load, validate and check one pack; every problem is a finding, nothing raises."""
+    tree = load_pack_tree(pack_file)
+    findings = list(tree.findings)
+    model = None
+    if tree.data:
+        model, invalid = validate_tree(tree.data, tree.source)
+        findings.extend(invalid)
+        if model is not None:
+            findings.extend(check_semantics(model, tree.source))
+    unique = sorted(set(findings), key=Finding.sort_key)
+    return CheckResult(display_path(pack_file), unique, model, tree)
+
+
+def check_packs(targets: list[str]) -> list[CheckResult]:
+    results = []
+    for target in targets:
+        for pack_file in find_pack_files(target):
+            results.append(check_pack_file(pack_file))
+    return results
+
+
+def load_pack(ref: str | Path) -> Pack:
+    """Load the pack ``ref`` names (path, folder or ``builtin:NAME`` / bare builtin name).
+
+    Raises ``PackError`` carrying every finding if the pack has errors.
+    """
+    files = find_pack_files(str(ref))
+    if len(files) != 1:
+        raise PackError(f"{ref}: names {len(files)} packs; give one")
+    result = check_pack_file(files[0])
+    if not result.ok or result.model is None or result.tree is None:
+        errors = [f for f in result.findings if f.level == "error"]
+        first = errors[0] if errors else Finding("pack-invalid", "pack is invalid",
+                                                 Position(result.target))
+        more = f" (and {len(errors) - 1} more; run `rules check {ref}`)" if len(errors) > 1 else ""
+        raise PackError(f"{first.position}: {first.message}{more}", tuple(result.findings))
+    return Pack(result.model, files[0].resolve().parent, result.tree.source)

@@ -1,0 +1,111 @@
+"""The sandboxed Jinja2 environment: templates and condition expressions of packs.
+
+A shared pack cannot run code (``SandboxedEnvironment``) and a misspelt variable fails
+loudly (``StrictUndefined``). What each kind of template may use is declared here, once,
+so `rules check` can name a variable that the engine will never provide.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jinja2 import StrictUndefined, meta, nodes
+from jinja2.sandbox import SandboxedEnvironment
+
+from engine.patterns import PatternError, compile_pattern
+
+# Variables the engine provides to a template, by the template's purpose.
+TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
+    "repair": frozenset({
+        "block_type", "nonce", "criterion_id", "parser_error", "micro_hint",
+        "original_output", "format_contract", "failure_type", "attempt", "max_attempts",
+        "params", "context",
+    }),
+    "retry": frozenset({
+        "role", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
+        "failure_message", "failures", "modification", "example", "example_source",
+        "example_tier", "original_prompt", "known_gaps", "invalid_ids", "context",
+    }),
+    "escalation": frozenset({
+        "role", "block_type", "attempt", "max_attempts", "failure_type", "failure_message",
+        "failures", "history", "context",
+    }),
+    "reprompt": frozenset({
+        "stage", "action", "errors", "missing", "checked", "attempt", "max_attempts",
+        "context",
+    }),
+    "example": frozenset({"role", "known_gaps", "context"}),
+    "log": frozenset({"entries", "summary", "session", "context"}),
+}
+
+# Variables a condition expression (guards, gate rules) may use.
+CONDITION_VARIABLES: frozenset[str] = frozenset({
+    "output", "error", "failure_type", "failures", "attempt", "max_attempts", "block",
+    "previous_errors", "status", "warnings", "data", "context", "missing", "errors",
+})
+
+
+def _regex_test(value: Any, pattern: str) -> bool:
+    try:
+        return compile_pattern(pattern).search(str(value)) is not None
+    except PatternError:
+        return False
+
+
+def _regex_fullmatch(value: Any, pattern: str) -> bool:
+    try:
+        return compile_pattern(pattern).fullmatch(str(value)) is not None
+    except PatternError:
+        return False
+
+
+def make_environment() -> SandboxedEnvironment:
+    env = SandboxedEnvironment(
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.tests["search"] = _regex_test
+    env.tests["fullmatch"] = _regex_fullmatch
+    return env
+
+
+ENVIRONMENT = make_environment()
+
+
+def undeclared_names(source: str) -> set[str]:
+    """The variables a template (or expression) reads without defining them."""
+    return set(meta.find_undeclared_variables(ENVIRONMENT.parse(source)))
+
+
+def first_use(source: str, name: str) -> tuple[int, int]:
+    """1-based line and column of the first use of variable ``name`` in a template."""
+    tree = ENVIRONMENT.parse(source)
+    lines = source.splitlines()
+    for node in tree.find_all(nodes.Name):
+        if node.name == name and node.ctx == "load":
+            line = node.lineno
+            text = lines[line - 1] if 0 < line <= len(lines) else ""
+            column = _column_of_word(text, name)
+            return line, column
+    return 1, 1
+
+
+def _column_of_word(text: str, word: str) -> int:
+    start = 0
+    while True:
+        index = text.find(word, start)
+        if index < 0:
+            return 1
+        before = text[index - 1] if index else " "
+        after = text[index + len(word)] if index + len(word) < len(text) else " "
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return index + 1
+        start = index + 1
+
+
+def expression_source(expression: str) -> str:
+    """A condition as a template, so its names can be listed like a template's."""
+    return "{{ (" + expression + ") }}"

@@ -1,0 +1,75 @@
+"""Shared test helpers. Tests write only inside their temp dirs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from engine.cli import cli
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SCRIPTS = Path(sys.executable).parent
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test runs in its own empty working directory."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    yield
+
+
+def run_cli(*args: str, input: str | bytes | None = None,
+            env: dict[str, str] | None = None) -> Result:
+    runner = CliRunner()
+    return runner.invoke(cli, list(args), input=input, env=env, catch_exceptions=False)
+
+
+PackMaker = Callable[..., Path]
+
+
+@pytest.fixture
+def make_pack(tmp_path: Path) -> PackMaker:
+    """Write a pack folder from YAML text and extra files; return its folder."""
+
+    def make(yaml_text: str, name: str = "pack", files: dict[str, str] | None = None) -> Path:
+        folder = tmp_path / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "pack.yaml").write_text(textwrap.dedent(yaml_text).lstrip(), encoding="utf-8")
+        for rel, text in (files or {}).items():
+            target = folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(textwrap.dedent(text), encoding="utf-8")
+        return folder
+
+    return make
+
+
+def copy_fixture(name: str, dest: Path) -> Path:
+    target = dest / name
+    shutil.copytree(FIXTURES / "packs" / name, target)
+    return target
+
+
+def script(name: str) -> str:
+    """The installed console script next to this interpreter."""
+    path = SCRIPTS / name
+    return str(path) if path.exists() else shutil.which(name) or name
+
+
+def run_script(*args: str, cwd: Path | None = None, input: bytes | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
+    return subprocess.run(list(args), cwd=cwd, input=input, capture_output=True,
+                          timeout=timeout, env=env, check=False)
