@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from engine import __version__
+from engine.commands.parse import parse_command
 from engine.errors import EngineError
 from engine.pack import check_packs
 from engine.report import FORMATTERS
@@ -97,6 +98,9 @@ def schema_command() -> None:
       # yaml-language-server: $schema=../../contracts/rulepack.schema.json
     """
     click.echo(rulepack_schema_text(), nl=False)
+
+
+cli.add_command(parse_command)
 
 
 def main() -> None:

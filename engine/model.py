@@ -240,8 +240,8 @@ class OutputKey(Strict):
     field: str | None = None
     param: str | None = None
     warnings: bool = False
-    type: Literal["string", "int", "bool", "list", "items", "split"] = "string"
-    split: str = ","
+    type: Literal["string", "int", "bool", "split", "items"] = "string"
+    split: str = Field(default=",", min_length=1)
 
     @model_validator(mode="after")
     def _one_source(self) -> OutputKey:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.errors import PackError, Position
+from engine.compile import compile_parsers
+from engine.errors import EngineError, PackError, Position
 from engine.findings import Finding, has_errors
+from engine.grammar.sentinel import SentinelParser
 from engine.loader import (
     BUILTIN_PREFIX,
     PACK_FILE,
@@ -18,7 +21,9 @@ from engine.loader import (
 )
 from engine.model import Rulepack
 from engine.resources import builtin_pack_names
+from engine.results import ParseResult
 from engine.semantics import check_semantics
+from engine.textio import decode_output
 from engine.validate import validate_tree
 
 
@@ -43,10 +48,35 @@ class Pack:
     model: Rulepack
     root: Path
     source: SourceMap = field(repr=False)
+    parsers: dict[str, SentinelParser] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.parsers:
+            self.parsers = compile_parsers(self.model)
 
     @property
     def name(self) -> str:
         return self.model.rulepack
+
+    @property
+    def blocks(self) -> list[str]:
+        return list(self.model.contracts)
+
+    def contract_kind(self, block: str) -> str:
+        if block not in self.model.contracts:
+            known = ", ".join(self.model.contracts) or "none"
+            raise EngineError(f"pack {self.name!r} has no block {block!r} (blocks: {known})")
+        return self.model.contracts[block].kind
+
+    def parse(self, block: str, text: str | bytes, nonce: str | None = None,
+              vars: Mapping[str, str] | None = None) -> ParseResult:
+        """Deterministically parse one block of ``text``; never raises for any text."""
+        kind = self.contract_kind(block)
+        parser = self.parsers.get(block)
+        if parser is None:
+            raise EngineError(f"block {block!r} is a {kind} contract; `parse` needs a "
+                              "sentinel contract (use `evaluate`)")
+        return parser.parse(decode_output(text), nonce, dict(vars or {}))
 
 
 def find_pack_files(target: str) -> list[Path]:

@@ -1,0 +1,78 @@
+"""Parsing many records in one process: JSON Lines in, JSON Lines out, order kept.
+
+Each input line is ``{"id", "block", "nonce", "vars", "text"}`` (``text_base64`` may carry
+raw bytes instead of ``text``). A malformed line becomes that record's error; the run goes on.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from engine.errors import EngineError
+from engine.pack import Pack
+
+
+def _record_error(record_id: Any, message: str) -> dict[str, Any]:
+    return {"id": record_id, "ok": False, "data": None, "error": message,
+            "failure_type": "INVALID_RECORD", "warnings": []}
+
+
+def _text_of(record: Mapping[str, Any]) -> str | bytes:
+    if "text_base64" in record:
+        encoded = record["text_base64"]
+        if not isinstance(encoded, str):
+            raise ValueError("'text_base64' must be a string")
+        return base64.b64decode(encoded, validate=True)
+    text = record.get("text", "")
+    if not isinstance(text, str):
+        raise ValueError("'text' must be a string")
+    return text
+
+
+def parse_record(pack: Pack, line: bytes | str, number: int, default_block: str | None,
+                 default_nonce: str | None) -> dict[str, Any]:
+    raw = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+    try:
+        record = json.loads(raw)
+    except ValueError as exc:
+        return _record_error(None, f"input line {number}: not valid JSON ({exc})")
+    if not isinstance(record, dict):
+        return _record_error(None, f"input line {number}: expected a JSON object")
+    record_id = record.get("id")
+    try:
+        block = record.get("block", default_block)
+        nonce = record.get("nonce", default_nonce)
+        variables = record.get("vars") or {}
+        if not isinstance(block, str):
+            raise ValueError("'block' is missing (give it in the record or with --block)")
+        if nonce is not None and not isinstance(nonce, str):
+            raise ValueError("'nonce' must be a string")
+        if not isinstance(variables, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in variables.items()
+        ):
+            raise ValueError("'vars' must be an object of strings")
+        text = _text_of(record)
+        result = pack.parse(block, text, nonce=nonce, vars=variables)
+    except (ValueError, binascii.Error, EngineError) as exc:
+        return _record_error(record_id, f"input line {number}: {exc}")
+    return {
+        "id": record_id,
+        "ok": result.ok,
+        "data": result.data,
+        "error": result.error,
+        "failure_type": result.failure.type if result.failure else None,
+        "warnings": result.warnings,
+    }
+
+
+def parse_jsonl(pack: Pack, lines: Iterable[bytes], default_block: str | None = None,
+                default_nonce: str | None = None) -> Iterator[dict[str, Any]]:
+    """One result per non-blank input line, in input order."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        yield parse_record(pack, line, number, default_block, default_nonce)

@@ -1,0 +1,1 @@
+"""Interpreters of grammars declared in packs."""

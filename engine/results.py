@@ -1,0 +1,41 @@
+"""What parsing and evaluating produce: plain, typed, JSON-ready results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an output was rejected: its failure type, the exact message, and the line if known."""
+
+    type: str
+    message: str
+    line: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "line": self.line}
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """The outcome of a deterministic parse of one block."""
+
+    ok: bool
+    data: dict[str, Any] | None = None
+    failure: Failure | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> str | None:
+        return self.failure.message if self.failure else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "data": self.data,
+            "error": self.error,
+            "failure": self.failure.to_json() if self.failure else None,
+            "warnings": list(self.warnings),
+        }
