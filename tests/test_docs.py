@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import REPO, run_cli
 from test_packaging import readme_commands
+
+from conftest import REPO, run_cli
 
 
 def test_ci_runs_exactly_the_readme_commands() -> None:
