@@ -161,7 +161,7 @@ class _TreeBuilder:
                              key_node.start_mark, "write the key as a plain string")
                 continue
             key = str(key_node.value)
-            if key == "<<" and key_node.tag == "tag:yaml.org,2002:merge":
+            if key == "<<":
                 self.finding("yaml-merge-key", "YAML merge keys (<<) are not supported",
                              key_node.start_mark, "use `extends:` to build on another pack")
                 continue

@@ -1,0 +1,49 @@
+"""Evaluating an output against its contract: the Verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from engine.results import Failure, ParseResult
+
+Status = Literal["pass", "warn", "fail"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Does the output meet its contract: status, failures (with severity), warnings, data."""
+
+    block: str
+    status: Status
+    failures: list[Failure] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    data: Any = None
+    severities: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def error(self) -> str | None:
+        return self.failures[0].message if self.failures else None
+
+    @property
+    def failure_type(self) -> str | None:
+        return self.failures[0].type if self.failures else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "block": self.block,
+            "status": self.status,
+            "failures": [{**f.to_json(), "severity": self.severities.get(f.type)}
+                         for f in self.failures],
+            "warnings": list(self.warnings),
+            "data": self.data,
+        }
+
+
+def verdict_from_parse(block: str, result: ParseResult,
+                       severities: dict[str, str]) -> Verdict:
+    if result.ok:
+        status: Status = "warn" if result.warnings else "pass"
+        return Verdict(block, status, [], list(result.warnings), result.data, severities)
+    failures = [result.failure] if result.failure else []
+    return Verdict(block, "fail", failures, list(result.warnings), None, severities)

@@ -1,0 +1,60 @@
+"""Decisions of the sentinel pack's trigger table (seed 002) and the repair prompt."""
+
+from __future__ import annotations
+
+from sentinel_cases import NONCE, delimiters
+
+import engine
+from engine.decide import decide
+from engine.repair import render_repair
+from engine.verdict import verdict_from_parse
+
+PACK = engine.load_pack("sentinel")
+SEVERITIES = {name: ft.severity for name, ft in PACK.model.failure_types.items()}
+
+
+def evaluate(block: str, text: str, attempt: int = 1, **params: str):  # type: ignore[no-untyped-def]
+    verdict = verdict_from_parse(block, PACK.parse(block, text, nonce=NONCE, vars=params),
+                                 SEVERITIES)
+    return verdict, decide(PACK.model, verdict, output=text, attempt=attempt)
+
+
+def bad(block: str, filler: str = "x" * 60) -> str:
+    opener, closer = delimiters(block)
+    return "\n".join([opener, f"JUNK LINE {filler}", closer])
+
+
+def test_table_rows_after_the_one_repair() -> None:
+    outcomes = {}
+    for block in ("PLAN", "TRACK", "SPEC", "VERDICT", "REFLECT", "QA_REVIEW"):
+        _, first = evaluate(block, bad(block), criterion="AC1")
+        _, second = evaluate(block, bad(block), attempt=2, criterion="AC1")
+        outcomes[block] = (first.action, second.action)
+    assert outcomes == {
+        "PLAN": ("REPAIR", "CYCLE_FAIL"),
+        "TRACK": ("CYCLE_FAIL", "CYCLE_FAIL"),
+        "SPEC": ("CYCLE_FAIL", "CYCLE_FAIL"),
+        "VERDICT": ("REPAIR", "NEEDS_HUMAN"),
+        "REFLECT": ("REPAIR", "DEGRADE"),
+        "QA_REVIEW": ("REPAIR", "ACCEPT_WITH_WARNINGS"),
+    }
+    _, degraded = evaluate("REFLECT", bad("REFLECT"), attempt=2)
+    assert degraded.default == {"action": "NOP"}
+    assert degraded.log == "warning"
+
+
+def test_guards() -> None:
+    _, short = evaluate("VERDICT", "ANSWER=YES", criterion="AC1")
+    assert (short.action, short.rule) == ("NEEDS_HUMAN", "guard:short_output")
+
+
+def test_repair_prompt_for_a_20000_char_verdict() -> None:
+    text = ("a" * 10_000) + "“quoted”" + ("b" * 9_992)
+    verdict, decision = evaluate("VERDICT", text, criterion="AC1")
+    assert decision.action == "REPAIR"
+    prompt = render_repair(PACK.model, PACK.root, verdict, decision, output=text,
+                           nonce=NONCE, params={"criterion": "AC1"})
+    expected_original = "a" * 4000 + "[...truncated...]" + "b" * 4000
+    assert f"ORIGINAL OUTPUT (verbatim, may be truncated)\n{expected_original}\n" in prompt
+    assert "expected exactly 1 <<<VERDICT: block, found 0\n\nEnsure exactly one" in prompt
+    assert "- Criterion ID (if VERDICT): AC1\n" in prompt
