@@ -103,8 +103,15 @@ def schema_command() -> None:
 cli.add_command(parse_command)
 
 
+def _allow_long_integers() -> None:
+    """Block data may hold integers of any length; JSON output must not refuse them."""
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)
+
+
 def main() -> None:
     """Entry point of the `rules` script."""
+    _allow_long_integers()
     try:
         cli(prog_name="rules")
     except Exception as exc:

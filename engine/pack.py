@@ -23,7 +23,7 @@ from engine.model import Rulepack
 from engine.resources import builtin_pack_names
 from engine.results import ParseResult
 from engine.semantics import check_semantics
-from engine.textio import decode_output
+from engine.textio import clean_text, decode_output
 from engine.validate import validate_tree
 
 
@@ -76,7 +76,9 @@ class Pack:
         if parser is None:
             raise EngineError(f"block {block!r} is a {kind} contract; `parse` needs a "
                               "sentinel contract (use `evaluate`)")
-        return parser.parse(decode_output(text), nonce, dict(vars or {}))
+        params = {k: clean_text(v) for k, v in (vars or {}).items()}
+        return parser.parse(decode_output(text), None if nonce is None else clean_text(nonce),
+                            params)
 
 
 def find_pack_files(target: str) -> list[Path]:

@@ -6,5 +6,27 @@ from __future__ import annotations
 def decode_output(data: bytes | str) -> str:
     """UTF-8 with invalid bytes replaced (U+FFFD); NUL, CR and BOM are kept for the grammar."""
     if isinstance(data, str):
-        return data
+        return clean_text(data)
     return data.decode("utf-8", errors="replace")
+
+
+def clean_text(text: str) -> str:
+    """Lone surrogates (from a surrogateescape decode) become U+FFFD; RE2 needs valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def int_text(number: int) -> str:
+    """Decimal digits of an int of any size (str() refuses over 4300 digits)."""
+    try:
+        return str(number)
+    except ValueError:
+        digits: list[str] = []
+        sign, number = ("-", -number) if number < 0 else ("", number)
+        while number:
+            number, chunk = divmod(number, 10**1000)
+            digits.append(f"{chunk:01000d}" if number else f"{chunk}")
+        return sign + "".join(reversed(digits))

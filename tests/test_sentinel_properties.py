@@ -133,3 +133,23 @@ def test_a_changed_limit_in_a_copy_changes_behaviour(tmp_path: Path) -> None:
                                            vars={"criterion": "AC1"})
     assert shipped.ok
     assert changed.error == "REASON exceeds 300 chars"
+
+
+def test_lone_surrogates_get_a_verdict_not_an_exception() -> None:
+    opener, closer = delimiters("VERDICT")
+    text = "\n".join([opener, "ANSWER=YES", 'REASON="a\ud800"', closer])
+    result = PACK.parse("VERDICT", text, nonce=NONCE, vars={"criterion": "AC1\ud800"})
+    assert result.error == "invalid --criterion format"
+    ok = PACK.parse("VERDICT", text, nonce=NONCE, vars={"criterion": "AC1"})
+    assert ok.data == {"criterion_id": "AC1", "answer": "YES", "reason": "a\ufffd"}
+    bad_nonce = PACK.parse("VERDICT", "", nonce="4F2C9\ud800", vars={"criterion": "AC1"})
+    assert bad_nonce.error == "invalid nonce format: '4F2C9\ufffd' (must match ^[0-9A-F]{6}$)"
+
+
+def test_counts_over_4300_digits_still_give_a_message() -> None:
+    opener, closer = delimiters("QA_REVIEW")
+    lines = ["VERDICT=PASS", "RISK=LOW", *[f"C{i}=PASS" for i in range(6)],
+             "FINDINGS_COUNT=" + "1" * 4301, "FINDINGS:", "REMEDIATION_COUNT=0",
+             "REMEDIATION:", 'NOTES=""']
+    result = PACK.parse("QA_REVIEW", "\n".join([opener, *lines, closer]), nonce=NONCE)
+    assert result.error == "FINDINGS_COUNT=" + "1" * 4301 + " but 0 findings provided"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from engine.textio import int_text
+
 DEFAULT_MESSAGES: dict[str, str] = {
     # inputs and delimiters
     "param_missing": "{param} is required",
@@ -78,7 +80,10 @@ def fill(template: str, values: Mapping[str, object]) -> str:
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1)
-        return str(values[name]) if name in values else match.group(0)
+        if name not in values:
+            return match.group(0)
+        value = values[name]
+        return int_text(value) if isinstance(value, int) else str(value)
 
     return _PLACEHOLDER.sub(replace, template)
 
