@@ -13,6 +13,8 @@ from typing import Any
 import click
 
 from engine import __version__
+from engine.commands.evaluate import eval_command, render_command
+from engine.commands.explain import explain_command
 from engine.commands.parse import parse_command
 from engine.errors import EngineError
 from engine.pack import check_packs
@@ -101,6 +103,9 @@ def schema_command() -> None:
 
 
 cli.add_command(parse_command)
+cli.add_command(eval_command)
+cli.add_command(render_command)
+cli.add_command(explain_command)
 
 
 def _allow_long_integers() -> None:

@@ -379,7 +379,8 @@ class Truncation(Strict):
 
 
 class AttemptPolicy(Strict):
-    """What attempt number ``attempt`` does: which action, which template, with a hint or not."""
+    """The decision taken on attempt ``attempt`` when it fails and a repair is still allowed:
+    which action, which template, with a micro-hint or not (attempt 1 = the original output)."""
 
     attempt: int = Field(ge=1, le=100)
     action: ActionRef = "REPAIR"

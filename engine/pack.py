@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from engine.compile import compile_parsers
-from engine.errors import EngineError, PackError, Position
+from engine.decide import Decision, decide
+from engine.errors import EngineError, EvaluationError, PackError, Position
 from engine.findings import Finding, has_errors
 from engine.grammar.sentinel import SentinelParser
 from engine.loader import (
@@ -20,11 +22,13 @@ from engine.loader import (
     resolve_pack_file,
 )
 from engine.model import Rulepack
+from engine.repair import render_repair
 from engine.resources import builtin_pack_names
 from engine.results import ParseResult
 from engine.semantics import check_semantics
 from engine.textio import clean_text, decode_output
 from engine.validate import validate_tree
+from engine.verdict import Verdict, verdict_from_error, verdict_from_parse
 
 
 @dataclass
@@ -79,6 +83,42 @@ class Pack:
         params = {k: clean_text(v) for k, v in (vars or {}).items()}
         return parser.parse(decode_output(text), None if nonce is None else clean_text(nonce),
                             params)
+
+    def evaluate(self, block: str, text: str | bytes, nonce: str | None = None,
+                 vars: Mapping[str, str] | None = None) -> Verdict:
+        """Check ``text`` against the block's contract; never raises for any text."""
+        kind = self.contract_kind(block)
+        if kind != "sentinel":
+            raise EvaluationError(f"evaluating {kind} contracts is not implemented yet")
+        return verdict_from_parse(block, self.parse(block, text, nonce, vars), self.severities)
+
+    @property
+    def severities(self) -> dict[str, str]:
+        return {name: ft.severity for name, ft in self.model.failure_types.items()}
+
+    def verdict_for_error(self, block: str, message: str,
+                          failure_type: str = "PARSE_ERROR") -> Verdict:
+        """A failed verdict for an error reported by another tool (e.g. its own parser)."""
+        self.contract_kind(block)
+        if failure_type not in self.model.failure_types:
+            raise EngineError(f"unknown failure type {failure_type!r} "
+                              f"(known: {', '.join(self.model.failure_types)})")
+        return verdict_from_error(block, message, failure_type, self.severities)
+
+    def decide(self, verdict: Verdict, *, output: str | bytes, attempt: int = 1,
+               previous_errors: Sequence[str] = (), nonce: str | None = None,
+               model: str | None = None, context: Mapping[str, Any] | None = None) -> Decision:
+        """What happens next for ``verdict`` (see engine.decide for attempt counting)."""
+        carry = {"nonce": nonce, "model": model}
+        return decide(self.model, verdict, output=decode_output(output), attempt=attempt,
+                      previous_errors=previous_errors, carry=carry, context=context)
+
+    def render(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
+               nonce: str | None = None, vars: Mapping[str, str] | None = None) -> str:
+        """The prompt ``decision`` calls for; RenderError when none is due."""
+        return render_repair(self.model, self.root, verdict, decision,
+                             output=decode_output(output), nonce=nonce or "",
+                             params=dict(vars or {}))
 
 
 def find_pack_files(target: str) -> list[Path]:

@@ -17,7 +17,7 @@ from engine.patterns import PatternError, compile_pattern
 # Variables the engine provides to a template, by the template's purpose.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     "repair": frozenset({
-        "block_type", "nonce", "criterion_id", "parser_error", "micro_hint",
+        "block_type", "nonce", "parser_error", "micro_hint",
         "original_output", "format_contract", "failure_type", "attempt", "max_attempts",
         "params", "context",
     }),

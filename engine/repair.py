@@ -52,16 +52,20 @@ def render_repair(pack: Rulepack, root: Path, verdict: Verdict, decision: Decisi
         raise RenderError(f"no prompt is due: the decision is {decision.action}")
     trigger = pack.triggers[verdict.block]
     spec = pack.templates[decision.template]
+    if spec.purpose != "repair":
+        raise RenderError(f"template {decision.template!r} is a {spec.purpose} template; "
+                          "only repair templates render here so far")
     contract = pack.contracts[verdict.block]
     contract_text = ""
     if contract.contract_text:
         raw = (root / contract.contract_text).read_text(encoding="utf-8")
         contract_text = fill(raw, {"nonce": nonce, **params})
-    original = truncate(normalize(output, list(trigger.normalize)), trigger.truncate)
+    # Trailing line breaks are not content; dropping them keeps the template's layout exact.
+    original = truncate(normalize(output, list(trigger.normalize)).rstrip("\r\n"),
+                        trigger.truncate)
     template = ENVIRONMENT.from_string((root / spec.file).read_text(encoding="utf-8"))
     return template.render(
-        block_type=verdict.block, nonce=nonce, criterion_id=params.get("criterion", ""),
-        parser_error=verdict.error or "",
+        block_type=verdict.block, nonce=nonce, parser_error=verdict.error or "",
         micro_hint=micro_hint(pack, verdict.block, verdict.error or "") if decision.hint else "",
         original_output=original, format_contract=contract_text.rstrip("\n"),
         failure_type=verdict.failure_type or "", attempt=decision.attempt,

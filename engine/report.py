@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from engine.decide import Decision
 from engine.findings import Finding
+from engine.model import Rulepack, Trigger
 from engine.pack import CheckResult
+from engine.verdict import Verdict
 
 
 def format_text(results: list[CheckResult]) -> str:
@@ -71,3 +74,76 @@ FORMATTERS: dict[str, Callable[[list[CheckResult]], str]] = {
     "json": format_json,
     "github": format_github,
 }
+
+
+def format_evaluation(verdict: Verdict, decision: Decision, output_format: str) -> str:
+    """Verdict and decision as a readable table, or as JSON {verdict, decision}."""
+    if output_format == "json":
+        payload = {"verdict": verdict.to_json(), "decision": decision.to_json()}
+        return json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
+    rows = [("block", verdict.block), ("status", verdict.status)]
+    for failure in verdict.failures:
+        severity = verdict.severities.get(failure.type, "?")
+        rows.append(("failure", f"{failure.type} ({severity}): {failure.message}"))
+    rows.extend(("warning", w) for w in verdict.warnings)
+    if decision.final:
+        progress = f"attempt {decision.attempt}, final"
+    else:
+        left = decision.attempts_left
+        progress = (f"attempt {decision.attempt} of {decision.max_attempts + 1}; "
+                    f"{left} repair{'s' if left != 1 else ''} left after this one")
+    rows.append(("action", f"{decision.action} ({progress})"))
+    rows.append(("reason", decision.reason))
+    rows.append(("rule", decision.rule))
+    if decision.default is not None:
+        rows.append(("default", json.dumps(decision.default, ensure_ascii=False)))
+    if decision.log != "none":
+        rows.append(("log", decision.log))
+    carried = ", ".join(f"{k}={v}" for k, v in decision.carry.items() if v is not None)
+    if carried:
+        rows.append(("carry", carried))
+    width = max(len(name) for name, _ in rows)
+    return "".join(f"{name.ljust(width)}  {value}\n" for name, value in rows)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |\n"
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|\n"
+    return line(header) + rule + "".join(line(r) for r in rows)
+
+
+def _after(trigger: Trigger) -> str:
+    after = trigger.after_failure
+    text = after.action
+    if after.default is not None:
+        text += f" (default {json.dumps(after.default, ensure_ascii=False)})"
+    if after.log != "none":
+        text += f", log {after.log}"
+    return text
+
+
+def format_explain(pack: Rulepack, block: str | None = None) -> str:
+    """The trigger table of a pack (one row per block) and the failure types."""
+    blocks = [block] if block else list(pack.contracts)
+    rows = []
+    for name in blocks:
+        trigger = pack.triggers.get(name) or Trigger()
+        on = ", ".join(trigger.on) or "never (no repair)"
+        skip = ", ".join(g.name for g in trigger.skip_when) or "-"
+        repair = (f"{trigger.action} x{trigger.max_attempts}" if trigger.on else "-")
+        rows.append([name, on, repair, trigger.template or "-", skip, _after(trigger)])
+    out = _table(["Block", "Repair on", "Then", "Template", "Skip when", "After failure"], rows)
+    guards = {g.name: g for name in blocks
+              for g in (pack.triggers.get(name) or Trigger()).skip_when}
+    if guards:
+        out += "\nGuards (skip the repair, go straight to the after-failure action):\n"
+        out += "".join(f"  {g.name}: {g.when}  ({g.reason or 'no reason given'})\n"
+                       for g in guards.values())
+    types = [[n, ft.severity, "yes" if ft.retriable else "no", ft.explain]
+             for n, ft in pack.failure_types.items()]
+    if types:
+        out += "\n" + _table(["Failure type", "Severity", "Retriable", "Explain"], types)
+    return out

@@ -47,3 +47,9 @@ def verdict_from_parse(block: str, result: ParseResult,
         return Verdict(block, status, [], list(result.warnings), result.data, severities)
     failures = [result.failure] if result.failure else []
     return Verdict(block, "fail", failures, list(result.warnings), None, severities)
+
+
+def verdict_from_error(block: str, message: str, failure_type: str,
+                       severities: dict[str, str]) -> Verdict:
+    """A failed verdict whose error comes from outside (another parser, a crashed tool)."""
+    return Verdict(block, "fail", [Failure(failure_type, message)], [], None, severities)

@@ -1,0 +1,135 @@
+"""`rules eval` and `rules render`: verdict and decision for one output, and its prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import click
+
+from engine.commands.common import UsageFailure, open_pack, parse_vars
+from engine.decide import Decision
+from engine.errors import EngineError
+from engine.loader import read_yaml
+from engine.pack import Pack
+from engine.report import format_evaluation
+from engine.verdict import Verdict
+
+EXIT_STATUS_HELP = """\b
+Exit status (for shell orchestrators):
+  0  PROCEED (or a final action the pack maps to 0)
+  1  finally failed: the after-failure action (CYCLE_FAIL, NEEDS_HUMAN, DEGRADE, ...)
+  2  usage or pack error
+  3  a repair or retry is due (`rules render` prints its prompt)"""
+
+
+def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--pack", "pack_ref", required=True,
+                     help="Pack: builtin name, folder or file."),
+        click.option("--block", required=True, help="Block (contract) name of the pack."),
+        click.option("--nonce", help="The nonce of this cycle (carried into the repair)."),
+        click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE",
+                     help="A block parameter, e.g. criterion=AC1 (repeatable)."),
+        click.option("--context", "context_file", type=click.Path(dir_okay=False),
+                     help="YAML or JSON file with context keys for guards and templates."),
+        click.option("--attempt", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Which output this is: 1 = the original, 2 = after one repair."),
+        click.option("--model", help="The model that produced the output (carried along)."),
+        click.option("--previous-error", "previous_errors", multiple=True,
+                     help="Error of an earlier attempt, oldest first (repeat detection)."),
+        click.option("--error", "external_error",
+                     help="Take this error (from another parser or tool) instead of parsing."),
+        click.option("--failure-type", default="PARSE_ERROR", show_default=True,
+                     help="Failure type of --error."),
+        click.argument("source", type=click.File("rb"), default="-", required=False),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _load_context(path: str | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    document = read_yaml(Path(path))
+    if document.findings:
+        first = document.findings[0]
+        raise UsageFailure(f"{first.position}: {first.message}")
+    if document.data is None:
+        return {}
+    if not isinstance(document.data, dict):
+        raise UsageFailure(f"{path}:1:1: a context file must hold a mapping of keys")
+    return document.data
+
+
+def _run(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...],
+         context_file: str | None, attempt: int, model: str | None,
+         previous_errors: tuple[str, ...], external_error: str | None, failure_type: str,
+         source: BinaryIO) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str]]:
+    pack = open_pack(pack_ref)
+    variables = parse_vars(var_pairs)
+    context = _load_context(context_file)
+    output = source.read()
+    try:
+        if external_error is not None:
+            verdict = pack.verdict_for_error(block, external_error, failure_type)
+        else:
+            verdict = pack.evaluate(block, output, nonce=nonce, vars=variables)
+        decision = pack.decide(verdict, output=output, attempt=attempt,
+                               previous_errors=previous_errors, nonce=nonce, model=model,
+                               context=context)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    return pack, verdict, decision, output, variables
+
+
+@click.command("eval")
+@_shared_options
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              help="text: a readable table; json: {verdict, decision}.")
+def eval_command(output_format: str, **options: Any) -> None:
+    """Evaluate one output: verdict (pass/warn/fail, failures) and decision (next action).
+
+    Reads FILE (default: stdin).
+
+    \b
+    Examples:
+      rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
+      rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --attempt 2 --format json out.txt
+    """
+    _, verdict, decision, _, _ = _run(**options)
+    click.echo(format_evaluation(verdict, decision, output_format), nl=False)
+    raise SystemExit(decision.exit_code)
+
+
+eval_command.help = (eval_command.help or "") + "\n\n" + EXIT_STATUS_HELP
+
+
+@click.command("render")
+@_shared_options
+def render_command(**options: Any) -> None:
+    """Print the prompt the decision calls for (the repair or retry prompt), ready to send.
+
+    Takes the same arguments as `rules eval`. Exits 1 with a message on stderr when no
+    prompt is due (the output passed, or the decision is final).
+
+    \b
+    Examples:
+      rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
+      rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A out.txt | model-cli
+    """
+    pack, verdict, decision, output, variables = _run(**options)
+    if decision.final:
+        click.echo(f"error: no prompt is due: the decision is {decision.action} "
+                   f"({decision.reason})", err=True)
+        raise SystemExit(1)
+    try:
+        prompt = pack.render(verdict, decision, output=output, nonce=options["nonce"],
+                             vars=variables)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    click.echo(prompt, nl=False)
+
+

@@ -1,0 +1,224 @@
+"""`rules eval`, `rules render` and `rules explain` on the sentinel pack (seed 002)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from sentinel_cases import BASES, NONCE, delimiters, expand, load
+from syrupy.assertion import SnapshotAssertion
+
+from conftest import REPO, run_cli
+
+DECISIONS = load("decision_cases.yaml")
+VERDICT_SCHEMA = json.loads((REPO / "contracts" / "verdict.schema.json").read_text())
+DECISION_SCHEMA = json.loads((REPO / "contracts" / "decision.schema.json").read_text())
+
+
+def output_of(block: str, kind: str, nonce: str = NONCE) -> str:
+    opener, closer = delimiters(block, nonce=nonce)
+    if kind == "valid":
+        return "\n".join([opener, *BASES[block], closer]) + "\n"
+    if kind == "junk":
+        return "\n".join([opener, "this is not a field line at all, it is prose", closer]) + "\n"
+    return "ANSWER=YES\n"
+
+
+def eval_args(block: str, *, nonce: str = NONCE, attempt: int = 1,
+              extra: tuple[str, ...] = ()) -> list[str]:
+    args = ["--pack", "sentinel", "--block", block, "--nonce", nonce, "--attempt", str(attempt)]
+    if block == "VERDICT":
+        args += ["--var", "criterion=AC1"]
+    return [*args, *extra]
+
+
+@pytest.mark.parametrize("case", DECISIONS, ids=[c["name"] for c in DECISIONS])
+def test_decision_case(case: dict[str, Any]) -> None:
+    text = expand(case["text"]) if "text" in case else output_of(case["block"], case["output"])
+    extra: tuple[str, ...] = ("--model", "m-1", "--format", "json")
+    if "error" in case:
+        extra += ("--error", case["error"])
+    result = run_cli("eval", *eval_args(case["block"], nonce=case.get("nonce", NONCE),
+                                        attempt=case["attempt"], extra=extra), input=text)
+    assert result.exit_code == case["exit"], result.output
+    payload = json.loads(result.stdout)
+    jsonschema.validate(payload["verdict"], VERDICT_SCHEMA)
+    jsonschema.validate(payload["decision"], DECISION_SCHEMA)
+    decision = payload["decision"]
+    assert (decision["action"], decision["rule"]) == (case["action"], case["rule"])
+    assert decision["exit_code"] == case["exit"]
+    if "default" in case:
+        assert decision["default"] == case["default"]
+    if "log" in case:
+        assert decision["log"] == case["log"]
+    if "carry" in case:
+        assert decision["carry"] == case["carry"]
+
+
+def test_text_table_and_exit_statuses() -> None:
+    result = run_cli("eval", *eval_args("VERDICT"), input=output_of("VERDICT", "junk"))
+    assert result.exit_code == 3
+    lines = result.stdout.splitlines()
+    assert lines[0] == "block    VERDICT"
+    assert "action   REPAIR (attempt 1 of 2; 0 repairs left after this one)" in lines
+    assert run_cli("eval", *eval_args("NOPE"), input="").exit_code == 2
+    assert run_cli("eval", *eval_args("PLAN", extra=("--context", "missing.yaml")),
+                   input="").exit_code == 2
+
+
+def test_context_file_errors_name_the_place(tmp_path: Path) -> None:
+    context = tmp_path / "ctx.yaml"
+    context.write_text("a: 1\na: 2\n")
+    result = run_cli("eval", *eval_args("PLAN", extra=("--context", str(context))), input="x")
+    assert result.exit_code == 2
+    assert "ctx.yaml:2:1: duplicate key 'a'" in result.stderr
+
+
+def test_render_prints_the_prompt_or_says_none_is_due() -> None:
+    due = run_cli("render", *eval_args("PLAN"), input=output_of("PLAN", "junk"))
+    assert due.exit_code == 0
+    assert due.stdout.startswith("IDENTITY\n")
+    none = run_cli("render", *eval_args("PLAN"), input=output_of("PLAN", "valid"))
+    assert none.exit_code == 1
+    assert none.stderr == ("error: no prompt is due: the decision is PROCEED "
+                           "(the output meets its contract)\n")
+
+
+def render(block: str, text: str, **params: str) -> str:
+    extra = tuple(a for k, v in params.items() for a in ("--var", f"{k}={v}"))
+    args = ["--pack", "sentinel", "--block", block, "--nonce", NONCE, *extra]
+    result = run_cli("render", *args, input=text)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.mark.parametrize("block", list(BASES))
+def test_repair_prompt_per_block(block: str, snapshot: SnapshotAssertion) -> None:
+    params = {"criterion": "AC1"} if block == "VERDICT" else {}
+    if block in ("TRACK", "SPEC"):
+        # no repair is due for these blocks (seed 002): the prompt is refused
+        result = run_cli("render", *eval_args(block), input=output_of(block, "junk"))
+        assert result.exit_code == 1
+        assert "CYCLE_FAIL" in result.stderr
+        return
+    assert render(block, output_of(block, "junk"), **params) == snapshot
+
+
+def test_repair_prompt_20000_chars_is_head_marker_tail(snapshot: SnapshotAssertion) -> None:
+    text = "<" + "a" * 9_999 + "“middle”" + "b" * 9_992
+    prompt = render("VERDICT", text, criterion="AC1")
+    original = prompt.split("ORIGINAL OUTPUT (verbatim, may be truncated)\n", 1)[1]
+    original = original.split("\n\nFORMAT CONTRACT", 1)[0]
+    assert original == text[:4000] + "[...truncated...]" + text[-4000:]
+    assert len(original) == 4000 + len("[...truncated...]") + 4000
+    assert prompt == snapshot
+
+
+def test_micro_hint_line_disappears_when_empty(snapshot: SnapshotAssertion) -> None:
+    opener, closer = delimiters("VERDICT")
+    no_hint = "\n".join([opener, "answer=YES", 'REASON="the reason is long enough"', closer])
+    prompt = render("VERDICT", no_hint, criterion="AC1")
+    assert "line 1: unrecognized line content\n\nORIGINAL OUTPUT" in prompt
+    assert prompt == snapshot(name="empty hint")
+    hinted = no_hint.replace("answer=YES", 'ANSWER="YES"')
+    prompt = render("VERDICT", hinted, criterion="AC1")
+    assert ("line 1: ANSWER must be unquoted\n\nRemove the quotes around ANSWER.\n\n"
+            "ORIGINAL OUTPUT") in prompt
+    assert prompt == snapshot(name="with hint")
+
+
+def test_curly_quotes_become_ascii(snapshot: SnapshotAssertion) -> None:
+    opener, closer = delimiters("VERDICT", criterion="AC7")
+    text = "\n".join([opener, "ANSWER=YES", "REASON=“curly” and ‘single’", closer])
+    prompt = render("VERDICT", text, criterion="AC7")
+    assert "REASON=\"curly\" and 'single'" in prompt
+    assert "“" not in prompt.split("FORMAT CONTRACT")[0]
+    assert "- Criterion ID (if VERDICT): AC7\n" in prompt
+    assert "<<<VERDICT:V1:AC7:NONCE=4F2C9A>>>" in prompt.split("FORMAT CONTRACT")[1]
+    assert prompt == snapshot
+
+
+def test_explain_prints_the_trigger_table(snapshot: SnapshotAssertion) -> None:
+    result = run_cli("explain", "--pack", "sentinel")
+    assert result.exit_code == 0
+    assert result.stdout == snapshot
+    one = run_cli("explain", "--pack", "sentinel", "REFLECT")
+    assert "| REFLECT " in one.stdout and "| PLAN " not in one.stdout
+
+
+# ------------------------------------------------------------------ policy is data
+
+
+@pytest.fixture
+def pack_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "sentinel"
+    shutil.copytree(REPO / "rules" / "sentinel", copy)
+    return copy
+
+
+def edit(pack: Path, old: str, new: str, count: int = 1) -> None:
+    path = pack / "pack.yaml"
+    text = path.read_text(encoding="utf-8")
+    assert old in text, old
+    path.write_text(text.replace(old, new, count), encoding="utf-8")
+
+
+def decide_with(pack: Path | str, block: str, text: str, attempt: int = 1,
+                *extra: str) -> dict[str, Any]:
+    args = ["--pack", str(pack), "--block", block, "--nonce", NONCE, "--attempt", str(attempt),
+            "--format", "json", *extra]
+    if block == "VERDICT":
+        args += ["--var", "criterion=AC1"]
+    result = run_cli("eval", *args, input=text)
+    assert result.exit_code in (0, 1, 3), result.output
+    decision: dict[str, Any] = json.loads(result.stdout)["decision"]
+    return decision
+
+
+def test_max_attempts_in_a_copy(pack_copy: Path) -> None:
+    junk = output_of("PLAN", "junk")
+    assert decide_with("sentinel", "PLAN", junk, 2)["action"] == "CYCLE_FAIL"
+    edit(pack_copy, "    max_attempts: 1\n", "    max_attempts: 2\n")
+    assert decide_with(pack_copy, "PLAN", junk, 2)["action"] == "REPAIR"
+    assert decide_with(pack_copy, "PLAN", junk, 3)["action"] == "CYCLE_FAIL"
+
+
+def test_guard_threshold_in_a_copy(pack_copy: Path) -> None:
+    junk = output_of("PLAN", "junk")
+    assert len(junk) < 200
+    assert decide_with("sentinel", "PLAN", junk)["action"] == "REPAIR"
+    edit(pack_copy, "output | length < 50", "output | length < 200")
+    decision = decide_with(pack_copy, "PLAN", junk)
+    assert (decision["action"], decision["rule"]) == ("CYCLE_FAIL", "guard:short_output")
+
+
+def test_after_failure_action_in_a_copy(pack_copy: Path) -> None:
+    junk = output_of("VERDICT", "junk")
+    edit(pack_copy, "after_failure: {action: NEEDS_HUMAN,", "after_failure: {action: ESCALATE,")
+    assert decide_with(pack_copy, "VERDICT", junk, 2)["action"] == "ESCALATE"
+
+
+def test_micro_hint_in_a_copy(pack_copy: Path) -> None:
+    opener, closer = delimiters("VERDICT")
+    text = "\n".join([opener, 'ANSWER="YES"', 'REASON="a long enough reason here"', closer])
+    edit(pack_copy, 'hint: "Remove the quotes around ANSWER."',
+         'hint: "Write ANSWER=YES or ANSWER=NO, bare."')
+    result = run_cli("render", "--pack", str(pack_copy), "--block", "VERDICT", "--nonce", NONCE,
+                     "--var", "criterion=AC1", input=text)
+    assert "\n\nWrite ANSWER=YES or ANSWER=NO, bare.\n\n" in result.stdout
+
+
+def test_repeated_error_stops_early(pack_copy: Path) -> None:
+    junk = output_of("PLAN", "junk")
+    edit(pack_copy, "    max_attempts: 1\n", "    max_attempts: 3\n    stop_on_repeat: true\n")
+    first = decide_with(pack_copy, "PLAN", junk, 1)
+    assert first["action"] == "REPAIR"
+    error = "line 1: unrecognized line content"
+    again = decide_with(pack_copy, "PLAN", junk, 2, "--previous-error", error)
+    assert (again["action"], again["rule"]) == ("CYCLE_FAIL", "repeat")
+    other = decide_with(pack_copy, "PLAN", junk, 2, "--previous-error", "something else")
+    assert other["action"] == "REPAIR"
