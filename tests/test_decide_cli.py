@@ -97,15 +97,25 @@ def render(block: str, text: str, **params: str) -> str:
 
 
 @pytest.mark.parametrize("block", list(BASES))
-def test_repair_prompt_per_block(block: str, snapshot: SnapshotAssertion) -> None:
+def test_repair_prompt_per_block(block: str, snapshot: SnapshotAssertion, tmp_path: Path) -> None:
     params = {"criterion": "AC1"} if block == "VERDICT" else {}
+    pack = "sentinel"
     if block in ("TRACK", "SPEC"):
-        # no repair is due for these blocks (seed 002): the prompt is refused
+        # The shipped policy does not repair these yet (seed 002): the prompt is refused.
         result = run_cli("render", *eval_args(block), input=output_of(block, "junk"))
         assert result.exit_code == 1
         assert "CYCLE_FAIL" in result.stderr
-        return
-    assert render(block, output_of(block, "junk"), **params) == snapshot
+        # A team that enables it gets the same universal template with this block's contract.
+        copy = tmp_path / "sentinel"
+        shutil.copytree(REPO / "rules" / "sentinel", copy)
+        edit(copy, f"  {block}:\n    on: []\n",
+             f"  {block}:\n    on: [PARSE_ERROR]\n    template: format_repair\n")
+        pack = str(copy)
+    result = run_cli("render", "--pack", pack, "--block", block, "--nonce", NONCE,
+                     *(a for k, v in params.items() for a in ("--var", f"{k}={v}")),
+                     input=output_of(block, "junk"))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == snapshot
 
 
 def test_repair_prompt_20000_chars_is_head_marker_tail(snapshot: SnapshotAssertion) -> None:
@@ -222,3 +232,15 @@ def test_repeated_error_stops_early(pack_copy: Path) -> None:
     assert (again["action"], again["rule"]) == ("CYCLE_FAIL", "repeat")
     other = decide_with(pack_copy, "PLAN", junk, 2, "--previous-error", "something else")
     assert other["action"] == "REPAIR"
+
+
+def test_policy_changes_with_the_attempt_number(pack_copy: Path) -> None:
+    edit(pack_copy, "    max_attempts: 1\n    template: format_repair\n",
+         "    max_attempts: 2\n    template: format_repair\n    attempts:\n"
+         "      - {attempt: 1, action: REPAIR, hint: true}\n"
+         "      - {attempt: 2, action: RETRY, template: format_repair, hint: false}\n")
+    junk = output_of("PLAN", "junk")
+    assert decide_with(pack_copy, "PLAN", junk, 1)["action"] == "REPAIR"
+    second = decide_with(pack_copy, "PLAN", junk, 2)
+    assert (second["action"], second["exit_code"], second["attempts_left"]) == ("RETRY", 3, 0)
+    assert decide_with(pack_copy, "PLAN", junk, 3)["action"] == "CYCLE_FAIL"
