@@ -300,36 +300,86 @@ class SentinelContract(_Contract):
     messages: dict[str, Message] = Field(default_factory=dict)
 
 
-class MarkdownCheck(Strict):
-    """One declarative check of a free-form (markdown) output."""
-
-    check: Literal[
-        "present",
-        "non_empty",
-        "require_heading",
-        "require_text",
-        "any_of",
-        "extract_ids",
-        "min_refs",
-        "refs_exist",
-        "min_section_chars",
-        "recommend_heading",
-    ]
+class _Check(Strict):
     tier: Literal["structure", "content"] = "structure"
     level: Literal["error", "warning"] = "error"
     fail: FailureRef
-    text: str | None = None
-    heading: str | None = None
-    any: list[str] = Field(default_factory=list)
-    pattern: Pattern | None = None
-    ids: str | None = None
-    min: int | None = Field(default=None, ge=0)
-    known: str | None = None
     message: Message | None = None
+
+
+class PresentCheck(_Check):
+    """The output file exists (when the output was given as a path)."""
+
+    check: Literal["present"]
+
+
+class NonEmptyCheck(_Check):
+    """The output holds more than whitespace."""
+
+    check: Literal["non_empty"]
+
+
+class RequireTextCheck(_Check):
+    """The output contains ``text`` (a heading, a marker) verbatim."""
+
+    check: Literal["require_text"]
+    text: str = Field(min_length=1)
+
+
+class AnyOfCheck(_Check):
+    """The output contains at least one of ``any``."""
+
+    check: Literal["any_of"]
+    any: list[str] = Field(min_length=1)
+
+
+class MinRefsCheck(_Check):
+    """At least ``min`` distinct ids of kind ``ids`` are referenced."""
+
+    check: Literal["min_refs"]
+    ids: str
+    min: int = Field(default=1, ge=0)
+
+
+class RefsExistCheck(_Check):
+    """Every referenced id of kind ``ids`` is in the context list ``known``."""
+
+    check: Literal["refs_exist"]
+    ids: str
+    known: str
+
+
+class SectionCharsCheck(_Check):
+    """Each referenced id's section (``heading`` + id up to the next ``## ``) has ``min`` chars."""
+
+    check: Literal["min_section_chars"]
+    ids: str
+    heading: str = Field(min_length=1)
+    min: int = Field(ge=0)
+
+
+MarkdownCheck = Annotated[
+    PresentCheck
+    | NonEmptyCheck
+    | RequireTextCheck
+    | AnyOfCheck
+    | MinRefsCheck
+    | RefsExistCheck
+    | SectionCharsCheck,
+    Field(discriminator="check"),
+]
+
+
+class IdKind(Strict):
+    """A kind of id the output references, found by ``pattern``."""
+
+    pattern: Pattern
+    description: str = ""
 
 
 class MarkdownContract(_Contract):
     kind: Literal["markdown"]
+    ids: dict[str, IdKind] = Field(default_factory=dict)
     checks: list[MarkdownCheck] = Field(default_factory=list)
 
 

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.checks import Output, run_checks
 from engine.compile import compile_parsers
+from engine.context import build_context
 from engine.decide import Decision, decide
 from engine.errors import EngineError, EvaluationError, PackError, Position
 from engine.findings import Finding, has_errors
@@ -21,14 +23,19 @@ from engine.loader import (
     load_pack_tree,
     resolve_pack_file,
 )
-from engine.model import Rulepack
+from engine.model import MarkdownContract, Rulepack, SentinelContract
 from engine.repair import render_repair
 from engine.resources import builtin_pack_names
 from engine.results import ParseResult
 from engine.semantics import check_semantics
 from engine.textio import clean_text, decode_output
 from engine.validate import validate_tree
-from engine.verdict import Verdict, verdict_from_error, verdict_from_parse
+from engine.verdict import (
+    Verdict,
+    verdict_from_checks,
+    verdict_from_error,
+    verdict_from_parse,
+)
 
 
 @dataclass
@@ -84,10 +91,35 @@ class Pack:
         return parser.parse(decode_output(text), None if nonce is None else clean_text(nonce),
                             params)
 
-    def evaluate(self, block: str, text: str | bytes, nonce: str | None = None,
-                 vars: Mapping[str, str] | None = None) -> Verdict:
-        """Check ``text`` against the block's contract; never raises for any text."""
+    def split_inputs(self, block: str, context: Mapping[str, Any] | None = None,
+                     strings: Mapping[str, str] | None = None
+                     ) -> tuple[dict[str, str], dict[str, Any]]:
+        """``--var`` values that are block params, and the checked context (file + the rest)."""
+        self.contract_kind(block)
+        contract = self.model.contracts[block]
+        param_names = set(contract.params) if isinstance(contract, SentinelContract) else set()
+        params = {k: v for k, v in (strings or {}).items() if k in param_names}
+        rest = {k: v for k, v in (strings or {}).items() if k not in param_names}
+        return params, build_context(self.model.context, context, rest)
+
+    def evaluate(self, block: str, text: str | bytes | None, nonce: str | None = None,
+                 vars: Mapping[str, str] | None = None, *,
+                 context: Mapping[str, Any] | None = None, path: str | None = None) -> Verdict:
+        """Check an output against the block's contract; never raises for any text.
+
+        ``text`` None means the output file ``path`` does not exist. ``context`` must fit
+        the keys the pack declares (ContextError otherwise).
+        """
         kind = self.contract_kind(block)
+        contract = self.model.contracts[block]
+        checked = build_context(self.model.context, context)
+        if isinstance(contract, MarkdownContract):
+            shown = decode_output(text) if text is not None else None
+            outcome = run_checks(contract, Output(shown, path, checked))
+            return verdict_from_checks(block, outcome.failures, outcome.warnings,
+                                       outcome.data, self.severities)
+        if text is None:
+            raise EvaluationError(f"{path}: no such file")
         if kind != "sentinel":
             raise EvaluationError(f"evaluating {kind} contracts is not implemented yet")
         return verdict_from_parse(block, self.parse(block, text, nonce, vars), self.severities)

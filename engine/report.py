@@ -86,6 +86,9 @@ def format_evaluation(verdict: Verdict, decision: Decision, output_format: str) 
         severity = verdict.severities.get(failure.type, "?")
         rows.append(("failure", f"{failure.type} ({severity}): {failure.message}"))
     rows.extend(("warning", w) for w in verdict.warnings)
+    if isinstance(verdict.data, dict) and isinstance(verdict.data.get("ids"), dict):
+        for kind, found in verdict.data["ids"].items():
+            rows.append((f"{kind} ids", ", ".join(found) or "-"))
     if decision.final:
         progress = f"attempt {decision.attempt}, final"
     else:

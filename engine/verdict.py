@@ -53,3 +53,9 @@ def verdict_from_error(block: str, message: str, failure_type: str,
                        severities: dict[str, str]) -> Verdict:
     """A failed verdict whose error comes from outside (another parser, a crashed tool)."""
     return Verdict(block, "fail", [Failure(failure_type, message)], [], None, severities)
+
+
+def verdict_from_checks(block: str, failures: list[Failure], warnings: list[str], data: Any,
+                        severities: dict[str, str]) -> Verdict:
+    status: Status = "fail" if failures else "warn" if warnings else "pass"
+    return Verdict(block, status, failures, warnings, data, severities)

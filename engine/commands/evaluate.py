@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import click
 
@@ -43,7 +43,8 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Take this error (from another parser or tool) instead of parsing."),
         click.option("--failure-type", default="PARSE_ERROR", show_default=True,
                      help="Failure type of --error."),
-        click.argument("source", type=click.File("rb"), default="-", required=False),
+        click.argument("source", type=click.Path(dir_okay=False, allow_dash=True),
+                       default="-", required=False),
     ]
     for option in reversed(options):
         command = option(command)
@@ -67,22 +68,38 @@ def _load_context(path: str | None) -> dict[str, Any]:
 def _run(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...],
          context_file: str | None, attempt: int, model: str | None,
          previous_errors: tuple[str, ...], external_error: str | None, failure_type: str,
-         source: BinaryIO) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str]]:
+         source: str) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str]]:
     pack = open_pack(pack_ref)
-    variables = parse_vars(var_pairs)
-    context = _load_context(context_file)
-    output = source.read()
+    output = _read_output(source)
     try:
+        variables, context = pack.split_inputs(block, _load_context(context_file),
+                                               parse_vars(var_pairs))
         if external_error is not None:
             verdict = pack.verdict_for_error(block, external_error, failure_type)
         else:
-            verdict = pack.evaluate(block, output, nonce=nonce, vars=variables)
-        decision = pack.decide(verdict, output=output, attempt=attempt,
+            verdict = pack.evaluate(block, output, nonce=nonce, vars=variables,
+                                    context=context, path=source)
+        decision = pack.decide(verdict, output=output or b"", attempt=attempt,
                                previous_errors=previous_errors, nonce=nonce, model=model,
                                context=context)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    return pack, verdict, decision, output, variables
+    return pack, verdict, decision, output or b"", variables
+
+
+def _read_output(source: str) -> bytes | None:
+    """The output's bytes; None when the file does not exist (a FILE_MISSING verdict)."""
+    if source == "-":
+        with click.open_file("-", "rb") as stream:
+            data: bytes = stream.read()
+        return data
+    path = Path(source)
+    if not path.exists():
+        return None
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UsageFailure(f"{source}: cannot read: {exc.strerror or exc}") from None
 
 
 @click.command("eval")
