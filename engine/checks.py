@@ -100,7 +100,8 @@ def _refs_exist(check: RefsExistCheck, out: Output) -> list[dict[str, Any]]:
                            "references; give it with --context or --var")
     known = {str(k) for k in out.context[check.known] or []}
     invalid = [i for i in out.ids.get(check.ids, []) if i not in known]
-    return [{"invalid": render_list(invalid), "ids": check.ids}] if invalid else []
+    return [{"invalid": render_list(invalid), "invalid_ids": invalid, "ids": check.ids}] \
+        if invalid else []
 
 
 def _section_chars(check: SectionCharsCheck, out: Output) -> list[dict[str, Any]]:
@@ -144,6 +145,6 @@ def run_checks(contract: MarkdownContract, out: Output) -> CheckOutcome:
                 if check.level == "warning":
                     warnings.append(message)
                 else:
-                    return CheckOutcome([Failure(check.fail, message)], warnings,
-                                        {"ids": out.ids})
+                    data = {"ids": out.ids, "invalid_ids": values.get("invalid_ids", [])}
+                    return CheckOutcome([Failure(check.fail, message)], warnings, data)
     return CheckOutcome([], warnings, {"ids": out.ids})

@@ -441,6 +441,7 @@ class AttemptPolicy(Strict):
 
 class AfterFailure(Strict):
     action: ActionRef
+    template: TemplateRef | None = None
     default: Any = None
     log: Literal["none", "info", "warning", "error"] = "none"
     reason: str = ""
@@ -464,6 +465,8 @@ class Trigger(Strict):
     stop_on_repeat: bool = False
     truncate: Truncation = Field(default_factory=Truncation)
     normalize: list[Literal["ascii_quotes", "strip_bom", "crlf"]] = Field(default_factory=list)
+    modifications: dict[FailureRef, TemplateRef] = Field(default_factory=dict)
+    default_modification: str = "Please review your output and try again."
     after_failure: AfterFailure = Field(default_factory=lambda: AfterFailure(action="CYCLE_FAIL"))
     description: str = ""
 
@@ -479,16 +482,51 @@ class Hint(Strict):
 # ------------------------------------------------------------------ examples, limits, gates
 
 
-class ExampleFile(Strict):
-    file: PackPath
-    source: str = ""
+class CanonicalExample(Strict):
+    """A tier-1 example: a file of the pack, or a section of a document named in the context."""
+
+    file: PackPath | None = None
+    from_context: str | None = None
+    heading: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CanonicalExample:
+        if (self.file is None) == (self.from_context is None):
+            raise ValueError("give exactly one of `file` or `from_context` (with `heading`)")
+        if self.from_context is not None and not self.heading:
+            raise ValueError("`from_context` needs `heading`: the section to extract")
+        return self
+
+
+class ScoreRule(Strict):
+    """Points for a session example: when it contains text, per referenced id (capped),
+    when its length is in a band, or when it references an id from a context list."""
+
+    points: int = Field(ge=-1000, le=1000)
+    failure: list[FailureRef] = Field(default_factory=list)
+    contains: str | None = None
+    per_id: str | None = None
+    max: int | None = Field(default=None, ge=0)
+    length_min: int | None = Field(default=None, ge=0)
+    length_max: int | None = Field(default=None, ge=0)
+    references_any_of: str | None = None
+    ids: str | None = None
 
 
 class SessionExamples(Strict):
+    """Tier 2: earlier rounds' outputs in the session folder, most recent first."""
+
     path: str = "round_{n:03d}/{role}.md"
-    exclude_marker: str | None = None
-    exclude_context_key: str | None = None
-    scoring: dict[str, Any] = Field(default_factory=dict)
+    exclude_if_exists: list[str] = Field(default_factory=list)
+    exclude_rounds_from: str | None = None
+    require_exists: list[str] = Field(default_factory=list)
+    require_rounds_from: str | None = None
+    scoring: list[ScoreRule] = Field(default_factory=list)
+    provenance: str = (
+        "---\nExample from this session (Round {round}):\n"
+        "This output successfully addressed {gaps} and was approved by Reviewer.\n---\n"
+    )
+    provenance_ids: str = "gap"
 
 
 class Budgets(Strict):
@@ -497,15 +535,25 @@ class Budgets(Strict):
     chars_per_token: int = Field(default=4, ge=1, le=100)
 
 
+class SelectionStep(Strict):
+    """One tier to try, with the source line shown above the example."""
+
+    tier: Literal["canonical", "session", "template", "none"]
+    source: str = ""
+    gap_list: Literal["no", "prepend", "append"] = "no"
+
+
 class Examples(Strict):
     budgets: Budgets = Field(default_factory=Budgets)
-    canonical: dict[str, list[ExampleFile]] = Field(default_factory=dict)
+    canonical: dict[str, list[CanonicalExample]] = Field(default_factory=dict)
     session: SessionExamples | None = None
     templates: dict[str, PackPath] = Field(default_factory=dict)
-    selection: dict[str, list[Literal["canonical", "session", "template", "gap_list"]]] = Field(
-        default_factory=dict
-    )
+    selection: dict[str, list[SelectionStep]] = Field(default_factory=dict)
     priority_sections: list[str] = Field(default_factory=list)
+    gap_list_ids: str = "gap"
+    gap_list_context: str = "known_gaps"
+    gap_list_header: str = "Valid gap IDs for this session:"
+    truncation_notice: str = "\n\n[Example truncated for length]"
 
 
 class RateLimit(Strict):

@@ -24,7 +24,7 @@ from engine.loader import (
     resolve_pack_file,
 )
 from engine.model import MarkdownContract, Rulepack, SentinelContract
-from engine.repair import render_repair
+from engine.repair import render_prompt
 from engine.resources import builtin_pack_names
 from engine.results import ParseResult
 from engine.semantics import check_semantics
@@ -146,11 +146,14 @@ class Pack:
                       previous_errors=previous_errors, carry=carry, context=context)
 
     def render(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
-               nonce: str | None = None, vars: Mapping[str, str] | None = None) -> str:
-        """The prompt ``decision`` calls for; RenderError when none is due."""
-        return render_repair(self.model, self.root, verdict, decision,
+               nonce: str | None = None, vars: Mapping[str, str] | None = None,
+               context: Mapping[str, Any] | None = None) -> str:
+        """The prompt ``decision`` calls for (repair, retry or escalation); RenderError when
+        none is due."""
+        return render_prompt(self.model, self.root, verdict, decision,
                              output=decode_output(output), nonce=nonce or "",
-                             params=dict(vars or {}))
+                             params=dict(vars or {}),
+                             context=build_context(self.model.context, context))
 
 
 def find_pack_files(target: str) -> list[Path]:

@@ -24,11 +24,13 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     "retry": frozenset({
         "role", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
         "failure_message", "failures", "modification", "example", "example_source",
-        "example_tier", "original_prompt", "known_gaps", "invalid_ids", "context",
+        "example_tier", "example_truncated", "original_prompt", "known_gaps", "invalid_ids",
+        "context", "history",
     }),
     "escalation": frozenset({
-        "role", "block_type", "attempt", "max_attempts", "failure_type", "failure_message",
-        "failures", "history", "context",
+        "role", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
+        "failure_message", "failures", "history", "context", "invalid_ids",
+        "original_prompt", "known_gaps",
     }),
     "reprompt": frozenset({
         "stage", "action", "errors", "missing", "checked", "attempt", "max_attempts",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from engine.decide import Decision
 from engine.errors import RenderError
+from engine.examples import select_example
 from engine.grammar.messages import fill
-from engine.model import Rulepack, Truncation
+from engine.model import MarkdownContract, Rulepack, Truncation
 from engine.patterns import compile_pattern
 from engine.render import ENVIRONMENT
 from engine.verdict import Verdict
@@ -45,16 +47,77 @@ def micro_hint(pack: Rulepack, block: str, error: str) -> str:
     return ""
 
 
+def render_prompt(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
+                  output: str, nonce: str, params: Mapping[str, str],
+                  context: Mapping[str, Any]) -> str:
+    """The prompt a decision calls for, by the purpose of its template."""
+    if decision.template is None:
+        raise RenderError(f"no prompt is due: the decision is {decision.action}")
+    purpose = pack.templates[decision.template].purpose
+    if purpose == "repair":
+        return render_repair(pack, root, verdict, decision, output=output, nonce=nonce,
+                             params=params)
+    if purpose == "retry":
+        return render_retry(pack, root, verdict, decision, context=context)
+    if purpose == "escalation":
+        return _render(root, pack.templates[decision.template].file,
+                       _retry_variables(verdict, decision, context))
+    raise RenderError(f"template {decision.template!r} is a {purpose} template; "
+                      "decisions render repair, retry and escalation templates")
+
+
+def _render(root: Path, file: str, variables: Mapping[str, Any]) -> str:
+    template = ENVIRONMENT.from_string((root / file).read_text(encoding="utf-8"))
+    return template.render(**variables)
+
+
+def _retry_variables(verdict: Verdict, decision: Decision,
+                     context: Mapping[str, Any]) -> dict[str, Any]:
+    data = verdict.data if isinstance(verdict.data, dict) else {}
+    return {
+        **context, "context": dict(context), "role": verdict.block,
+        "block_type": verdict.block, "attempt": decision.attempt,
+        "max_attempts": decision.max_attempts, "retries_left": decision.attempts_left,
+        "failure_type": verdict.failure_type or "", "failure_message": verdict.error or "",
+        "failures": [f.to_json() for f in verdict.failures],
+        "invalid_ids": list(data.get("invalid_ids", [])), "history": [],
+        "original_prompt": context.get("original_prompt", ""),
+        "known_gaps": context.get("known_gaps", []),
+    }
+
+
+def render_retry(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
+                 context: Mapping[str, Any]) -> str:
+    """seed 003's construct_retry_prompt: banner, modification, example with its source,
+    then the original prompt; the example is chosen per failure type and fits its budget."""
+    assert decision.template is not None
+    trigger = pack.triggers[verdict.block]
+    variables = _retry_variables(verdict, decision, context)
+    failure = verdict.failure_type or ""
+    modification_template = trigger.modifications.get(failure)
+    if modification_template is not None:
+        modification = _render(root, pack.templates[modification_template].file, variables)
+    else:
+        modification = trigger.default_modification
+    contract = pack.contracts[verdict.block]
+    ids = contract.ids if isinstance(contract, MarkdownContract) else {}
+    chosen = select_example(pack.examples, root, verdict.block, failure, context, ids)
+    budgets = pack.examples.budgets
+    text, cut = chosen.fitted(budgets.retry_tokens * budgets.chars_per_token,
+                              pack.examples.priority_sections, pack.examples.truncation_notice)
+    return _render(root, pack.templates[decision.template].file, {
+        **variables, "modification": modification, "example": text,
+        "example_source": chosen.source, "example_tier": chosen.tier,
+        "example_truncated": cut,
+    })
+
+
 def render_repair(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
                   output: str, nonce: str, params: Mapping[str, str]) -> str:
-    """The prompt for a REPAIR/RETRY decision; RenderError when none is due."""
-    if decision.final or decision.template is None:
-        raise RenderError(f"no prompt is due: the decision is {decision.action}")
+    """The P10-style format-repair prompt."""
+    assert decision.template is not None
     trigger = pack.triggers[verdict.block]
     spec = pack.templates[decision.template]
-    if spec.purpose != "repair":
-        raise RenderError(f"template {decision.template!r} is a {spec.purpose} template; "
-                          "only repair templates render here so far")
     contract = pack.contracts[verdict.block]
     contract_text = ""
     if contract.contract_text:

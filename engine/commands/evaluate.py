@@ -68,7 +68,7 @@ def _load_context(path: str | None) -> dict[str, Any]:
 def _run(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...],
          context_file: str | None, attempt: int, model: str | None,
          previous_errors: tuple[str, ...], external_error: str | None, failure_type: str,
-         source: str) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str]]:
+         source: str) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str], dict[str, Any]]:
     pack = open_pack(pack_ref)
     output = _read_output(source)
     try:
@@ -84,7 +84,7 @@ def _run(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...
                                context=context)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    return pack, verdict, decision, output or b"", variables
+    return pack, verdict, decision, output or b"", variables, context
 
 
 def _read_output(source: str) -> bytes | None:
@@ -116,7 +116,7 @@ def eval_command(output_format: str, **options: Any) -> None:
       rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
       rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --attempt 2 --format json out.txt
     """
-    _, verdict, decision, _, _ = _run(**options)
+    _, verdict, decision, _, _, _ = _run(**options)
     click.echo(format_evaluation(verdict, decision, output_format), nl=False)
     raise SystemExit(decision.exit_code)
 
@@ -127,24 +127,24 @@ eval_command.help = (eval_command.help or "") + "\n\n" + EXIT_STATUS_HELP
 @click.command("render")
 @_shared_options
 def render_command(**options: Any) -> None:
-    """Print the prompt the decision calls for (the repair or retry prompt), ready to send.
+    """Print the prompt the decision calls for (repair, retry or escalation), ready to send.
 
     Takes the same arguments as `rules eval`. Exits 1 with a message on stderr when no
-    prompt is due (the output passed, or the decision is final).
+    prompt is due (the output passed, or the final action has no template).
 
     \b
     Examples:
       rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
       rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A out.txt | model-cli
     """
-    pack, verdict, decision, output, variables = _run(**options)
-    if decision.final:
+    pack, verdict, decision, output, variables, context = _run(**options)
+    if decision.template is None:
         click.echo(f"error: no prompt is due: the decision is {decision.action} "
                    f"({decision.reason})", err=True)
         raise SystemExit(1)
     try:
         prompt = pack.render(verdict, decision, output=output, nonce=options["nonce"],
-                             vars=variables)
+                             vars=variables, context=context)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     click.echo(prompt, nl=False)
