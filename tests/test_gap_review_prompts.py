@@ -259,3 +259,11 @@ def test_render_cli_with_context_file(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "RETRY ATTEMPT 2 of 2" in result.stdout
     assert result.stdout.endswith("\n\nDo the work.")
+
+
+def test_template_fallback_prompt(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
+    context = {**BASE_CONTEXT, "session_dir": str(tmp_path / "empty-session")}
+    prompt = prompt_for("INCONSISTENT_REFS", context)
+    assert "Source: Valid gap list + template\n" in prompt
+    assert "## Gap Resolution: [GAP-ID]" in prompt
+    assert prompt == snapshot
