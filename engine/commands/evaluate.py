@@ -14,6 +14,7 @@ from engine.errors import EngineError
 from engine.loader import read_yaml
 from engine.pack import Pack
 from engine.report import format_evaluation
+from engine.session import Session
 from engine.verdict import Verdict
 
 EXIT_STATUS_HELP = """\b
@@ -34,8 +35,11 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="A block parameter, e.g. criterion=AC1 (repeatable)."),
         click.option("--context", "context_file", type=click.Path(dir_okay=False),
                      help="YAML or JSON file with context keys for guards and templates."),
-        click.option("--attempt", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Which output this is: 1 = the original, 2 = after one repair."),
+        click.option("--attempt", type=click.IntRange(min=1), default=None,
+                     help="Which output this is: 1 = the original (default), 2 = after one "
+                     "repair. With --session it comes from the ledger."),
+        click.option("--session", "session_dir", type=click.Path(file_okay=False),
+                     help="Session folder: attempts are counted and recorded in its ledger."),
         click.option("--model", help="The model that produced the output (carried along)."),
         click.option("--previous-error", "previous_errors", multiple=True,
                      help="Error of an earlier attempt, oldest first (repeat detection)."),
@@ -66,7 +70,8 @@ def _load_context(path: str | None) -> dict[str, Any]:
 
 
 def _run(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...],
-         context_file: str | None, attempt: int, model: str | None,
+         context_file: str | None, attempt: int | None, session_dir: str | None,
+         model: str | None,
          previous_errors: tuple[str, ...], external_error: str | None, failure_type: str,
          source: str) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str], dict[str, Any]]:
     pack = open_pack(pack_ref)
@@ -74,6 +79,17 @@ def _run(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...
     try:
         variables, context = pack.split_inputs(block, _load_context(context_file),
                                                parse_vars(var_pairs))
+        if session_dir is not None:
+            if attempt is not None:
+                raise UsageFailure("--attempt and --session exclude each other: with a "
+                                   "session the ledger counts attempts")
+            with Session(pack, session_dir) as session:
+                outcome = session.evaluate(block, output, nonce=nonce, vars=variables,
+                                           context=context, model=model, path=source,
+                                           error=external_error, failure_type=failure_type)
+            return (pack, outcome.verdict, outcome.decision, output or b"", variables,
+                    context)
+        attempt = attempt or 1
         if external_error is not None:
             verdict = pack.verdict_for_error(block, external_error, failure_type)
         else:

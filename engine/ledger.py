@@ -1,0 +1,213 @@
+"""The ledger: attempt history, decisions and warnings of a session, in SQLite.
+
+One database file per session folder (``ledger.sqlite3``), WAL mode, a schema versioned by
+``PRAGMA user_version`` with forward migrations, and an ``application_id`` so a foreign or
+corrupt file is recognised and never overwritten. Writers serialise on ``BEGIN IMMEDIATE``;
+concurrent processes lose no row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from engine.errors import EngineError
+
+LEDGER_FILE = "ledger.sqlite3"
+APPLICATION_ID = 0x52554C45  # "RULE"
+BUSY_TIMEOUT_MS = 60_000
+
+MIGRATIONS: list[str] = [
+    # 1: attempts with their decision, and warnings
+    """
+    CREATE TABLE attempts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts TEXT NOT NULL,
+        pack TEXT NOT NULL,
+        block TEXT NOT NULL,
+        item TEXT NOT NULL,
+        round INTEGER,
+        attempt INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        failure_type TEXT,
+        error TEXT,
+        action TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        rule TEXT NOT NULL,
+        final INTEGER NOT NULL,
+        nonce TEXT,
+        model TEXT,
+        output_sha256 TEXT NOT NULL,
+        output_chars INTEGER NOT NULL,
+        prompt_sha256 TEXT,
+        example_tier TEXT,
+        example_chars INTEGER,
+        example_truncated INTEGER
+    );
+    CREATE INDEX attempts_item ON attempts (block, item, id);
+    CREATE TABLE warnings (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        attempt_id INTEGER NOT NULL REFERENCES attempts (id),
+        ts TEXT NOT NULL,
+        message TEXT NOT NULL
+    );
+    """,
+]
+
+
+class LedgerError(EngineError):
+    """The ledger file cannot be used (corrupt, foreign, newer schema, locked too long)."""
+
+
+def now() -> str:
+    """ISO 8601 UTC with seconds, e.g. 2026-01-12T14:30:00Z (seed 003 §6)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sha256(data: str | bytes) -> str:
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One evaluated output and what was decided, as stored."""
+
+    pack: str
+    block: str
+    item: str
+    attempt: int
+    status: str
+    action: str
+    reason: str
+    rule: str
+    final: bool
+    output_sha256: str
+    output_chars: int
+    round: int | None = None
+    failure_type: str | None = None
+    error: str | None = None
+    nonce: str | None = None
+    model: str | None = None
+    prompt_sha256: str | None = None
+    example_tier: str | None = None
+    example_chars: int | None = None
+    example_truncated: bool | None = None
+
+
+class Ledger:
+    """The ledger of one session folder."""
+
+    def __init__(self, session_dir: Path) -> None:
+        self.path = session_dir / LEDGER_FILE
+        try:
+            session_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(f"{session_dir}: cannot create the session folder: "
+                              f"{exc.strerror or exc}") from None
+        existed = self.path.exists() and self.path.stat().st_size > 0
+        try:
+            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                      isolation_level=None)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._open(existed)
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"{self.path}: not a usable ledger ({exc}); it was left as "
+                              "it is: move it away or choose another --session") from None
+
+    def _open(self, existed: bool) -> None:
+        app_id = self.db.execute("PRAGMA application_id").fetchone()[0]
+        tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if existed and app_id != APPLICATION_ID and (tables or app_id):
+            raise LedgerError(f"{self.path}: this SQLite file is not a rules ledger; it was "
+                              "left as it is: choose another --session folder")
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable enough, much faster
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self.transaction():
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if version > len(MIGRATIONS):
+                raise LedgerError(f"{self.path}: written by a newer engine (schema {version},"
+                                  f" this engine knows {len(MIGRATIONS)}); upgrade the engine")
+            for number in range(version, len(MIGRATIONS)):
+                for statement in MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+            if version < len(MIGRATIONS):
+                self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                self.db.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the write lock up front (no lost updates)."""
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise LedgerError(f"{self.path}: {exc}") from None
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        else:
+            self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ------------------------------------------------------------------ reads
+
+    def history(self, block: str, item: str) -> list[sqlite3.Row]:
+        return list(self.db.execute(
+            "SELECT * FROM attempts WHERE block = ? AND item = ? ORDER BY id", (block, item)))
+
+    def attempts(self) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT * FROM attempts ORDER BY id").fetchall()
+        warnings: dict[int, list[str]] = {}
+        for row in self.db.execute("SELECT attempt_id, message FROM warnings ORDER BY id"):
+            warnings.setdefault(row["attempt_id"], []).append(row["message"])
+        out = []
+        for row in rows:
+            record = dict(row)
+            record["final"] = bool(record["final"])
+            if record["example_truncated"] is not None:
+                record["example_truncated"] = bool(record["example_truncated"])
+            record["warnings"] = warnings.get(record["id"], [])
+            out.append(record)
+        return out
+
+    # ------------------------------------------------------------------ writes
+
+    def record(self, record: AttemptRecord, warnings: Sequence[str] = ()) -> int:
+        with self.transaction() as db:
+            return self.insert(db, record, warnings)
+
+    def insert(self, db: sqlite3.Connection, record: AttemptRecord,
+               warnings: Sequence[str] = ()) -> int:
+        """Insert inside a transaction the caller holds."""
+        values = {k: v for k, v in record.__dict__.items()}
+        values["ts"] = now()
+        columns = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        cursor = db.execute(f"INSERT INTO attempts ({columns}) VALUES ({marks})",
+                            list(values.values()))
+        attempt_id = int(cursor.lastrowid or 0)
+        for message in warnings:
+            db.execute("INSERT INTO warnings (attempt_id, ts, message) VALUES (?, ?, ?)",
+                       (attempt_id, values["ts"], message))
+        return attempt_id
+
+
+def item_key(nonce: str | None, params: dict[str, str]) -> str:
+    """What makes repeated calls the same item: the nonce (the cycle) and the params."""
+    return json.dumps({"nonce": nonce, "params": params}, sort_keys=True, ensure_ascii=False)

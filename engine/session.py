@@ -1,0 +1,76 @@
+"""A session: evaluate, decide and record, with attempt numbers taken from the ledger.
+
+Repeated calls for the same item (block + nonce + params) count as attempts of that item,
+so caps hold across processes: read history, decide and record happen in one write
+transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.decide import Decision
+from engine.ledger import AttemptRecord, Ledger, item_key, sha256
+from engine.pack import Pack
+from engine.textio import decode_output
+from engine.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: Verdict
+    decision: Decision
+    attempt_id: int
+
+
+class Session:
+    """Evaluations of one session folder, recorded in its ledger."""
+
+    def __init__(self, pack: Pack, directory: str | Path) -> None:
+        self.pack = pack
+        self.directory = Path(directory)
+        self.ledger = Ledger(self.directory)
+
+    def close(self) -> None:
+        self.ledger.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def evaluate(self, block: str, output: str | bytes | None, *, nonce: str | None = None,
+                 vars: Mapping[str, str] | None = None,
+                 context: Mapping[str, Any] | None = None, model: str | None = None,
+                 path: str | None = None, error: str | None = None,
+                 failure_type: str = "PARSE_ERROR") -> Outcome:
+        """Evaluate ``output`` as the next attempt of its item, decide, and record both."""
+        params = dict(vars or {})
+        if error is not None:
+            verdict = self.pack.verdict_for_error(block, error, failure_type)
+        else:
+            verdict = self.pack.evaluate(block, output, nonce=nonce, vars=params,
+                                         context=context, path=path)
+        text = decode_output(output) if output is not None else ""
+        item = item_key(nonce, params)
+        with self.ledger.transaction() as db:
+            history = self.ledger.history(block, item)
+            previous = [row["error"] for row in history if row["error"]]
+            decision = self.pack.decide(verdict, output=text, attempt=len(history) + 1,
+                                        previous_errors=previous, nonce=nonce, model=model,
+                                        context=context)
+            round_number = (context or {}).get("round")
+            record = AttemptRecord(
+                pack=self.pack.name, block=block, item=item, attempt=decision.attempt,
+                status=verdict.status, action=decision.action, reason=decision.reason,
+                rule=decision.rule, final=decision.final, output_sha256=sha256(text),
+                output_chars=len(text),
+                round=round_number if isinstance(round_number, int) else None,
+                failure_type=verdict.failure_type, error=verdict.error, nonce=nonce,
+                model=model)
+            attempt_id = self.ledger.insert(db, record, verdict.warnings)
+        return Outcome(verdict, decision, attempt_id)

@@ -1,0 +1,120 @@
+"""The ledger: attempts across processes, concurrency without lost rows, bad files."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import engine
+from conftest import REPO, run_script, script
+from engine.ledger import LEDGER_FILE, Ledger, LedgerError
+from engine.session import Session
+
+BAD = REPO / "examples" / "sentinel" / "verdict_bad.txt"
+EVAL = ("eval", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A",
+        "--var", "criterion=AC1")
+
+
+def count(directory: Path) -> int:
+    with sqlite3.connect(directory / LEDGER_FILE) as db:
+        rows: int = db.execute("SELECT count(*) FROM attempts").fetchone()[0]
+    return rows
+
+
+def test_the_cap_holds_across_processes(tmp_path: Path) -> None:
+    actions = []
+    for _ in range(3):
+        done = run_script(script("rules"), *EVAL, "--session", str(tmp_path / "s"),
+                          "--format", "json", str(BAD))
+        actions.append((done.returncode, done.stdout.decode().split('"action": "')[1]
+                        .split('"')[0]))
+    assert actions == [(3, "REPAIR"), (1, "NEEDS_HUMAN"), (1, "NEEDS_HUMAN")]
+    assert count(tmp_path / "s") == 3
+
+
+def test_a_new_nonce_is_a_new_item(tmp_path: Path) -> None:
+    pack = engine.load_pack("sentinel")
+    with Session(pack, tmp_path) as session:
+        first = session.evaluate("VERDICT", BAD.read_bytes(), nonce="4F2C9A",
+                                 vars={"criterion": "AC1"})
+        other = session.evaluate("VERDICT", BAD.read_bytes().replace(b"4F2C9A", b"ABCDEF"),
+                                 nonce="ABCDEF", vars={"criterion": "AC1"})
+    assert (first.decision.attempt, other.decision.attempt) == (1, 1)
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    import engine
+    from engine.session import Session
+    pack = engine.load_pack("sentinel")
+    text = open(sys.argv[2], "rb").read()
+    with Session(pack, sys.argv[1]) as session:
+        for i in range(int(sys.argv[3])):
+            session.evaluate("VERDICT", text, nonce="4F2C9A",
+                             vars={"criterion": f"AC{sys.argv[4]}x{i}"}, model="m")
+""")
+
+
+def test_eight_processes_writing_at_once_lose_no_row(tmp_path: Path) -> None:
+    writer = tmp_path / "writer.py"
+    writer.write_text(WRITER)
+    session = tmp_path / "session"
+    processes = [subprocess.Popen([sys.executable, str(writer), str(session), str(BAD), "500",
+                                   str(n)], stderr=subprocess.PIPE) for n in range(8)]
+    errors = [p.communicate(timeout=600)[1] for p in processes]
+    assert [p.returncode for p in processes] == [0] * 8, errors
+    assert count(session) == 4000
+
+
+def test_twenty_concurrent_evals_leave_twenty_rows(tmp_path: Path) -> None:
+    session = tmp_path / "session"
+    processes = [subprocess.Popen([script("rules"), *EVAL, "--session", str(session), str(BAD)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for _ in range(20)]
+    errors = [p.communicate(timeout=600)[1] for p in processes]
+    assert sorted(p.returncode for p in processes) == [1] * 19 + [3], errors
+    assert count(session) == 20
+
+
+def test_corrupt_file_is_refused_and_kept(tmp_path: Path) -> None:
+    (tmp_path / LEDGER_FILE).write_bytes(b"not a database at all\x00\xff" * 10)
+    before = (tmp_path / LEDGER_FILE).read_bytes()
+    done = run_script(script("rules"), *EVAL, "--session", str(tmp_path), str(BAD))
+    assert done.returncode == 2
+    assert b"not a usable ledger" in done.stderr and b"Traceback" not in done.stderr
+    assert (tmp_path / LEDGER_FILE).read_bytes() == before
+
+
+def test_foreign_sqlite_file_is_refused_and_kept(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
+        db.execute("CREATE TABLE customers (name TEXT)")
+        db.execute("INSERT INTO customers VALUES ('kept')")
+    before = (tmp_path / LEDGER_FILE).read_bytes()
+    with pytest.raises(LedgerError, match="not a rules ledger"):
+        Ledger(tmp_path)
+    assert (tmp_path / LEDGER_FILE).read_bytes() == before
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    Ledger(tmp_path).close()
+    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
+        db.execute("PRAGMA user_version = 99")
+    with pytest.raises(LedgerError, match="newer engine"):
+        Ledger(tmp_path)
+
+
+def test_records_hold_what_the_seeds_ask_for(tmp_path: Path) -> None:
+    pack = engine.load_pack("sentinel")
+    with Session(pack, tmp_path) as session:
+        session.evaluate("VERDICT", BAD.read_bytes(), nonce="4F2C9A",
+                         vars={"criterion": "AC1"}, model="m-1")
+        [row] = session.ledger.attempts()
+    assert row["ts"].endswith("Z") and row["ts"][10] == "T" and len(row["ts"]) == 20
+    assert (row["block"], row["attempt"], row["failure_type"], row["action"], row["model"]) == \
+        ("VERDICT", 1, "PARSE_ERROR", "REPAIR", "m-1")
+    assert len(row["output_sha256"]) == 64
