@@ -15,7 +15,9 @@ import click
 from engine import __version__
 from engine.commands.evaluate import eval_command, render_command
 from engine.commands.explain import explain_command
+from engine.commands.log import log_command
 from engine.commands.parse import parse_command
+from engine.commands.run import run_command
 from engine.errors import EngineError
 from engine.pack import check_packs
 from engine.report import FORMATTERS
@@ -106,6 +108,8 @@ cli.add_command(parse_command)
 cli.add_command(eval_command)
 cli.add_command(render_command)
 cli.add_command(explain_command)
+cli.add_command(run_command)
+cli.add_command(log_command)
 
 
 def _allow_long_integers() -> None:

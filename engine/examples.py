@@ -17,6 +17,7 @@ from typing import Any
 from engine.checks import extract_ids
 from engine.errors import ContextError
 from engine.grammar.messages import fill
+from engine.ledger import LEDGER_FILE, Ledger
 from engine.model import Examples, IdKind, ScoreRule, SelectionStep, SessionExamples
 
 _ROUND_FIELD = re.compile(r"\{(n|role)(?::0(\d)d)?\}")
@@ -142,9 +143,12 @@ def session_candidates(spec: SessionExamples, role: str, failure_type: str,
     root = Path(str(session_dir))
     excluded = {int(r) for r in context.get(spec.exclude_rounds_from or "", None) or []}
     allowed = context.get(spec.require_rounds_from or "", None)
+    accepted = accepted_rounds(root, role) if spec.validated_in_ledger else None
     candidates = []
     for n in range(current - 1, 0, -1):
         if n in excluded or (allowed is not None and n not in {int(r) for r in allowed}):
+            continue
+        if accepted is not None and n not in accepted:
             continue
         if any((root / round_path(p, n, role)).exists() for p in spec.exclude_if_exists):
             continue
@@ -157,6 +161,19 @@ def session_candidates(spec: SessionExamples, role: str, failure_type: str,
                                     text))
     candidates.sort(key=lambda c: (c.score, c.round), reverse=True)
     return candidates
+
+
+def accepted_rounds(session_dir: Path, role: str) -> set[int] | None:
+    """Rounds whose output for ``role`` the session's ledger accepted; None without a ledger."""
+    if not (session_dir / LEDGER_FILE).is_file():
+        return None
+    ledger = Ledger(session_dir)
+    try:
+        return {row["round"] for row in ledger.attempts()
+                if row["block"] == role and row["round"] is not None
+                and row["status"] in ("pass", "warn")}
+    finally:
+        ledger.close()
 
 
 def _gap_list(examples: Examples, context: Mapping[str, Any]) -> str:

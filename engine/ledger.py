@@ -59,6 +59,15 @@ MIGRATIONS: list[str] = [
         message TEXT NOT NULL
     );
     """,
+    # 2: which validation tier failed, and what went into the next prompt
+    """
+    ALTER TABLE attempts ADD COLUMN validation TEXT;
+    ALTER TABLE attempts ADD COLUMN data_summary TEXT;
+    ALTER TABLE attempts ADD COLUMN modification TEXT;
+    ALTER TABLE attempts ADD COLUMN example_source TEXT;
+    ALTER TABLE attempts ADD COLUMN example_tokens INTEGER;
+    ALTER TABLE attempts ADD COLUMN example_original_chars INTEGER;
+    """,
 ]
 
 
@@ -100,6 +109,8 @@ class AttemptRecord:
     example_tier: str | None = None
     example_chars: int | None = None
     example_truncated: bool | None = None
+    validation: str | None = None
+    data_summary: str | None = None
 
 
 class Ledger:
@@ -206,6 +217,21 @@ class Ledger:
             db.execute("INSERT INTO warnings (attempt_id, ts, message) VALUES (?, ?, ?)",
                        (attempt_id, values["ts"], message))
         return attempt_id
+
+
+def note_prompt(ledger: Ledger, attempt_id: int, prompt_sha256: str, *,
+                modification: str | None, example_tier: str | None,
+                example_source: str | None, example_chars: int | None,
+                example_tokens: int | None, example_original_chars: int | None,
+                example_truncated: bool | None) -> None:
+    """Record on an attempt the prompt its decision led to."""
+    with ledger.transaction() as db:
+        db.execute(
+            "UPDATE attempts SET prompt_sha256 = ?, modification = ?, example_tier = ?, "
+            "example_source = ?, example_chars = ?, example_tokens = ?, "
+            "example_original_chars = ?, example_truncated = ? WHERE id = ?",
+            (prompt_sha256, modification, example_tier, example_source, example_chars,
+             example_tokens, example_original_chars, example_truncated, attempt_id))
 
 
 def item_key(nonce: str | None, params: dict[str, str]) -> str:

@@ -521,6 +521,7 @@ class SessionExamples(Strict):
     exclude_rounds_from: str | None = None
     require_exists: list[str] = Field(default_factory=list)
     require_rounds_from: str | None = None
+    validated_in_ledger: bool = False
     scoring: list[ScoreRule] = Field(default_factory=list)
     provenance: str = (
         "---\nExample from this session (Round {round}):\n"

@@ -24,7 +24,7 @@ from engine.loader import (
     resolve_pack_file,
 )
 from engine.model import MarkdownContract, Rulepack, SentinelContract
-from engine.repair import render_prompt
+from engine.repair import RenderedPrompt, render_prompt
 from engine.resources import builtin_pack_names
 from engine.results import ParseResult
 from engine.semantics import check_semantics
@@ -150,6 +150,13 @@ class Pack:
                context: Mapping[str, Any] | None = None) -> str:
         """The prompt ``decision`` calls for (repair, retry or escalation); RenderError when
         none is due."""
+        return self.render_prompt(verdict, decision, output=output, nonce=nonce, vars=vars,
+                                  context=context).text
+
+    def render_prompt(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
+                      nonce: str | None = None, vars: Mapping[str, str] | None = None,
+                      context: Mapping[str, Any] | None = None) -> RenderedPrompt:
+        """Like ``render``, with what went into the prompt (example tier, size, cut)."""
         return render_prompt(self.model, self.root, verdict, decision,
                              output=decode_output(output), nonce=nonce or "",
                              params=dict(vars or {}),

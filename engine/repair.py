@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +48,35 @@ def micro_hint(pack: Rulepack, block: str, error: str) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A prompt and what went into it (for the ledger's example log)."""
+
+    text: str
+    modification: str | None = None
+    example_tier: str | None = None
+    example_source: str | None = None
+    example_chars: int | None = None
+    example_tokens: int | None = None
+    example_original_chars: int | None = None
+    example_truncated: bool | None = None
+
+
 def render_prompt(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
                   output: str, nonce: str, params: Mapping[str, str],
-                  context: Mapping[str, Any]) -> str:
+                  context: Mapping[str, Any]) -> RenderedPrompt:
     """The prompt a decision calls for, by the purpose of its template."""
     if decision.template is None:
         raise RenderError(f"no prompt is due: the decision is {decision.action}")
     purpose = pack.templates[decision.template].purpose
     if purpose == "repair":
-        return render_repair(pack, root, verdict, decision, output=output, nonce=nonce,
-                             params=params)
+        return RenderedPrompt(render_repair(pack, root, verdict, decision, output=output,
+                                            nonce=nonce, params=params))
     if purpose == "retry":
         return render_retry(pack, root, verdict, decision, context=context)
     if purpose == "escalation":
-        return _render(root, pack.templates[decision.template].file,
-                       _retry_variables(verdict, decision, context))
+        return RenderedPrompt(_render(root, pack.templates[decision.template].file,
+                                      _retry_variables(verdict, decision, context)))
     raise RenderError(f"template {decision.template!r} is a {purpose} template; "
                       "decisions render repair, retry and escalation templates")
 
@@ -87,7 +102,7 @@ def _retry_variables(verdict: Verdict, decision: Decision,
 
 
 def render_retry(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
-                 context: Mapping[str, Any]) -> str:
+                 context: Mapping[str, Any]) -> RenderedPrompt:
     """seed 003's construct_retry_prompt: banner, modification, example with its source,
     then the original prompt; the example is chosen per failure type and fits its budget."""
     assert decision.template is not None
@@ -105,11 +120,17 @@ def render_retry(pack: Rulepack, root: Path, verdict: Verdict, decision: Decisio
     budgets = pack.examples.budgets
     text, cut = chosen.fitted(budgets.retry_tokens * budgets.chars_per_token,
                               pack.examples.priority_sections, pack.examples.truncation_notice)
-    return _render(root, pack.templates[decision.template].file, {
+    prompt = _render(root, pack.templates[decision.template].file, {
         **variables, "modification": modification, "example": text,
         "example_source": chosen.source, "example_tier": chosen.tier,
         "example_truncated": cut,
     })
+    whole = len(chosen.header) + len(chosen.text) + len(chosen.footer)
+    return RenderedPrompt(
+        prompt, modification=modification_template, example_tier=chosen.tier,
+        example_source=chosen.source, example_chars=len(text),
+        example_tokens=-(-len(text) // budgets.chars_per_token),
+        example_original_chars=whole, example_truncated=cut)
 
 
 def render_repair(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,

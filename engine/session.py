@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.decide import Decision
 from engine.ledger import AttemptRecord, Ledger, item_key, sha256
+from engine.model import MarkdownContract
 from engine.pack import Pack
 from engine.textio import decode_output
 from engine.verdict import Verdict
@@ -71,6 +72,31 @@ class Session:
                 output_chars=len(text),
                 round=round_number if isinstance(round_number, int) else None,
                 failure_type=verdict.failure_type, error=verdict.error, nonce=nonce,
-                model=model)
+                model=model, validation=self._validation_tier(block, verdict),
+                data_summary=_summary(verdict))
             attempt_id = self.ledger.insert(db, record, verdict.warnings)
         return Outcome(verdict, decision, attempt_id)
+
+    def _validation_tier(self, block: str, verdict: Verdict) -> str | None:
+        """Which tier of validation failed: structure, content or execution."""
+        if verdict.status != "fail":
+            return None
+        if verdict.failure_type == EXECUTION_FAILURE:
+            return "execution"
+        contract = self.pack.model.contracts[block]
+        if isinstance(contract, MarkdownContract):
+            for check in contract.checks:
+                if check.fail == verdict.failure_type and check.level == "error":
+                    return check.tier
+        return "structure"
+
+
+def _summary(verdict: Verdict) -> str | None:
+    data = verdict.data
+    if isinstance(data, dict) and isinstance(data.get("ids"), dict):
+        return ", ".join(f"{len(v)} {k} id{'s' if len(v) != 1 else ''}"
+                         for k, v in data["ids"].items())
+    return None
+
+
+EXECUTION_FAILURE = "EXECUTION_FAILED"

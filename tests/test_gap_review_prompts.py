@@ -267,3 +267,17 @@ def test_template_fallback_prompt(tmp_path: Path, snapshot: SnapshotAssertion) -
     assert "Source: Valid gap list + template\n" in prompt
     assert "## Gap Resolution: [GAP-ID]" in prompt
     assert prompt == snapshot
+
+
+def test_rounds_the_ledger_did_not_accept_are_skipped(tmp_path: Path) -> None:
+    from engine.session import Session
+
+    root = session(tmp_path, {2: proposal(["GAP-FLOW-001"]), 3: proposal(["GAP-FLOW-002"])})
+    context = {**BASE_CONTEXT, "session_dir": str(root)}
+    assert choose("NO_GAPS_ADDRESSED", context).round == 3  # no ledger yet: both count
+    with Session(PACK, root) as ledger_session:
+        for n in (2, 3):
+            text = (root / f"round_{n:03d}" / "engineer.md").read_text()
+            ledger_session.evaluate("engineer", text if n == 2 else "# rejected\n",
+                                    context={"known_gaps": GAPS, "round": n})
+    assert choose("NO_GAPS_ADDRESSED", context).round == 2

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
 from engine.errors import EngineError
+from engine.loader import read_yaml
 from engine.pack import Pack, load_pack
 
 EXIT_OK = 0
@@ -37,3 +41,18 @@ def open_pack(ref: str) -> Pack:
         return load_pack(ref)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
+
+
+def load_context(path: str | None) -> dict[str, Any]:
+    """A --context file (YAML or JSON) as a mapping; errors name the file and place."""
+    if path is None:
+        return {}
+    document = read_yaml(Path(path))
+    if document.findings:
+        first = document.findings[0]
+        raise UsageFailure(f"{first.position}: {first.message}")
+    if document.data is None:
+        return {}
+    if not isinstance(document.data, dict):
+        raise UsageFailure(f"{path}:1:1: a context file must hold a mapping of keys")
+    return document.data

@@ -8,10 +8,9 @@ from typing import Any
 
 import click
 
-from engine.commands.common import UsageFailure, open_pack, parse_vars
+from engine.commands.common import UsageFailure, load_context, open_pack, parse_vars
 from engine.decide import Decision
 from engine.errors import EngineError
-from engine.loader import read_yaml
 from engine.pack import Pack
 from engine.report import format_evaluation
 from engine.session import Session
@@ -55,20 +54,6 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _load_context(path: str | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    document = read_yaml(Path(path))
-    if document.findings:
-        first = document.findings[0]
-        raise UsageFailure(f"{first.position}: {first.message}")
-    if document.data is None:
-        return {}
-    if not isinstance(document.data, dict):
-        raise UsageFailure(f"{path}:1:1: a context file must hold a mapping of keys")
-    return document.data
-
-
 def _run(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...],
          context_file: str | None, attempt: int | None, session_dir: str | None,
          model: str | None,
@@ -77,7 +62,7 @@ def _run(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...
     pack = open_pack(pack_ref)
     output = _read_output(source)
     try:
-        variables, context = pack.split_inputs(block, _load_context(context_file),
+        variables, context = pack.split_inputs(block, load_context(context_file),
                                                parse_vars(var_pairs))
         if session_dir is not None:
             if attempt is not None:

@@ -1,0 +1,130 @@
+"""`rules run` around real processes (small fake models) and `rules log` views."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from syrupy.assertion import SnapshotAssertion
+
+import engine
+from conftest import FIXTURES, REPO, run_cli, run_script, script
+from engine.ledger import Ledger
+from engine.runner import run_loop
+from engine.session import Session
+
+MODELS = FIXTURES / "models"
+PY = sys.executable
+VERDICT = ("--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A", "--var",
+           "criterion=AC1")
+
+
+def stamps(text: str) -> str:
+    return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "<TS>", text)
+
+
+def test_readme_run_then_log(tmp_path: Path) -> None:
+    done = run_script(script("rules"), "run", *VERDICT, "--", PY,
+                      str(REPO / "examples" / "fake_model.py"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"criterion_id": "AC1", "answer": "YES",
+                                       "reason": "All acceptance criteria are satisfied"}
+    assert done.stderr.decode().splitlines() == [
+        "rules run: attempt 1: fail PARSE_ERROR (line 1: ANSWER must be unquoted) -> REPAIR",
+        "rules run: attempt 2: pass -> PROCEED",
+    ]
+    log = run_script(script("rules"), "log", "--format", "json", cwd=tmp_path)
+    rows = json.loads(log.stdout)
+    assert [(r["attempt"], r["action"]) for r in rows] == [(1, "REPAIR"), (2, "PROCEED")]
+    assert rows[0]["prompt_sha256"] is not None
+
+
+def test_fails_twice_then_succeeds(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
+    session = tmp_path / "s"
+    done = run_script(script("rules"), "run", "--pack", "gap-review", "--block", "engineer",
+                      "--var", "known_gaps=GAP-FLOW-001", "--var", "round=2", "--session",
+                      str(session), "--", PY, str(MODELS / "fail_twice.py"),
+                      str(tmp_path / "counter"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["ids"]["gap"] == ["GAP-FLOW-001"]
+    assert done.stderr.decode().count("-> RETRY") == 2
+    log = run_cli("log", "--session", str(session))
+    assert log.exit_code == 0
+    assert stamps(log.stdout) == snapshot
+
+
+def test_always_failing_model_ends_with_the_after_failure_action(tmp_path: Path) -> None:
+    done = run_script(script("rules"), "run", *VERDICT, "--session", str(tmp_path / "s"), "--",
+                      PY, str(MODELS / "always_fail.py"))
+    assert done.returncode == 1
+    assert done.stdout == b""
+    assert done.stderr.decode().splitlines()[-1].endswith("-> NEEDS_HUMAN")
+    reflect = run_script(script("rules"), "run", "--pack", "sentinel", "--block", "REFLECT",
+                         "--nonce", "4F2C9A", "--session", str(tmp_path / "r"), "--", PY,
+                         str(MODELS / "always_fail.py"))
+    assert reflect.returncode == 1
+    assert json.loads(reflect.stdout) == {"action": "NOP"}
+
+
+def test_hanging_model_times_out(tmp_path: Path) -> None:
+    done = run_script(script("rules"), "run", *VERDICT, "--timeout", "1", "--session",
+                      str(tmp_path / "s"), "--", PY, str(MODELS / "hang.py"), timeout=60)
+    assert done.returncode == 1
+    assert ("EXECUTION_FAILED (model command timed out after 1 s) -> NEEDS_HUMAN"
+            in done.stderr.decode())
+
+
+def test_crash_is_an_execution_failure_and_stderr_never_reaches_a_prompt(
+    tmp_path: Path
+) -> None:
+    done = run_script(script("rules"), "run", *VERDICT, "--session", str(tmp_path / "s"), "--",
+                      PY, str(MODELS / "crash.py"))
+    assert done.returncode == 1
+    assert "EXECUTION_FAILED (model command exited with status 1)" in done.stderr.decode()
+    assert b"SECRET" not in done.stderr
+    ledger = Ledger(tmp_path / "s")
+    rows = ledger.attempts()
+    ledger.close()
+    assert [(r["failure_type"], r["action"]) for r in rows] == [("EXECUTION_FAILED",
+                                                                "NEEDS_HUMAN")]
+    assert "SECRET" not in json.dumps(rows)
+
+
+def test_a_pack_may_retry_execution_failures_with_the_same_prompt(tmp_path: Path) -> None:
+    copy = tmp_path / "sentinel"
+    shutil.copytree(REPO / "rules" / "sentinel", copy)
+    pack_file = copy / "pack.yaml"
+    text = pack_file.read_text()
+    marker = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n"
+    assert marker in text
+    pack_file.write_text(text.replace(marker, "  VERDICT:\n    on: [PARSE_ERROR, "
+                                              "NONCE_MISMATCH, EXECUTION_FAILED]\n"))
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Judge AC1 and answer with a VERDICT block.\n")
+    pack = engine.load_pack(copy)
+    with Session(pack, tmp_path / "s") as session:
+        result = run_loop(session, "VERDICT",
+                          [PY, str(MODELS / "crash_once.py"), str(tmp_path / "state")],
+                          prompt=prompt.read_text(), nonce="4F2C9A", vars={"criterion": "AC1"})
+    assert result.decision.action == "PROCEED"
+    second = (tmp_path / "second_prompt.txt").read_text()
+    assert second == prompt.read_text()
+    assert "SECRET" not in second
+
+
+def test_failure_log_jsonl(tmp_path: Path) -> None:
+    session = tmp_path / "s"
+    run_script(script("rules"), "run", *VERDICT, "--session", str(session), "--", PY,
+               str(MODELS / "always_fail.py"))
+    result = run_cli("log", "--session", str(session), "--format", "jsonl", "--view",
+                     "failures")
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(x["gate_result"]["action"], x["gate_result"]["retry"], x["reprompt_generated"])
+            for x in lines] == [("REPAIR", 0, True), ("NEEDS_HUMAN", 1, False)]
+    assert lines[0]["gate_result"]["errors"] == [
+        "expected exactly 1 <<<VERDICT: block, found 0"]
+    missing = run_cli("log", "--session", str(tmp_path / "nowhere"))
+    assert missing.exit_code == 2
