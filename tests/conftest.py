@@ -20,6 +20,20 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SCRIPTS = Path(sys.executable).parent
 
 
+NESTED = "RULES_ENGINE_NESTED_TEST_RUN"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The README test runs the suite again inside itself; there the slow tests (already
+    run by the outer suite) are skipped."""
+    if os.environ.get(NESTED) != "1":
+        return
+    skip = pytest.mark.skip(reason="slow test, run by the outer suite")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test runs in its own empty working directory."""

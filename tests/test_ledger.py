@@ -60,6 +60,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_eight_processes_writing_at_once_lose_no_row(tmp_path: Path) -> None:
     writer = tmp_path / "writer.py"
     writer.write_text(WRITER)
@@ -71,6 +72,7 @@ def test_eight_processes_writing_at_once_lose_no_row(tmp_path: Path) -> None:
     assert count(session) == 4000
 
 
+@pytest.mark.slow
 def test_twenty_concurrent_evals_leave_twenty_rows(tmp_path: Path) -> None:
     session = tmp_path / "session"
     processes = [subprocess.Popen([script("rules"), *EVAL, "--session", str(session), str(BAD)],

@@ -15,13 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import NESTED, REPO
 
-NESTED = "RULES_ENGINE_NESTED_TEST_RUN"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(os.environ.get(NESTED) == "1", reason="nested README run"),
-]
+pytestmark = [pytest.mark.slow]
 
 
 def readme_commands() -> list[str]:

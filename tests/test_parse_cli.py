@@ -6,6 +6,7 @@ import base64
 import json
 from pathlib import Path
 
+import pytest
 from sentinel_cases import NONCE, delimiters
 
 from conftest import run_cli, run_script, script
@@ -99,6 +100,7 @@ def test_jsonl_keeps_order_and_reports_bad_lines() -> None:
     assert out[3]["error"] == "input line 4: 'vars' must be an object of strings"
 
 
+@pytest.mark.slow
 def test_jsonl_ten_thousand_records_in_one_process(tmp_path: Path) -> None:
     megabyte = "x" * (1024 * 1024)
     kinds = [
