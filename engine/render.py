@@ -13,6 +13,7 @@ from jinja2 import StrictUndefined, meta, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from engine.patterns import PatternError, compile_pattern
+from engine.textio import find_word
 
 # Variables the engine provides to a template, by the template's purpose.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
@@ -90,22 +91,9 @@ def first_use(source: str, name: str) -> tuple[int, int]:
         if node.name == name and node.ctx == "load":
             line = node.lineno
             text = lines[line - 1] if 0 < line <= len(lines) else ""
-            column = _column_of_word(text, name)
-            return line, column
+            index = find_word(text, name)
+            return line, index + 1 if index >= 0 else 1
     return 1, 1
-
-
-def _column_of_word(text: str, word: str) -> int:
-    start = 0
-    while True:
-        index = text.find(word, start)
-        if index < 0:
-            return 1
-        before = text[index - 1] if index else " "
-        after = text[index + len(word)] if index + len(word) < len(text) else " "
-        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
-            return index + 1
-        start = index + 1
 
 
 def expression_source(expression: str) -> str:

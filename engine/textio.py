@@ -30,3 +30,23 @@ def int_text(number: int) -> str:
             number, chunk = divmod(number, 10**1000)
             digits.append(f"{chunk:01000d}" if number else f"{chunk}")
         return sign + "".join(reversed(digits))
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def find_word(text: str, word: str) -> int:
+    """Index of the first occurrence of ``word`` with no letter, digit or underscore right
+    before or after it (Unicode word boundaries), or -1."""
+    start = 0
+    while True:
+        index = text.find(word, start)
+        if index < 0:
+            return -1
+        end = index + len(word)
+        before_ok = index == 0 or not _is_word_char(text[index - 1])
+        after_ok = end == len(text) or not _is_word_char(text[end])
+        if before_ok and after_ok:
+            return index
+        start = index + 1

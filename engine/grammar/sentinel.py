@@ -18,6 +18,7 @@ from engine.grammar.values import ValueError_, parse_value, tokenize
 from engine.model import FieldSpec, ItemSpec, SentinelContract, SentinelGrammar
 from engine.patterns import CompiledPattern, compile_pattern
 from engine.results import Failure, ParseResult
+from engine.textio import find_word
 
 _PUNCTUATION = set("\\^$.|?*+()[]{}-/#&~!@%=:;,'\"<>`")
 
@@ -357,26 +358,7 @@ class SentinelParser:
                 if spec.lowercase:
                     text = text.lower()
                 for word in spec.words:
-                    if _has_word(text, word):
+                    if find_word(text, word) >= 0:
                         warnings.append(fill(spec.message, {**item, "word": word}))
                         break
         return warnings
-
-
-def _is_word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
-
-
-def _has_word(text: str, word: str) -> bool:
-    """``word`` occurs with no letter, digit or underscore right before or after it."""
-    start = 0
-    while True:
-        index = text.find(word, start)
-        if index < 0:
-            return False
-        end = index + len(word)
-        before_ok = index == 0 or not _is_word_char(text[index - 1])
-        after_ok = end == len(text) or not _is_word_char(text[end])
-        if before_ok and after_ok:
-            return True
-        start = index + 1
