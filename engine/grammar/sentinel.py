@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from engine.grammar.messages import DEFAULT_MESSAGES, fill, render_list
@@ -26,6 +27,36 @@ _PUNCTUATION = set("\\^$.|?*+()[]{}-/#&~!@%=:;,'\"<>`")
 def _escape(text: str) -> str:
     """Escape ASCII punctuation for RE2; everything else stands for itself."""
     return "".join("\\" + c if c in _PUNCTUATION else c for c in text)
+
+
+@lru_cache(maxsize=4096)
+def delimiter_pattern(template: str, nonce_token: str,
+                      params: tuple[tuple[str, str], ...]) -> tuple[str, CompiledPattern]:
+    """The literal prefix (a fast pre-filter) and the full pattern of a delimiter line.
+
+    Params are matched literally; ``{nonce}`` captures ``nonce_token``. Cached: the same
+    template and params recur on every call of a run.
+    """
+    values = dict(params)
+    pattern: list[str] = []
+    prefix: str | None = None
+    rest = template
+    while rest:
+        start = rest.find("{")
+        end = rest.find("}", start)
+        if start < 0 or end < 0:
+            pattern.append(_escape(rest))
+            prefix = rest if prefix is None else prefix
+            break
+        literal, name, rest = rest[:start], rest[start + 1:end], rest[end + 1:]
+        if prefix is None:
+            prefix = literal
+        pattern.append(_escape(literal))
+        if name == "nonce":
+            pattern.append("(" + nonce_token + ")")
+        else:
+            pattern.append(_escape(values.get(name, "")))
+    return prefix or "", compile_pattern("^" + "".join(pattern) + "$")
 
 
 class _Reject(Exception):
@@ -124,31 +155,10 @@ class SentinelParser:
         if self.nonce_input.search(nonce) is None:
             raise self._fail("nonce_invalid", kind="input", nonce=nonce)
 
-    def _delimiter(self, template: str, params: Mapping[str, str]) -> tuple[str, CompiledPattern]:
-        """The literal prefix (a fast pre-filter) and the full pattern of a delimiter line."""
-        pattern: list[str] = []
-        prefix: str | None = None
-        rest = template
-        while rest:
-            start = rest.find("{")
-            end = rest.find("}", start)
-            if start < 0 or end < 0:
-                pattern.append(_escape(rest))
-                prefix = rest if prefix is None else prefix
-                break
-            literal, name, rest = rest[:start], rest[start + 1:end], rest[end + 1:]
-            if prefix is None:
-                prefix = literal
-            pattern.append(_escape(literal))
-            if name == "nonce":
-                pattern.append("(" + self.grammar.nonce_token + ")")
-            else:
-                pattern.append(_escape(params.get(name, "")))
-        return prefix or "", compile_pattern("^" + "".join(pattern) + "$")
-
     def _find(self, lines: list[str], template: str,
               params: Mapping[str, str]) -> list[tuple[int, str]]:
-        prefix, pattern = self._delimiter(template, params)
+        values = tuple(sorted(params.items()))
+        prefix, pattern = delimiter_pattern(template, self.grammar.nonce_token, values)
         found = []
         for index, line in enumerate(lines):
             if not line.startswith(prefix):
