@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -105,10 +105,6 @@ class AttemptRecord:
     error: str | None = None
     nonce: str | None = None
     model: str | None = None
-    prompt_sha256: str | None = None
-    example_tier: str | None = None
-    example_chars: int | None = None
-    example_truncated: bool | None = None
     validation: str | None = None
     data_summary: str | None = None
 
@@ -219,19 +215,18 @@ class Ledger:
         return attempt_id
 
 
-def note_prompt(ledger: Ledger, attempt_id: int, prompt_sha256: str, *,
-                modification: str | None, example_tier: str | None,
-                example_source: str | None, example_chars: int | None,
-                example_tokens: int | None, example_original_chars: int | None,
-                example_truncated: bool | None) -> None:
-    """Record on an attempt the prompt its decision led to."""
+PROMPT_COLUMNS = ("prompt_sha256", "modification", "example_tier", "example_source",
+                  "example_chars", "example_tokens", "example_original_chars",
+                  "example_truncated")
+
+
+def note_prompt(ledger: Ledger, attempt_id: int, prompt: Mapping[str, Any]) -> None:
+    """Record on an attempt the prompt its decision led to (keys of ``PROMPT_COLUMNS``)."""
+    columns = [c for c in PROMPT_COLUMNS if c in prompt]
+    assignments = ", ".join(f"{c} = ?" for c in columns)
     with ledger.transaction() as db:
-        db.execute(
-            "UPDATE attempts SET prompt_sha256 = ?, modification = ?, example_tier = ?, "
-            "example_source = ?, example_chars = ?, example_tokens = ?, "
-            "example_original_chars = ?, example_truncated = ? WHERE id = ?",
-            (prompt_sha256, modification, example_tier, example_source, example_chars,
-             example_tokens, example_original_chars, example_truncated, attempt_id))
+        db.execute(f"UPDATE attempts SET {assignments} WHERE id = ?",
+                   [prompt[c] for c in columns] + [attempt_id])
 
 
 def item_key(nonce: str | None, params: dict[str, str]) -> str:

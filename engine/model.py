@@ -436,7 +436,6 @@ class AttemptPolicy(Strict):
     action: ActionRef = "REPAIR"
     template: TemplateRef | None = None
     hint: bool = True
-    example: bool = False
 
 
 class AfterFailure(Strict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,7 @@ class Pack:
             raise EvaluationError(f"evaluating {kind} contracts is not implemented yet")
         return verdict_from_parse(block, self.parse(block, text, nonce, vars), self.severities)
 
-    @property
+    @cached_property
     def severities(self) -> dict[str, str]:
         return {name: ft.severity for name, ft in self.model.failure_types.items()}
 

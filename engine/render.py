@@ -26,11 +26,11 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
         "role", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
         "failure_message", "failures", "modification", "example", "example_source",
         "example_tier", "example_truncated", "original_prompt", "known_gaps", "invalid_ids",
-        "context", "history",
+        "context",
     }),
     "escalation": frozenset({
         "role", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
-        "failure_message", "failures", "history", "context", "invalid_ids",
+        "failure_message", "failures", "context", "invalid_ids",
         "original_prompt", "known_gaps",
     }),
     "reprompt": frozenset({

@@ -95,7 +95,7 @@ def _retry_variables(verdict: Verdict, decision: Decision,
         "max_attempts": decision.max_attempts, "retries_left": decision.attempts_left,
         "failure_type": verdict.failure_type or "", "failure_message": verdict.error or "",
         "failures": [f.to_json() for f in verdict.failures],
-        "invalid_ids": list(data.get("invalid_ids", [])), "history": [],
+        "invalid_ids": list(data.get("invalid_ids", [])),
         "original_prompt": context.get("original_prompt", ""),
         "known_gaps": context.get("known_gaps", []),
     }

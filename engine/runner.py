@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.decide import Decision
 from engine.ledger import note_prompt, sha256
-from engine.session import EXECUTION_FAILURE as EXECUTION_FAILURE
-from engine.session import Outcome, Session
+from engine.session import EXECUTION_FAILURE, Outcome, Session
 from engine.verdict import Verdict
 
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
@@ -74,15 +72,7 @@ def run_loop(session: Session, block: str, command: Sequence[str], *, prompt: st
             rendered = pack.render_prompt(outcome.verdict, decision, output=run.output,
                                           nonce=nonce, vars=vars, context=context)
             current_prompt = rendered.text
-            note_prompt(session.ledger, outcome.attempt_id, sha256(rendered.text),
-                        modification=rendered.modification,
-                        example_tier=rendered.example_tier,
-                        example_source=rendered.example_source,
-                        example_chars=rendered.example_chars,
-                        example_tokens=rendered.example_tokens,
-                        example_original_chars=rendered.example_original_chars,
-                        example_truncated=rendered.example_truncated)
+            note_prompt(session.ledger, outcome.attempt_id,
+                        {**asdict(rendered), "prompt_sha256": sha256(rendered.text)})
         # an execution failure that the pack retries sends the same prompt again
 
-
-DEFAULT_SESSION = Path(".rules-session")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import types
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ def _refs_in(annotation: Any) -> tuple[Ref, ...]:
     if get_origin(annotation) is typing.Annotated:
         found = tuple(m for m in get_args(annotation)[1:] if isinstance(m, Ref))
         return found + _refs_in(get_args(annotation)[0])
-    if get_origin(annotation) in (typing.Union, __import__("types").UnionType):
+    if get_origin(annotation) in (typing.Union, types.UnionType):
         return tuple(r for arg in get_args(annotation) for r in _refs_in(arg))
     return ()
 

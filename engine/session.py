@@ -19,6 +19,9 @@ from engine.pack import Pack
 from engine.textio import decode_output
 from engine.verdict import Verdict
 
+EXECUTION_FAILURE = "EXECUTION_FAILED"
+DEFAULT_SESSION = Path(".rules-session")
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -98,5 +101,3 @@ def _summary(verdict: Verdict) -> str | None:
                          for k, v in data["ids"].items())
     return None
 
-
-EXECUTION_FAILURE = "EXECUTION_FAILED"

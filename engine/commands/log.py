@@ -9,7 +9,7 @@ import click
 from engine.commands.common import UsageFailure
 from engine.errors import EngineError
 from engine.ledger import LEDGER_FILE, Ledger
-from engine.runner import DEFAULT_SESSION
+from engine.session import DEFAULT_SESSION
 from engine.views import as_json, as_jsonl, example_log, failures_jsonl, validation_log
 
 

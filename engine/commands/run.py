@@ -9,8 +9,8 @@ import click
 
 from engine.commands.common import UsageFailure, load_context, open_pack, parse_vars
 from engine.errors import EngineError
-from engine.runner import DEFAULT_SESSION, run_loop
-from engine.session import Outcome, Session
+from engine.runner import run_loop
+from engine.session import DEFAULT_SESSION, Outcome, Session
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True})
