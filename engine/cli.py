@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import click
 
 from engine import __version__
+from engine.commands.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageFailure
 from engine.commands.evaluate import eval_command, render_command
 from engine.commands.explain import explain_command
 from engine.commands.log import log_command
@@ -22,25 +21,6 @@ from engine.errors import EngineError
 from engine.pack import check_packs
 from engine.report import FORMATTERS
 from engine.schema import rulepack_schema_text
-
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-
-
-def _run(command: Callable[..., int]) -> Callable[..., int]:
-    """Turn engine errors into a message and exit status 2, never a traceback."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> int:
-        try:
-            return command(*args, **kwargs)
-        except EngineError as exc:
-            click.echo(f"error: {exc}", err=True)
-            return EXIT_USAGE
-
-    wrapper.__name__ = command.__name__
-    wrapper.__doc__ = command.__doc__
-    return wrapper
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,16 +61,13 @@ def check_command(paths: tuple[str, ...], output_format: str | None) -> None:
     \b
     Exit status: 0 no errors, 1 errors found, 2 usage or internal error.
     """
-    sys.exit(_check(paths, output_format))
-
-
-@_run
-def _check(paths: tuple[str, ...], output_format: str | None) -> int:
-    targets = list(paths) or ["rules"]
-    results = check_packs(targets)
+    try:
+        results = check_packs(list(paths) or ["rules"])
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
     formatter = FORMATTERS[output_format or _default_format()]
     click.echo(formatter(results), nl=False)
-    return EXIT_OK if all(r.ok for r in results) else EXIT_FINDINGS
+    sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_FINDINGS)
 
 
 @cli.command("schema")
