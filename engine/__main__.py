@@ -1,3 +1,3 @@
-from engine.cli import main
+from engine.cli.main import main
 
 main()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.grammar.sentinel import SentinelParser
-from engine.model import Rulepack, SentinelContract
+from engine.contracts.sentinel.parser import SentinelParser
+from engine.format.model import Rulepack, SentinelContract
 
 
 def compile_parsers(model: Rulepack) -> dict[str, SentinelParser]:

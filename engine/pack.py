@@ -8,14 +8,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from engine.checks import Output, run_checks
 from engine.compile import compile_parsers
-from engine.context import build_context
-from engine.decide import Decision, decide
+from engine.contracts.markdown import Output, run_checks
+from engine.contracts.sentinel.parser import SentinelParser
 from engine.errors import EngineError, EvaluationError, PackError, Position
-from engine.findings import Finding, has_errors
-from engine.grammar.sentinel import SentinelParser
-from engine.loader import (
+from engine.format.context import build_context
+from engine.format.findings import Finding, has_errors
+from engine.format.loader import (
     BUILTIN_PREFIX,
     PACK_FILE,
     PackTree,
@@ -24,13 +23,14 @@ from engine.loader import (
     load_pack_tree,
     resolve_pack_file,
 )
-from engine.model import MarkdownContract, Rulepack, SentinelContract
-from engine.repair import RenderedPrompt, render_prompt
+from engine.format.model import MarkdownContract, Rulepack, SentinelContract
+from engine.format.semantics import check_semantics
+from engine.format.validate import validate_tree
+from engine.policy.decide import Decision, decide
+from engine.prompts.render import RenderedPrompt, render_prompt
 from engine.resources import builtin_pack_names
 from engine.results import ParseResult
-from engine.semantics import check_semantics
 from engine.textio import clean_text, decode_output
-from engine.validate import validate_tree
 from engine.verdict import (
     Verdict,
     verdict_from_checks,

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, copy_fixture, run_cli, run_script, script
-from engine.schema import rulepack_schema_text
+from engine.format.schema import rulepack_schema_text
 
 
 def test_check_without_arguments_checks_rules_in_the_cwd(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sentinel_cases import NONCE, delimiters
 
 import engine
-from engine.decide import decide
-from engine.repair import render_repair
+from engine.policy.decide import decide
+from engine.prompts.render import render_repair
 from engine.verdict import verdict_from_parse
 
 PACK = engine.load_pack("sentinel")

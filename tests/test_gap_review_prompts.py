@@ -12,7 +12,7 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import REPO, run_cli
-from engine.examples import select_example, truncate_example
+from engine.prompts.examples import select_example, truncate_example
 
 PACK = engine.load_pack("gap-review")
 EXAMPLES = PACK.model.examples
@@ -270,7 +270,7 @@ def test_template_fallback_prompt(tmp_path: Path, snapshot: SnapshotAssertion) -
 
 
 def test_rounds_the_ledger_did_not_accept_are_skipped(tmp_path: Path) -> None:
-    from engine.session import Session
+    from engine.state.session import Session
 
     root = session(tmp_path, {2: proposal(["GAP-FLOW-001"]), 3: proposal(["GAP-FLOW-002"])})
     context = {**BASE_CONTEXT, "session_dir": str(root)}

@@ -12,8 +12,8 @@ import pytest
 
 import engine
 from conftest import REPO, run_script, script
-from engine.ledger import LEDGER_FILE, Ledger, LedgerError
-from engine.session import Session
+from engine.state.ledger import LEDGER_FILE, Ledger, LedgerError
+from engine.state.session import Session
 
 BAD = REPO / "examples" / "sentinel" / "verdict_bad.txt"
 EVAL = ("eval", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A",
@@ -50,7 +50,7 @@ def test_a_new_nonce_is_a_new_item(tmp_path: Path) -> None:
 WRITER = textwrap.dedent("""
     import sys
     import engine
-    from engine.session import Session
+    from engine.state.session import Session
     pack = engine.load_pack("sentinel")
     text = open(sys.argv[2], "rb").read()
     with Session(pack, sys.argv[1]) as session:

@@ -12,9 +12,9 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import FIXTURES, REPO, run_cli, run_script, script
-from engine.ledger import Ledger
-from engine.runner import run_loop
-from engine.session import Session
+from engine.state.ledger import Ledger
+from engine.state.runner import run_loop
+from engine.state.session import Session
 
 MODELS = FIXTURES / "models"
 PY = sys.executable

@@ -1,0 +1,58 @@
+"""Options and helpers shared by commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine.errors import EngineError
+from engine.format.loader import read_yaml
+from engine.pack import Pack, load_pack
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs into a dict; anything else is a usage error."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise click.UsageError(f"--var expects KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out
+
+
+class UsageFailure(click.ClickException):
+    """A usage or pack problem: message on stderr, exit status 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def open_pack(ref: str) -> Pack:
+    try:
+        return load_pack(ref)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+def load_context(path: str | None) -> dict[str, Any]:
+    """A --context file (YAML or JSON) as a mapping; errors name the file and place."""
+    if path is None:
+        return {}
+    document = read_yaml(Path(path))
+    if document.findings:
+        first = document.findings[0]
+        raise UsageFailure(f"{first.position}: {first.message}")
+    if document.data is None:
+        return {}
+    if not isinstance(document.data, dict):
+        raise UsageFailure(f"{path}:1:1: a context file must hold a mapping of keys")
+    return document.data

@@ -1,0 +1,153 @@
+"""`rules eval` and `rules render`: verdict and decision for one output, and its prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.formats import format_evaluation
+from engine.errors import EngineError
+from engine.pack import Pack
+from engine.policy.decide import Decision
+from engine.state.session import Session
+from engine.verdict import Verdict
+
+EXIT_STATUS_HELP = """\b
+Exit status (for shell orchestrators):
+  0  PROCEED (or a final action the pack maps to 0)
+  1  finally failed: the after-failure action (CYCLE_FAIL, NEEDS_HUMAN, DEGRADE, ...)
+  2  usage or pack error
+  3  a repair or retry is due (`rules render` prints its prompt)"""
+
+
+def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--pack", "pack_ref", required=True,
+                     help="Pack: builtin name, folder or file."),
+        click.option("--block", required=True, help="Block (contract) name of the pack."),
+        click.option("--nonce", help="The nonce of this cycle (carried into the repair)."),
+        click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE",
+                     help="A block parameter, e.g. criterion=AC1 (repeatable)."),
+        click.option("--context", "context_file", type=click.Path(dir_okay=False),
+                     help="YAML or JSON file with context keys for guards and templates."),
+        click.option("--attempt", type=click.IntRange(min=1), default=None,
+                     help="Which output this is: 1 = the original (default), 2 = after one "
+                     "repair. With --session it comes from the ledger."),
+        click.option("--session", "session_dir", type=click.Path(file_okay=False),
+                     help="Session folder: attempts are counted and recorded in its ledger."),
+        click.option("--model", help="The model that produced the output (carried along)."),
+        click.option("--previous-error", "previous_errors", multiple=True,
+                     help="Error of an earlier attempt, oldest first (repeat detection)."),
+        click.option("--error", "external_error",
+                     help="Take this error (from another parser or tool) instead of parsing."),
+        click.option("--failure-type", default="PARSE_ERROR", show_default=True,
+                     help="Failure type of --error."),
+        click.argument("source", type=click.Path(dir_okay=False, allow_dash=True),
+                       default="-", required=False),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _run(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...],
+         context_file: str | None, attempt: int | None, session_dir: str | None,
+         model: str | None,
+         previous_errors: tuple[str, ...], external_error: str | None, failure_type: str,
+         source: str) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str], dict[str, Any]]:
+    pack = open_pack(pack_ref)
+    output = _read_output(source)
+    try:
+        variables, context = pack.split_inputs(block, load_context(context_file),
+                                               parse_vars(var_pairs))
+        if session_dir is not None:
+            if attempt is not None:
+                raise UsageFailure("--attempt and --session exclude each other: with a "
+                                   "session the ledger counts attempts")
+            with Session(pack, session_dir) as session:
+                outcome = session.evaluate(block, output, nonce=nonce, vars=variables,
+                                           context=context, model=model, path=source,
+                                           error=external_error, failure_type=failure_type)
+            return (pack, outcome.verdict, outcome.decision, output or b"", variables,
+                    context)
+        attempt = attempt or 1
+        if external_error is not None:
+            verdict = pack.verdict_for_error(block, external_error, failure_type)
+        else:
+            verdict = pack.evaluate(block, output, nonce=nonce, vars=variables,
+                                    context=context, path=source)
+        decision = pack.decide(verdict, output=output or b"", attempt=attempt,
+                               previous_errors=previous_errors, nonce=nonce, model=model,
+                               context=context)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    return pack, verdict, decision, output or b"", variables, context
+
+
+def _read_output(source: str) -> bytes | None:
+    """The output's bytes; None when the file does not exist (a FILE_MISSING verdict)."""
+    if source == "-":
+        with click.open_file("-", "rb") as stream:
+            data: bytes = stream.read()
+        return data
+    path = Path(source)
+    if not path.exists():
+        return None
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UsageFailure(f"{source}: cannot read: {exc.strerror or exc}") from None
+
+
+@click.command("eval")
+@_shared_options
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              help="text: a readable table; json: {verdict, decision}.")
+def eval_command(output_format: str, **options: Any) -> None:
+    """Evaluate one output: verdict (pass/warn/fail, failures) and decision (next action).
+
+    Reads FILE (default: stdin).
+
+    \b
+    Examples:
+      rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
+      rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --attempt 2 --format json out.txt
+    """
+    _, verdict, decision, _, _, _ = _run(**options)
+    click.echo(format_evaluation(verdict, decision, output_format), nl=False)
+    raise SystemExit(decision.exit_code)
+
+
+eval_command.help = (eval_command.help or "") + "\n\n" + EXIT_STATUS_HELP
+
+
+@click.command("render")
+@_shared_options
+def render_command(**options: Any) -> None:
+    """Print the prompt the decision calls for (repair, retry or escalation), ready to send.
+
+    Takes the same arguments as `rules eval`. Exits 1 with a message on stderr when no
+    prompt is due (the output passed, or the final action has no template).
+
+    \b
+    Examples:
+      rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
+      rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A out.txt | model-cli
+    """
+    pack, verdict, decision, output, variables, context = _run(**options)
+    if decision.template is None:
+        click.echo(f"error: no prompt is due: the decision is {decision.action} "
+                   f"({decision.reason})", err=True)
+        raise SystemExit(1)
+    try:
+        prompt = pack.render(verdict, decision, output=output, nonce=options["nonce"],
+                             vars=variables, context=context)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    click.echo(prompt, nl=False)
+
+

@@ -1,0 +1,119 @@
+"""The command line: thin click commands over the Python API.
+
+Exit status: 0 clean, 1 findings (or an action is needed), 2 usage, pack or internal error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from engine import __version__
+from engine.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageFailure
+from engine.cli.evaluate import eval_command, render_command
+from engine.cli.explain import explain_command
+from engine.cli.formats import FORMATTERS
+from engine.cli.log import log_command
+from engine.cli.parse import parse_command
+from engine.cli.run import run_command
+from engine.errors import EngineError
+from engine.format.schema import rulepack_schema_text
+from engine.pack import check_packs
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rules")
+def cli() -> None:
+    """Declarative rules for LLM outputs: check packs, parse, evaluate, decide, render.
+
+    \b
+    Examples:
+      rules check                      # check every pack under ./rules/
+      rules check builtin:core         # check a pack shipped with the engine
+      rules schema > rulepack.schema.json
+    """
+
+
+def _default_format() -> str:
+    return "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"
+
+
+@cli.command("check")
+@click.argument("paths", nargs=-1)
+@click.option("--format", "output_format", type=click.Choice(sorted(FORMATTERS)),
+              default=None, help="Output format [default: text; github when "
+              "GITHUB_ACTIONS=true].")
+def check_command(paths: tuple[str, ...], output_format: str | None) -> None:
+    """Check rulepacks: format, references, files, templates, patterns, expressions.
+
+    PATHS are pack folders, pack files, folders of packs or builtin:NAME
+    (default: ./rules/). Findings print as file:line:col: [level] message (rule).
+
+    \b
+    Examples:
+      rules check                       # every pack under ./rules/
+      rules check rules/sentinel        # one pack folder
+      rules check builtin:core --format json
+      rules-check --format github rules/   # annotations in GitHub Actions
+
+    \b
+    Exit status: 0 no errors, 1 errors found, 2 usage or internal error.
+    """
+    try:
+        results = check_packs(list(paths) or ["rules"])
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    formatter = FORMATTERS[output_format or _default_format()]
+    click.echo(formatter(results), nl=False)
+    sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_FINDINGS)
+
+
+@cli.command("schema")
+def schema_command() -> None:
+    """Print the JSON Schema of the rulepack format.
+
+    \b
+    Point editors at it for completion, e.g. first line of pack.yaml:
+      # yaml-language-server: $schema=../../contracts/rulepack.schema.json
+    """
+    click.echo(rulepack_schema_text(), nl=False)
+
+
+cli.add_command(parse_command)
+cli.add_command(eval_command)
+cli.add_command(render_command)
+cli.add_command(explain_command)
+cli.add_command(run_command)
+cli.add_command(log_command)
+
+
+def _allow_long_integers() -> None:
+    """Block data may hold integers of any length; JSON output must not refuse them."""
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)
+
+
+def main() -> None:
+    """Entry point of the `rules` script."""
+    _allow_long_integers()
+    try:
+        cli(prog_name="rules")
+    except Exception as exc:
+        if os.environ.get("RULES_DEBUG"):
+            raise
+        click.echo(f"internal error: {type(exc).__name__}: {exc} "
+                   "(set RULES_DEBUG=1 for a traceback)", err=True)
+        sys.exit(EXIT_USAGE)
+
+
+def check_main() -> None:
+    """Entry point of the `rules-check` script (the same as `rules check`)."""
+    try:
+        check_command(prog_name="rules-check")
+    except Exception as exc:
+        if os.environ.get("RULES_DEBUG"):
+            raise
+        click.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(EXIT_USAGE)

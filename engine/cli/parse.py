@@ -1,0 +1,73 @@
+"""`rules parse`: deterministic parse of one block, or of many records as JSON Lines."""
+
+from __future__ import annotations
+
+import json
+from typing import BinaryIO
+
+import click
+
+from engine.batch import parse_jsonl
+from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, open_pack, parse_vars
+from engine.errors import EngineError
+
+
+@click.command("parse")
+@click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
+@click.option("--block", help="Block (contract) name of the pack.")
+@click.option("--nonce", help="The nonce the block must carry.")
+@click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE",
+              help="A block parameter, e.g. criterion=AC1 (repeatable).")
+@click.option("--jsonl", "jsonl", type=click.File("rb"), default=None, metavar="IN",
+              help="Parse many records from a JSON Lines file ('-' for stdin).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
+              help="text: the data, or 'error: MESSAGE' on stderr; json: the whole result.")
+@click.argument("source", type=click.File("rb"), default="-", required=False)
+def parse_command(pack_ref: str, block: str | None, nonce: str | None,
+                  var_pairs: tuple[str, ...], jsonl: BinaryIO | None, output_format: str,
+                  source: BinaryIO) -> None:
+    """Parse one block deterministically: JSON data on stdout, or the error.
+
+    Reads FILE (default: stdin). On success prints the block's data as one JSON line and
+    exits 0; on failure prints `error: MESSAGE` on stderr and exits 1. A nonce that differs
+    from --nonce is its own failure type (NONCE_MISMATCH, shown with --format json).
+
+    \b
+    Examples (BLOCK is one of the pack's blocks; `rules check --format json` lists them):
+      rules parse --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
+      model-cli < prompt.txt | rules parse --pack sentinel --block "$BLOCK" --nonce 4F2C9A
+      rules parse --pack sentinel --jsonl records.jsonl > results.jsonl
+
+    \b
+    With --jsonl each input line is {"id", "block", "nonce", "vars", "text"} ("text_base64"
+    may carry raw bytes instead of "text"; --block/--nonce give defaults) and each output
+    line is {"id", "ok", "data", "error", "failure_type", "warnings"}, in input order. A
+    malformed line is reported as that record's error and the run goes on.
+
+    \b
+    Exit status: 0 parsed (every record, with --jsonl), 1 parse failure (any record),
+    2 usage or pack error.
+    """
+    pack = open_pack(pack_ref)
+    variables = parse_vars(var_pairs)
+    if jsonl is not None:
+        failed = False
+        for record in parse_jsonl(pack, jsonl, block, nonce):
+            failed = failed or not record["ok"]
+            click.echo(json.dumps(record, ensure_ascii=False))
+        raise SystemExit(EXIT_FINDINGS if failed else EXIT_OK)
+    if block is None:
+        raise click.UsageError("--block is required (or use --jsonl)")
+    try:
+        result = pack.parse(block, source.read(), nonce=nonce, vars=variables)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    if output_format == "json":
+        click.echo(json.dumps(result.to_json(), ensure_ascii=False))
+    elif result.ok:
+        click.echo(json.dumps(result.data, ensure_ascii=False))
+        for warning in result.warnings:
+            click.echo(f"warning: {warning}", err=True)
+    else:
+        click.echo(f"error: {result.error}", err=True)
+    raise SystemExit(EXIT_OK if result.ok else EXIT_FINDINGS)

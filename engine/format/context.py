@@ -1,0 +1,86 @@
+"""The context a pack reads (from --context FILE, --var KEY=VALUE or the Python API),
+checked against the keys and types the pack declares."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from engine.errors import ContextError
+from engine.format.model import ContextKey
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "path": (str,), "int": (int,), "number": (int, float), "bool": (bool,),
+    "list": (list,), "map": (dict,),
+}
+
+
+def _coerce(name: str, spec: ContextKey, raw: str) -> Any:
+    """A --var string as the declared type."""
+    if spec.type in ("string", "path", "any"):
+        return raw
+    if spec.type == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ContextError(f"context key {name!r} must be an int, got {raw!r}") from None
+    if spec.type == "number":
+        try:
+            return float(raw)
+        except ValueError:
+            raise ContextError(f"context key {name!r} must be a number, got {raw!r}") from None
+    if spec.type == "bool":
+        if raw.lower() in ("true", "false"):
+            return raw.lower() == "true"
+        raise ContextError(f"context key {name!r} must be true or false, got {raw!r}")
+    if spec.type == "list":
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    raise ContextError(f"context key {name!r} is a {spec.type}; give it in a --context file")
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def _check_type(name: str, spec: ContextKey, value: Any) -> None:
+    items: Any = value
+    if spec.type == "any" or value is None:
+        return
+    expected = _PYTHON_TYPES[spec.type]
+    if not isinstance(value, expected) or (spec.type in ("int", "number")
+                                           and isinstance(value, bool)):
+        raise ContextError(f"context key {name!r} must be {_a(spec.type)}, "
+                           f"got {type(value).__name__}")
+    if spec.type == "list" and spec.items not in (None, "any"):
+        item_types = _PYTHON_TYPES[spec.items] if spec.items != "map" else (dict,)
+        for index, item in enumerate(items):
+            if not isinstance(item, item_types):
+                raise ContextError(f"context key {name!r}[{index}] must be "
+                                   f"{_a(spec.items)}, got {type(item).__name__}")
+
+
+def build_context(declared: Mapping[str, ContextKey], given: Mapping[str, Any] | None = None,
+                  strings: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Merge ``given`` (typed) and ``strings`` (--var, coerced), then check them all."""
+    context: dict[str, Any] = {}
+    typed = [(name, value, False) for name, value in (given or {}).items()]
+    typed += [(name, value, True) for name, value in (strings or {}).items()]
+    for name, value, from_string in typed:
+        spec = declared.get(name)
+        if spec is None:
+            close = difflib.get_close_matches(name, list(declared), n=1)
+            hint = (f"did you mean {close[0]!r}?" if close else
+                    f"the pack reads: {', '.join(declared) or 'no context keys'}")
+            raise ContextError(f"unknown context key {name!r} ({hint})")
+        context[name] = _coerce(name, spec, value) if from_string else value
+    for name, spec in declared.items():
+        if name not in context:
+            if spec.required:
+                raise ContextError(f"context key {name!r} is required "
+                                   f"({spec.description or spec.type})")
+            if spec.default is not None:
+                context[name] = spec.default
+        if name in context:
+            _check_type(name, spec, context[name])
+    return context

@@ -1,0 +1,380 @@
+"""Reading rulepack YAML safely, keeping file:line:column for every node, and `extends`.
+
+The result of loading is a plain tree (dicts, lists, scalars) plus a ``SourceMap`` from key
+paths to positions. Problems are collected as findings rather than raised, so that
+`rules check` can report all of them at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.errors import Position
+from engine.format.findings import Finding
+from engine.resources import builtin_pack_names, data_dir
+
+MAX_YAML_BYTES = 1024 * 1024
+MAX_NODES = 100_000
+MAX_DEPTH = 64
+PACK_FILE = "pack.yaml"
+BUILTIN_PREFIX = "builtin:"
+
+KeyPath = tuple[str | int, ...]
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe loading with YAML 1.2 core scalars: `YES`, `on`, `12:30` stay strings."""
+
+
+_Loader.yaml_implicit_resolvers = {}
+for _tag, _pattern, _first in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    (
+        "float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        "-+.0123456789",
+    ),
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+):
+    _Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first))
+
+_STR = "tag:yaml.org,2002:str"
+_SCALAR_TAGS = {
+    _STR,
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:null",
+}
+_COLLECTION_TAGS = {"tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"}
+
+
+@dataclass
+class SourceMap:
+    """Positions of the nodes of a loaded tree, by key path."""
+
+    values: dict[KeyPath, Position] = field(default_factory=dict)
+    keys: dict[KeyPath, Position] = field(default_factory=dict)
+
+    def locate(self, path: KeyPath, prefer_key: bool = False) -> Position:
+        """The position of ``path``, or of its nearest ancestor that has one."""
+        probe = tuple(path)
+        while True:
+            if prefer_key and probe in self.keys:
+                return self.keys[probe]
+            if probe in self.values:
+                return self.values[probe]
+            if probe in self.keys:
+                return self.keys[probe]
+            if not probe:
+                return Position("<unknown>")
+            probe = probe[:-1]
+
+    def file_of(self, path: KeyPath) -> str:
+        return self.locate(path).file
+
+
+@dataclass
+class Document:
+    """One YAML file: its tree, where each node is, and what went wrong reading it."""
+
+    data: Any
+    source: SourceMap
+    findings: list[Finding]
+
+
+def _position(display: str, mark: yaml.Mark | None) -> Position:
+    if mark is None:
+        return Position(display)
+    return Position(display, mark.line + 1, mark.column + 1)
+
+
+def _scalar_value(node: yaml.ScalarNode) -> Any:
+    tag, text = node.tag, node.value
+    if tag == _STR:
+        return text
+    if tag.endswith(":bool"):
+        return text.lower() == "true"
+    if tag.endswith(":int"):
+        return int(text, 0)
+    if tag.endswith(":float"):
+        return float(text.replace("inf", "Inf").replace("INF", "Inf"))
+    return None
+
+
+class _TreeBuilder:
+    """Turns a composed node graph into a plain tree, counting nodes to bound aliases."""
+
+    def __init__(self, display: str) -> None:
+        self.display = display
+        self.source = SourceMap()
+        self.findings: list[Finding] = []
+        self.nodes = 0
+
+    def finding(self, rule: str, message: str, mark: yaml.Mark | None, hint: str = "") -> None:
+        self.findings.append(Finding(rule, message, _position(self.display, mark), hint))
+
+    def build(self, node: yaml.Node, path: KeyPath) -> Any:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _TooBig(
+                f"document expands to more than {MAX_NODES} nodes (alias expansion?)",
+                node.start_mark,
+            )
+        if len(path) > MAX_DEPTH:
+            raise _TooBig(f"nesting deeper than {MAX_DEPTH} levels (recursive alias?)",
+                          node.start_mark)
+        self.source.values[path] = _position(self.display, node.start_mark)
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag not in _SCALAR_TAGS:
+                self.finding(
+                    "yaml-unsupported-tag",
+                    f"unsupported YAML tag {node.tag!r}",
+                    node.start_mark,
+                    "remove the tag; packs hold plain strings, numbers, booleans, lists and maps",
+                )
+                return node.value
+            return _scalar_value(node)
+        if node.tag not in _COLLECTION_TAGS:
+            self.finding("yaml-unsupported-tag", f"unsupported YAML tag {node.tag!r}",
+                         node.start_mark, "remove the tag; packs hold plain lists and maps")
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        if isinstance(node, yaml.MappingNode):
+            return self._build_mapping(node, path)
+        return None  # pragma: no cover - PyYAML has no other node kinds
+
+    def _build_mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        first_seen: dict[str, yaml.Mark] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.finding("yaml-complex-key", "mapping keys must be plain scalars",
+                             key_node.start_mark, "write the key as a plain string")
+                continue
+            key = str(key_node.value)
+            if key == "<<":
+                self.finding("yaml-merge-key", "YAML merge keys (<<) are not supported",
+                             key_node.start_mark, "use `extends:` to build on another pack")
+                continue
+            if key in first_seen:
+                first = _position(self.display, first_seen[key])
+                self.finding(
+                    "yaml-duplicate-key",
+                    f"duplicate key {key!r} (first defined at {first})",
+                    key_node.start_mark,
+                    "keep only one of the two; the later one would silently win",
+                )
+            first_seen.setdefault(key, key_node.start_mark)
+            key_path: KeyPath = (*path, key)
+            self.source.keys[key_path] = _position(self.display, key_node.start_mark)
+            out[key] = self.build(value_node, key_path)
+        return out
+
+
+class _TooBig(Exception):
+    def __init__(self, message: str, mark: yaml.Mark | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.mark = mark
+
+
+def display_path(path: Path) -> str:
+    """A path as users should read it: relative to the working directory when inside it."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # pragma: no cover - other drive on Windows
+        return str(path)
+
+
+def read_yaml(path: Path, display: str | None = None) -> Document:
+    """Read one YAML file; never raises for anything the file can contain."""
+    shown = display or display_path(path)
+    where = Position(shown)
+    try:
+        size = path.stat().st_size
+        if size > MAX_YAML_BYTES:
+            return Document(None, SourceMap(), [Finding(
+                "yaml-too-large",
+                f"file is {size} bytes, over the {MAX_YAML_BYTES}-byte limit for pack files",
+                where, "split the pack or move long text into files the pack references")])
+        raw = path.read_bytes()
+    except OSError as exc:
+        return Document(None, SourceMap(), [Finding(
+            "file-unreadable", f"cannot read file: {exc.strerror or exc}", where,
+            "check the path and its permissions")])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Document(None, SourceMap(), [Finding(
+            "yaml-encoding", f"file is not valid UTF-8 (byte {exc.start})", where,
+            "save the file as UTF-8")])
+    return parse_yaml(text, shown)
+
+
+def parse_yaml(text: str, display: str) -> Document:
+    builder = _TreeBuilder(display)
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = builder.build(node, ()) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        message = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
+        return Document(None, builder.source, [*builder.findings, Finding(
+            "yaml-syntax", f"invalid YAML: {message}",
+            _position(display, exc.problem_mark or exc.context_mark),
+            "fix the YAML syntax at this place")])
+    except yaml.YAMLError as exc:
+        return Document(None, builder.source, [*builder.findings, Finding(
+            "yaml-syntax", f"invalid YAML: {exc}", Position(display), "fix the YAML syntax")])
+    except _TooBig as exc:
+        return Document(None, builder.source, [*builder.findings, Finding(
+            "yaml-too-large", exc.message, _position(display, exc.mark),
+            "remove the alias chain; packs do not need deep alias expansion")])
+    except RecursionError:
+        return Document(None, builder.source, [*builder.findings, Finding(
+            "yaml-too-large", "document nests too deeply", Position(display),
+            "flatten the structure")])
+    finally:
+        loader.dispose()
+    return Document(data, builder.source, builder.findings)
+
+
+# --------------------------------------------------------------------------- extends
+
+
+@dataclass
+class PackTree:
+    """A pack's YAML after `extends` is resolved: one merged tree, positions from every file."""
+
+    root_file: Path
+    data: dict[str, Any]
+    source: SourceMap
+    findings: list[Finding]
+    files: list[Path] = field(default_factory=list)
+
+
+def resolve_pack_file(ref: str, base_dir: Path) -> Path | None:
+    """Where the pack called ``ref`` lives: ``builtin:NAME``, a folder, or a YAML file."""
+    if ref.startswith(BUILTIN_PREFIX):
+        name = ref[len(BUILTIN_PREFIX):]
+        if not name or "/" in name or "\\" in name or name.startswith("."):
+            return None
+        candidate = data_dir("rules") / name / PACK_FILE
+        return candidate if candidate.is_file() else None
+    target = Path(ref)
+    if not target.is_absolute():
+        target = base_dir / target
+    if target.is_dir():
+        target = target / PACK_FILE
+    return target if target.is_file() else None
+
+
+def merge_trees(base: Any, over: Any) -> Any:
+    """Maps merge deeply, a later pack wins, lists replace, an explicit null removes a key."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for key, value in over.items():
+            if value is None:
+                out.pop(key, None)
+            elif key in out:
+                out[key] = merge_trees(out[key], value)
+            else:
+                out[key] = value
+        return out
+    return over
+
+
+def _merge_sources(data: Any, base: SourceMap, over: SourceMap) -> SourceMap:
+    merged = SourceMap()
+
+    def walk(node: Any, path: KeyPath) -> None:
+        for table, target in ((over.values, merged.values), (base.values, merged.values)):
+            if path in table:
+                target[path] = table[path]
+                break
+        for table in (over.keys, base.keys):
+            if path in table:
+                merged.keys[path] = table[path]
+                break
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, (*path, key))
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, (*path, index))
+
+    walk(data, ())
+    return merged
+
+
+def load_pack_tree(pack_file: Path) -> PackTree:
+    """Load ``pack_file`` and everything it extends, merged, with all findings."""
+    return _load(pack_file.resolve(), [], pack_file)
+
+
+def _load(pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
+    doc = read_yaml(shown if not stack else pack_file)
+    findings = list(doc.findings)
+    data = doc.data
+    if doc.data is None and not findings:
+        findings.append(Finding("pack-empty", "pack file is empty", Position(display_path(shown)),
+                                "start from `rules init` or add `rulepack: NAME`"))
+    if not isinstance(data, dict):
+        if data is not None:
+            findings.append(Finding("pack-not-mapping", "a pack file must be a YAML mapping",
+                                    doc.source.locate(()), "write `rulepack: NAME` and the "
+                                    "sections of the pack as top-level keys"))
+        return PackTree(pack_file, {}, doc.source, findings, [pack_file])
+
+    extends = data.get("extends")
+    tree: Any = None
+    source = SourceMap()
+    files = [pack_file]
+    if isinstance(extends, list):
+        for index, ref in enumerate(extends):
+            if not isinstance(ref, str):
+                continue  # the model check reports the wrong type
+            where = doc.source.locate(("extends", index))
+            base = _load_extended(ref, pack_file, [*stack, pack_file], where, findings)
+            if base is None:
+                continue
+            files.extend(base.files)
+            findings.extend(base.findings)
+            base_data = {k: v for k, v in base.data.items() if k != "extends"}
+            tree = base_data if tree is None else merge_trees(tree, base_data)
+            source = _merge_sources(tree, source, base.source)
+    merged = data if tree is None else merge_trees(tree, data)
+    merged_source = _merge_sources(merged, source, doc.source)
+    return PackTree(pack_file, merged, merged_source, findings, files)
+
+
+def _load_extended(ref: str, declaring: Path, stack: list[Path], where: Position,
+                   findings: list[Finding]) -> PackTree | None:
+    if not ref.startswith(BUILTIN_PREFIX) and Path(ref).is_absolute():
+        findings.append(Finding("extends-absolute", f"extends {ref!r} is an absolute path",
+                                where, "write the path relative to this pack file"))
+        return None
+    target = resolve_pack_file(ref, declaring.parent)
+    if target is None:
+        known = ", ".join(BUILTIN_PREFIX + n for n in builtin_pack_names())
+        hint = (f"builtin packs are: {known}" if ref.startswith(BUILTIN_PREFIX)
+                else "give a folder holding pack.yaml or a YAML file, relative to this file")
+        findings.append(Finding("extends-not-found", f"extends {ref!r}: no such pack", where, hint))
+        return None
+    target = target.resolve()
+    if target in stack:
+        cycle = [*stack[stack.index(target):], target]
+        chain = " -> ".join(display_path(p) for p in cycle)
+        findings.append(Finding("extends-cycle", f"extends cycle: {chain}", where,
+                                "remove one of the `extends` entries in this cycle"))
+        return None
+    return _load(target, stack, target)

@@ -1,0 +1,345 @@
+"""Semantic checks of a validated pack: every reference resolves, every file is inside the
+pack, every template, pattern and expression compiles, every template variable exists.
+
+The walk is generic: fields of the models that refer to something carry a ``Ref`` marker
+(model.py), and each kind of reference has one checking function here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import types
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import jinja2
+import jsonschema
+from pydantic import BaseModel
+
+from engine.errors import Position
+from engine.format.findings import Finding
+from engine.format.loader import KeyPath, SourceMap
+from engine.format.model import JsonContract, Ref, Rulepack, SentinelContract
+from engine.format.vocabulary import STANDARD_ACTIONS
+from engine.patterns import PatternError, compile_pattern
+from engine.sandbox import (
+    CONDITION_VARIABLES,
+    ENVIRONMENT,
+    TEMPLATE_VARIABLES,
+    expression_source,
+    first_use,
+    undeclared_names,
+)
+
+MAX_TEMPLATE_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Reference:
+    kind: Ref
+    value: str
+    path: KeyPath
+    is_key: bool = False
+
+
+def _refs_in(annotation: Any) -> tuple[Ref, ...]:
+    if get_origin(annotation) is typing.Annotated:
+        found = tuple(m for m in get_args(annotation)[1:] if isinstance(m, Ref))
+        return found + _refs_in(get_args(annotation)[0])
+    if get_origin(annotation) in (typing.Union, types.UnionType):
+        return tuple(r for arg in get_args(annotation) for r in _refs_in(arg))
+    return ()
+
+
+def _element(annotation: Any, position: int) -> Any:
+    for candidate in (annotation, *get_args(annotation)):
+        origin = get_origin(candidate)
+        if origin is typing.Annotated:
+            candidate = get_args(candidate)[0]
+            origin = get_origin(candidate)
+        if origin in (list, dict):
+            args = get_args(candidate)
+            return args[position] if len(args) > position else Any
+    return Any
+
+
+def walk_references(value: Any, annotation: Any, refs: tuple[Ref, ...],
+                    path: KeyPath) -> Iterator[Reference]:
+    """Every marked string in a model tree, with its key path."""
+    if isinstance(value, BaseModel):
+        for name, field in type(value).model_fields.items():
+            if name not in value.model_fields_set:
+                continue  # defaults a contract relies on are checked with the contract
+            marks = tuple(m for m in field.metadata if isinstance(m, Ref))
+            yield from walk_references(getattr(value, name), field.annotation,
+                                       marks + _refs_in(field.annotation), (*path, name))
+    elif isinstance(value, str):
+        for ref in refs:
+            yield Reference(ref, value, path)
+    elif isinstance(value, list):
+        inner = _element(annotation, 0)
+        for index, item in enumerate(value):
+            yield from walk_references(item, inner, _refs_in(inner), (*path, index))
+    elif isinstance(value, dict):
+        key_type, value_type = _element(annotation, 0), _element(annotation, 1)
+        for key, item in value.items():
+            for ref in _refs_in(key_type):
+                yield Reference(ref, str(key), (*path, key), is_key=True)
+            yield from walk_references(item, value_type, _refs_in(value_type), (*path, key))
+
+
+class PackChecker:
+    """Collects the semantic findings of one pack."""
+
+    def __init__(self, pack: Rulepack, source: SourceMap) -> None:
+        self.pack = pack
+        self.source = source
+        self.findings: list[Finding] = []
+        self.context_names = set(pack.context)
+
+    def add(self, rule: str, message: str, path: KeyPath, hint: str = "",
+            is_key: bool = False, position: Position | None = None) -> None:
+        where = position or self.source.locate(path, prefer_key=is_key)
+        self.findings.append(Finding(rule, message, where, hint))
+
+    def run(self) -> list[Finding]:
+        checks: dict[Ref, Callable[[Reference], None]] = {
+            Ref.FAILURE_TYPE: self._named(self.pack.failure_types, "failure type",
+                                          "declare it under `failure_types:`"),
+            Ref.SEVERITY: self._named(self.pack.severities, "severity",
+                                      "declare it under `severities:`"),
+            Ref.TEMPLATE: self._named(self.pack.templates, "template",
+                                      "declare it under `templates:`"),
+            Ref.CONTRACT: self._named(self.pack.contracts, "contract",
+                                      "declare it under `contracts:`"),
+            Ref.ACTION: self._named({**STANDARD_ACTIONS, **self.pack.actions}, "action",
+                                    "declare it under `actions:`"),
+            Ref.FILE: self._file,
+            Ref.PATTERN: self._pattern,
+            Ref.EXPRESSION: self._expression,
+            Ref.MESSAGE: lambda ref: None,
+        }
+        for ref in walk_references(self.pack, Rulepack, (), ()):
+            checks[ref.kind](ref)
+        self._templates()
+        self._contracts()
+        return self.findings
+
+    # ----------------------------------------------------------------- references
+
+    def _named(self, table: typing.Mapping[str, Any], what: str,
+               fix: str) -> Callable[[Reference], None]:
+        def check(ref: Reference) -> None:
+            if ref.value in table:
+                return
+            close = difflib.get_close_matches(ref.value, list(table), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else fix
+            self.add(f"unknown-{what.replace(' ', '-')}", f"unknown {what} {ref.value!r}",
+                     ref.path, hint, ref.is_key)
+        return check
+
+    def pack_root(self, path: KeyPath) -> Path:
+        """The folder of the pack file that declared the value at ``path``."""
+        return Path(self.source.file_of(path)).resolve().parent
+
+    def resolve_file(self, ref: Reference) -> Path | None:
+        """The file a pack path names, or None (with a finding) if it is unsafe or absent."""
+        value = ref.value
+        if not value or value.startswith(("/", "\\")) or (len(value) > 1 and value[1] == ":"):
+            self.add("path-absolute", f"path {value!r} is absolute", ref.path,
+                     "write paths relative to the pack folder")
+            return None
+        if ".." in value.replace("\\", "/").split("/"):
+            self.add("path-traversal", f"path {value!r} leaves the pack with '..'", ref.path,
+                     "keep every file the pack uses inside the pack folder")
+            return None
+        root = self.pack_root(ref.path)
+        target = root / value
+        real = Path(os.path.realpath(target))
+        if real != root and root not in real.parents:
+            self.add("path-escape", f"path {value!r} resolves outside the pack (symlink)",
+                     ref.path, "copy the file into the pack instead of linking to it")
+            return None
+        if not real.is_file():
+            self.add("file-missing", f"file {value!r} does not exist in {root.name}/",
+                     ref.path, "create the file or fix the path")
+            return None
+        return real
+
+    def _file(self, ref: Reference) -> None:
+        self.resolve_file(ref)
+
+    def _pattern(self, ref: Reference) -> None:
+        try:
+            compile_pattern(ref.value)
+        except PatternError as exc:
+            self.add("invalid-pattern", f"pattern {ref.value!r} does not compile: {exc}",
+                     ref.path, "patterns use RE2 syntax: no look-arounds or back-references")
+
+    def _expression(self, ref: Reference) -> None:
+        try:
+            ENVIRONMENT.compile_expression(ref.value)
+            names = undeclared_names(expression_source(ref.value))
+        except jinja2.TemplateError as exc:
+            self.add("invalid-expression", f"expression {ref.value!r} does not compile: {exc}",
+                     ref.path, "conditions use Jinja2 expression syntax")
+            return
+        allowed = CONDITION_VARIABLES | self.context_names
+        for name in sorted(names - allowed):
+            close = difflib.get_close_matches(name, sorted(allowed), n=1)
+            hint = (f"did you mean {close[0]!r}?" if close
+                    else f"conditions may use: {', '.join(sorted(allowed))}")
+            self.add("unknown-variable", f"expression uses unknown variable {name!r}",
+                     ref.path, hint)
+
+    # ----------------------------------------------------------------- templates
+
+    def _templates(self) -> None:
+        for name, spec in self.pack.templates.items():
+            path: KeyPath = ("templates", name, "file")
+            target = self._quiet_resolve(spec.file, path)
+            if target is None:
+                continue
+            shown = _display(target)
+            if target.stat().st_size > MAX_TEMPLATE_BYTES:
+                self.add("template-too-large", f"template {name!r} is over "
+                         f"{MAX_TEMPLATE_BYTES} bytes", path, "shorten the template")
+                continue
+            try:
+                source = target.read_text(encoding="utf-8")
+                names = undeclared_names(source)
+            except UnicodeDecodeError:
+                self.add("template-encoding", f"template {name!r} is not valid UTF-8", path,
+                         "save it as UTF-8")
+                continue
+            except jinja2.TemplateSyntaxError as exc:
+                self.add("template-syntax", f"template {name!r}: {exc.message}", path,
+                         "fix the Jinja2 syntax", position=Position(shown, exc.lineno or 1, 1))
+                continue
+            allowed = TEMPLATE_VARIABLES[spec.purpose] | self.context_names
+            for unknown in sorted(names - allowed):
+                line, column = first_use(source, unknown)
+                close = difflib.get_close_matches(unknown, sorted(allowed), n=1)
+                hint = (f"did you mean {close[0]!r}?" if close else
+                        f"{spec.purpose} templates may use: {', '.join(sorted(allowed))}")
+                self.add("unknown-template-variable",
+                         f"template {name!r} uses {unknown!r}, which the engine does not "
+                         f"provide to {spec.purpose} templates", path, hint,
+                         position=Position(shown, line, column))
+
+    def _quiet_resolve(self, value: str, path: KeyPath) -> Path | None:
+        """Resolve a path already checked by the generic walk, without a second finding."""
+        before = len(self.findings)
+        target = self.resolve_file(Reference(Ref.FILE, value, path))
+        del self.findings[before:]
+        return target
+
+    # ----------------------------------------------------------------- contracts
+
+    def _contracts(self) -> None:
+        for name, contract in self.pack.contracts.items():
+            base: KeyPath = ("contracts", name)
+            for setting, failure in _default_failures(self.pack, contract):
+                if failure not in self.pack.failure_types:
+                    self.add("unknown-failure-type",
+                             f"contract {name!r} reports failure type {failure!r} "
+                             f"(the default of {setting}), which is not declared", base,
+                             "declare it under `failure_types:` or add "
+                             "`extends: [builtin:core]`", is_key=True)
+            if isinstance(contract, SentinelContract):
+                self._sentinel(contract, base)
+            elif isinstance(contract, JsonContract):
+                self._json_schema(contract, base)
+
+    def _sentinel(self, contract: SentinelContract, base: KeyPath) -> None:
+        fields = contract.fields
+        for which in ("opener", "closer"):
+            holes = _placeholders(getattr(contract, which))
+            if "nonce" not in holes:
+                self.add("delimiter-without-nonce", f"{which} has no {{nonce}} placeholder",
+                         (*base, which), "write NONCE={nonce} into the delimiter")
+            for hole in sorted(holes - {"nonce"} - set(contract.params)):
+                self.add("unknown-param", f"{which} uses {{{hole}}}, which is not a param",
+                         (*base, which), "declare it under `params:`")
+        for index, rule in enumerate(contract.rules):
+            for attr in ("field",):
+                named = getattr(rule, attr, None)
+                if named is not None and named not in fields:
+                    self._unknown_field(named, (*base, "rules", index, attr), fields)
+            section = getattr(rule, "section", None)
+            if section is not None and section not in fields:
+                self._unknown_field(section, (*base, "rules", index, "section"), fields)
+        for index, out in enumerate(contract.output):
+            if out.field is not None and out.field not in fields:
+                self._unknown_field(out.field, (*base, "output", index, "field"), fields)
+            if out.param is not None and out.param not in contract.params:
+                self.add("unknown-param", f"output uses param {out.param!r}, not declared",
+                         (*base, "output", index, "param"), "declare it under `params:`")
+        for index, warning in enumerate(contract.warnings):
+            spec = fields.get(warning.section)
+            if spec is None or spec.form != "section":
+                self._unknown_field(warning.section, (*base, "warnings", index, "section"),
+                                    {k: v for k, v in fields.items() if v.form == "section"})
+
+    def _unknown_field(self, name: str, path: KeyPath, fields: typing.Mapping[str, Any]) -> None:
+        close = difflib.get_close_matches(name, list(fields), n=1)
+        self.add("unknown-field", f"unknown field {name!r}", path,
+                 f"did you mean {close[0]!r}?" if close else "declare it under `fields:`")
+
+    def _json_schema(self, contract: JsonContract, base: KeyPath) -> None:
+        path = (*base, "schema_file")
+        target = self._quiet_resolve(contract.schema_file, path)
+        if target is None:
+            return
+        try:
+            schema = json.loads(target.read_text(encoding="utf-8"))
+            validator = jsonschema.validators.validator_for(schema)
+            validator.check_schema(schema)
+        except (ValueError, UnicodeDecodeError) as exc:
+            self.add("invalid-schema", f"schema file is not valid JSON: {exc}", path,
+                     "fix the JSON syntax")
+        except jsonschema.SchemaError as exc:
+            self.add("invalid-schema", f"schema file is not a valid JSON Schema: "
+                     f"{exc.message}", path, "fix the schema")
+
+
+def _default_failures(pack: Rulepack, contract: Any) -> list[tuple[str, str]]:
+    """Failure types a contract reports through settings its author left at the default."""
+    if isinstance(contract, SentinelContract):
+        grammar = pack.sentinel
+        settings = ("parse_failure", "nonce_failure", "input_failure")
+        return [(f"sentinel.{n}", getattr(grammar, n)) for n in settings
+                if n not in grammar.model_fields_set]
+    names = [n for n, f in type(contract).model_fields.items()
+             if Ref.FAILURE_TYPE in f.metadata and n not in contract.model_fields_set]
+    return [(n, getattr(contract, n)) for n in names]
+
+
+def _placeholders(template: str) -> set[str]:
+    out: set[str] = set()
+    index = 0
+    while True:
+        start = template.find("{", index)
+        if start < 0:
+            return out
+        end = template.find("}", start)
+        if end < 0:
+            return out
+        out.add(template[start + 1:end])
+        index = end + 1
+
+
+def _display(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # pragma: no cover
+        return str(path)
+
+
+def check_semantics(pack: Rulepack, source: SourceMap) -> list[Finding]:
+    return PackChecker(pack, source).run()

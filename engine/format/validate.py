@@ -1,0 +1,200 @@
+"""Validating a loaded tree against the format models, with findings placed in the source.
+
+Pydantic reports errors by location inside the models; those locations are mapped back to
+key paths of the YAML tree (tags of discriminated unions and union member names are not
+keys, so they are skipped) and from there to file:line:column. To keep checking the rest of
+a broken pack, the offending keys are pruned and validation is repeated; only the first
+round's errors are reported, the later rounds only serve to obtain a model.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import types
+import typing
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from engine.format.findings import Finding
+from engine.format.loader import KeyPath, SourceMap
+from engine.format.model import Rulepack
+
+MAX_PRUNE_ROUNDS = 100
+
+_RANGE_ERRORS = {
+    "greater_than", "greater_than_equal", "less_than", "less_than_equal",
+    "too_short", "too_long", "string_too_short", "string_too_long",
+}
+
+
+def data_path(data: Any, loc: tuple[int | str, ...]) -> tuple[KeyPath, str | None]:
+    """Map a pydantic ``loc`` to a key path of ``data``, and the key it names but lacks."""
+    path: list[str | int] = []
+    node = data
+    missing: str | None = None
+    for element in loc:
+        if isinstance(node, dict) and isinstance(element, str) and element in node:
+            path.append(element)
+            node = node[element]
+        elif isinstance(node, list) and isinstance(element, int) and 0 <= element < len(node):
+            path.append(element)
+            node = node[element]
+        elif isinstance(node, dict) and isinstance(element, str):
+            missing = element
+    return tuple(path), missing
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The concrete types an annotation may stand for (Annotated and unions opened)."""
+    origin = get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(get_args(annotation)[0])
+    if origin is Union or origin is types.UnionType:
+        out: list[Any] = []
+        for arg in get_args(annotation):
+            out.extend(_unwrap(arg))
+        return out
+    return [annotation]
+
+
+def model_at(data: Any, path: KeyPath) -> type[BaseModel] | None:
+    """The model class that describes the mapping at ``path`` (for "allowed keys" hints)."""
+    candidates: list[Any] = [Rulepack]
+    node = data
+    for element in path:
+        next_candidates: list[Any] = []
+        for candidate in candidates:
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                field = candidate.model_fields.get(str(element))
+                if field is not None:
+                    next_candidates.extend(_unwrap(field.annotation))
+            elif get_origin(candidate) in (dict, list):
+                next_candidates.extend(_unwrap(get_args(candidate)[-1]))
+        if isinstance(node, dict):
+            node = node.get(element)
+        elif isinstance(node, list) and isinstance(element, int) and element < len(node):
+            node = node[element]
+        else:
+            node = None
+        candidates = _pick(next_candidates, node)
+    for candidate in candidates:
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _pick(candidates: list[Any], node: Any) -> list[Any]:
+    """Among union members, keep the model whose discriminator value the data names."""
+    models = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+    if len(models) <= 1 or not isinstance(node, dict):
+        return candidates
+    for tag in ("kind", "check"):
+        chosen = [
+            m for m in models
+            if tag in m.model_fields and node.get(tag) in get_args(m.model_fields[tag].annotation)
+        ]
+        if chosen:
+            return chosen
+    return candidates
+
+
+def _label(path: KeyPath) -> str:
+    parts = []
+    for element in path:
+        parts.append(f"[{element}]" if isinstance(element, int) else f".{element}")
+    return "".join(parts).lstrip(".") or "the pack"
+
+
+def _finding_for(error: Any, data: Any, source: SourceMap) -> tuple[KeyPath, Finding]:
+    kind = error["type"]
+    path, missing = data_path(data, tuple(error["loc"]))
+    where = _label(path)
+    if kind == "extra_forbidden":
+        key = str(path[-1]) if path else "?"
+        model = model_at(data, path[:-1])
+        allowed = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = (f"did you mean {close[0]!r}?" if close
+                else f"allowed keys here: {', '.join(allowed)}" if allowed
+                else "remove it")
+        parent = _label(path[:-1])
+        return path, Finding("unknown-key", f"unknown key {key!r} in {parent}",
+                             source.locate(path, prefer_key=True), hint)
+    if kind == "missing":
+        return path, Finding("missing-key", f"{where}: missing required key {missing!r}",
+                             source.locate(path, prefer_key=True), f"add `{missing}:`")
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if kind == "union_tag_invalid" or kind == "union_tag_not_found":
+        rule = "unknown-kind"
+    elif kind in _RANGE_ERRORS:
+        rule = "out-of-range"
+    else:
+        rule = "invalid-value"
+    hint = "see `rules schema` for what this key accepts"
+    return path, Finding(rule, f"{where}: {message}", source.locate(path, prefer_key=False),
+                         hint)
+
+
+def _collapse(entries: list[tuple[KeyPath, str, Finding]]) -> list[Finding]:
+    """Keep the most specific error of a cascade: drop one whose place holds a deeper one."""
+    kept: list[Finding] = []
+    seen: set[tuple[KeyPath, str]] = set()
+    for path, kind, finding in entries:
+        deeper = any(
+            other[: len(path)] == path and len(other) > len(path)
+            for other, other_kind, _ in entries
+            if other_kind not in ("missing",)
+        )
+        if deeper and kind not in ("extra_forbidden", "missing"):
+            continue
+        if (path, finding.message) in seen:
+            continue
+        seen.add((path, finding.message))
+        kept.append(finding)
+    return kept
+
+
+def _prune(data: Any, path: KeyPath) -> bool:
+    """Remove what an error points at (up to the first list above it), keeping the rest."""
+    cut: list[str | int] = []
+    for element in path:
+        if isinstance(element, int):
+            break
+        cut.append(element)
+    if not cut:
+        return False
+    node = data
+    for element in cut[:-1]:
+        if not isinstance(node, dict) or element not in node:
+            return False
+        node = node[element]
+    if isinstance(node, dict) and cut[-1] in node:
+        del node[cut[-1]]
+        return True
+    return False
+
+
+def validate_tree(data: Any, source: SourceMap) -> tuple[Rulepack | None, list[Finding]]:
+    """Validate a pack tree; return the model (of the pruned tree if needed) and findings."""
+    findings: list[Finding] = []
+    work = copy.deepcopy(data)
+    for round_number in range(MAX_PRUNE_ROUNDS):
+        try:
+            return Rulepack.model_validate(work), findings
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            if round_number == 0:
+                entries = []
+                for error in errors:
+                    path, finding = _finding_for(error, work, source)
+                    entries.append((path, str(error["type"]), finding))
+                findings.extend(_collapse(entries))
+            paths = [data_path(work, tuple(error["loc"]))[0] for error in errors]
+            pruned = False
+            for path in paths:
+                pruned = _prune(work, path) or pruned
+            if not pruned:
+                return None, findings
+    return None, findings

@@ -1,0 +1,106 @@
+"""Deciding what happens next: trigger tables, guards, attempt caps, after-failure policies.
+
+Counting, defined once: the output being evaluated is *attempt* k, where the original output
+is attempt 1 and each repair or retry adds one. A trigger's ``max_attempts`` is the number of
+repairs/retries allowed after the original, so a decision on attempt k may ask for another
+one while k <= max_attempts; ``attempts_left`` is how many remain after this decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.format.model import AttemptPolicy, Rulepack, Trigger
+from engine.format.vocabulary import STANDARD_ACTIONS
+from engine.sandbox import ENVIRONMENT
+from engine.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with an output: the action, why, and what carries into the next attempt."""
+
+    action: str
+    reason: str
+    attempt: int
+    max_attempts: int
+    attempts_left: int
+    final: bool
+    exit_code: int
+    rule: str = ""
+    template: str | None = None
+    hint: bool = True
+    default: Any = None
+    log: str = "none"
+    carry: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action, "reason": self.reason, "attempt": self.attempt,
+            "max_attempts": self.max_attempts, "attempts_left": self.attempts_left,
+            "final": self.final, "exit_code": self.exit_code, "rule": self.rule,
+            "template": self.template, "default": self.default, "log": self.log,
+            "carry": dict(self.carry),
+        }
+
+
+def _policy(trigger: Trigger, attempt: int) -> AttemptPolicy:
+    """The policy of the next attempt (attempt + 1), or the trigger's defaults."""
+    for policy in trigger.attempts:
+        if policy.attempt == attempt:
+            return policy
+    return AttemptPolicy(attempt=attempt, action=trigger.action, template=trigger.template)
+
+
+def decide(pack: Rulepack, verdict: Verdict, *, output: str, attempt: int = 1,
+           previous_errors: Sequence[str] = (), carry: Mapping[str, Any] | None = None,
+           context: Mapping[str, Any] | None = None) -> Decision:
+    """Decide on ``verdict`` for attempt ``attempt`` of block ``verdict.block``."""
+    actions = {**STANDARD_ACTIONS, **pack.actions}
+    trigger = pack.triggers.get(verdict.block) or Trigger()
+    cap = trigger.max_attempts
+    carried = dict(carry or {})
+
+    def make(action: str, reason: str, rule: str, *, final_policy: bool = False,
+             policy: AttemptPolicy | None = None) -> Decision:
+        spec = actions[action]
+        after = trigger.after_failure
+        return Decision(
+            action=action, reason=reason, attempt=attempt, max_attempts=cap,
+            attempts_left=0 if spec.final else cap - attempt,
+            final=spec.final, exit_code=spec.exit_code, rule=rule,
+            template=policy.template if policy else after.template if final_policy else None,
+            hint=policy.hint if policy else True,
+            default=after.default if final_policy else None,
+            log=after.log if final_policy else "none", carry=carried,
+        )
+
+    if verdict.status != "fail":
+        return make("PROCEED", "the output meets its contract", "pass")
+    after = trigger.after_failure.action
+    failure_type = verdict.failure_type or ""
+    error = verdict.error or ""
+    if failure_type not in trigger.on:
+        return make(after, f"{failure_type} does not trigger a repair for {verdict.block}",
+                    "no-trigger", final_policy=True)
+    variables = {
+        "output": output, "error": error, "failure_type": failure_type,
+        "failures": [f.to_json() for f in verdict.failures], "attempt": attempt,
+        "max_attempts": cap, "block": verdict.block, "previous_errors": list(previous_errors),
+        "status": verdict.status, "warnings": verdict.warnings, "data": verdict.data,
+        "context": dict(context or {}), **dict(context or {}),
+    }
+    for guard in trigger.skip_when:
+        if ENVIRONMENT.compile_expression(guard.when)(**variables):
+            reason = guard.reason or f"guard {guard.name!r} holds"
+            return make(after, reason, f"guard:{guard.name}", final_policy=True)
+    if trigger.stop_on_repeat and previous_errors and previous_errors[-1] == error:
+        return make(after, "the same error repeated", "repeat", final_policy=True)
+    if attempt > cap:
+        return make(after, f"{cap} repair attempt{'s' if cap != 1 else ''} used",
+                    "exhausted", final_policy=True)
+    policy = _policy(trigger, attempt)
+    return make(policy.action, f"{failure_type}: attempt {attempt + 1} of {cap + 1}",
+                f"attempt:{attempt}", policy=policy)

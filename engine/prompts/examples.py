@@ -1,0 +1,307 @@
+"""Example tiers for retry prompts: selection by failure type, scoring, budgets, truncation.
+
+Tier 1 (canonical) are files of the pack or a section of a document the context names;
+tier 2 (session) are earlier rounds' outputs in the session folder, most recent first,
+scored by rules from the pack; tier 3 (template) are structural templates of the pack.
+The pack's ``selection`` table says, per failure type, which tiers to try in which order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.contracts.markdown import extract_ids
+from engine.errors import ContextError
+from engine.format.model import Examples, IdKind, ScoreRule, SelectionStep, SessionExamples
+from engine.placeholders import fill
+from engine.state.ledger import LEDGER_FILE, Ledger
+
+_ROUND_FIELD = re.compile(r"\{(n|role)(?::0(\d)d)?\}")
+MAX_EXAMPLE_BYTES = 2 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Example:
+    """The example chosen for a prompt, where it came from, and whether it was cut."""
+
+    text: str
+    source: str
+    tier: str
+    round: int | None = None
+    header: str = ""
+    footer: str = ""
+
+    def fitted(self, budget_chars: int, priority: list[str], notice: str) -> tuple[str, bool]:
+        """Header + body + footer within ``budget_chars``; only the body is ever cut."""
+        room = max(budget_chars - len(self.header) - len(self.footer), 0)
+        body, cut = truncate_example(self.text, room, priority, notice)
+        return self.header + body + self.footer, cut
+
+
+@dataclass(frozen=True)
+class Candidate:
+    round: int
+    score: int
+    text: str
+
+
+def round_path(pattern: str, n: int, role: str) -> str:
+    """Fill ``{n}``, ``{n:03d}`` and ``{role}`` (nothing else is interpreted)."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(1) == "role":
+            return role
+        width = int(match.group(2) or 0)
+        return str(n).zfill(width)
+
+    return _ROUND_FIELD.sub(replace, pattern)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_EXAMPLE_BYTES:
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def section_by_heading(document: str, heading: str) -> str | None:
+    """The section under the line ``heading``, up to the next heading of the same or a
+    higher level outside code fences. When the section holds a fenced block, its content
+    is the example (specs show examples in fences)."""
+    lines = document.splitlines()
+    level = len(heading) - len(heading.lstrip("#"))
+    for start, line in enumerate(lines):
+        if line.strip() != heading.strip():
+            continue
+        body: list[str] = []
+        in_fence = False
+        for current in lines[start + 1:]:
+            stripped = current.lstrip()
+            if stripped.startswith("```"):
+                in_fence = not in_fence
+                body.append(current)
+                continue
+            hashes = len(stripped) - len(stripped.lstrip("#"))
+            if not in_fence and 0 < hashes <= level and stripped[hashes:hashes + 1] == " ":
+                break
+            body.append(current)
+        text = "\n".join(body)
+        inner = _first_fence(text)
+        return (inner if inner is not None else text.strip()) + "\n"
+    return None
+
+
+def _first_fence(text: str) -> str | None:
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            for end in range(start + 1, len(lines)):
+                if lines[end].lstrip().startswith("```"):
+                    return "\n".join(lines[start + 1:end])
+            return None
+    return None
+
+
+def score(rules: list[ScoreRule], text: str, failure_type: str,
+          ids: Mapping[str, IdKind], context: Mapping[str, Any]) -> int:
+    total = 0
+    for rule in rules:
+        if rule.failure and failure_type not in rule.failure:
+            continue
+        if rule.contains is not None:
+            total += rule.points if rule.contains in text else 0
+        elif rule.per_id is not None:
+            count = len(extract_ids(text, ids[rule.per_id].pattern)) if rule.per_id in ids else 0
+            points = count * rule.points
+            total += min(points, rule.max) if rule.max is not None else points
+        elif rule.length_min is not None or rule.length_max is not None:
+            low = rule.length_min if rule.length_min is not None else 0
+            high = rule.length_max if rule.length_max is not None else len(text)
+            total += rule.points if low <= len(text) <= high else 0
+        elif rule.references_any_of is not None:
+            wanted = {str(x) for x in context.get(rule.references_any_of) or []}
+            kind = ids.get(rule.ids or "")
+            found = set(extract_ids(text, kind.pattern)) if kind else set()
+            total += rule.points if found & wanted else 0
+    return total
+
+
+def session_candidates(spec: SessionExamples, role: str, failure_type: str,
+                       context: Mapping[str, Any],
+                       ids: Mapping[str, IdKind]) -> list[Candidate]:
+    """Earlier rounds' outputs that may serve as examples, best first (ties: most recent)."""
+    session_dir = context.get("session_dir")
+    current = context.get("round")
+    if not session_dir or not isinstance(current, int):
+        return []
+    root = Path(str(session_dir))
+    excluded = {int(r) for r in context.get(spec.exclude_rounds_from or "", None) or []}
+    allowed = context.get(spec.require_rounds_from or "", None)
+    accepted = accepted_rounds(root, role) if spec.validated_in_ledger else None
+    candidates = []
+    for n in range(current - 1, 0, -1):
+        if n in excluded or (allowed is not None and n not in {int(r) for r in allowed}):
+            continue
+        if accepted is not None and n not in accepted:
+            continue
+        if any((root / round_path(p, n, role)).exists() for p in spec.exclude_if_exists):
+            continue
+        if not all((root / round_path(p, n, role)).exists() for p in spec.require_exists):
+            continue
+        text = _read(root / round_path(spec.path, n, role))
+        if text is None:
+            continue
+        candidates.append(Candidate(n, score(spec.scoring, text, failure_type, ids, context),
+                                    text))
+    candidates.sort(key=lambda c: (c.score, c.round), reverse=True)
+    return candidates
+
+
+def accepted_rounds(session_dir: Path, role: str) -> set[int] | None:
+    """Rounds whose output for ``role`` the session's ledger accepted; None without a ledger."""
+    if not (session_dir / LEDGER_FILE).is_file():
+        return None
+    ledger = Ledger(session_dir)
+    try:
+        return {row["round"] for row in ledger.attempts()
+                if row["block"] == role and row["round"] is not None
+                and row["status"] in ("pass", "warn")}
+    finally:
+        ledger.close()
+
+
+def _gap_list(examples: Examples, context: Mapping[str, Any]) -> str:
+    gaps = context.get(examples.gap_list_context) or []
+    return examples.gap_list_header + "\n" + "".join(f"- {g}\n" for g in gaps)
+
+
+def _canonical(examples: Examples, pack_root: Path, role: str,
+               context: Mapping[str, Any]) -> str | None:
+    for entry in examples.canonical.get(role, []):
+        if entry.file is not None:
+            text = _read(pack_root / entry.file)
+        else:
+            document = context.get(entry.from_context or "")
+            if not document:
+                continue
+            source = _read(Path(str(document)))
+            if source is None:
+                raise ContextError(f"context key {entry.from_context!r}: cannot read "
+                                   f"{document}")
+            text = section_by_heading(source, entry.heading or "")
+        if text:
+            return text
+    return None
+
+
+def _step(step: SelectionStep, examples: Examples, pack_root: Path, role: str,
+          failure_type: str, context: Mapping[str, Any],
+          ids: Mapping[str, IdKind]) -> Example | None:
+    if step.tier == "none":
+        return Example("", step.source, "none")
+    if step.tier == "canonical":
+        text = _canonical(examples, pack_root, role, context)
+        found = Example(text, step.source, "canonical") if text else None
+    elif step.tier == "template":
+        path = examples.templates.get(role)
+        text = _read(pack_root / path) if path else None
+        found = Example(text, step.source, "template") if text else None
+    else:
+        if examples.session is None:
+            return None
+        candidates = session_candidates(examples.session, role, failure_type, context, ids)
+        if not candidates:
+            return None
+        best = candidates[0]
+        kind = ids.get(examples.session.provenance_ids)
+        gaps = extract_ids(best.text, kind.pattern) if kind else []
+        header = fill(examples.session.provenance,
+                      {"round": best.round, "gaps": ", ".join(gaps) or "its gaps"})
+        found = Example(best.text, step.source, "session", best.round, header=header)
+    if found is None or step.gap_list == "no":
+        return found
+    listing = _gap_list(examples, context)
+    if step.gap_list == "prepend":
+        return Example(found.text, found.source, found.tier, found.round,
+                       header=f"{listing}\n{found.header}", footer=found.footer)
+    return Example(found.text, found.source, found.tier, found.round, header=found.header,
+                   footer=f"{found.footer}\n\n{listing}")
+
+
+def select_example(examples: Examples, pack_root: Path, role: str, failure_type: str,
+                   context: Mapping[str, Any], ids: Mapping[str, IdKind]) -> Example:
+    """The first tier of the failure type's selection order that has an example."""
+    steps = examples.selection.get(failure_type) or examples.selection.get("default") or []
+    for step in steps:
+        found = _step(step, examples, pack_root, role, failure_type, context, ids)
+        if found is not None:
+            return found
+    return Example("", "No example available", "none")
+
+
+# ------------------------------------------------------------------ budgets and truncation
+
+
+def _sections(text: str) -> list[tuple[str, str]]:
+    """(heading line, whole section text) for each markdown heading, in document order."""
+    out: list[tuple[str, str]] = []
+    current: list[str] = []
+    heading = ""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if current:
+                out.append((heading, "\n".join(current).strip()))
+            heading, current = line, [line]
+        else:
+            current.append(line)
+    if current:
+        out.append((heading, "\n".join(current).strip()))
+    return out
+
+
+def _abbreviate(section: str, room: int) -> str | None:
+    """The heading and first paragraph of a section, cut to ``room`` characters."""
+    marker = " [...]"
+    lines = section.split("\n", 1)
+    heading = lines[0]
+    body = lines[1].strip() if len(lines) > 1 else ""
+    first = body.split("\n\n", 1)[0]
+    text = f"{heading}\n\n{first}" if first else heading
+    if len(text) <= room:
+        return text
+    if room <= len(heading) + len(marker) + 2:
+        return None
+    return text[: room - len(marker)] + marker
+
+
+def truncate_example(text: str, budget_chars: int, priority: list[str],
+                     notice: str) -> tuple[str, bool]:
+    """Fit ``text`` into ``budget_chars``: as is, else by sections in priority order (the one
+    that overflows abbreviated), else a hard cut with ``notice``. Never over the budget."""
+    if len(text) <= budget_chars:
+        return text, False
+    sections = _sections(text)
+    kept: list[str] = []
+    used = 0
+    for name in priority:
+        match = next((body for head, body in sections if head.startswith(name)), None)
+        if match is None:
+            continue
+        joiner = 2 if kept else 0
+        if used + joiner + len(match) <= budget_chars:
+            kept.append(match)
+            used += joiner + len(match)
+            continue
+        short = _abbreviate(match, budget_chars - used - joiner)
+        if short:
+            kept.append(short)
+        break
+    if kept:
+        return "\n\n".join(kept), True
+    return text[: max(budget_chars - len(notice), 0)] + notice[:budget_chars], True

@@ -1,0 +1,157 @@
+"""Rendering the repair prompt a decision calls for (sandboxed Jinja2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import RenderError
+from engine.format.model import MarkdownContract, Rulepack, Truncation
+from engine.patterns import compile_pattern
+from engine.placeholders import fill
+from engine.policy.decide import Decision
+from engine.prompts.examples import select_example
+from engine.sandbox import ENVIRONMENT
+from engine.verdict import Verdict
+
+_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‟": '"', "«": '"', "»": '"',
+                         "″": '"', "‘": "'", "’": "'", "‚": "'", "‛": "'"})
+
+
+def normalize(text: str, steps: list[str]) -> str:
+    for step in steps:
+        if step == "ascii_quotes":
+            text = text.translate(_QUOTES)
+        elif step == "strip_bom":
+            text = text.lstrip("\ufeff")
+        elif step == "crlf":
+            text = text.replace("\r\n", "\n")
+    return text
+
+
+def truncate(text: str, spec: Truncation) -> str:
+    if spec.strategy == "none" or len(text) <= spec.max_chars:
+        return text
+    if spec.strategy == "head":
+        return text[: spec.max_chars] + spec.marker
+    return text[: spec.head] + spec.marker + text[len(text) - spec.tail:]
+
+
+def micro_hint(pack: Rulepack, block: str, error: str) -> str:
+    for hint in pack.hints:
+        if hint.blocks and block not in hint.blocks:
+            continue
+        if compile_pattern(hint.match).search(error) is not None:
+            return hint.hint
+    return ""
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A prompt and what went into it (for the ledger's example log)."""
+
+    text: str
+    modification: str | None = None
+    example_tier: str | None = None
+    example_source: str | None = None
+    example_chars: int | None = None
+    example_tokens: int | None = None
+    example_original_chars: int | None = None
+    example_truncated: bool | None = None
+
+
+def render_prompt(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
+                  output: str, nonce: str, params: Mapping[str, str],
+                  context: Mapping[str, Any]) -> RenderedPrompt:
+    """The prompt a decision calls for, by the purpose of its template."""
+    if decision.template is None:
+        raise RenderError(f"no prompt is due: the decision is {decision.action}")
+    purpose = pack.templates[decision.template].purpose
+    if purpose == "repair":
+        return RenderedPrompt(render_repair(pack, root, verdict, decision, output=output,
+                                            nonce=nonce, params=params))
+    if purpose == "retry":
+        return render_retry(pack, root, verdict, decision, context=context)
+    if purpose == "escalation":
+        return RenderedPrompt(_render(root, pack.templates[decision.template].file,
+                                      _retry_variables(verdict, decision, context)))
+    raise RenderError(f"template {decision.template!r} is a {purpose} template; "
+                      "decisions render repair, retry and escalation templates")
+
+
+def _render(root: Path, file: str, variables: Mapping[str, Any]) -> str:
+    template = ENVIRONMENT.from_string((root / file).read_text(encoding="utf-8"))
+    return template.render(**variables)
+
+
+def _retry_variables(verdict: Verdict, decision: Decision,
+                     context: Mapping[str, Any]) -> dict[str, Any]:
+    data = verdict.data if isinstance(verdict.data, dict) else {}
+    return {
+        **context, "context": dict(context), "role": verdict.block,
+        "block_type": verdict.block, "attempt": decision.attempt,
+        "max_attempts": decision.max_attempts, "retries_left": decision.attempts_left,
+        "failure_type": verdict.failure_type or "", "failure_message": verdict.error or "",
+        "failures": [f.to_json() for f in verdict.failures],
+        "invalid_ids": list(data.get("invalid_ids", [])),
+        "original_prompt": context.get("original_prompt", ""),
+        "known_gaps": context.get("known_gaps", []),
+    }
+
+
+def render_retry(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
+                 context: Mapping[str, Any]) -> RenderedPrompt:
+    """seed 003's construct_retry_prompt: banner, modification, example with its source,
+    then the original prompt; the example is chosen per failure type and fits its budget."""
+    assert decision.template is not None
+    trigger = pack.triggers[verdict.block]
+    variables = _retry_variables(verdict, decision, context)
+    failure = verdict.failure_type or ""
+    modification_template = trigger.modifications.get(failure)
+    if modification_template is not None:
+        modification = _render(root, pack.templates[modification_template].file, variables)
+    else:
+        modification = trigger.default_modification
+    contract = pack.contracts[verdict.block]
+    ids = contract.ids if isinstance(contract, MarkdownContract) else {}
+    chosen = select_example(pack.examples, root, verdict.block, failure, context, ids)
+    budgets = pack.examples.budgets
+    text, cut = chosen.fitted(budgets.retry_tokens * budgets.chars_per_token,
+                              pack.examples.priority_sections, pack.examples.truncation_notice)
+    prompt = _render(root, pack.templates[decision.template].file, {
+        **variables, "modification": modification, "example": text,
+        "example_source": chosen.source, "example_tier": chosen.tier,
+        "example_truncated": cut,
+    })
+    whole = len(chosen.header) + len(chosen.text) + len(chosen.footer)
+    return RenderedPrompt(
+        prompt, modification=modification_template, example_tier=chosen.tier,
+        example_source=chosen.source, example_chars=len(text),
+        example_tokens=-(-len(text) // budgets.chars_per_token),
+        example_original_chars=whole, example_truncated=cut)
+
+
+def render_repair(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
+                  output: str, nonce: str, params: Mapping[str, str]) -> str:
+    """The P10-style format-repair prompt."""
+    assert decision.template is not None
+    trigger = pack.triggers[verdict.block]
+    spec = pack.templates[decision.template]
+    contract = pack.contracts[verdict.block]
+    contract_text = ""
+    if contract.contract_text:
+        raw = (root / contract.contract_text).read_text(encoding="utf-8")
+        contract_text = fill(raw, {"nonce": nonce, **params})
+    # Trailing line breaks are not content; dropping them keeps the template's layout exact.
+    original = truncate(normalize(output, list(trigger.normalize)).rstrip("\r\n"),
+                        trigger.truncate)
+    template = ENVIRONMENT.from_string((root / spec.file).read_text(encoding="utf-8"))
+    return template.render(
+        block_type=verdict.block, nonce=nonce, parser_error=verdict.error or "",
+        micro_hint=micro_hint(pack, verdict.block, verdict.error or "") if decision.hint else "",
+        original_output=original, format_contract=contract_text.rstrip("\n"),
+        failure_type=verdict.failure_type or "", attempt=decision.attempt,
+        max_attempts=decision.max_attempts, params=dict(params), context={},
+    )

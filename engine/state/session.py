@@ -1,0 +1,103 @@
+"""A session: evaluate, decide and record, with attempt numbers taken from the ledger.
+
+Repeated calls for the same item (block + nonce + params) count as attempts of that item,
+so caps hold across processes: read history, decide and record happen in one write
+transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.format.model import MarkdownContract
+from engine.pack import Pack
+from engine.policy.decide import Decision
+from engine.state.ledger import AttemptRecord, Ledger, item_key, sha256
+from engine.textio import decode_output
+from engine.verdict import Verdict
+
+EXECUTION_FAILURE = "EXECUTION_FAILED"
+DEFAULT_SESSION = Path(".rules-session")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: Verdict
+    decision: Decision
+    attempt_id: int
+
+
+class Session:
+    """Evaluations of one session folder, recorded in its ledger."""
+
+    def __init__(self, pack: Pack, directory: str | Path) -> None:
+        self.pack = pack
+        self.directory = Path(directory)
+        self.ledger = Ledger(self.directory)
+
+    def close(self) -> None:
+        self.ledger.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def evaluate(self, block: str, output: str | bytes | None, *, nonce: str | None = None,
+                 vars: Mapping[str, str] | None = None,
+                 context: Mapping[str, Any] | None = None, model: str | None = None,
+                 path: str | None = None, error: str | None = None,
+                 failure_type: str = "PARSE_ERROR") -> Outcome:
+        """Evaluate ``output`` as the next attempt of its item, decide, and record both."""
+        params = dict(vars or {})
+        if error is not None:
+            verdict = self.pack.verdict_for_error(block, error, failure_type)
+        else:
+            verdict = self.pack.evaluate(block, output, nonce=nonce, vars=params,
+                                         context=context, path=path)
+        text = decode_output(output) if output is not None else ""
+        item = item_key(nonce, params)
+        with self.ledger.transaction() as db:
+            history = self.ledger.history(block, item)
+            previous = [row["error"] for row in history if row["error"]]
+            decision = self.pack.decide(verdict, output=text, attempt=len(history) + 1,
+                                        previous_errors=previous, nonce=nonce, model=model,
+                                        context=context)
+            round_number = (context or {}).get("round")
+            record = AttemptRecord(
+                pack=self.pack.name, block=block, item=item, attempt=decision.attempt,
+                status=verdict.status, action=decision.action, reason=decision.reason,
+                rule=decision.rule, final=decision.final, output_sha256=sha256(text),
+                output_chars=len(text),
+                round=round_number if isinstance(round_number, int) else None,
+                failure_type=verdict.failure_type, error=verdict.error, nonce=nonce,
+                model=model, validation=self._validation_tier(block, verdict),
+                data_summary=_summary(verdict))
+            attempt_id = self.ledger.insert(db, record, verdict.warnings)
+        return Outcome(verdict, decision, attempt_id)
+
+    def _validation_tier(self, block: str, verdict: Verdict) -> str | None:
+        """Which tier of validation failed: structure, content or execution."""
+        if verdict.status != "fail":
+            return None
+        if verdict.failure_type == EXECUTION_FAILURE:
+            return "execution"
+        contract = self.pack.model.contracts[block]
+        if isinstance(contract, MarkdownContract):
+            for check in contract.checks:
+                if check.fail == verdict.failure_type and check.level == "error":
+                    return check.tier
+        return "structure"
+
+
+def _summary(verdict: Verdict) -> str | None:
+    data = verdict.data
+    if isinstance(data, dict) and isinstance(data.get("ids"), dict):
+        return ", ".join(f"{len(v)} {k} id{'s' if len(v) != 1 else ''}"
+                         for k, v in data["ids"].items())
+    return None
+
