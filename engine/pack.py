@@ -8,10 +8,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from engine.compile import compile_parsers
-from engine.contracts.markdown import Output, run_checks
-from engine.contracts.sentinel.parser import SentinelParser
-from engine.errors import EngineError, EvaluationError, PackError, Position
+from engine.contracts.kind import CompiledContract, EvaluationInput
+from engine.contracts.registry import check_contracts, compile_contracts
+from engine.errors import EngineError, PackError, Position
 from engine.format.context import build_context
 from engine.format.findings import Finding, has_errors
 from engine.format.loader import (
@@ -23,20 +22,15 @@ from engine.format.loader import (
     load_pack_tree,
     resolve_pack_file,
 )
-from engine.format.model import MarkdownContract, Rulepack, SentinelContract
-from engine.format.semantics import check_semantics
+from engine.format.model import Rulepack
+from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
 from engine.policy.decide import Decision, decide
 from engine.prompts.render import RenderedPrompt, render_prompt
 from engine.resources import builtin_pack_names
 from engine.results import ParseResult
 from engine.textio import clean_text, decode_output
-from engine.verdict import (
-    Verdict,
-    verdict_from_checks,
-    verdict_from_error,
-    verdict_from_parse,
-)
+from engine.verdict import Verdict, verdict_from_error
 
 
 @dataclass
@@ -55,16 +49,16 @@ class CheckResult:
 
 @dataclass
 class Pack:
-    """A loaded, checked rulepack."""
+    """A loaded, checked rulepack with every contract compiled (once, here)."""
 
     model: Rulepack
     root: Path
     source: SourceMap = field(repr=False)
-    parsers: dict[str, SentinelParser] = field(default_factory=dict, repr=False)
+    contracts: dict[str, CompiledContract] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.parsers:
-            self.parsers = compile_parsers(self.model)
+        if not self.contracts:
+            self.contracts = compile_contracts(self.model)
 
     @property
     def name(self) -> str:
@@ -74,31 +68,31 @@ class Pack:
     def blocks(self) -> list[str]:
         return list(self.model.contracts)
 
-    def contract_kind(self, block: str) -> str:
-        if block not in self.model.contracts:
+    def contract(self, block: str) -> CompiledContract:
+        """The compiled contract of ``block``; ``EngineError`` naming the blocks if unknown."""
+        compiled = self.contracts.get(block)
+        if compiled is None:
             known = ", ".join(self.model.contracts) or "none"
             raise EngineError(f"pack {self.name!r} has no block {block!r} (blocks: {known})")
+        return compiled
+
+    def contract_kind(self, block: str) -> str:
+        self.contract(block)
         return self.model.contracts[block].kind
 
     def parse(self, block: str, text: str | bytes, nonce: str | None = None,
               vars: Mapping[str, str] | None = None) -> ParseResult:
         """Deterministically parse one block of ``text``; never raises for any text."""
-        kind = self.contract_kind(block)
-        parser = self.parsers.get(block)
-        if parser is None:
-            raise EngineError(f"block {block!r} is a {kind} contract; `parse` needs a "
-                              "sentinel contract (use `evaluate`)")
+        compiled = self.contract(block)
         params = {k: clean_text(v) for k, v in (vars or {}).items()}
-        return parser.parse(decode_output(text), None if nonce is None else clean_text(nonce),
-                            params)
+        return compiled.parse(decode_output(text), None if nonce is None else clean_text(nonce),
+                              params)
 
     def split_inputs(self, block: str, context: Mapping[str, Any] | None = None,
                      strings: Mapping[str, str] | None = None
                      ) -> tuple[dict[str, str], dict[str, Any]]:
         """``--var`` values that are block params, and the checked context (file + the rest)."""
-        self.contract_kind(block)
-        contract = self.model.contracts[block]
-        param_names = set(contract.params) if isinstance(contract, SentinelContract) else set()
+        param_names = self.contract(block).param_names
         params = {k: v for k, v in (strings or {}).items() if k in param_names}
         rest = {k: v for k, v in (strings or {}).items() if k not in param_names}
         return params, build_context(self.model.context, context, rest)
@@ -111,19 +105,12 @@ class Pack:
         ``text`` None means the output file ``path`` does not exist. ``context`` must fit
         the keys the pack declares (ContextError otherwise).
         """
-        kind = self.contract_kind(block)
-        contract = self.model.contracts[block]
+        compiled = self.contract(block)
         checked = build_context(self.model.context, context)
-        if isinstance(contract, MarkdownContract):
-            shown = decode_output(text) if text is not None else None
-            outcome = run_checks(contract, Output(shown, path, checked))
-            return verdict_from_checks(block, outcome.failures, outcome.warnings,
-                                       outcome.data, self.severities)
-        if text is None:
-            raise EvaluationError(f"{path}: no such file")
-        if kind != "sentinel":
-            raise EvaluationError(f"evaluating {kind} contracts is not implemented yet")
-        return verdict_from_parse(block, self.parse(block, text, nonce, vars), self.severities)
+        params = {k: clean_text(v) for k, v in (vars or {}).items()}
+        return compiled.evaluate(EvaluationInput(
+            None if text is None else decode_output(text),
+            None if nonce is None else clean_text(nonce), params, checked, path))
 
     @cached_property
     def severities(self) -> dict[str, str]:
@@ -197,7 +184,10 @@ def check_pack_file(pack_file: Path) -> CheckResult:
         model, invalid = validate_tree(tree.data, tree.source)
         findings.extend(invalid)
         if model is not None:
-            findings.extend(check_semantics(model, tree.source))
+            checker = PackChecker(model, tree.source)
+            checker.run()
+            check_contracts(model, checker)
+            findings.extend(checker.findings)
     unique = sorted(set(findings), key=Finding.sort_key)
     return CheckResult(display_path(pack_file), unique, model, tree)
 

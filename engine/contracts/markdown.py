@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.errors import ContextError
+from engine.contracts.kind import EvaluationInput
+from engine.errors import ContextError, EngineError
 from engine.format.model import (
     AnyOfCheck,
     MarkdownContract,
@@ -21,10 +22,16 @@ from engine.format.model import (
     RefsExistCheck,
     RequireTextCheck,
     SectionCharsCheck,
+    declared_default_failures,
 )
 from engine.patterns import compile_pattern
 from engine.placeholders import fill, render_list
-from engine.results import Failure
+from engine.results import Failure, ParseResult
+from engine.verdict import Verdict, verdict_from_checks
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
 
 DEFAULT_MESSAGES = {
     "present": "Expected file not found: {path}",
@@ -148,3 +155,51 @@ def run_checks(contract: MarkdownContract, out: Output) -> CheckOutcome:
                     data = {"ids": out.ids, "invalid_ids": values.get("invalid_ids", [])}
                     return CheckOutcome([Failure(check.fail, message)], warnings, data)
     return CheckOutcome([], warnings, {"ids": out.ids})
+
+
+@dataclass(frozen=True)
+class CompiledMarkdown:
+    """A markdown contract ready to check outputs."""
+
+    name: str
+    contract: MarkdownContract = field(repr=False)
+    severities: Mapping[str, str] = field(repr=False)
+    param_names: frozenset[str] = frozenset()
+
+    @property
+    def id_patterns(self) -> Mapping[str, str]:
+        return {name: kind.pattern for name, kind in self.contract.ids.items()}
+
+    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
+        raise EngineError(f"block {self.name!r} is a markdown contract; `parse` needs a "
+                          "sentinel contract (use `evaluate`)")
+
+    def evaluate(self, output: EvaluationInput) -> Verdict:
+        outcome = run_checks(self.contract, Output(output.text, output.path, output.context))
+        return verdict_from_checks(self.name, outcome.failures, outcome.warnings,
+                                   outcome.data, dict(self.severities))
+
+    def failure_tier(self, failure_type: str) -> str:
+        for check in self.contract.checks:
+            if check.fail == failure_type and check.level == "error":
+                return check.tier
+        return "structure"
+
+
+class MarkdownKind:
+    name = "markdown"
+
+    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
+        return declared_default_failures(contract)
+
+    def check(self, name: str, contract: Any, checker: PackChecker) -> None:
+        """Everything a markdown contract refers to is checked by the generic walk."""
+
+    def compile(self, name: str, contract: MarkdownContract, pack: Rulepack) -> CompiledMarkdown:
+        for kind in contract.ids.values():
+            compile_pattern(kind.pattern)
+        severities = {n: ft.severity for n, ft in pack.failure_types.items()}
+        return CompiledMarkdown(name, contract, severities)
+
+
+KIND = MarkdownKind()

@@ -638,3 +638,10 @@ class Rulepack(Strict):
 
 
 EachRule.model_rebuild()
+
+
+def declared_default_failures(contract: BaseModel) -> list[tuple[str, str]]:
+    """(setting, failure type) of a contract's failure-type settings left at their default."""
+    names = [n for n, f in type(contract).model_fields.items()
+             if Ref.FAILURE_TYPE in f.metadata and n not in contract.model_fields_set]
+    return [(n, getattr(contract, n)) for n in names]

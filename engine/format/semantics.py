@@ -8,7 +8,6 @@ The walk is generic: fields of the models that refer to something carry a ``Ref`
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import types
 import typing
@@ -18,13 +17,12 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 import jinja2
-import jsonschema
 from pydantic import BaseModel
 
 from engine.errors import Position
 from engine.format.findings import Finding
 from engine.format.loader import KeyPath, SourceMap
-from engine.format.model import JsonContract, Ref, Rulepack, SentinelContract
+from engine.format.model import Ref, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.patterns import PatternError, compile_pattern
 from engine.sandbox import (
@@ -127,7 +125,6 @@ class PackChecker:
         for ref in walk_references(self.pack, Rulepack, (), ()):
             checks[ref.kind](ref)
         self._templates()
-        self._contracts()
         return self.findings
 
     # ----------------------------------------------------------------- references
@@ -202,7 +199,7 @@ class PackChecker:
     def _templates(self) -> None:
         for name, spec in self.pack.templates.items():
             path: KeyPath = ("templates", name, "file")
-            target = self._quiet_resolve(spec.file, path)
+            target = self.quiet_resolve(spec.file, path)
             if target is None:
                 continue
             shown = _display(target)
@@ -232,106 +229,17 @@ class PackChecker:
                          f"provide to {spec.purpose} templates", path, hint,
                          position=Position(shown, line, column))
 
-    def _quiet_resolve(self, value: str, path: KeyPath) -> Path | None:
+    def quiet_resolve(self, value: str, path: KeyPath) -> Path | None:
         """Resolve a path already checked by the generic walk, without a second finding."""
         before = len(self.findings)
         target = self.resolve_file(Reference(Ref.FILE, value, path))
         del self.findings[before:]
         return target
 
-    # ----------------------------------------------------------------- contracts
-
-    def _contracts(self) -> None:
-        for name, contract in self.pack.contracts.items():
-            base: KeyPath = ("contracts", name)
-            for setting, failure in _default_failures(self.pack, contract):
-                if failure not in self.pack.failure_types:
-                    self.add("unknown-failure-type",
-                             f"contract {name!r} reports failure type {failure!r} "
-                             f"(the default of {setting}), which is not declared", base,
-                             "declare it under `failure_types:` or add "
-                             "`extends: [builtin:core]`", is_key=True)
-            if isinstance(contract, SentinelContract):
-                self._sentinel(contract, base)
-            elif isinstance(contract, JsonContract):
-                self._json_schema(contract, base)
-
-    def _sentinel(self, contract: SentinelContract, base: KeyPath) -> None:
-        fields = contract.fields
-        for which in ("opener", "closer"):
-            holes = _placeholders(getattr(contract, which))
-            if "nonce" not in holes:
-                self.add("delimiter-without-nonce", f"{which} has no {{nonce}} placeholder",
-                         (*base, which), "write NONCE={nonce} into the delimiter")
-            for hole in sorted(holes - {"nonce"} - set(contract.params)):
-                self.add("unknown-param", f"{which} uses {{{hole}}}, which is not a param",
-                         (*base, which), "declare it under `params:`")
-        for index, rule in enumerate(contract.rules):
-            for attr in ("field",):
-                named = getattr(rule, attr, None)
-                if named is not None and named not in fields:
-                    self._unknown_field(named, (*base, "rules", index, attr), fields)
-            section = getattr(rule, "section", None)
-            if section is not None and section not in fields:
-                self._unknown_field(section, (*base, "rules", index, "section"), fields)
-        for index, out in enumerate(contract.output):
-            if out.field is not None and out.field not in fields:
-                self._unknown_field(out.field, (*base, "output", index, "field"), fields)
-            if out.param is not None and out.param not in contract.params:
-                self.add("unknown-param", f"output uses param {out.param!r}, not declared",
-                         (*base, "output", index, "param"), "declare it under `params:`")
-        for index, warning in enumerate(contract.warnings):
-            spec = fields.get(warning.section)
-            if spec is None or spec.form != "section":
-                self._unknown_field(warning.section, (*base, "warnings", index, "section"),
-                                    {k: v for k, v in fields.items() if v.form == "section"})
-
-    def _unknown_field(self, name: str, path: KeyPath, fields: typing.Mapping[str, Any]) -> None:
+    def unknown_field(self, name: str, path: KeyPath, fields: typing.Mapping[str, Any]) -> None:
         close = difflib.get_close_matches(name, list(fields), n=1)
         self.add("unknown-field", f"unknown field {name!r}", path,
                  f"did you mean {close[0]!r}?" if close else "declare it under `fields:`")
-
-    def _json_schema(self, contract: JsonContract, base: KeyPath) -> None:
-        path = (*base, "schema_file")
-        target = self._quiet_resolve(contract.schema_file, path)
-        if target is None:
-            return
-        try:
-            schema = json.loads(target.read_text(encoding="utf-8"))
-            validator = jsonschema.validators.validator_for(schema)
-            validator.check_schema(schema)
-        except (ValueError, UnicodeDecodeError) as exc:
-            self.add("invalid-schema", f"schema file is not valid JSON: {exc}", path,
-                     "fix the JSON syntax")
-        except jsonschema.SchemaError as exc:
-            self.add("invalid-schema", f"schema file is not a valid JSON Schema: "
-                     f"{exc.message}", path, "fix the schema")
-
-
-def _default_failures(pack: Rulepack, contract: Any) -> list[tuple[str, str]]:
-    """Failure types a contract reports through settings its author left at the default."""
-    if isinstance(contract, SentinelContract):
-        grammar = pack.sentinel
-        settings = ("parse_failure", "nonce_failure", "input_failure")
-        return [(f"sentinel.{n}", getattr(grammar, n)) for n in settings
-                if n not in grammar.model_fields_set]
-    names = [n for n, f in type(contract).model_fields.items()
-             if Ref.FAILURE_TYPE in f.metadata and n not in contract.model_fields_set]
-    return [(n, getattr(contract, n)) for n in names]
-
-
-def _placeholders(template: str) -> set[str]:
-    out: set[str] = set()
-    index = 0
-    while True:
-        start = template.find("{", index)
-        if start < 0:
-            return out
-        end = template.find("}", start)
-        if end < 0:
-            return out
-        out.add(template[start + 1:end])
-        index = end + 1
 
 
 def _display(path: Path) -> str:
@@ -342,4 +250,5 @@ def _display(path: Path) -> str:
 
 
 def check_semantics(pack: Rulepack, source: SourceMap) -> list[Finding]:
+    """The format-level findings (contracts are checked by their kinds: engine.contracts)."""
     return PackChecker(pack, source).run()

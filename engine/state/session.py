@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.format.model import MarkdownContract
 from engine.pack import Pack
 from engine.policy.decide import Decision
 from engine.state.ledger import AttemptRecord, Ledger, item_key, sha256
@@ -86,12 +85,7 @@ class Session:
             return None
         if verdict.failure_type == EXECUTION_FAILURE:
             return "execution"
-        contract = self.pack.model.contracts[block]
-        if isinstance(contract, MarkdownContract):
-            for check in contract.checks:
-                if check.fail == verdict.failure_type and check.level == "error":
-                    return check.tier
-        return "structure"
+        return self.pack.contract(block).failure_tier(verdict.failure_type or "")
 
 
 def _summary(verdict: Verdict) -> str | None:

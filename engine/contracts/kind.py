@@ -1,0 +1,79 @@
+"""What every contract kind provides: checks of its model, compiling it, evaluating outputs.
+
+A kind is one module of this package registered by its ``kind:`` name (registry.py). Nothing
+outside this package asks which kind a contract is: callers hold a ``CompiledContract``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
+    from engine.results import ParseResult
+    from engine.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class EvaluationInput:
+    """One output to evaluate and what it is evaluated with.
+
+    ``text`` None means the output file ``path`` does not exist; ``context`` is already
+    checked against the keys the pack declares.
+    """
+
+    text: str | None
+    nonce: str | None = None
+    params: Mapping[str, str] = field(default_factory=dict)
+    context: Mapping[str, Any] = field(default_factory=dict)
+    path: str | None = None
+
+
+class CompiledContract(Protocol):
+    """One contract of a loaded pack, ready to evaluate outputs (built once, at load)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def param_names(self) -> frozenset[str]:
+        """Names of the block's own parameters (values given with ``--var``)."""
+        ...
+
+    @property
+    def id_patterns(self) -> Mapping[str, str]:
+        """Kinds of ids an output of this contract references (name → pattern)."""
+        ...
+
+    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
+        """A deterministic parse; ``EngineError`` if the kind has no parser."""
+        ...
+
+    def evaluate(self, output: EvaluationInput) -> Verdict:
+        """The verdict on one output; never raises for any text."""
+        ...
+
+    def failure_tier(self, failure_type: str) -> str:
+        """Which tier of validation a failure of this type belongs to."""
+        ...
+
+
+class ContractKind(Protocol):
+    """A kind of contract (``kind:`` in a pack): its checks and its compiler."""
+
+    name: str
+
+    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
+        """(setting, failure type) the contract reports through settings left at default."""
+        ...
+
+    def check(self, name: str, contract: Any, checker: PackChecker) -> None:
+        """Semantic checks of one contract's model; findings go to ``checker``."""
+        ...
+
+    def compile(self, name: str, contract: Any, pack: Rulepack) -> CompiledContract:
+        """The contract ready to evaluate outputs."""
+        ...

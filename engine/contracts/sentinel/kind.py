@@ -1,0 +1,102 @@
+"""The ``sentinel`` contract kind: delimited, line-oriented blocks with a grammar in the pack."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.contracts.kind import EvaluationInput
+from engine.contracts.sentinel.parser import SentinelParser
+from engine.errors import EvaluationError
+from engine.verdict import verdict_from_parse
+
+if TYPE_CHECKING:
+    from engine.format.loader import KeyPath
+    from engine.format.model import Rulepack, SentinelContract
+    from engine.format.semantics import PackChecker
+    from engine.results import ParseResult
+    from engine.verdict import Verdict
+
+_GRAMMAR_FAILURES = ("parse_failure", "nonce_failure", "input_failure")
+
+
+@dataclass(frozen=True)
+class CompiledSentinel:
+    name: str
+    parser: SentinelParser = field(repr=False)
+    param_names: frozenset[str]
+    severities: Mapping[str, str] = field(repr=False)
+    id_patterns: Mapping[str, str] = field(default_factory=dict)
+
+    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
+        return self.parser.parse(text, nonce, params)
+
+    def evaluate(self, output: EvaluationInput) -> Verdict:
+        if output.text is None:
+            raise EvaluationError(f"{output.path}: no such file")
+        result = self.parser.parse(output.text, output.nonce, output.params)
+        return verdict_from_parse(self.name, result, dict(self.severities))
+
+    def failure_tier(self, failure_type: str) -> str:
+        return "structure"
+
+
+def _holes(template: str) -> set[str]:
+    """Every ``{...}`` of a delimiter template: the delimiter compiler reads each as a name."""
+    out: set[str] = set()
+    index = 0
+    while True:
+        start = template.find("{", index)
+        end = template.find("}", start) if start >= 0 else -1
+        if end < 0:
+            return out
+        out.add(template[start + 1:end])
+        index = end + 1
+
+
+class SentinelKind:
+    name = "sentinel"
+
+    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
+        grammar = pack.sentinel
+        return [(f"sentinel.{n}", getattr(grammar, n)) for n in _GRAMMAR_FAILURES
+                if n not in grammar.model_fields_set]
+
+    def check(self, name: str, contract: SentinelContract, checker: PackChecker) -> None:
+        base: KeyPath = ("contracts", name)
+        fields = contract.fields
+        for which in ("opener", "closer"):
+            holes = _holes(getattr(contract, which))
+            if "nonce" not in holes:
+                checker.add("delimiter-without-nonce", f"{which} has no {{nonce}} placeholder",
+                            (*base, which), "write NONCE={nonce} into the delimiter")
+            for hole in sorted(holes - {"nonce"} - set(contract.params)):
+                checker.add("unknown-param", f"{which} uses {{{hole}}}, which is not a param",
+                            (*base, which), "declare it under `params:`")
+        for index, rule in enumerate(contract.rules):
+            named = getattr(rule, "field", None)
+            if named is not None and named not in fields:
+                checker.unknown_field(named, (*base, "rules", index, "field"), fields)
+            section = getattr(rule, "section", None)
+            if section is not None and section not in fields:
+                checker.unknown_field(section, (*base, "rules", index, "section"), fields)
+        for index, out in enumerate(contract.output):
+            if out.field is not None and out.field not in fields:
+                checker.unknown_field(out.field, (*base, "output", index, "field"), fields)
+            if out.param is not None and out.param not in contract.params:
+                checker.add("unknown-param", f"output uses param {out.param!r}, not declared",
+                            (*base, "output", index, "param"), "declare it under `params:`")
+        for index, warning in enumerate(contract.warnings):
+            spec = fields.get(warning.section)
+            if spec is None or spec.form != "section":
+                checker.unknown_field(warning.section, (*base, "warnings", index, "section"),
+                                      {k: v for k, v in fields.items() if v.form == "section"})
+
+    def compile(self, name: str, contract: SentinelContract, pack: Rulepack) -> CompiledSentinel:
+        severities = {n: ft.severity for n, ft in pack.failure_types.items()}
+        return CompiledSentinel(name, SentinelParser(name, contract, pack.sentinel),
+                                frozenset(contract.params), severities)
+
+
+KIND = SentinelKind()
