@@ -10,10 +10,17 @@ import base64
 import binascii
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from engine.errors import EngineError
-from engine.pack import Pack
+from engine.results import ParseResult
+
+
+class Parser(Protocol):
+    """Anything that parses blocks like ``Pack.parse`` (a Pack, or a cached ParsingPack)."""
+
+    def parse(self, block: str, text: str | bytes, nonce: str | None = None,
+              vars: Mapping[str, str] | None = None) -> ParseResult: ...
 
 
 def _record_error(record_id: Any, message: str) -> dict[str, Any]:
@@ -33,7 +40,7 @@ def _text_of(record: Mapping[str, Any]) -> str | bytes:
     return text
 
 
-def parse_record(pack: Pack, line: bytes | str, number: int, default_block: str | None,
+def parse_record(pack: Parser, line: bytes | str, number: int, default_block: str | None,
                  default_nonce: str | None) -> dict[str, Any]:
     raw = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
     try:
@@ -69,7 +76,7 @@ def parse_record(pack: Pack, line: bytes | str, number: int, default_block: str 
     }
 
 
-def parse_jsonl(pack: Pack, lines: Iterable[bytes], default_block: str | None = None,
+def parse_jsonl(pack: Parser, lines: Iterable[bytes], default_block: str | None = None,
                 default_nonce: str | None = None) -> Iterator[dict[str, Any]]:
     """One result per non-blank input line, in input order."""
     for number, line in enumerate(lines, start=1):

@@ -6,12 +6,11 @@ One root type, ``EngineError``; the CLI turns any of them into a message and exi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, order=True)
-class Position:
-    """A 1-based place in a source file."""
+class Position(NamedTuple):
+    """A 1-based place in a source file (a tuple: it sorts by file, line, column)."""
 
     file: str
     line: int = 1
@@ -54,3 +53,9 @@ class EvaluationError(EngineError):
 
 class RenderError(EngineError):
     """A prompt could not be rendered."""
+
+
+def unknown_block_error(pack: str, block: str, known: list[str]) -> EngineError:
+    """A block name the pack does not declare, with the ones it does."""
+    names = ", ".join(known) or "none"
+    return EngineError(f"pack {pack!r} has no block {block!r} (blocks: {names})")

@@ -10,24 +10,16 @@ from typing import Any
 
 from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.contracts.registry import check_contracts, compile_contracts
-from engine.errors import EngineError, PackError, Position
+from engine.errors import EngineError, PackError, Position, unknown_block_error
 from engine.format.context import build_context
 from engine.format.findings import Finding, has_errors
-from engine.format.loader import (
-    BUILTIN_PREFIX,
-    PACK_FILE,
-    PackTree,
-    SourceMap,
-    display_path,
-    load_pack_tree,
-    resolve_pack_file,
-)
+from engine.format.loader import PackTree, SourceMap, load_pack_tree
+from engine.format.locate import display_path, find_one_pack_file, find_pack_files
 from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
 from engine.policy.decide import Decision, decide
 from engine.prompts.render import RenderedPrompt, render_prompt
-from engine.resources import builtin_pack_names
 from engine.results import ParseResult
 from engine.textio import clean_text, decode_output
 from engine.verdict import Verdict, verdict_from_error
@@ -55,6 +47,8 @@ class Pack:
     root: Path
     source: SourceMap = field(repr=False)
     contracts: dict[str, CompiledContract] = field(default_factory=dict, repr=False)
+    files: tuple[Path, ...] = field(default=(), repr=False)
+    """The YAML files the pack was loaded from (the pack file and what it extends)."""
 
     def __post_init__(self) -> None:
         if not self.contracts:
@@ -72,8 +66,7 @@ class Pack:
         """The compiled contract of ``block``; ``EngineError`` naming the blocks if unknown."""
         compiled = self.contracts.get(block)
         if compiled is None:
-            known = ", ".join(self.model.contracts) or "none"
-            raise EngineError(f"pack {self.name!r} has no block {block!r} (blocks: {known})")
+            raise unknown_block_error(self.name, block, list(self.model.contracts))
         return compiled
 
     def contract_kind(self, block: str) -> str:
@@ -151,28 +144,6 @@ class Pack:
                              context=build_context(self.model.context, context))
 
 
-def find_pack_files(target: str) -> list[Path]:
-    """The pack files ``target`` names: a pack file, a pack folder, a folder of packs, or
-    ``builtin:NAME``. An unknown target raises ``PackError``."""
-    if target.startswith(BUILTIN_PREFIX):
-        found = resolve_pack_file(target, Path.cwd())
-        if found is None:
-            known = ", ".join(BUILTIN_PREFIX + n for n in builtin_pack_names())
-            raise PackError(f"{target}: no such builtin pack (known: {known})")
-        return [found]
-    path = Path(target)
-    if path.is_file():
-        return [path]
-    if path.is_dir():
-        if (path / PACK_FILE).is_file():
-            return [path / PACK_FILE]
-        packs = sorted(p / PACK_FILE for p in path.iterdir() if (p / PACK_FILE).is_file())
-        if packs:
-            return packs
-        raise PackError(f"{target}: no {PACK_FILE} here or in its sub-folders")
-    if "/" not in target and target in builtin_pack_names():
-        return find_pack_files(BUILTIN_PREFIX + target)
-    raise PackError(f"{target}: no such file, folder or builtin pack")
 
 
 def check_pack_file(pack_file: Path) -> CheckResult:
@@ -205,14 +176,13 @@ def load_pack(ref: str | Path) -> Pack:
 
     Raises ``PackError`` carrying every finding if the pack has errors.
     """
-    files = find_pack_files(str(ref))
-    if len(files) != 1:
-        raise PackError(f"{ref}: names {len(files)} packs; give one")
-    result = check_pack_file(files[0])
+    pack_file = find_one_pack_file(str(ref))
+    result = check_pack_file(pack_file)
     if not result.ok or result.model is None or result.tree is None:
         errors = [f for f in result.findings if f.level == "error"]
         first = errors[0] if errors else Finding("pack-invalid", "pack is invalid",
                                                  Position(result.target))
         more = f" (and {len(errors) - 1} more; run `rules check {ref}`)" if len(errors) > 1 else ""
         raise PackError(f"{first.position}: {first.message}{more}", tuple(result.findings))
-    return Pack(result.model, files[0].resolve().parent, result.tree.source)
+    return Pack(result.model, pack_file.resolve().parent, result.tree.source,
+                files=tuple(result.tree.files))

@@ -34,6 +34,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_pack_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The compiled-pack cache of `rules parse` goes to a folder of this test run (also for
+    CLI subprocesses, which inherit the environment), never to the user's cache."""
+    folder = tmp_path_factory.mktemp("pack-cache")
+    previous = os.environ.get("RULES_CACHE_DIR")
+    os.environ["RULES_CACHE_DIR"] = str(folder)
+    yield
+    if previous is None:
+        os.environ.pop("RULES_CACHE_DIR", None)
+    else:
+        os.environ["RULES_CACHE_DIR"] = previous
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test runs in its own empty working directory."""

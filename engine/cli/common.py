@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from engine.errors import EngineError
-from engine.format.loader import read_yaml
-from engine.pack import Pack, load_pack
+
+if TYPE_CHECKING:
+    from engine.pack import Pack
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -37,6 +37,8 @@ class UsageFailure(click.ClickException):
 
 
 def open_pack(ref: str) -> Pack:
+    from engine.pack import load_pack
+
     try:
         return load_pack(ref)
     except EngineError as exc:
@@ -47,6 +49,10 @@ def load_context(path: str | None) -> dict[str, Any]:
     """A --context file (YAML or JSON) as a mapping; errors name the file and place."""
     if path is None:
         return {}
+    from pathlib import Path
+
+    from engine.format.loader import read_yaml
+
     document = read_yaml(Path(path))
     if document.findings:
         first = document.findings[0]

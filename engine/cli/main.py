@@ -5,6 +5,7 @@ Exit status: 0 clean, 1 findings (or an action is needed), 2 usage, pack or inte
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -12,18 +13,36 @@ import click
 
 from engine import __version__
 from engine.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageFailure
-from engine.cli.evaluate import eval_command, render_command
-from engine.cli.explain import explain_command
-from engine.cli.formats import FORMATTERS
-from engine.cli.log import log_command
-from engine.cli.parse import parse_command
-from engine.cli.run import run_command
 from engine.errors import EngineError
-from engine.format.schema import rulepack_schema_text
-from engine.pack import check_packs
+
+# Commands defined in their own modules, imported only when invoked: `rules --version` and
+# `rules parse` do not pay for the imports of the others.
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "eval": ("engine.cli.evaluate", "eval_command"),
+    "explain": ("engine.cli.explain", "explain_command"),
+    "log": ("engine.cli.log", "log_command"),
+    "parse": ("engine.cli.parse", "parse_command"),
+    "render": ("engine.cli.evaluate", "render_command"),
+    "run": ("engine.cli.run", "run_command"),
+}
+CHECK_FORMATS = ("github", "json", "text")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands in ``LAZY_COMMANDS`` are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS:
+            module_name, attribute = LAZY_COMMANDS[cmd_name]
+            command: click.Command = getattr(importlib.import_module(module_name), attribute)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rules")
 def cli() -> None:
     """Declarative rules for LLM outputs: check packs, parse, evaluate, decide, render.
@@ -42,7 +61,7 @@ def _default_format() -> str:
 
 @cli.command("check")
 @click.argument("paths", nargs=-1)
-@click.option("--format", "output_format", type=click.Choice(sorted(FORMATTERS)),
+@click.option("--format", "output_format", type=click.Choice(CHECK_FORMATS),
               default=None, help="Output format [default: text; github when "
               "GITHUB_ACTIONS=true].")
 def check_command(paths: tuple[str, ...], output_format: str | None) -> None:
@@ -61,6 +80,9 @@ def check_command(paths: tuple[str, ...], output_format: str | None) -> None:
     \b
     Exit status: 0 no errors, 1 errors found, 2 usage or internal error.
     """
+    from engine.cli.formats import FORMATTERS
+    from engine.pack import check_packs
+
     try:
         results = check_packs(list(paths) or ["rules"])
     except EngineError as exc:
@@ -78,15 +100,11 @@ def schema_command() -> None:
     Point editors at it for completion, e.g. first line of pack.yaml:
       # yaml-language-server: $schema=../../contracts/rulepack.schema.json
     """
+    from engine.format.schema import rulepack_schema_text
+
     click.echo(rulepack_schema_text(), nl=False)
 
 
-cli.add_command(parse_command)
-cli.add_command(eval_command)
-cli.add_command(render_command)
-cli.add_command(explain_command)
-cli.add_command(run_command)
-cli.add_command(log_command)
 
 
 def _allow_long_integers() -> None:

@@ -7,8 +7,7 @@ from typing import BinaryIO
 
 import click
 
-from engine.batch import parse_jsonl
-from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, open_pack, parse_vars
+from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, parse_vars
 from engine.errors import EngineError
 
 
@@ -48,7 +47,13 @@ def parse_command(pack_ref: str, block: str | None, nonce: str | None,
     Exit status: 0 parsed (every record, with --jsonl), 1 parse failure (any record),
     2 usage or pack error.
     """
-    pack = open_pack(pack_ref)
+    from engine.batch import parse_jsonl
+    from engine.cache import open_parsing_pack
+
+    try:
+        pack = open_parsing_pack(pack_ref)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
     variables = parse_vars(var_pairs)
     if jsonl is not None:
         failed = False

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.kind import EvaluationInput
-from engine.errors import EngineError, EvaluationError
+from engine.contracts.kind import EvaluationInput, no_parser_error
+from engine.errors import EvaluationError
 from engine.format.model import declared_default_failures
 
 if TYPE_CHECKING:
@@ -36,8 +36,7 @@ class UnevaluatedContract:
         return {}
 
     def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
-        raise EngineError(f"block {self.name!r} is a {self.kind} contract; `parse` needs a "
-                          "sentinel contract (use `evaluate`)")
+        raise no_parser_error(self.name, self.kind)
 
     def evaluate(self, output: EvaluationInput) -> Verdict:
         raise EvaluationError(f"evaluating {self.kind} contracts is not implemented yet")

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from engine.errors import EngineError
+
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
@@ -77,3 +79,9 @@ class ContractKind(Protocol):
     def compile(self, name: str, contract: Any, pack: Rulepack) -> CompiledContract:
         """The contract ready to evaluate outputs."""
         ...
+
+
+def no_parser_error(block: str, kind: str) -> EngineError:
+    """`parse` asked of a contract kind that has no deterministic parser."""
+    return EngineError(f"block {block!r} is a {kind} contract; `parse` needs a sentinel "
+                       "contract (use `evaluate`)")

@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.kind import EvaluationInput
-from engine.errors import ContextError, EngineError
+from engine.contracts.kind import EvaluationInput, no_parser_error
+from engine.errors import ContextError
 from engine.format.model import (
     AnyOfCheck,
     MarkdownContract,
@@ -171,8 +171,7 @@ class CompiledMarkdown:
         return {name: kind.pattern for name, kind in self.contract.ids.items()}
 
     def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
-        raise EngineError(f"block {self.name!r} is a markdown contract; `parse` needs a "
-                          "sentinel contract (use `evaluate`)")
+        raise no_parser_error(self.name, "markdown")
 
     def evaluate(self, output: EvaluationInput) -> Verdict:
         outcome = run_checks(self.contract, Output(output.text, output.path, output.context))

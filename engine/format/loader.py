@@ -7,7 +7,6 @@ paths to positions. Problems are collected as findings rather than raised, so th
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,13 +16,16 @@ import yaml
 
 from engine.errors import Position
 from engine.format.findings import Finding
-from engine.resources import builtin_pack_names, data_dir
+from engine.format.locate import (
+    BUILTIN_PREFIX,
+    display_path,
+    resolve_pack_file,
+)
+from engine.resources import builtin_pack_names
 
 MAX_YAML_BYTES = 1024 * 1024
 MAX_NODES = 100_000
 MAX_DEPTH = 64
-PACK_FILE = "pack.yaml"
-BUILTIN_PREFIX = "builtin:"
 
 KeyPath = tuple[str | int, ...]
 
@@ -187,12 +189,6 @@ class _TooBig(Exception):
         self.mark = mark
 
 
-def display_path(path: Path) -> str:
-    """A path as users should read it: relative to the working directory when inside it."""
-    try:
-        return os.path.relpath(path)
-    except ValueError:  # pragma: no cover - other drive on Windows
-        return str(path)
 
 
 def read_yaml(path: Path, display: str | None = None) -> Document:
@@ -262,20 +258,6 @@ class PackTree:
     files: list[Path] = field(default_factory=list)
 
 
-def resolve_pack_file(ref: str, base_dir: Path) -> Path | None:
-    """Where the pack called ``ref`` lives: ``builtin:NAME``, a folder, or a YAML file."""
-    if ref.startswith(BUILTIN_PREFIX):
-        name = ref[len(BUILTIN_PREFIX):]
-        if not name or "/" in name or "\\" in name or name.startswith("."):
-            return None
-        candidate = data_dir("rules") / name / PACK_FILE
-        return candidate if candidate.is_file() else None
-    target = Path(ref)
-    if not target.is_absolute():
-        target = base_dir / target
-    if target.is_dir():
-        target = target / PACK_FILE
-    return target if target.is_file() else None
 
 
 def merge_trees(base: Any, over: Any) -> Any:

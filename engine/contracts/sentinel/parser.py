@@ -91,6 +91,15 @@ class SentinelParser:
         self.nonce_input = compile_pattern(grammar.nonce_input)
         self.escapes = dict(grammar.escapes)
 
+    @classmethod
+    def from_data(cls, name: str, contract: Mapping[str, Any],
+                  grammar: Mapping[str, Any]) -> SentinelParser:
+        """A parser from the plain data of a contract and the pack's grammar settings."""
+        from engine.format.model import SentinelContract, SentinelGrammar
+
+        return cls(name, SentinelContract.model_validate(contract),
+                   SentinelGrammar.model_validate(grammar))
+
     # ------------------------------------------------------------------ messages
 
     def _fail(self, code: str, line: int | None = None, kind: str = "parse",

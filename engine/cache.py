@@ -1,0 +1,181 @@
+"""The compiled-pack cache: what `rules parse` needs of a pack, kept on disk between runs.
+
+Loading a pack validates its YAML with pydantic and checks its templates with Jinja2: right
+for `rules check`, too slow for a command that parses one block. After a pack loads cleanly,
+the plain data of its sentinel grammars is written to the user cache folder; the next run
+builds its parsers from that data without importing YAML, pydantic or Jinja2.
+
+An entry is keyed by the pack file's path, the engine version and the Python version. It is
+used only while every file in the folders of the pack's YAML files (the pack and what it
+extends) has the content it had when the entry was written (SHA-256 of each file, and the
+same set of files), and while the engine modules that define the data are unchanged; else
+the pack is loaded and checked as usual and the entry rewritten. Any problem with the cache
+itself (unreadable, corrupt, read-only folder) falls back to a normal load, silently.
+
+``RULES_CACHE_DIR`` names the folder (default: ``$XDG_CACHE_HOME/rules-engine`` or
+``~/.cache/rules-engine``); ``RULES_NO_CACHE=1`` turns the cache off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine import __version__
+from engine.contracts.sentinel.parser import SentinelParser
+from engine.errors import unknown_block_error
+from engine.format.locate import find_one_pack_file
+from engine.results import ParseResult
+from engine.textio import clean_text, decode_output
+
+if TYPE_CHECKING:
+    from engine.pack import Pack
+
+FORMAT = 1
+MAX_FILES = 500
+MAX_BYTES = 16 * 1024 * 1024
+_ENGINE_DIR = Path(__file__).resolve().parent
+# The modules whose code gives the cached data its meaning.
+_MEANING = ("format/model.py", "contracts/sentinel", "cache.py")
+
+
+class ParsingPack:
+    """The parse side of a pack, built from plain data: ``parse`` behaves as ``Pack.parse``."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.name: str = data["name"]
+        self.kinds: dict[str, str] = dict(data["kinds"])
+        grammar = data["grammar"]
+        self.parsers = {block: SentinelParser.from_data(block, contract, grammar)
+                        for block, contract in data["sentinel"].items()}
+
+    def parse(self, block: str, text: str | bytes, nonce: str | None = None,
+              vars: Mapping[str, str] | None = None) -> ParseResult:
+        parser = self.parsers.get(block)
+        if parser is None:
+            if block not in self.kinds:
+                raise unknown_block_error(self.name, block, list(self.kinds))
+            from engine.contracts.kind import no_parser_error
+
+            raise no_parser_error(block, self.kinds[block])
+        params = {k: clean_text(v) for k, v in (vars or {}).items()}
+        return parser.parse(decode_output(text), None if nonce is None else clean_text(nonce),
+                            params)
+
+
+def parsing_data(pack: Pack) -> dict[str, Any]:
+    """The plain data a ``ParsingPack`` is built from."""
+    model = pack.model
+    return {
+        "name": model.rulepack,
+        "kinds": {name: contract.kind for name, contract in model.contracts.items()},
+        "grammar": model.sentinel.model_dump(mode="json"),
+        "sentinel": {name: contract.model_dump(mode="json")
+                     for name, contract in model.contracts.items()
+                     if contract.kind == "sentinel"},
+    }
+
+
+def cache_dir() -> Path | None:
+    if os.environ.get("RULES_NO_CACHE"):
+        return None
+    configured = os.environ.get("RULES_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rules-engine"
+
+
+def _engine_stamp() -> list[list[Any]]:
+    stamp = []
+    for name in _MEANING:
+        target = _ENGINE_DIR / name
+        paths = sorted(target.glob("*.py")) if target.is_dir() else [target]
+        for path in paths:
+            info = path.stat()
+            stamp.append([path.name, info.st_mtime_ns, info.st_size])
+    return stamp
+
+
+def _fingerprint(folders: list[str]) -> dict[str, str] | None:
+    """SHA-256 of every file under ``folders``; None when there are too many or too much."""
+    digests: dict[str, str] = {}
+    total = 0
+    for folder in folders:
+        for directory, subdirs, names in os.walk(folder):
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith(".")
+                                and d != "__pycache__")
+            for name in sorted(names):
+                path = os.path.join(directory, name)
+                if len(digests) >= MAX_FILES or not os.path.isfile(path):
+                    return None
+                with open(path, "rb") as handle:
+                    content = handle.read(MAX_BYTES + 1 - total)
+                total += len(content)
+                if total > MAX_BYTES:
+                    return None
+                digests[path] = hashlib.sha256(content).hexdigest()
+    return digests
+
+
+def _entry_path(root: Path, pack_file: Path) -> Path:
+    key = json.dumps([str(pack_file), __version__, sys.version, FORMAT])
+    return root / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def _read_entry(path: Path) -> dict[str, Any] | None:
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+        return None
+    if entry.get("engine") != _engine_stamp():
+        return None
+    folders = entry.get("folders")
+    if not isinstance(folders, list) or _fingerprint(folders) != entry.get("files"):
+        return None
+    data = entry.get("pack")
+    return data if isinstance(data, dict) else None
+
+
+def _write_entry(path: Path, pack: Pack) -> None:
+    folders = sorted({str(f.resolve().parent) for f in pack.files})
+    files = _fingerprint(folders)
+    if files is None:
+        return
+    entry = {"format": FORMAT, "engine": _engine_stamp(), "folders": folders, "files": files,
+             "pack": parsing_data(pack)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(entry), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        return
+
+
+def open_parsing_pack(ref: str) -> ParsingPack:
+    """The pack ``ref`` names, ready to parse: from the cache when it is current, else
+    loaded and checked (``PackError`` as ``load_pack``) and then cached."""
+    pack_file = find_one_pack_file(ref).resolve()
+    root = cache_dir()
+    entry_path = _entry_path(root, pack_file) if root is not None else None
+    if entry_path is not None:
+        data = _read_entry(entry_path)
+        if data is not None:
+            try:
+                return ParsingPack(data)
+            except (KeyError, TypeError, ValueError):
+                pass
+    from engine.pack import load_pack
+
+    pack = load_pack(pack_file)
+    if entry_path is not None:
+        _write_entry(entry_path, pack)
+    return ParsingPack(parsing_data(pack))

@@ -1,0 +1,90 @@
+"""The compiled-pack cache of `rules parse`: same results from the cache as from a load, and
+an entry is never used once a file of the pack (or of a pack it extends) has changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SCRIPTS
+
+VERDICT = ("<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\nREASON=\"" + "r" * 400 + "\"\n"
+           "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>\n")
+
+
+def _parse(pack: str, text: str, cache: Path, *extra: str,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPTS / "rules"), "parse", "--pack", pack, "--block", "VERDICT", "--nonce",
+         "4F2C9A", "--var", "criterion=AC1", *extra],
+        input=text, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache), **(env or {})})
+
+
+def _entries(cache: Path) -> list[Path]:
+    return sorted(cache.glob("*.json")) if cache.is_dir() else []
+
+
+def test_a_cache_hit_parses_exactly_like_a_load(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cold = _parse("sentinel", VERDICT, cache, "--format", "json")
+    assert len(_entries(cache)) == 1
+    warm = _parse("sentinel", VERDICT, cache, "--format", "json")
+    off = _parse("sentinel", VERDICT, cache, "--format", "json", env={"RULES_NO_CACHE": "1"})
+    assert cold.returncode == warm.returncode == off.returncode == 0
+    assert cold.stdout == warm.stdout == off.stdout
+    assert json.loads(warm.stdout)["data"]["reason"] == "r" * 400
+
+
+
+def test_editing_the_pack_invalidates_its_entry(tmp_path: Path) -> None:
+    pack = tmp_path / "sentinel"
+    shutil.copytree(REPO / "rules" / "sentinel", pack)
+    cache = tmp_path / "cache"
+    assert _parse(str(pack), VERDICT, cache).returncode == 0
+    pack_file = pack / "pack.yaml"
+    text = pack_file.read_text(encoding="utf-8")
+    rule = "{check: max_len, field: REASON, max: 500, message: REASON exceeds 500 chars}"
+    assert rule in text
+    pack_file.write_text(text.replace(rule, rule.replace("500", "300")), encoding="utf-8")
+    shorter = _parse(str(pack), VERDICT, cache)
+    assert shorter.returncode == 1
+    assert shorter.stderr == "error: REASON exceeds 300 chars\n"
+
+
+def test_a_pack_broken_after_a_cached_parse_is_refused(tmp_path: Path) -> None:
+    pack = tmp_path / "sentinel"
+    shutil.copytree(REPO / "rules" / "sentinel", pack)
+    cache = tmp_path / "cache"
+    assert _parse(str(pack), VERDICT, cache).returncode == 0
+    (pack / "pack.yaml").write_text("rulepack: [broken\n", encoding="utf-8")
+    broken = _parse(str(pack), VERDICT, cache)
+    assert broken.returncode == 2
+    assert "pack.yaml:2:1: invalid YAML" in broken.stderr
+
+
+@pytest.mark.parametrize("damage", ["", "{not json", '{"format": 1}', "[]"])
+def test_a_damaged_entry_falls_back_to_loading(tmp_path: Path, damage: str) -> None:
+    cache = tmp_path / "cache"
+    first = _parse("sentinel", VERDICT, cache)
+    [entry] = _entries(cache)
+    entry.write_text(damage, encoding="utf-8")
+    again = _parse("sentinel", VERDICT, cache)
+    assert (again.returncode, again.stdout, again.stderr) == (0, first.stdout, "")
+    assert json.loads(entry.read_text(encoding="utf-8"))["format"] == 1
+
+
+def test_no_cache_writes_nothing_and_an_unwritable_folder_is_ignored(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    assert _parse("sentinel", VERDICT, cache, env={"RULES_NO_CACHE": "1"}).returncode == 0
+    assert _entries(cache) == []
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    done = _parse("sentinel", VERDICT, blocker / "cache")
+    assert (done.returncode, done.stderr) == (0, "")
