@@ -34,7 +34,18 @@ class _Loader(yaml.SafeLoader):
     """Safe loading with YAML 1.2 core scalars: `YES`, `on`, `12:30` stay strings."""
 
 
-_Loader.yaml_implicit_resolvers = {}
+# libyaml's parser when it is installed: the same nodes and marks, several times faster. Its
+# error wording differs, so a document it refuses is parsed again by the pure-Python parser,
+# whose message is the one users see.
+_FastLoader: type[yaml.SafeLoader] = _Loader
+if getattr(yaml, "__with_libyaml__", False):
+    class _CLoader(yaml.CSafeLoader):
+        """libyaml with the same YAML 1.2 core scalars as ``_Loader``."""
+
+    _FastLoader = _CLoader  # type: ignore[assignment]
+
+for _loader_class in (_Loader, _FastLoader):
+    _loader_class.yaml_implicit_resolvers = {}
 for _tag, _pattern, _first in (
     ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
     ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
@@ -46,7 +57,9 @@ for _tag, _pattern, _first in (
     ),
     ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
 ):
-    _Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first))
+    for _loader_class in (_Loader, _FastLoader):
+        _loader_class.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern),
+                                            list(_first))
 
 _STR = "tag:yaml.org,2002:str"
 _SCALAR_TAGS = {
@@ -216,11 +229,29 @@ def read_yaml(path: Path, display: str | None = None) -> Document:
     return parse_yaml(text, shown)
 
 
+_REFUSED = object()
+
+
+def _fast_node(text: str) -> Any:
+    """The document's node from libyaml, or ``_REFUSED`` (no libyaml, or a YAML error)."""
+    if _FastLoader is _Loader:
+        return _REFUSED
+    fast = _FastLoader(text)
+    try:
+        return fast.get_single_node()
+    except (yaml.YAMLError, RecursionError):
+        return _REFUSED
+    finally:
+        fast.dispose()
+
+
 def parse_yaml(text: str, display: str) -> Document:
     builder = _TreeBuilder(display)
     loader = _Loader(text)
     try:
-        node = loader.get_single_node()
+        node = _fast_node(text)
+        if node is _REFUSED:
+            node = loader.get_single_node()
         data = builder.build(node, ()) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         message = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
