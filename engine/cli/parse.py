@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import BinaryIO
 
 import click
@@ -57,9 +58,11 @@ def parse_command(pack_ref: str, block: str | None, nonce: str | None,
     variables = parse_vars(var_pairs)
     if jsonl is not None:
         failed = False
+        out = sys.stdout  # one write per record, no per-line echo
         for record in parse_jsonl(pack, jsonl, block, nonce):
             failed = failed or not record["ok"]
-            click.echo(json.dumps(record, ensure_ascii=False))
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        out.flush()
         raise SystemExit(EXIT_FINDINGS if failed else EXIT_OK)
     if block is None:
         raise click.UsageError("--block is required (or use --jsonl)")
