@@ -26,7 +26,8 @@ from engine.format.loader import (
 from engine.format.model import MarkdownContract, Rulepack, SentinelContract
 from engine.format.semantics import check_semantics
 from engine.format.validate import validate_tree
-from engine.policy.decide import Decision, decide
+from engine.policy.decide import CompiledPolicy, Decision, compile_policy, decide
+from engine.prompts.compiled import CompiledPrompts, compile_prompts
 from engine.prompts.render import RenderedPrompt, render_prompt
 from engine.resources import builtin_pack_names
 from engine.results import ParseResult
@@ -55,16 +56,22 @@ class CheckResult:
 
 @dataclass
 class Pack:
-    """A loaded, checked rulepack."""
+    """A loaded, checked rulepack, compiled once: parsers, guards, templates, contract texts,
+    hint patterns and example files are ready; deciding and rendering compile and read
+    nothing of the pack."""
 
     model: Rulepack
     root: Path
     source: SourceMap = field(repr=False)
     parsers: dict[str, SentinelParser] = field(default_factory=dict, repr=False)
+    policy: CompiledPolicy = field(init=False, repr=False)
+    prompts: CompiledPrompts = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.parsers:
             self.parsers = compile_parsers(self.model)
+        self.policy = compile_policy(self.model)
+        self.prompts = compile_prompts(self.model, self.root)
 
     @property
     def name(self) -> str:
@@ -143,7 +150,7 @@ class Pack:
                model: str | None = None, context: Mapping[str, Any] | None = None) -> Decision:
         """What happens next for ``verdict`` (see engine.decide for attempt counting)."""
         carry = {"nonce": nonce, "model": model}
-        return decide(self.model, verdict, output=decode_output(output), attempt=attempt,
+        return decide(self.policy, verdict, output=decode_output(output), attempt=attempt,
                       previous_errors=previous_errors, carry=carry, context=context)
 
     def render(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
@@ -158,7 +165,7 @@ class Pack:
                       nonce: str | None = None, vars: Mapping[str, str] | None = None,
                       context: Mapping[str, Any] | None = None) -> RenderedPrompt:
         """Like ``render``, with what went into the prompt (example tier, size, cut)."""
-        return render_prompt(self.model, self.root, verdict, decision,
+        return render_prompt(self.prompts, verdict, decision,
                              output=decode_output(output), nonce=nonce or "",
                              params=dict(vars or {}),
                              context=build_context(self.model.context, context))

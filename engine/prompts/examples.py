@@ -9,7 +9,7 @@ The pack's ``selection`` table says, per failure type, which tiers to try in whi
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,27 @@ def _read(path: Path) -> str | None:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
+
+
+class PackFiles:
+    """Example files of a pack, read once (by pack-relative path); a file that is missing,
+    unreadable or over the size limit reads as None, as when it is read at render."""
+
+    def __init__(self, root: Path, paths: Iterable[str]) -> None:
+        self.root = root
+        self._texts = {path: _read(root / path) for path in paths}
+
+    def text(self, path: str) -> str | None:
+        if path in self._texts:
+            return self._texts[path]
+        return _read(self.root / path)
+
+
+def example_files(examples: Examples) -> list[str]:
+    """The pack files the example tiers may use: canonical files and structural templates."""
+    files = [entry.file for entries in examples.canonical.values() for entry in entries
+             if entry.file is not None]
+    return files + list(examples.templates.values())
 
 
 def section_by_heading(document: str, heading: str) -> str | None:
@@ -181,11 +202,11 @@ def _gap_list(examples: Examples, context: Mapping[str, Any]) -> str:
     return examples.gap_list_header + "\n" + "".join(f"- {g}\n" for g in gaps)
 
 
-def _canonical(examples: Examples, pack_root: Path, role: str,
+def _canonical(examples: Examples, files: PackFiles, role: str,
                context: Mapping[str, Any]) -> str | None:
     for entry in examples.canonical.get(role, []):
         if entry.file is not None:
-            text = _read(pack_root / entry.file)
+            text = files.text(entry.file)
         else:
             document = context.get(entry.from_context or "")
             if not document:
@@ -200,17 +221,17 @@ def _canonical(examples: Examples, pack_root: Path, role: str,
     return None
 
 
-def _step(step: SelectionStep, examples: Examples, pack_root: Path, role: str,
+def _step(step: SelectionStep, examples: Examples, files: PackFiles, role: str,
           failure_type: str, context: Mapping[str, Any],
           ids: Mapping[str, IdKind]) -> Example | None:
     if step.tier == "none":
         return Example("", step.source, "none")
     if step.tier == "canonical":
-        text = _canonical(examples, pack_root, role, context)
+        text = _canonical(examples, files, role, context)
         found = Example(text, step.source, "canonical") if text else None
     elif step.tier == "template":
         path = examples.templates.get(role)
-        text = _read(pack_root / path) if path else None
+        text = files.text(path) if path else None
         found = Example(text, step.source, "template") if text else None
     else:
         if examples.session is None:
@@ -234,12 +255,16 @@ def _step(step: SelectionStep, examples: Examples, pack_root: Path, role: str,
                    footer=f"{found.footer}\n\n{listing}")
 
 
-def select_example(examples: Examples, pack_root: Path, role: str, failure_type: str,
+def select_example(examples: Examples, pack: Path | PackFiles, role: str, failure_type: str,
                    context: Mapping[str, Any], ids: Mapping[str, IdKind]) -> Example:
-    """The first tier of the failure type's selection order that has an example."""
+    """The first tier of the failure type's selection order that has an example.
+
+    ``pack`` is the pack's example files read at load, or the pack folder to read them from.
+    """
+    files = pack if isinstance(pack, PackFiles) else PackFiles(pack, ())
     steps = examples.selection.get(failure_type) or examples.selection.get("default") or []
     for step in steps:
-        found = _step(step, examples, pack_root, role, failure_type, context, ids)
+        found = _step(step, examples, files, role, failure_type, context, ids)
         if found is not None:
             return found
     return Example("", "No example available", "none")
