@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -155,20 +155,28 @@ class Pack:
 
     def render(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
                nonce: str | None = None, vars: Mapping[str, str] | None = None,
-               context: Mapping[str, Any] | None = None) -> str:
+               context: Mapping[str, Any] | None = None,
+               accepted_rounds: Collection[int] | None = None) -> str:
         """The prompt ``decision`` calls for (repair, retry or escalation); RenderError when
         none is due."""
         return self.render_prompt(verdict, decision, output=output, nonce=nonce, vars=vars,
-                                  context=context).text
+                                  context=context, accepted_rounds=accepted_rounds).text
 
     def render_prompt(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
                       nonce: str | None = None, vars: Mapping[str, str] | None = None,
-                      context: Mapping[str, Any] | None = None) -> RenderedPrompt:
-        """Like ``render``, with what went into the prompt (example tier, size, cut)."""
+                      context: Mapping[str, Any] | None = None,
+                      accepted_rounds: Collection[int] | None = None) -> RenderedPrompt:
+        """Like ``render``, with what went into the prompt (example tier, size, cut).
+
+        ``accepted_rounds``: the rounds whose output for the block the session's ledger
+        accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
+        without them every earlier round counts (``engine.state.session`` passes them).
+        """
         return render_prompt(self.prompts, verdict, decision,
                              output=decode_output(output), nonce=nonce or "",
                              params=dict(vars or {}),
-                             context=build_context(self.model.context, context))
+                             context=build_context(self.model.context, context),
+                             accepted_rounds=accepted_rounds)
 
 
 def find_pack_files(target: str) -> list[Path]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,7 @@ from engine.format.model import Rulepack, Truncation
 from engine.placeholders import fill
 from engine.policy.decide import Decision
 from engine.prompts.compiled import CompiledPrompts, compile_prompts
-from engine.prompts.examples import select_example
+from engine.prompts.examples import earlier_rounds, select_example
 from engine.verdict import Verdict
 
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‟": '"', "«": '"', "»": '"',
@@ -54,8 +54,13 @@ class RenderedPrompt:
 
 def render_prompt(prompts: CompiledPrompts, verdict: Verdict, decision: Decision, *,
                   output: str, nonce: str, params: Mapping[str, str],
-                  context: Mapping[str, Any]) -> RenderedPrompt:
-    """The prompt a decision calls for, by the purpose of its template."""
+                  context: Mapping[str, Any],
+                  accepted_rounds: Collection[int] | None = None) -> RenderedPrompt:
+    """The prompt a decision calls for, by the purpose of its template.
+
+    ``accepted_rounds`` are the rounds whose output for the block the session's ledger
+    accepted (for example tiers that ask for it); None means every round counts.
+    """
     if decision.template is None:
         raise RenderError(f"no prompt is due: the decision is {decision.action}")
     purpose = prompts.pack.templates[decision.template].purpose
@@ -63,7 +68,8 @@ def render_prompt(prompts: CompiledPrompts, verdict: Verdict, decision: Decision
         return RenderedPrompt(repair_prompt(prompts, verdict, decision, output=output,
                                             nonce=nonce, params=params))
     if purpose == "retry":
-        return render_retry(prompts, verdict, decision, context=context)
+        return render_retry(prompts, verdict, decision, context=context,
+                            accepted_rounds=accepted_rounds)
     if purpose == "escalation":
         return RenderedPrompt(prompts.templates[decision.template].render(
             _retry_variables(verdict, decision, context)))
@@ -73,21 +79,21 @@ def render_prompt(prompts: CompiledPrompts, verdict: Verdict, decision: Decision
 
 def _retry_variables(verdict: Verdict, decision: Decision,
                      context: Mapping[str, Any]) -> dict[str, Any]:
-    data = verdict.data if isinstance(verdict.data, dict) else {}
+    """What retry and escalation templates see: the context's keys (as the pack declares
+    them) and the engine's generic variables, which win over a context key of the same name."""
     return {
-        **context, "context": dict(context), "role": verdict.block,
+        **context, "context": dict(context), "block": verdict.block,
         "block_type": verdict.block, "attempt": decision.attempt,
         "max_attempts": decision.max_attempts, "retries_left": decision.attempts_left,
         "failure_type": verdict.failure_type or "", "failure_message": verdict.error or "",
         "failures": [f.to_json() for f in verdict.failures],
-        "invalid_ids": list(data.get("invalid_ids", [])),
-        "original_prompt": context.get("original_prompt", ""),
-        "known_gaps": context.get("known_gaps", []),
+        "data": verdict.data if isinstance(verdict.data, dict) else {},
     }
 
 
 def render_retry(prompts: CompiledPrompts, verdict: Verdict, decision: Decision, *,
-                 context: Mapping[str, Any]) -> RenderedPrompt:
+                 context: Mapping[str, Any],
+                 accepted_rounds: Collection[int] | None = None) -> RenderedPrompt:
     """seed 003's construct_retry_prompt: banner, modification, example with its source,
     then the original prompt; the example is chosen per failure type and fits its budget."""
     assert decision.template is not None
@@ -101,7 +107,9 @@ def render_retry(prompts: CompiledPrompts, verdict: Verdict, decision: Decision,
     else:
         modification = trigger.default_modification
     ids = prompts.id_kinds.get(verdict.block, {})
-    chosen = select_example(pack.examples, prompts.files, verdict.block, failure, context, ids)
+    rounds = earlier_rounds(pack.session, context, accepted_rounds)
+    chosen = select_example(pack.examples, prompts.files, verdict.block, failure, context, ids,
+                            rounds)
     budgets = pack.examples.budgets
     text, cut = chosen.fitted(budgets.retry_tokens * budgets.chars_per_token,
                               pack.examples.priority_sections, pack.examples.truncation_notice)
