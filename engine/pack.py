@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -18,7 +18,8 @@ from engine.format.locate import display_path, find_one_pack_file, find_pack_fil
 from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
-from engine.policy.decide import Decision, decide
+from engine.policy.decide import CompiledPolicy, Decision, compile_policy, decide
+from engine.prompts.compiled import CompiledPrompts, compile_prompts
 from engine.prompts.render import RenderedPrompt, render_prompt
 from engine.results import ParseResult
 from engine.textio import clean_text, decode_output
@@ -41,7 +42,9 @@ class CheckResult:
 
 @dataclass
 class Pack:
-    """A loaded, checked rulepack with every contract compiled (once, here)."""
+    """A loaded, checked rulepack, compiled once: contracts, guards, templates, contract texts,
+    hint patterns and example files are ready; deciding and rendering compile and read
+    nothing of the pack."""
 
     model: Rulepack
     root: Path
@@ -50,9 +53,14 @@ class Pack:
     files: tuple[Path, ...] = field(default=(), repr=False)
     """The YAML files the pack was loaded from (the pack file and what it extends)."""
 
+    policy: CompiledPolicy = field(init=False, repr=False)
+    prompts: CompiledPrompts = field(init=False, repr=False)
+
     def __post_init__(self) -> None:
         if not self.contracts:
             self.contracts = compile_contracts(self.model)
+        self.policy = compile_policy(self.model)
+        self.prompts = compile_prompts(self.model, self.root)
 
     @property
     def name(self) -> str:
@@ -123,25 +131,33 @@ class Pack:
                model: str | None = None, context: Mapping[str, Any] | None = None) -> Decision:
         """What happens next for ``verdict`` (see engine.decide for attempt counting)."""
         carry = {"nonce": nonce, "model": model}
-        return decide(self.model, verdict, output=decode_output(output), attempt=attempt,
+        return decide(self.policy, verdict, output=decode_output(output), attempt=attempt,
                       previous_errors=previous_errors, carry=carry, context=context)
 
     def render(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
                nonce: str | None = None, vars: Mapping[str, str] | None = None,
-               context: Mapping[str, Any] | None = None) -> str:
+               context: Mapping[str, Any] | None = None,
+               accepted_rounds: Collection[int] | None = None) -> str:
         """The prompt ``decision`` calls for (repair, retry or escalation); RenderError when
         none is due."""
         return self.render_prompt(verdict, decision, output=output, nonce=nonce, vars=vars,
-                                  context=context).text
+                                  context=context, accepted_rounds=accepted_rounds).text
 
     def render_prompt(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
                       nonce: str | None = None, vars: Mapping[str, str] | None = None,
-                      context: Mapping[str, Any] | None = None) -> RenderedPrompt:
-        """Like ``render``, with what went into the prompt (example tier, size, cut)."""
-        return render_prompt(self.model, self.root, verdict, decision,
+                      context: Mapping[str, Any] | None = None,
+                      accepted_rounds: Collection[int] | None = None) -> RenderedPrompt:
+        """Like ``render``, with what went into the prompt (example tier, size, cut).
+
+        ``accepted_rounds``: the rounds whose output for the block the session's ledger
+        accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
+        without them every earlier round counts (``engine.state.session`` passes them).
+        """
+        return render_prompt(self.prompts, verdict, decision,
                              output=decode_output(output), nonce=nonce or "",
                              params=dict(vars or {}),
-                             context=build_context(self.model.context, context))
+                             context=build_context(self.model.context, context),
+                             accepted_rounds=accepted_rounds)
 
 
 

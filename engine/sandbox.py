@@ -15,7 +15,8 @@ from jinja2.sandbox import SandboxedEnvironment
 from engine.patterns import PatternError, compile_pattern
 from engine.textio import find_word
 
-# Variables the engine provides to a template, by the template's purpose.
+# Variables the engine provides to a template, by the template's purpose. Generic only:
+# templates may also use every context key their pack declares.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     "repair": frozenset({
         "block_type", "nonce", "parser_error", "micro_hint",
@@ -23,21 +24,19 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
         "params", "context",
     }),
     "retry": frozenset({
-        "role", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
-        "failure_message", "failures", "modification", "example", "example_source",
-        "example_tier", "example_truncated", "original_prompt", "known_gaps", "invalid_ids",
-        "context",
+        "block", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
+        "failure_message", "failures", "data", "modification", "example", "example_source",
+        "example_tier", "example_truncated", "context",
     }),
     "escalation": frozenset({
-        "role", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
-        "failure_message", "failures", "context", "invalid_ids",
-        "original_prompt", "known_gaps",
+        "block", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
+        "failure_message", "failures", "data", "context",
     }),
     "reprompt": frozenset({
-        "stage", "action", "errors", "missing", "checked", "attempt", "max_attempts",
+        "gate", "action", "errors", "missing", "checked", "attempt", "max_attempts",
         "context",
     }),
-    "example": frozenset({"role", "known_gaps", "context"}),
+    "example": frozenset({"block", "context"}),
     "log": frozenset({"entries", "summary", "session", "context"}),
 }
 

@@ -12,7 +12,7 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import REPO, run_cli
-from engine.prompts.examples import select_example, truncate_example
+from engine.prompts.examples import earlier_rounds, select_example, truncate_example
 
 PACK = engine.load_pack("gap-review")
 EXAMPLES = PACK.model.examples
@@ -72,8 +72,9 @@ def test_retry_prompt_per_failure_type(failure: str, snapshot: SnapshotAssertion
 
 
 def choose(failure: str, context: dict[str, Any], examples: Any = EXAMPLES,
-           root: Path = PACK.root) -> Any:
-    return select_example(examples, root, "engineer", failure, context, IDS)
+           root: Path = PACK.root, accepted: Any = None) -> Any:
+    rounds = earlier_rounds(PACK.model.session, context, accepted)
+    return select_example(examples, root, "engineer", failure, context, IDS, rounds)
 
 
 @pytest.mark.parametrize(("failure", "with_session", "tier", "source"), [
@@ -270,14 +271,29 @@ def test_template_fallback_prompt(tmp_path: Path, snapshot: SnapshotAssertion) -
 
 
 def test_rounds_the_ledger_did_not_accept_are_skipped(tmp_path: Path) -> None:
-    from engine.state.session import Session
+    from engine.state.session import Session, ledger_accepted_rounds
 
     root = session(tmp_path, {2: proposal(["GAP-FLOW-001"]), 3: proposal(["GAP-FLOW-002"])})
     context = {**BASE_CONTEXT, "session_dir": str(root)}
-    assert choose("NO_GAPS_ADDRESSED", context).round == 3  # no ledger yet: both count
+    accepted = ledger_accepted_rounds(PACK, "engineer", context)
+    assert accepted is None
+    assert choose("NO_GAPS_ADDRESSED", context, accepted=accepted).round == 3  # no ledger yet
     with Session(PACK, root) as ledger_session:
         for n in (2, 3):
             text = (root / f"round_{n:03d}" / "engineer.md").read_text()
             ledger_session.evaluate("engineer", text if n == 2 else "# rejected\n",
                                     context={"known_gaps": GAPS, "round": n})
-    assert choose("NO_GAPS_ADDRESSED", context).round == 2
+    accepted = ledger_accepted_rounds(PACK, "engineer", context)
+    assert choose("NO_GAPS_ADDRESSED", context, accepted=accepted).round == 2
+    # the plain Pack API reads no ledger; a session passes the rounds it accepted
+    assert "(Round 3)" in retry_prompt(context, accepted=None)
+    assert "(Round 2)" in retry_prompt(context, accepted=accepted)
+
+
+def retry_prompt(context: dict[str, Any], accepted: Any) -> str:
+    text = FAILING["NO_GAPS_ADDRESSED"] or ""
+    verdict = PACK.evaluate("engineer", text, context=context)
+    decision = PACK.decide(verdict, output=text, context=context)
+    rendered: str = PACK.render(verdict, decision, output=text, context=context,
+                                accepted_rounds=accepted)
+    return rendered

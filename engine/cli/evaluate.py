@@ -13,7 +13,7 @@ from engine.cli.formats import format_evaluation
 from engine.errors import EngineError
 from engine.pack import Pack
 from engine.policy.decide import Decision
-from engine.state.session import Session
+from engine.state.session import Session, ledger_accepted_rounds
 from engine.verdict import Verdict
 
 EXIT_STATUS_HELP = """\b
@@ -145,7 +145,9 @@ def render_command(**options: Any) -> None:
         raise SystemExit(1)
     try:
         prompt = pack.render(verdict, decision, output=output, nonce=options["nonce"],
-                             vars=variables, context=context)
+                             vars=variables, context=context,
+                             accepted_rounds=ledger_accepted_rounds(pack, verdict.block,
+                                                                    context))
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     click.echo(prompt, nl=False)

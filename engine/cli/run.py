@@ -53,8 +53,9 @@ def run_command(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[s
     try:
         variables, context = pack.split_inputs(block, load_context(context_file),
                                                parse_vars(var_pairs))
-        if prompt and "original_prompt" in pack.model.context:
-            context.setdefault("original_prompt", prompt)
+        prompt_key = pack.model.session.prompt
+        if prompt and prompt_key:
+            context.setdefault(prompt_key, prompt)
         with Session(pack, session_dir) as session:
             result = run_loop(session, block, command, prompt=prompt, nonce=nonce,
                               vars=variables, context=context, model=model, timeout=timeout,

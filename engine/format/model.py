@@ -27,6 +27,7 @@ class Ref(str, Enum):
     PATTERN = "pattern"
     EXPRESSION = "expression"
     MESSAGE = "message"
+    CONTEXT_KEY = "context key"
 
 
 FailureRef = Annotated[str, Ref.FAILURE_TYPE]
@@ -38,6 +39,7 @@ PackPath = Annotated[str, Ref.FILE]
 Pattern = Annotated[str, Ref.PATTERN]
 Expression = Annotated[str, Ref.EXPRESSION]
 Message = Annotated[str, Ref.MESSAGE]
+ContextKeyRef = Annotated[str, Ref.CONTEXT_KEY]
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=100)]
 
@@ -513,20 +515,26 @@ class ScoreRule(Strict):
 
 
 class SessionExamples(Strict):
-    """Tier 2: earlier rounds' outputs in the session folder, most recent first."""
+    """Tier 2: earlier rounds' outputs in the session folder, most recent first.
 
-    path: str = "round_{n:03d}/{role}.md"
+    The session folder and the current round are the context keys named under the pack's
+    ``session:``. ``path`` and the ``exclude_if_exists`` / ``require_exists`` patterns are
+    relative to the session folder and may use ``{n}`` / ``{n:03d}`` (the round) and
+    ``{block}``. ``provenance`` is shown above the example with ``{round}`` and ``{ids}``:
+    the ids of kind ``provenance_ids`` the example references (``provenance_no_ids`` when
+    it references none).
+    """
+
+    path: str = Field(min_length=1)
     exclude_if_exists: list[str] = Field(default_factory=list)
     exclude_rounds_from: str | None = None
     require_exists: list[str] = Field(default_factory=list)
     require_rounds_from: str | None = None
     validated_in_ledger: bool = False
     scoring: list[ScoreRule] = Field(default_factory=list)
-    provenance: str = (
-        "---\nExample from this session (Round {round}):\n"
-        "This output successfully addressed {gaps} and was approved by Reviewer.\n---\n"
-    )
-    provenance_ids: str = "gap"
+    provenance: str
+    provenance_ids: str | None = None
+    provenance_no_ids: str = ""
 
 
 class Budgets(Strict):
@@ -540,19 +548,24 @@ class SelectionStep(Strict):
 
     tier: Literal["canonical", "session", "template", "none"]
     source: str = ""
-    gap_list: Literal["no", "prepend", "append"] = "no"
+    id_list: Literal["no", "prepend", "append"] = "no"
 
 
 class Examples(Strict):
+    """Examples attached to retry prompts: tiers, selection per failure type, budgets.
+
+    A selection step with ``id_list`` adds the list held by the context key
+    ``id_list_context`` under ``id_list_header``, before or after the example.
+    """
+
     budgets: Budgets = Field(default_factory=Budgets)
     canonical: dict[str, list[CanonicalExample]] = Field(default_factory=dict)
     session: SessionExamples | None = None
     templates: dict[str, PackPath] = Field(default_factory=dict)
     selection: dict[str, list[SelectionStep]] = Field(default_factory=dict)
     priority_sections: list[str] = Field(default_factory=list)
-    gap_list_ids: str = "gap"
-    gap_list_context: str = "known_gaps"
-    gap_list_header: str = "Valid gap IDs for this session:"
+    id_list_context: ContextKeyRef | None = None
+    id_list_header: str = ""
     truncation_notice: str = "\n\n[Example truncated for length]"
 
 
@@ -611,6 +624,20 @@ class PackTest(Strict):
 # --------------------------------------------------------------------------- the pack
 
 
+class SessionKeys(Strict):
+    """Which of the pack's context keys tell the engine about the session (all optional)."""
+
+    folder: ContextKeyRef | None = Field(
+        default=None, description="the folder holding earlier rounds' outputs (example "
+        "tier 2) and, when it has one, the ledger whose accepted rounds count")
+    round: ContextKeyRef | None = Field(
+        default=None, description="the current round number: recorded with each attempt "
+        "in the ledger, and the start of example tier 2's search")
+    prompt: ContextKeyRef | None = Field(
+        default=None, description="receives the text of `rules run --prompt` unless the "
+        "context already gives it")
+
+
 class Rulepack(Strict):
     """A rulepack: vocabulary, contracts, policies and the pack's own tests."""
 
@@ -626,6 +653,7 @@ class Rulepack(Strict):
     failure_types: dict[str, FailureType] = Field(default_factory=dict)
     actions: dict[str, ActionSpec] = Field(default_factory=dict)
     context: dict[str, ContextKey] = Field(default_factory=dict)
+    session: SessionKeys = Field(default_factory=SessionKeys)
     sentinel: SentinelGrammar = Field(default_factory=SentinelGrammar)
     contracts: dict[str, Contract] = Field(default_factory=dict)
     triggers: dict[ContractRef, Trigger] = Field(default_factory=dict)

@@ -121,6 +121,8 @@ class PackChecker:
             Ref.PATTERN: self._pattern,
             Ref.EXPRESSION: self._expression,
             Ref.MESSAGE: lambda ref: None,
+            Ref.CONTEXT_KEY: self._named(self.pack.context, "context key",
+                                         "declare it under `context:`"),
         }
         for ref in walk_references(self.pack, Rulepack, (), ()):
             checks[ref.kind](ref)

@@ -8,11 +8,11 @@ one while k <= max_attempts; ``attempts_left`` is how many remain after this dec
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.format.model import AttemptPolicy, Rulepack, Trigger
+from engine.format.model import ActionSpec, AttemptPolicy, Rulepack, Trigger
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.sandbox import ENVIRONMENT
 from engine.verdict import Verdict
@@ -54,12 +54,64 @@ def _policy(trigger: Trigger, attempt: int) -> AttemptPolicy:
     return AttemptPolicy(attempt=attempt, action=trigger.action, template=trigger.template)
 
 
-def decide(pack: Rulepack, verdict: Verdict, *, output: str, attempt: int = 1,
-           previous_errors: Sequence[str] = (), carry: Mapping[str, Any] | None = None,
+@dataclass(frozen=True)
+class CompiledGuard:
+    """A guard whose condition is compiled: ``holds(**variables)`` is truthy when it applies."""
+
+    name: str
+    reason: str
+    holds: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class CompiledTrigger:
+    """A block's trigger row with its guards compiled."""
+
+    trigger: Trigger
+    guards: tuple[CompiledGuard, ...]
+
+
+def compile_trigger(trigger: Trigger) -> CompiledTrigger:
+    return CompiledTrigger(trigger, tuple(
+        CompiledGuard(guard.name, guard.reason, ENVIRONMENT.compile_expression(guard.when))
+        for guard in trigger.skip_when))
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    """A pack's trigger tables and actions, ready to decide: nothing is compiled per call."""
+
+    actions: Mapping[str, ActionSpec]
+    triggers: Mapping[str, CompiledTrigger]
+    no_trigger: CompiledTrigger = field(default_factory=lambda: compile_trigger(Trigger()))
+
+    def trigger(self, block: str) -> CompiledTrigger:
+        """The block's trigger row; a block without one gets the defaults."""
+        return self.triggers.get(block, self.no_trigger)
+
+
+def compile_policy(pack: Rulepack) -> CompiledPolicy:
+    """Compile every guard of ``pack`` once."""
+    return CompiledPolicy(
+        actions={**STANDARD_ACTIONS, **pack.actions},
+        triggers={block: compile_trigger(trigger) for block, trigger in pack.triggers.items()},
+    )
+
+
+def decide(policy: CompiledPolicy | Rulepack, verdict: Verdict, *, output: str,
+           attempt: int = 1, previous_errors: Sequence[str] = (),
+           carry: Mapping[str, Any] | None = None,
            context: Mapping[str, Any] | None = None) -> Decision:
-    """Decide on ``verdict`` for attempt ``attempt`` of block ``verdict.block``."""
-    actions = {**STANDARD_ACTIONS, **pack.actions}
-    trigger = pack.triggers.get(verdict.block) or Trigger()
+    """Decide on ``verdict`` for attempt ``attempt`` of block ``verdict.block``.
+
+    ``policy`` is normally compiled once (``Pack`` does); a ``Rulepack`` is compiled here,
+    on every call, which suits one-off use only.
+    """
+    if isinstance(policy, Rulepack):
+        policy = compile_policy(policy)
+    actions = policy.actions
+    compiled = policy.trigger(verdict.block)
+    trigger = compiled.trigger
     cap = trigger.max_attempts
     carried = dict(carry or {})
 
@@ -85,22 +137,24 @@ def decide(pack: Rulepack, verdict: Verdict, *, output: str, attempt: int = 1,
     if failure_type not in trigger.on:
         return make(after, f"{failure_type} does not trigger a repair for {verdict.block}",
                     "no-trigger", final_policy=True)
-    variables = {
-        "output": output, "error": error, "failure_type": failure_type,
-        "failures": [f.to_json() for f in verdict.failures], "attempt": attempt,
-        "max_attempts": cap, "block": verdict.block, "previous_errors": list(previous_errors),
-        "status": verdict.status, "warnings": verdict.warnings, "data": verdict.data,
-        "context": dict(context or {}), **dict(context or {}),
-    }
-    for guard in trigger.skip_when:
-        if ENVIRONMENT.compile_expression(guard.when)(**variables):
-            reason = guard.reason or f"guard {guard.name!r} holds"
-            return make(after, reason, f"guard:{guard.name}", final_policy=True)
+    if compiled.guards:
+        variables = {
+            "output": output, "error": error, "failure_type": failure_type,
+            "failures": [f.to_json() for f in verdict.failures], "attempt": attempt,
+            "max_attempts": cap, "block": verdict.block,
+            "previous_errors": list(previous_errors), "status": verdict.status,
+            "warnings": verdict.warnings, "data": verdict.data,
+            "context": dict(context or {}), **dict(context or {}),
+        }
+        for guard in compiled.guards:
+            if guard.holds(**variables):
+                reason = guard.reason or f"guard {guard.name!r} holds"
+                return make(after, reason, f"guard:{guard.name}", final_policy=True)
     if trigger.stop_on_repeat and previous_errors and previous_errors[-1] == error:
         return make(after, "the same error repeated", "repeat", final_policy=True)
     if attempt > cap:
         return make(after, f"{cap} repair attempt{'s' if cap != 1 else ''} used",
                     "exhausted", final_policy=True)
-    policy = _policy(trigger, attempt)
-    return make(policy.action, f"{failure_type}: attempt {attempt + 1} of {cap + 1}",
-                f"attempt:{attempt}", policy=policy)
+    next_policy = _policy(trigger, attempt)
+    return make(next_policy.action, f"{failure_type}: attempt {attempt + 1} of {cap + 1}",
+                f"attempt:{attempt}", policy=next_policy)

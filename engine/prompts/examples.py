@@ -4,23 +4,32 @@ Tier 1 (canonical) are files of the pack or a section of a document the context 
 tier 2 (session) are earlier rounds' outputs in the session folder, most recent first,
 scored by rules from the pack; tier 3 (template) are structural templates of the pack.
 The pack's ``selection`` table says, per failure type, which tiers to try in which order.
+
+Which rounds tier 2 may use is passed in (``EarlierRounds``): the caller that owns the
+session's ledger says which rounds it accepted; nothing here reads the ledger.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.contracts.markdown import extract_ids
 from engine.errors import ContextError
-from engine.format.model import Examples, IdKind, ScoreRule, SelectionStep, SessionExamples
+from engine.format.model import (
+    Examples,
+    IdKind,
+    ScoreRule,
+    SelectionStep,
+    SessionExamples,
+    SessionKeys,
+)
 from engine.placeholders import fill
-from engine.state.ledger import LEDGER_FILE, Ledger
 
-_ROUND_FIELD = re.compile(r"\{(n|role)(?::0(\d)d)?\}")
+_ROUND_FIELD = re.compile(r"\{(n|block)(?::0(\d)d)?\}")
 MAX_EXAMPLE_BYTES = 2 * 1024 * 1024
 
 
@@ -43,18 +52,40 @@ class Example:
 
 
 @dataclass(frozen=True)
+class EarlierRounds:
+    """Where example tier 2 looks: the session folder, the current round, and the rounds
+    whose output the session's ledger accepted (None: no ledger, every round counts)."""
+
+    folder: Path
+    current: int
+    accepted: frozenset[int] | None = None
+
+
+def earlier_rounds(keys: SessionKeys, context: Mapping[str, Any],
+                   accepted: Collection[int] | None = None) -> EarlierRounds | None:
+    """The session folder and round from the context keys the pack names; None when the
+    pack names none or the context lacks them."""
+    folder = context.get(keys.folder) if keys.folder else None
+    current = context.get(keys.round) if keys.round else None
+    if not folder or not isinstance(current, int):
+        return None
+    return EarlierRounds(Path(str(folder)), current,
+                         frozenset(accepted) if accepted is not None else None)
+
+
+@dataclass(frozen=True)
 class Candidate:
     round: int
     score: int
     text: str
 
 
-def round_path(pattern: str, n: int, role: str) -> str:
-    """Fill ``{n}``, ``{n:03d}`` and ``{role}`` (nothing else is interpreted)."""
+def round_path(pattern: str, n: int, block: str) -> str:
+    """Fill ``{n}``, ``{n:03d}`` and ``{block}`` (nothing else is interpreted)."""
 
     def replace(match: re.Match[str]) -> str:
-        if match.group(1) == "role":
-            return role
+        if match.group(1) == "block":
+            return block
         width = int(match.group(2) or 0)
         return str(n).zfill(width)
 
@@ -68,6 +99,27 @@ def _read(path: Path) -> str | None:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
+
+
+class PackFiles:
+    """Example files of a pack, read once (by pack-relative path); a file that is missing,
+    unreadable or over the size limit reads as None, as when it is read at render."""
+
+    def __init__(self, root: Path, paths: Iterable[str]) -> None:
+        self.root = root
+        self._texts = {path: _read(root / path) for path in paths}
+
+    def text(self, path: str) -> str | None:
+        if path in self._texts:
+            return self._texts[path]
+        return _read(self.root / path)
+
+
+def example_files(examples: Examples) -> list[str]:
+    """The pack files the example tiers may use: canonical files and structural templates."""
+    files = [entry.file for entries in examples.canonical.values() for entry in entries
+             if entry.file is not None]
+    return files + list(examples.templates.values())
 
 
 def section_by_heading(document: str, heading: str) -> str | None:
@@ -132,29 +184,25 @@ def score(rules: list[ScoreRule], text: str, failure_type: str,
     return total
 
 
-def session_candidates(spec: SessionExamples, role: str, failure_type: str,
-                       context: Mapping[str, Any],
+def session_candidates(spec: SessionExamples, rounds: EarlierRounds, block: str,
+                       failure_type: str, context: Mapping[str, Any],
                        ids: Mapping[str, IdKind]) -> list[Candidate]:
     """Earlier rounds' outputs that may serve as examples, best first (ties: most recent)."""
-    session_dir = context.get("session_dir")
-    current = context.get("round")
-    if not session_dir or not isinstance(current, int):
-        return []
-    root = Path(str(session_dir))
+    root = rounds.folder
     excluded = {int(r) for r in context.get(spec.exclude_rounds_from or "", None) or []}
     allowed = context.get(spec.require_rounds_from or "", None)
-    accepted = accepted_rounds(root, role) if spec.validated_in_ledger else None
+    accepted = rounds.accepted if spec.validated_in_ledger else None
     candidates = []
-    for n in range(current - 1, 0, -1):
+    for n in range(rounds.current - 1, 0, -1):
         if n in excluded or (allowed is not None and n not in {int(r) for r in allowed}):
             continue
         if accepted is not None and n not in accepted:
             continue
-        if any((root / round_path(p, n, role)).exists() for p in spec.exclude_if_exists):
+        if any((root / round_path(p, n, block)).exists() for p in spec.exclude_if_exists):
             continue
-        if not all((root / round_path(p, n, role)).exists() for p in spec.require_exists):
+        if not all((root / round_path(p, n, block)).exists() for p in spec.require_exists):
             continue
-        text = _read(root / round_path(spec.path, n, role))
+        text = _read(root / round_path(spec.path, n, block))
         if text is None:
             continue
         candidates.append(Candidate(n, score(spec.scoring, text, failure_type, ids, context),
@@ -163,29 +211,16 @@ def session_candidates(spec: SessionExamples, role: str, failure_type: str,
     return candidates
 
 
-def accepted_rounds(session_dir: Path, role: str) -> set[int] | None:
-    """Rounds whose output for ``role`` the session's ledger accepted; None without a ledger."""
-    if not (session_dir / LEDGER_FILE).is_file():
-        return None
-    ledger = Ledger(session_dir)
-    try:
-        return {row["round"] for row in ledger.attempts()
-                if row["block"] == role and row["round"] is not None
-                and row["status"] in ("pass", "warn")}
-    finally:
-        ledger.close()
+def _id_list(examples: Examples, context: Mapping[str, Any]) -> str:
+    listed = context.get(examples.id_list_context or "") or []
+    return examples.id_list_header + "\n" + "".join(f"- {i}\n" for i in listed)
 
 
-def _gap_list(examples: Examples, context: Mapping[str, Any]) -> str:
-    gaps = context.get(examples.gap_list_context) or []
-    return examples.gap_list_header + "\n" + "".join(f"- {g}\n" for g in gaps)
-
-
-def _canonical(examples: Examples, pack_root: Path, role: str,
+def _canonical(examples: Examples, files: PackFiles, block: str,
                context: Mapping[str, Any]) -> str | None:
-    for entry in examples.canonical.get(role, []):
+    for entry in examples.canonical.get(block, []):
         if entry.file is not None:
-            text = _read(pack_root / entry.file)
+            text = files.text(entry.file)
         else:
             document = context.get(entry.from_context or "")
             if not document:
@@ -200,46 +235,53 @@ def _canonical(examples: Examples, pack_root: Path, role: str,
     return None
 
 
-def _step(step: SelectionStep, examples: Examples, pack_root: Path, role: str,
-          failure_type: str, context: Mapping[str, Any],
-          ids: Mapping[str, IdKind]) -> Example | None:
+def _step(step: SelectionStep, examples: Examples, files: PackFiles, block: str,
+          failure_type: str, context: Mapping[str, Any], ids: Mapping[str, IdKind],
+          rounds: EarlierRounds | None) -> Example | None:
     if step.tier == "none":
         return Example("", step.source, "none")
     if step.tier == "canonical":
-        text = _canonical(examples, pack_root, role, context)
+        text = _canonical(examples, files, block, context)
         found = Example(text, step.source, "canonical") if text else None
     elif step.tier == "template":
-        path = examples.templates.get(role)
-        text = _read(pack_root / path) if path else None
+        path = examples.templates.get(block)
+        text = files.text(path) if path else None
         found = Example(text, step.source, "template") if text else None
     else:
-        if examples.session is None:
+        spec = examples.session
+        if spec is None or rounds is None:
             return None
-        candidates = session_candidates(examples.session, role, failure_type, context, ids)
+        candidates = session_candidates(spec, rounds, block, failure_type, context, ids)
         if not candidates:
             return None
         best = candidates[0]
-        kind = ids.get(examples.session.provenance_ids)
-        gaps = extract_ids(best.text, kind.pattern) if kind else []
-        header = fill(examples.session.provenance,
-                      {"round": best.round, "gaps": ", ".join(gaps) or "its gaps"})
+        kind = ids.get(spec.provenance_ids or "")
+        referenced = extract_ids(best.text, kind.pattern) if kind else []
+        header = fill(spec.provenance, {"round": best.round,
+                                        "ids": ", ".join(referenced) or spec.provenance_no_ids})
         found = Example(best.text, step.source, "session", best.round, header=header)
-    if found is None or step.gap_list == "no":
+    if found is None or step.id_list == "no":
         return found
-    listing = _gap_list(examples, context)
-    if step.gap_list == "prepend":
+    listing = _id_list(examples, context)
+    if step.id_list == "prepend":
         return Example(found.text, found.source, found.tier, found.round,
                        header=f"{listing}\n{found.header}", footer=found.footer)
     return Example(found.text, found.source, found.tier, found.round, header=found.header,
                    footer=f"{found.footer}\n\n{listing}")
 
 
-def select_example(examples: Examples, pack_root: Path, role: str, failure_type: str,
-                   context: Mapping[str, Any], ids: Mapping[str, IdKind]) -> Example:
-    """The first tier of the failure type's selection order that has an example."""
+def select_example(examples: Examples, pack: Path | PackFiles, block: str, failure_type: str,
+                   context: Mapping[str, Any], ids: Mapping[str, IdKind],
+                   rounds: EarlierRounds | None = None) -> Example:
+    """The first tier of the failure type's selection order that has an example.
+
+    ``pack`` is the pack's example files read at load, or the pack folder to read them from;
+    without ``rounds`` tier 2 (earlier rounds of the session) has nothing to offer.
+    """
+    files = pack if isinstance(pack, PackFiles) else PackFiles(pack, ())
     steps = examples.selection.get(failure_type) or examples.selection.get("default") or []
     for step in steps:
-        found = _step(step, examples, pack_root, role, failure_type, context, ids)
+        found = _step(step, examples, files, block, failure_type, context, ids, rounds)
         if found is not None:
             return found
     return Example("", "No example available", "none")

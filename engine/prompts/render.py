@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.errors import RenderError
-from engine.format.model import MarkdownContract, Rulepack, Truncation
-from engine.patterns import compile_pattern
+from engine.format.model import Rulepack, Truncation
 from engine.placeholders import fill
 from engine.policy.decide import Decision
-from engine.prompts.examples import select_example
-from engine.sandbox import ENVIRONMENT
+from engine.prompts.compiled import CompiledPrompts, compile_prompts
+from engine.prompts.examples import earlier_rounds, select_example
 from engine.verdict import Verdict
 
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‟": '"', "«": '"', "»": '"',
@@ -39,15 +38,6 @@ def truncate(text: str, spec: Truncation) -> str:
     return text[: spec.head] + spec.marker + text[len(text) - spec.tail:]
 
 
-def micro_hint(pack: Rulepack, block: str, error: str) -> str:
-    for hint in pack.hints:
-        if hint.blocks and block not in hint.blocks:
-            continue
-        if compile_pattern(hint.match).search(error) is not None:
-            return hint.hint
-    return ""
-
-
 @dataclass(frozen=True)
 class RenderedPrompt:
     """A prompt and what went into it (for the ledger's example log)."""
@@ -62,65 +52,68 @@ class RenderedPrompt:
     example_truncated: bool | None = None
 
 
-def render_prompt(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
+def render_prompt(prompts: CompiledPrompts, verdict: Verdict, decision: Decision, *,
                   output: str, nonce: str, params: Mapping[str, str],
-                  context: Mapping[str, Any]) -> RenderedPrompt:
-    """The prompt a decision calls for, by the purpose of its template."""
+                  context: Mapping[str, Any],
+                  accepted_rounds: Collection[int] | None = None) -> RenderedPrompt:
+    """The prompt a decision calls for, by the purpose of its template.
+
+    ``accepted_rounds`` are the rounds whose output for the block the session's ledger
+    accepted (for example tiers that ask for it); None means every round counts.
+    """
     if decision.template is None:
         raise RenderError(f"no prompt is due: the decision is {decision.action}")
-    purpose = pack.templates[decision.template].purpose
+    purpose = prompts.pack.templates[decision.template].purpose
     if purpose == "repair":
-        return RenderedPrompt(render_repair(pack, root, verdict, decision, output=output,
+        return RenderedPrompt(repair_prompt(prompts, verdict, decision, output=output,
                                             nonce=nonce, params=params))
     if purpose == "retry":
-        return render_retry(pack, root, verdict, decision, context=context)
+        return render_retry(prompts, verdict, decision, context=context,
+                            accepted_rounds=accepted_rounds)
     if purpose == "escalation":
-        return RenderedPrompt(_render(root, pack.templates[decision.template].file,
-                                      _retry_variables(verdict, decision, context)))
+        return RenderedPrompt(prompts.templates[decision.template].render(
+            _retry_variables(verdict, decision, context)))
     raise RenderError(f"template {decision.template!r} is a {purpose} template; "
                       "decisions render repair, retry and escalation templates")
 
 
-def _render(root: Path, file: str, variables: Mapping[str, Any]) -> str:
-    template = ENVIRONMENT.from_string((root / file).read_text(encoding="utf-8"))
-    return template.render(**variables)
-
-
 def _retry_variables(verdict: Verdict, decision: Decision,
                      context: Mapping[str, Any]) -> dict[str, Any]:
-    data = verdict.data if isinstance(verdict.data, dict) else {}
+    """What retry and escalation templates see: the context's keys (as the pack declares
+    them) and the engine's generic variables, which win over a context key of the same name."""
     return {
-        **context, "context": dict(context), "role": verdict.block,
+        **context, "context": dict(context), "block": verdict.block,
         "block_type": verdict.block, "attempt": decision.attempt,
         "max_attempts": decision.max_attempts, "retries_left": decision.attempts_left,
         "failure_type": verdict.failure_type or "", "failure_message": verdict.error or "",
         "failures": [f.to_json() for f in verdict.failures],
-        "invalid_ids": list(data.get("invalid_ids", [])),
-        "original_prompt": context.get("original_prompt", ""),
-        "known_gaps": context.get("known_gaps", []),
+        "data": verdict.data if isinstance(verdict.data, dict) else {},
     }
 
 
-def render_retry(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
-                 context: Mapping[str, Any]) -> RenderedPrompt:
+def render_retry(prompts: CompiledPrompts, verdict: Verdict, decision: Decision, *,
+                 context: Mapping[str, Any],
+                 accepted_rounds: Collection[int] | None = None) -> RenderedPrompt:
     """seed 003's construct_retry_prompt: banner, modification, example with its source,
     then the original prompt; the example is chosen per failure type and fits its budget."""
     assert decision.template is not None
+    pack = prompts.pack
     trigger = pack.triggers[verdict.block]
     variables = _retry_variables(verdict, decision, context)
     failure = verdict.failure_type or ""
     modification_template = trigger.modifications.get(failure)
     if modification_template is not None:
-        modification = _render(root, pack.templates[modification_template].file, variables)
+        modification = prompts.templates[modification_template].render(variables)
     else:
         modification = trigger.default_modification
-    contract = pack.contracts[verdict.block]
-    ids = contract.ids if isinstance(contract, MarkdownContract) else {}
-    chosen = select_example(pack.examples, root, verdict.block, failure, context, ids)
+    ids = prompts.id_kinds.get(verdict.block, {})
+    rounds = earlier_rounds(pack.session, context, accepted_rounds)
+    chosen = select_example(pack.examples, prompts.files, verdict.block, failure, context, ids,
+                            rounds)
     budgets = pack.examples.budgets
     text, cut = chosen.fitted(budgets.retry_tokens * budgets.chars_per_token,
                               pack.examples.priority_sections, pack.examples.truncation_notice)
-    prompt = _render(root, pack.templates[decision.template].file, {
+    prompt = prompts.templates[decision.template].render({
         **variables, "modification": modification, "example": text,
         "example_source": chosen.source, "example_tier": chosen.tier,
         "example_truncated": cut,
@@ -133,25 +126,29 @@ def render_retry(pack: Rulepack, root: Path, verdict: Verdict, decision: Decisio
         example_original_chars=whole, example_truncated=cut)
 
 
-def render_repair(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
+def repair_prompt(prompts: CompiledPrompts, verdict: Verdict, decision: Decision, *,
                   output: str, nonce: str, params: Mapping[str, str]) -> str:
     """The P10-style format-repair prompt."""
     assert decision.template is not None
-    trigger = pack.triggers[verdict.block]
-    spec = pack.templates[decision.template]
-    contract = pack.contracts[verdict.block]
-    contract_text = ""
-    if contract.contract_text:
-        raw = (root / contract.contract_text).read_text(encoding="utf-8")
-        contract_text = fill(raw, {"nonce": nonce, **params})
+    trigger = prompts.pack.triggers[verdict.block]
+    raw = prompts.contract_texts.get(verdict.block, "")
+    contract_text = fill(raw, {"nonce": nonce, **params}) if raw else ""
     # Trailing line breaks are not content; dropping them keeps the template's layout exact.
     original = truncate(normalize(output, list(trigger.normalize)).rstrip("\r\n"),
                         trigger.truncate)
-    template = ENVIRONMENT.from_string((root / spec.file).read_text(encoding="utf-8"))
-    return template.render(
-        block_type=verdict.block, nonce=nonce, parser_error=verdict.error or "",
-        micro_hint=micro_hint(pack, verdict.block, verdict.error or "") if decision.hint else "",
+    error = verdict.error or ""
+    return prompts.templates[decision.template].render(
+        block_type=verdict.block, nonce=nonce, parser_error=error,
+        micro_hint=prompts.micro_hint(verdict.block, error) if decision.hint else "",
         original_output=original, format_contract=contract_text.rstrip("\n"),
         failure_type=verdict.failure_type or "", attempt=decision.attempt,
         max_attempts=decision.max_attempts, params=dict(params), context={},
     )
+
+
+def render_repair(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
+                  output: str, nonce: str, params: Mapping[str, str]) -> str:
+    """The format-repair prompt, compiling the pack's prompts on the spot (one-off use;
+    ``Pack`` compiles them once and calls ``repair_prompt``)."""
+    return repair_prompt(compile_prompts(pack, root), verdict, decision, output=output,
+                         nonce=nonce, params=params)

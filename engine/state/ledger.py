@@ -215,6 +215,20 @@ class Ledger:
         return attempt_id
 
 
+def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:
+    """Rounds whose output for ``block`` the ledger in ``session_dir`` accepted (passed or
+    warned); None when the folder has no ledger."""
+    if not (session_dir / LEDGER_FILE).is_file():
+        return None
+    ledger = Ledger(session_dir)
+    try:
+        return frozenset(row["round"] for row in ledger.attempts()
+                         if row["block"] == block and row["round"] is not None
+                         and row["status"] in ("pass", "warn"))
+    finally:
+        ledger.close()
+
+
 PROMPT_COLUMNS = ("prompt_sha256", "modification", "example_tier", "example_source",
                   "example_chars", "example_tokens", "example_original_chars",
                   "example_truncated")

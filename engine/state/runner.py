@@ -55,7 +55,6 @@ def run_loop(session: Session, block: str, command: Sequence[str], *, prompt: st
              context: Mapping[str, Any] | None = None, model: str | None = None,
              timeout: float | None = None,
              progress: Callable[[Outcome], None] = lambda outcome: None) -> RunResult:
-    pack = session.pack
     attempts = 0
     current_prompt = prompt
     while True:
@@ -69,8 +68,8 @@ def run_loop(session: Session, block: str, command: Sequence[str], *, prompt: st
         if decision.final:
             return RunResult(outcome.verdict, decision, attempts, run.output)
         if run.error is None and decision.template is not None:
-            rendered = pack.render_prompt(outcome.verdict, decision, output=run.output,
-                                          nonce=nonce, vars=vars, context=context)
+            rendered = session.render_prompt(outcome.verdict, decision, output=run.output,
+                                             nonce=nonce, vars=vars, context=context)
             current_prompt = rendered.text
             note_prompt(session.ledger, outcome.attempt_id,
                         {**asdict(rendered), "prompt_sha256": sha256(rendered.text)})

@@ -14,7 +14,8 @@ from typing import Any
 
 from engine.pack import Pack
 from engine.policy.decide import Decision
-from engine.state.ledger import AttemptRecord, Ledger, item_key, sha256
+from engine.prompts.render import RenderedPrompt
+from engine.state.ledger import AttemptRecord, Ledger, accepted_rounds, item_key, sha256
 from engine.textio import decode_output
 from engine.verdict import Verdict
 
@@ -66,7 +67,8 @@ class Session:
             decision = self.pack.decide(verdict, output=text, attempt=len(history) + 1,
                                         previous_errors=previous, nonce=nonce, model=model,
                                         context=context)
-            round_number = (context or {}).get("round")
+            round_key = self.pack.model.session.round
+            round_number = (context or {}).get(round_key) if round_key else None
             record = AttemptRecord(
                 pack=self.pack.name, block=block, item=item, attempt=decision.attempt,
                 status=verdict.status, action=decision.action, reason=decision.reason,
@@ -79,6 +81,14 @@ class Session:
             attempt_id = self.ledger.insert(db, record, verdict.warnings)
         return Outcome(verdict, decision, attempt_id)
 
+    def render_prompt(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
+                      nonce: str | None = None, vars: Mapping[str, str] | None = None,
+                      context: Mapping[str, Any] | None = None) -> RenderedPrompt:
+        """The prompt ``decision`` calls for, with example rounds the ledger accepted."""
+        return self.pack.render_prompt(
+            verdict, decision, output=output, nonce=nonce, vars=vars, context=context,
+            accepted_rounds=ledger_accepted_rounds(self.pack, verdict.block, context))
+
     def _validation_tier(self, block: str, verdict: Verdict) -> str | None:
         """Which tier of validation failed: structure, content or execution."""
         if verdict.status != "fail":
@@ -86,6 +96,19 @@ class Session:
         if verdict.failure_type == EXECUTION_FAILURE:
             return "execution"
         return self.pack.contract(block).failure_tier(verdict.failure_type or "")
+
+
+def ledger_accepted_rounds(pack: Pack, block: str,
+                           context: Mapping[str, Any] | None) -> frozenset[int] | None:
+    """The rounds the ledger in the session folder (the context key the pack names in
+    ``session.folder``) accepted for ``block``, when the pack's example tier 2 asks for
+    validated rounds; None (every round counts) otherwise or without a ledger there."""
+    spec = pack.model.examples.session
+    key = pack.model.session.folder
+    folder = (context or {}).get(key) if key else None
+    if spec is None or not spec.validated_in_ledger or not folder:
+        return None
+    return accepted_rounds(Path(str(folder)), block)
 
 
 def _summary(verdict: Verdict) -> str | None:

@@ -1,0 +1,95 @@
+"""A pack's prompts, ready to render: every template compiled, every contract text and
+example file of the pack read, every hint pattern compiled, once, at load.
+
+Rendering then reads no pack file and compiles nothing; only session example files
+(written during a session, outside the pack) are read when a prompt is rendered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from engine.errors import PackError
+from engine.format.model import IdKind, Rulepack
+from engine.patterns import CompiledPattern, compile_pattern
+from engine.prompts.examples import PackFiles, example_files
+from engine.sandbox import ENVIRONMENT
+
+
+@dataclass(frozen=True)
+class CompiledHint:
+    """A micro-hint with its pattern compiled; ``blocks`` empty means every block."""
+
+    blocks: frozenset[str]
+    match: CompiledPattern
+    hint: str
+
+
+@dataclass(frozen=True)
+class CompiledPrompts:
+    """Everything rendering needs from a pack, compiled or read at load."""
+
+    pack: Rulepack
+    templates: Mapping[str, jinja2.Template]
+    contract_texts: Mapping[str, str]
+    id_kinds: Mapping[str, Mapping[str, IdKind]]
+    hints: tuple[CompiledHint, ...]
+    files: PackFiles
+
+    def micro_hint(self, block: str, error: str) -> str:
+        """The first hint whose pattern matches ``error`` (and that applies to ``block``)."""
+        for hint in self.hints:
+            if hint.blocks and block not in hint.blocks:
+                continue
+            if hint.match.search(error) is not None:
+                return hint.hint
+        return ""
+
+
+def contract_text_file(contract: Any) -> str | None:
+    """The pack file holding a contract's authoritative text, if it names one."""
+    value = getattr(contract, "contract_text", None)
+    return value if isinstance(value, str) else None
+
+
+def contract_id_kinds(contract: Any) -> Mapping[str, IdKind]:
+    """The kinds of id a contract declares (none for kinds without ids)."""
+    value = getattr(contract, "ids", None)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _read_text(root: Path, file: str, what: str) -> str:
+    try:
+        return (root / file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PackError(f"{root / file}: cannot read {what}: {exc}") from None
+
+
+def compile_prompts(pack: Rulepack, root: Path) -> CompiledPrompts:
+    """Compile every template, read every contract text and example file of ``pack``."""
+    templates = {}
+    for name, spec in pack.templates.items():
+        source = _read_text(root, spec.file, f"template {name!r}")
+        try:
+            templates[name] = ENVIRONMENT.from_string(source)
+        except jinja2.TemplateError as exc:
+            raise PackError(f"{root / spec.file}: template {name!r}: {exc}") from None
+    contract_texts = {}
+    for block, contract in pack.contracts.items():
+        file = contract_text_file(contract)
+        if file:
+            contract_texts[block] = _read_text(root, file, f"the contract text of {block!r}")
+    return CompiledPrompts(
+        pack=pack,
+        templates=templates,
+        contract_texts=contract_texts,
+        id_kinds={block: contract_id_kinds(c) for block, c in pack.contracts.items()},
+        hints=tuple(CompiledHint(frozenset(h.blocks), compile_pattern(h.match), h.hint)
+                    for h in pack.hints),
+        files=PackFiles(root, example_files(pack.examples)),
+    )
