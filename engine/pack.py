@@ -83,9 +83,9 @@ class Pack:
     def parse(self, block: str, text: str | bytes, nonce: str | None = None,
               vars: Mapping[str, str] | None = None) -> ParseResult:
         """Deterministically parse one block of ``text``; never raises for any text."""
-        kind = self.contract_kind(block)
         parser = self.parsers.get(block)
         if parser is None:
+            kind = self.contract_kind(block)
             raise EngineError(f"block {block!r} is a {kind} contract; `parse` needs a "
                               "sentinel contract (use `evaluate`)")
         params = {k: clean_text(v) for k, v in (vars or {}).items()}
