@@ -119,7 +119,7 @@ class CompiledContract:
             item = spec.get("item")
             parser = self._item_parser(key, item) if item is not None else None
             self.fields[key] = FieldPlan(key, spec, parser)
-        self.required = [key for key, plan in self.fields.items() if plan.required]
+        self.required = frozenset(key for key, plan in self.fields.items() if plan.required)
         # declared keys a field line may carry (checked once here, not on every line)
         self.field_keys = {key: plan for key, plan in self.fields.items()
                            if self.field_line(key + "=") == (key, "")}
@@ -128,6 +128,9 @@ class CompiledContract:
             (rule.get("field") or "",
              compile_rule(rule, rule.get("field") or "", self.messages, extra))
             for rule in contract.get("rules") or []]
+        self.loop_settings = (self.report, self.fields, self.field_keys, self.fast_keys,
+                              self.continuation_indent, self.item_prefix, self.header,
+                              self.field_line, self.quote, self.escapes)
         self.output = [_output_step(spec) for spec in contract.get("output") or []]
         self.warnings = list(contract.get("warnings") or [])
 

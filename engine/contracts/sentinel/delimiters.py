@@ -9,7 +9,6 @@ with one block costs two ``str.find`` passes, not ten million line objects.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from engine.patterns import CompiledPattern, compile_pattern
 
@@ -21,40 +20,70 @@ def _escape(text: str) -> str:
     return "".join("\\" + c if c in _PUNCTUATION else c for c in text)
 
 
-@dataclass(frozen=True)
-class DelimiterLine:
-    """A template bound to param values: the literal prefix of its lines and the full pattern
-    a line (right-stripped) must match; group 1 is the nonce."""
+_HEX = "0123456789ABCDEF"
+_DEFAULT_NONCE_TOKEN = "[0-9A-F]{6}"  # the engine's default (SentinelGrammar.nonce_token)
 
-    prefix: str
-    pattern: CompiledPattern
+
+class DelimiterLine:
+    """A template bound to param values: the literal prefix of its lines, and how to read
+    the nonce of a candidate line (right-stripped), or None when the line is not this
+    delimiter.
+
+    With the engine's default nonce token and one ``{nonce}``, a line is read with string
+    tests (literal head, six upper-case hex digits, literal tail); otherwise the full
+    pattern (group 1 = the nonce) is searched.
+    """
+
+    __slots__ = ("nonce_of", "prefix")
+
+    def __init__(self, prefix: str, pattern: CompiledPattern,
+                 literal: tuple[str, str] | None) -> None:
+        self.prefix = prefix
+        if literal is None:
+            search = pattern.search
+
+            def nonce_of(line: str) -> str | None:
+                match = search(line)
+                return None if match is None else str(match.group(1))
+        else:
+            head, tail = literal
+            start, size = len(head), len(head) + 6 + len(tail)
+
+            def nonce_of(line: str) -> str | None:
+                if len(line) != size or not line.startswith(head) or not line.endswith(tail):
+                    return None
+                nonce = line[start:start + 6]
+                return None if nonce.strip(_HEX) else nonce
+        self.nonce_of = nonce_of
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """``(line start, line end, nonce)`` of every line of ``text`` that is this delimiter;
         the end is the index of the line's LF (or the text's length)."""
-        found: list[tuple[int, int, str]] = []
-        search = self.pattern.search
-        find = text.find
         prefix = self.prefix
+        start = text.find(prefix)
+        if start < 0:
+            return []
+        found: list[tuple[int, int, str]] = []
+        nonce_of = self.nonce_of
+        find = text.find
         if not prefix:  # every line is a candidate
             start = 0
             while True:
                 end = find("\n", start)
                 line_end = len(text) if end < 0 else end
-                match = search(text[start:line_end].rstrip())
-                if match is not None:
-                    found.append((start, line_end, match.group(1)))
+                nonce = nonce_of(text[start:line_end].rstrip())
+                if nonce is not None:
+                    found.append((start, line_end, nonce))
                 if end < 0:
                     return found
                 start = end + 1
-        start = find(prefix)
         while start >= 0:
             if start == 0 or text[start - 1] == "\n":
                 end = find("\n", start)
                 line_end = len(text) if end < 0 else end
-                match = search(text[start:line_end].rstrip())
-                if match is not None:
-                    found.append((start, line_end, match.group(1)))
+                nonce = nonce_of(text[start:line_end].rstrip())
+                if nonce is not None:
+                    found.append((start, line_end, nonce))
                 if end < 0:
                     break
                 start = find(prefix, end + 1)
@@ -96,17 +125,27 @@ class DelimiterTemplate:
 
     def _build(self, values: Mapping[str, str]) -> DelimiterLine:
         pattern: list[str] = []
+        pieces: list[str] = []  # the literal text of the line, in order
+        nonce_at: list[int] = []  # where in pieces the nonce goes
         prefix: str | None = None
         for literal, name in self.parts:
             if name is None:
                 pattern.append(_escape(literal))
+                pieces.append(literal)
                 prefix = literal if prefix is None else prefix
                 break
             if prefix is None:
                 prefix = literal
             pattern.append(_escape(literal))
+            pieces.append(literal)
             if name == "nonce":
                 pattern.append("(" + self.nonce_token + ")")
+                nonce_at.append(len(pieces))
             else:
                 pattern.append(_escape(values.get(name, "")))
-        return DelimiterLine(prefix or "", compile_pattern("^" + "".join(pattern) + "$"))
+                pieces.append(values.get(name, ""))
+        head_tail: tuple[str, str] | None = None
+        if self.nonce_token == _DEFAULT_NONCE_TOKEN and len(nonce_at) == 1:
+            head_tail = "".join(pieces[:nonce_at[0]]), "".join(pieces[nonce_at[0]:])
+        compiled = compile_pattern("^" + "".join(pattern) + "$")
+        return DelimiterLine(prefix or "", compiled, head_tail)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.sentinel.compiler import CompiledContract
+from engine.contracts.sentinel.delimiters import DelimiterLine
 from engine.contracts.sentinel.failures import Reject
 from engine.contracts.sentinel.rules import ABSENT, to_int
 from engine.contracts.sentinel.runtime import read_fields
@@ -34,17 +35,25 @@ class SentinelParser:
     """One sentinel contract of a pack, ready to parse outputs."""
 
     def __init__(self, name: str, contract: SentinelContract, grammar: SentinelGrammar) -> None:
-        self._compiled = CompiledContract(name, contract.model_dump(), grammar.model_dump())
-        self.name = name
+        self._setup(name, CompiledContract(name, contract.model_dump(), grammar.model_dump()))
 
     @classmethod
     def from_data(cls, name: str, contract: Mapping[str, Any],
                   grammar: Mapping[str, Any]) -> SentinelParser:
         """A parser from plain data: ``contract.model_dump()`` and ``grammar.model_dump()``."""
         parser = cls.__new__(cls)
-        parser._compiled = CompiledContract(name, contract, grammar)
-        parser.name = name
+        parser._setup(name, CompiledContract(name, contract, grammar))
         return parser
+
+    def _setup(self, name: str, compiled: CompiledContract) -> None:
+        self.name = name
+        self._compiled = compiled
+        # Inputs (nonce, param values) that passed the input checks, with the delimiters
+        # bound to them: a run repeats the same few, so a parse usually skips both steps.
+        names = {param[0] for param in compiled.params}
+        names.update(compiled.opener.names, compiled.closer.names)
+        self._input_names = tuple(sorted(names))
+        self._checked: dict[Any, tuple[DelimiterLine, DelimiterLine]] = {}
 
     def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
         try:
@@ -57,17 +66,24 @@ class SentinelParser:
                params: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
         contract = self._compiled
         report = contract.report
-        self._check_inputs(nonce, params)
-        lines = self._payload(text, nonce, params)
+        key = (nonce, *map(params.get, self._input_names))
+        delimiters = self._checked.get(key)
+        if delimiters is None:
+            self._check_inputs(nonce, params)
+            delimiters = contract.opener.bind(params), contract.closer.bind(params)
+            if len(self._checked) >= 1024:
+                self._checked.clear()
+            self._checked[key] = delimiters
+        lines = self._payload(text, nonce, *delimiters)
         fields = read_fields(lines, contract)
-        missing = [key for key in contract.required if key not in fields]
-        if missing:
-            raise report.fail("missing_fields", fields=", ".join(sorted(missing)))
+        if not contract.required <= fields.keys():
+            missing = sorted(contract.required - fields.keys())
+            raise report.fail("missing_fields", fields=", ".join(missing))
         for name, check in contract.rules:
             message = check(fields.get(name, ABSENT), fields)
             if message is not None:
                 raise report.reject(message)
-        warnings = self._warnings(fields)
+        warnings = self._warnings(fields) if contract.warnings else []
         return self._output(fields, params, warnings), warnings
 
     # ------------------------------------------------------------------ inputs, delimiters
@@ -88,14 +104,15 @@ class SentinelParser:
         if contract.nonce_input(nonce) is None:
             raise contract.report.fail("nonce_invalid", kind="input", nonce=nonce)
 
-    def _payload(self, text: str, nonce: str, params: Mapping[str, str]) -> list[str]:
+    def _payload(self, text: str, nonce: str, opener: DelimiterLine,
+                 closer: DelimiterLine) -> list[str]:
         """The payload lines; the text is scanned for delimiters, never split whole."""
         contract = self._compiled
         report = contract.report
         if "\r" in text:  # CRLF -> LF and a lone CR deleted: both just drop the CR
             text = text.replace("\r", "")
-        openers = contract.opener.bind(params).find(text)
-        closers = contract.closer.bind(params).find(text)
+        openers = opener.find(text)
+        closers = closer.find(text)
         if len(openers) != 1:
             raise report.fail("opener_count", count=len(openers))
         if len(closers) != 1:

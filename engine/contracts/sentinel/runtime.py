@@ -28,16 +28,9 @@ def _close(plan: FieldPlan, parts: list[str], line: int, report: Reporter) -> st
 def read_fields(lines: list[str], contract: CompiledContract) -> dict[str, Any]:
     """The fields of a payload (values, multi-line texts, section item lists); raises
     ``Reject`` at the first failing check."""
-    report = contract.report
-    plans = contract.fields
-    indent = contract.continuation_indent
+    (report, plans, field_keys, fast_keys, indent, item_prefix, header, field_line, quote,
+     escapes) = contract.loop_settings
     indent_size = len(indent)
-    item_prefix = contract.item_prefix
-    header = contract.header
-    field_line = contract.field_line
-    quote, escapes = contract.quote, contract.escapes
-    fast_keys = contract.fast_keys
-    field_keys = contract.field_keys
 
     fields: dict[str, Any] = {}
     items: list[Any] | None = None  # the current section's item list
@@ -109,10 +102,15 @@ def read_fields(lines: list[str], contract: CompiledContract) -> dict[str, Any]:
         text = raw.strip()
         quoted = False
         if text.startswith(quote):  # only a quoted value needs decoding
-            try:
-                text, quoted = parse_value(text, quote, escapes)
-            except ValueError_ as bad:
-                raise report.fail_with(bad.code, bad.values, number) from None
+            inner = text[1:-1]
+            if (len(text) > 1 and text.endswith(quote) and "\\" not in inner
+                    and quote not in inner):  # fast path: no escape, nothing to check
+                text, quoted = inner, True
+            else:
+                try:
+                    text, quoted = parse_value(text, quote, escapes)
+                except ValueError_ as bad:
+                    raise report.fail_with(bad.code, bad.values, number) from None
         if quoted:
             if plan.must_not_quote:
                 raise report.fail("must_be_unquoted", number, key=key)

@@ -59,13 +59,43 @@ def _decode(inner: str, quote: str, escapes: Mapping[str, str]) -> str:
 def tokenize(text: str, quote: str) -> list[str]:
     """Split on runs of SPACE/TAB outside quoted runs; a backslash in a run escapes one char.
 
-    Tokens keep their quotes and escapes verbatim. Outside quotes, text is split with
-    ``str.split``; a quoted run is skipped with ``str.find`` to its closing quote.
+    Tokens keep their quotes and escapes verbatim. Fast paths: without a quote, one
+    ``str.split``; without a backslash, quoted runs are the odd pieces of
+    ``text.split(quote)``. Only a line with both takes the escape-aware scan.
     """
     if quote not in text:  # fast path: no quoted run at all
         if "\t" in text:
             text = text.replace("\t", " ")
         return [token for token in text.split(" ") if token]
+    if "\\" in text:
+        return _tokenize_escaped(text, quote)
+    pieces = text.split(quote)
+    if not len(pieces) % 2:  # an odd number of quotes: the last run never closes
+        raise ValueError_("unterminated_token")
+    tokens: list[str] = []
+    current = ""  # the token being built (continues across a quoted run)
+    inside = False
+    for piece in pieces:
+        if inside:
+            current += quote + piece + quote
+        elif " " not in piece and "\t" not in piece:
+            current += piece
+        else:
+            words = piece.replace("\t", " ").split(" ")
+            current += words[0]
+            if current:
+                tokens.append(current)
+            tokens.extend([word for word in words[1:-1] if word])
+            current = words[-1]
+        inside = not inside
+    if current:
+        tokens.append(current)
+    return tokens
+
+
+def _tokenize_escaped(text: str, quote: str) -> list[str]:
+    """``tokenize`` for a line holding quotes and backslashes: ``str.find`` from quote to
+    quote, skipping escaped characters inside quoted runs."""
     tokens: list[str] = []
     current = ""  # the token being built (continues across a quoted run)
     position = 0
