@@ -281,6 +281,7 @@ def translate(pattern: str) -> str:
 #     mandatory one, matches no character the repetition matches (no adjacent overlap);
 #   * alternations hold only fixed-length branches (no quantifier in a branch);
 #   * no back-references, look-arounds, conditionals, atomic groups or flags;
+#   * the pattern cannot match the empty string (finditer differs after an empty match);
 #   * a pattern with any variable repetition is anchored at the start ('^' or '\A' first):
 #     `search` would otherwise retry the repetition from every position (quadratic).
 
@@ -403,6 +404,10 @@ def _flatten(tree: Any, out: list[_Item], anchored: list[bool]) -> None:
 
 def _check_safe(source: str) -> None:
     tree = _sre_parse.parse(source)
+    if tree.getwidth()[0] == 0:
+        # after an empty match, stdlib's finditer may match again at the same position
+        # (non-empty), RE2's moves on: refuse what could match the empty string
+        raise _Refused("the pattern may match the empty string")
     items: list[_Item] = []
     anchored: list[bool] = []
     _flatten(tree, items, anchored)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.patterns import CompiledPattern, compile_pattern
+from engine.patterns import compile_pattern
 
 _PUNCTUATION = frozenset("\\^$.|?*+()[]{}-/#&~!@%=:;,'\"<>`")
 
@@ -34,13 +34,13 @@ class DelimiterLine:
     pattern (group 1 = the nonce) is searched.
     """
 
-    __slots__ = ("nonce_of", "prefix")
+    __slots__ = ("nonce_of", "prefix", "source")
 
-    def __init__(self, prefix: str, pattern: CompiledPattern,
-                 literal: tuple[str, str] | None) -> None:
+    def __init__(self, prefix: str, source: str, literal: tuple[str, str] | None) -> None:
         self.prefix = prefix
+        self.source = source  # the full pattern of the line (RE2 syntax)
         if literal is None:
-            search = pattern.search
+            search = compile_pattern(source).search
 
             def nonce_of(line: str) -> str | None:
                 match = search(line)
@@ -147,5 +147,4 @@ class DelimiterTemplate:
         head_tail: tuple[str, str] | None = None
         if self.nonce_token == _DEFAULT_NONCE_TOKEN and len(nonce_at) == 1:
             head_tail = "".join(pieces[:nonce_at[0]]), "".join(pieces[nonce_at[0]:])
-        compiled = compile_pattern("^" + "".join(pattern) + "$")
-        return DelimiterLine(prefix or "", compiled, head_tail)
+        return DelimiterLine(prefix or "", "^" + "".join(pattern) + "$", head_tail)
