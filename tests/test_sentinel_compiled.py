@@ -155,3 +155,10 @@ loaded = [m for m in ("pydantic", "yaml", "jinja2", "jsonschema", "re2") if m in
 assert loaded == [], loaded
 """
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_plain_data_defaults_are_the_model_defaults() -> None:
+    from engine.contracts.sentinel.compiler import _GRAMMAR_DEFAULTS
+    from engine.format.model import SentinelGrammar
+
+    assert SentinelGrammar().model_dump() == _GRAMMAR_DEFAULTS
