@@ -10,10 +10,24 @@ def decode_output(data: bytes | str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+_CHUNK = 1 << 20
+
+
 def clean_text(text: str) -> str:
-    """Lone surrogates (from a surrogateescape decode) become U+FFFD; RE2 needs valid UTF-8."""
+    """Lone surrogates (from a surrogateescape decode) become U+FFFD; RE2 needs valid UTF-8.
+
+    Fast paths: an ASCII string (``isascii`` is O(1)) has no surrogate, and any other string
+    is checked by encoding it one 1 MiB slice at a time, so a huge output is never copied
+    whole unless it really holds a surrogate.
+    """
+    if text.isascii():
+        return text
     try:
-        text.encode("utf-8")
+        if len(text) <= _CHUNK:
+            text.encode("utf-8")
+        else:
+            for start in range(0, len(text), _CHUNK):
+                text[start:start + _CHUNK].encode("utf-8")
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text

@@ -1,57 +1,25 @@
-"""Value and block rules of sentinel grammars: each rule kind is one small function.
+"""Value and block rules of sentinel grammars, compiled from plain data to closures.
 
-A rule returns the filled-in message when it fails, ``None`` when it holds or does not apply.
-Rules on an absent field do not apply, except ``required``.
+``compile_rule`` turns one rule (a dict, as ``model_dump()`` writes it) into a check
+``(value, fields) -> message | None``: ``value`` is the rule's subject (or ``ABSENT``),
+``fields`` the block's fields (for an item rule: the item). A check returns None when it
+holds or does not apply; it fills its message in only when it fails. Rules on an absent
+value do not apply, except ``required``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from engine.format.model import (
-    CountMatchesRule,
-    EachRule,
-    EnumRule,
-    MaxItemsRule,
-    MaxLenRule,
-    MinItemsRule,
-    NonEmptyRule,
-    PathRule,
-    PatternRule,
-    RequiredRule,
-    SingleLineRule,
-    UniqueRule,
-)
 from engine.patterns import compile_pattern
 from engine.placeholders import fill
 
-_ABSENT = object()
+ABSENT: Any = object()
+"""The subject of a rule whose field or key is not there."""
 
-
-@dataclass(frozen=True)
-class Subject:
-    """What a rule looks at: a value (or _ABSENT), its name, and the whole block's fields."""
-
-    value: Any
-    name: str
-    fields: Mapping[str, Any]
-    messages: Mapping[str, str]
-    extra: Mapping[str, Any]
-
-    @property
-    def present(self) -> bool:
-        return self.value is not _ABSENT and self.value is not None
-
-    def say(self, rule: Any, code: str, **values: Any) -> str:
-        template = rule.message if getattr(rule, "message", None) else self.messages[code]
-        return fill(template, {**self.extra, "name": self.name, "field": self.name,
-                               "key": self.name, "value": _text(self.value), **values})
-
-
-def _text(value: Any) -> Any:
-    return "" if value is _ABSENT or value is None else value
+Check = Callable[[Any, Mapping[str, Any]], "str | None"]
+_Say = Callable[..., str]
 
 
 def to_int(text: str) -> int | None:
@@ -65,126 +33,223 @@ def to_int(text: str) -> int | None:
     return result
 
 
-def _enum(rule: EnumRule, s: Subject) -> str | None:
-    if s.value in rule.values:
-        return None
-    return s.say(rule, "rule_enum", values="/".join(rule.values))
+def _text(value: Any) -> Any:
+    return "" if value is ABSENT or value is None else value
 
 
-def _pattern(rule: PatternRule, s: Subject) -> str | None:
-    if compile_pattern(rule.pattern).search(str(s.value)) is not None:
-        return None
-    return s.say(rule, "rule_pattern")
+def compile_rule(rule: Mapping[str, Any], name: str, messages: Mapping[str, str],
+                 extra: Mapping[str, Any], item_fields: bool = False) -> Check:
+    """The check of ``rule`` about the subject ``name``.
+
+    Messages get ``extra`` (e.g. the block name) and, for item rules (``item_fields``), the
+    item's keys; then ``name``/``field``/``key`` (the subject), ``value`` and the rule's own.
+    """
+    own = rule.get("message")
+
+    def say(code: str, subject: Any, fields: Mapping[str, Any], /, **values: Any) -> str:
+        base = {**extra, **fields} if item_fields else extra
+        return fill(own or messages[code], {**base, "name": name, "field": name, "key": name,
+                                            "value": _text(subject), **values})
+
+    body = _BUILDERS[rule["check"]](rule, say, name, messages, extra, item_fields)
+    when = rule.get("when")
+    if when is None:
+        return body
+    return lambda value, fields: body(value, fields) if _applies(when, fields) else None
 
 
-def _non_empty(rule: NonEmptyRule, s: Subject) -> str | None:
-    return s.say(rule, "rule_non_empty") if len(s.value) == 0 else None
-
-
-def _single_line(rule: SingleLineRule, s: Subject) -> str | None:
-    text = str(s.value)
-    return s.say(rule, "rule_single_line") if "\n" in text or "\r" in text else None
-
-
-def _max_len(rule: MaxLenRule, s: Subject) -> str | None:
-    size = len(s.value)
-    return s.say(rule, "rule_max_len", max=rule.max, len=size) if size > rule.max else None
-
-
-def _min_items(rule: MinItemsRule, s: Subject) -> str | None:
-    count = len(s.value)
-    return s.say(rule, "rule_min_items", min=rule.min, count=count) if count < rule.min else None
-
-
-def _max_items(rule: MaxItemsRule, s: Subject) -> str | None:
-    count = len(s.value)
-    return s.say(rule, "rule_max_items", max=rule.max, count=count) if count > rule.max else None
-
-
-def _unique(rule: UniqueRule, s: Subject) -> str | None:
-    seen: set[Any] = set()
-    for item in s.value:
-        value = item.get(rule.key) if isinstance(item, dict) and rule.key else item
-        if value in seen:
-            return s.say(rule, "rule_unique", value=value)
-        seen.add(value)
-    return None
-
-
-def _required(rule: RequiredRule, s: Subject) -> str | None:
-    if not s.present or (rule.non_empty and len(s.value) == 0):
-        return s.say(rule, "rule_required")
-    return None
-
-
-def _count_matches(rule: CountMatchesRule, s: Subject) -> str | None:
-    count = to_int(str(s.value).strip())
-    items = s.fields.get(rule.section)
-    actual = len(items) if isinstance(items, list) else 0
-    if count is None or count == actual:
-        return None
-    return s.say(rule, "rule_count_matches", count=count, n=actual)
-
-
-def _path(rule: PathRule, s: Subject) -> str | None:
-    text = str(s.value)
-    if compile_pattern(rule.chars).search(text) is None:
-        return fill(rule.chars_message or s.messages["rule_path_chars"], {"value": text})
-    if text.startswith("/"):
-        return fill(rule.absolute_message or s.messages["rule_path_absolute"], {"value": text})
-    if ".." in text.split("/"):
-        return fill(rule.traversal_message or s.messages["rule_path_traversal"], {"value": text})
-    return None
-
-
-def _each(rule: EachRule, s: Subject) -> str | None:
-    parts = str(s.value).split(rule.split)
-    if rule.strip:
-        parts = [part.strip() for part in parts]
-    for part in parts:
-        for inner in rule.rules:
-            message = run_rule(inner, Subject(part, s.name, s.fields, s.messages, s.extra))
-            if message is not None:
-                return message
-    if rule.max_parts is not None and len(parts) > rule.max_parts:
-        template = rule.max_parts_message or s.messages["rule_max_parts"]
-        return fill(template, {"name": s.name, "count": len(parts), "max": rule.max_parts})
-    return None
-
-
-RULES: dict[type, Callable[[Any, Subject], str | None]] = {
-    EnumRule: _enum,
-    PatternRule: _pattern,
-    NonEmptyRule: _non_empty,
-    SingleLineRule: _single_line,
-    MaxLenRule: _max_len,
-    MinItemsRule: _min_items,
-    MaxItemsRule: _max_items,
-    UniqueRule: _unique,
-    RequiredRule: _required,
-    CountMatchesRule: _count_matches,
-    PathRule: _path,
-    EachRule: _each,
-}
-
-
-def applies(rule: Any, fields: Mapping[str, Any]) -> bool:
-    condition = rule.when
-    if condition is None:
-        return True
-    value = fields.get(condition.field)
-    if condition.present is not None and (value is not None) != condition.present:
+def _applies(condition: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    value = fields.get(condition["field"])
+    present = condition.get("present")
+    if present is not None and (value is not None) != present:
         return False
-    return condition.equals is None or value == condition.equals
+    equals = condition.get("equals")
+    return equals is None or value == equals
 
 
-def run_rule(rule: Any, subject: Subject) -> str | None:
-    """The message of a failing rule, or None."""
-    if not applies(rule, subject.fields):
+# Each builder: (rule, say, name, messages, extra, item_fields) -> body(value, fields), called
+# only when the rule applies (its `when`). Each body first skips an absent subject (ABSENT or
+# None), except `required`'s: one call per rule on the happy path.
+
+def _enum(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+    values = tuple(rule["values"])
+    shown = "/".join(values)
+
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        if value in values:
+            return None
+        return say("rule_enum", value, fields, values=shown)
+    return body
+
+
+def _pattern(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+    search = compile_pattern(rule["pattern"]).search
+
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        if search(value if type(value) is str else str(value)) is not None:
+            return None
+        return say("rule_pattern", value, fields)
+    return body
+
+
+def _non_empty(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        return say("rule_non_empty", value, fields) if len(value) == 0 else None
+    return body
+
+
+def _single_line(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        text = value if type(value) is str else str(value)
+        if "\n" in text or "\r" in text:
+            return say("rule_single_line", value, fields)
         return None
-    if not subject.present and not isinstance(rule, RequiredRule):
+    return body
+
+
+def _max_len(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+    limit = rule["max"]
+
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        size = len(value)
+        return say("rule_max_len", value, fields, max=limit, len=size) if size > limit else None
+    return body
+
+
+def _min_items(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+    least = rule["min"]
+
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        count = len(value)
+        if count < least:
+            return say("rule_min_items", value, fields, min=least, count=count)
         return None
-    return RULES[type(rule)](rule, subject)
+    return body
 
 
-ABSENT = _ABSENT
+def _max_items(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+    most = rule["max"]
+
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        count = len(value)
+        if count > most:
+            return say("rule_max_items", value, fields, max=most, count=count)
+        return None
+    return body
+
+
+def _unique(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+    key = rule.get("key")
+
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        seen: set[Any] = set()
+        for item in value:
+            subject = item.get(key) if isinstance(item, dict) and key else item
+            if subject in seen:
+                return say("rule_unique", value, fields, value=subject)
+            seen.add(subject)
+        return None
+    return body
+
+
+def _required(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+    non_empty = rule.get("non_empty", True)
+
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None or (non_empty and len(value) == 0):
+            return say("rule_required", value, fields)
+        return None
+    return body
+
+
+def _count_matches(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+    section = rule["section"]
+
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        count = to_int(str(value).strip())
+        items = fields.get(section)
+        actual = len(items) if isinstance(items, list) else 0
+        if count is None or count == actual:
+            return None
+        return say("rule_count_matches", value, fields, count=count, n=actual)
+    return body
+
+
+def _path(rule: Mapping[str, Any], say: _Say, name: str, messages: Mapping[str, str],
+          *_: Any) -> Check:
+    search = compile_pattern(rule["chars"]).search
+    chars_message = rule.get("chars_message") or messages["rule_path_chars"]
+    absolute_message = rule.get("absolute_message") or messages["rule_path_absolute"]
+    traversal_message = rule.get("traversal_message") or messages["rule_path_traversal"]
+
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        text = value if type(value) is str else str(value)
+        if search(text) is None:
+            return fill(chars_message, {"value": text})
+        if text.startswith("/"):
+            return fill(absolute_message, {"value": text})
+        if ".." in text and ".." in text.split("/"):
+            return fill(traversal_message, {"value": text})
+        return None
+    return body
+
+
+def _each(rule: Mapping[str, Any], say: _Say, name: str, messages: Mapping[str, str],
+          extra: Mapping[str, Any], item_fields: bool) -> Check:
+    separator = rule.get("split", ",")
+    strip = rule.get("strip", True)
+    inner = [compile_rule(r, name, messages, extra, item_fields) for r in rule["rules"]]
+    max_parts = rule.get("max_parts")
+    parts_message = rule.get("max_parts_message") or messages["rule_max_parts"]
+
+    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+        if value is ABSENT or value is None:
+            return None
+        parts = str(value).split(separator)
+        if strip:
+            parts = [part.strip() for part in parts]
+        for part in parts:
+            for check in inner:
+                message = check(part, fields)
+                if message is not None:
+                    return message
+        if max_parts is not None and len(parts) > max_parts:
+            return fill(parts_message, {"name": name, "count": len(parts), "max": max_parts})
+        return None
+    return body
+
+
+_BUILDERS: dict[str, Callable[..., Check]] = {
+    "enum": _enum,
+    "pattern": _pattern,
+    "non_empty": _non_empty,
+    "single_line": _single_line,
+    "max_len": _max_len,
+    "min_items": _min_items,
+    "max_items": _max_items,
+    "unique": _unique,
+    "required": _required,
+    "count_matches": _count_matches,
+    "path": _path,
+    "each": _each,
+}
