@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,32 @@ def test_no_cache_writes_nothing_and_an_unwritable_folder_is_ignored(tmp_path: P
     blocker.write_text("not a folder", encoding="utf-8")
     done = _parse("sentinel", VERDICT, blocker / "cache")
     assert (done.returncode, done.stderr) == (0, "")
+
+def test_a_warm_parse_imports_no_yaml_pydantic_or_jinja2(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _parse("sentinel", VERDICT, cache)
+    probe = ("import sys; from engine.cli.main import main; sys.argv = ['rules', 'parse', "
+             "'--pack', 'sentinel', '--block', 'VERDICT', '--nonce', '4F2C9A', '--var', "
+             "'criterion=AC1']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+             "heavy = sorted(m for m in ('yaml', 'pydantic', 'jinja2', 'jsonschema') "
+             "if m in sys.modules)\nprint('HEAVY', heavy, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], input=VERDICT, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "RULES_CACHE_DIR": str(cache)})
+    assert "HEAVY []" in done.stderr, done.stderr
+
+
+
+def test_every_sentinel_case_parses_the_same_from_cached_data() -> None:
+    """The cache stores the grammar as JSON: built back from it, every YAML case of the
+    sentinel grammar gives the result a freshly loaded pack gives."""
+    from sentinel_cases import CASES, build_text, call_args
+
+    import engine
+    from engine.cache import ParsingPack, parsing_data
+
+    pack = engine.load_pack("sentinel")
+    cached = ParsingPack(json.loads(json.dumps(parsing_data(pack))))
+    for case in CASES:
+        text, args = build_text(case), call_args(case)
+        assert cached.parse(case["block"], text, **args) == pack.parse(case["block"], text,
+                                                                       **args), case
