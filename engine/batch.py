@@ -47,6 +47,8 @@ def parse_record(pack: Parser, line: bytes | str, number: int, default_block: st
         record = json.loads(raw)
     except ValueError as exc:
         return _record_error(None, f"input line {number}: not valid JSON ({exc})")
+    except RecursionError:
+        return _record_error(None, f"input line {number}: JSON nested too deeply")
     if not isinstance(record, dict):
         return _record_error(None, f"input line {number}: expected a JSON object")
     record_id = record.get("id")
@@ -58,10 +60,11 @@ def parse_record(pack: Parser, line: bytes | str, number: int, default_block: st
             raise ValueError("'block' is missing (give it in the record or with --block)")
         if nonce is not None and not isinstance(nonce, str):
             raise ValueError("'nonce' must be a string")
-        if not isinstance(variables, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in variables.items()
-        ):
+        if not isinstance(variables, dict):
             raise ValueError("'vars' must be an object of strings")
+        for key, value in variables.items():
+            if not (isinstance(key, str) and isinstance(value, str)):
+                raise ValueError("'vars' must be an object of strings")
         text = _text_of(record)
         result = pack.parse(block, text, nonce=nonce, vars=variables)
     except (ValueError, binascii.Error, EngineError) as exc:

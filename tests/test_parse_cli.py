@@ -100,6 +100,18 @@ def test_jsonl_keeps_order_and_reports_bad_lines() -> None:
     assert out[3]["error"] == "input line 4: 'vars' must be an object of strings"
 
 
+def test_a_jsonl_line_nested_too_deeply_is_that_records_error() -> None:
+    lines = ['{"id": 1, "text": ' + "[" * 100_000,
+             json.dumps({"id": 2, "block": "VERDICT", "nonce": NONCE,
+                         "vars": {"criterion": "AC1"}, "text": VERDICT_OK})]
+    result = run_cli("parse", "--pack", "sentinel", "--jsonl", "-",
+                     input="\n".join(lines) + "\n")
+    assert result.exit_code == 1
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["ok"], r["error"]) for r in out] == [
+        (False, "input line 1: JSON nested too deeply"), (True, None)]
+
+
 @pytest.mark.slow
 def test_jsonl_ten_thousand_records_in_one_process(tmp_path: Path) -> None:
     megabyte = "x" * (1024 * 1024)

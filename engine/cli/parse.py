@@ -59,9 +59,10 @@ def parse_command(pack_ref: str, block: str | None, nonce: str | None,
     if jsonl is not None:
         failed = False
         out = sys.stdout  # one write per record, no per-line echo
+        encode = json.JSONEncoder(ensure_ascii=False).encode
         for record in parse_jsonl(pack, jsonl, block, nonce):
             failed = failed or not record["ok"]
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.write(encode(record) + "\n")
         out.flush()
         raise SystemExit(EXIT_FINDINGS if failed else EXIT_OK)
     if block is None:
