@@ -83,6 +83,9 @@ class TemplateSpec(Strict):
 
     file: PackPath
     purpose: Literal["repair", "retry", "escalation", "reprompt", "example", "log"] = "repair"
+    format: Literal["md", "jsonl", "json", "text"] = Field(
+        default="md", description="what the template writes; `rules log --format` picks "
+        "log templates by it")
     description: str = ""
 
 
