@@ -457,7 +457,7 @@ class AfterFailure(Strict):
 
 
 class Trigger(Strict):
-    """The trigger row of one block or role: when to repair, how often, what then."""
+    """The trigger row of one block: when to repair, how often, what then."""
 
     contract: ContractRef | None = None
     on: list[FailureRef] = Field(default_factory=list)
