@@ -8,6 +8,8 @@ so `rules check` can name a variable that the engine will never provide.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, meta, nodes
@@ -82,6 +84,13 @@ def make_environment() -> SandboxedEnvironment:
 
 
 ENVIRONMENT = make_environment()
+
+
+@lru_cache(maxsize=4096)
+def compile_condition(expression: str) -> Callable[..., Any]:
+    """A condition expression compiled once per process: checking a pack and compiling it
+    at load share the work."""
+    return ENVIRONMENT.compile_expression(expression)
 
 
 def undeclared_names(source: str) -> set[str]:

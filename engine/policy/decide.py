@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.format.model import ActionSpec, AttemptPolicy, Rulepack, Trigger
 from engine.format.vocabulary import STANDARD_ACTIONS
-from engine.sandbox import ENVIRONMENT
+from engine.sandbox import compile_condition
 from engine.verdict import Verdict
 
 
@@ -73,7 +73,7 @@ class CompiledTrigger:
 
 def compile_trigger(trigger: Trigger) -> CompiledTrigger:
     return CompiledTrigger(trigger, tuple(
-        CompiledGuard(guard.name, guard.reason, ENVIRONMENT.compile_expression(guard.when))
+        CompiledGuard(guard.name, guard.reason, compile_condition(guard.when))
         for guard in trigger.skip_when))
 
 

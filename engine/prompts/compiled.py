@@ -1,8 +1,10 @@
-"""A pack's prompts, ready to render: every template compiled, every contract text and
-example file of the pack read, every hint pattern compiled, once, at load.
+"""A pack's prompts, ready to render: every prompt template compiled, every contract text
+and example file of the pack read, every hint pattern compiled, once, at load.
 
 Rendering then reads no pack file and compiles nothing; only session example files
-(written during a session, outside the pack) are read when a prompt is rendered.
+(written during a session, outside the pack) are read when a prompt is rendered. Log
+templates (views of the ledger, not prompts) are read at load and compiled only where a
+log is rendered: they are large, and most processes never show a log.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class CompiledPrompts:
 
     pack: Rulepack
     templates: Mapping[str, jinja2.Template]
+    log_sources: Mapping[str, str]
     contract_texts: Mapping[str, str]
     id_kinds: Mapping[str, Mapping[str, IdKind]]
     hints: tuple[CompiledHint, ...]
@@ -77,8 +80,8 @@ def _read_text(root: Path, file: str, what: str) -> str:
 
 def compile_prompts(pack: Rulepack, root: Path, folder_of: FolderOf | None = None,
                     only: Collection[str] | None = None) -> CompiledPrompts:
-    """Compile every template (or those named in ``only``), read every contract text and
-    example file of ``pack``.
+    """Compile every prompt template (or those named in ``only``), read every log template,
+    contract text and example file of ``pack``.
 
     Files are relative to ``folder_of(key path)`` when given, else to ``root``.
     """
@@ -87,11 +90,15 @@ def compile_prompts(pack: Rulepack, root: Path, folder_of: FolderOf | None = Non
         return folder_of(path) if folder_of is not None else root
 
     templates = {}
+    log_sources = {}
     for name, spec in pack.templates.items():
         if only is not None and name not in only:
             continue
         base = folder("templates", name, "file")
         source = _read_text(base, spec.file, f"template {name!r}")
+        if spec.purpose == "log":
+            log_sources[name] = source
+            continue
         try:
             templates[name] = ENVIRONMENT.from_string(source)
         except jinja2.TemplateError as exc:
@@ -105,6 +112,7 @@ def compile_prompts(pack: Rulepack, root: Path, folder_of: FolderOf | None = Non
     return CompiledPrompts(
         pack=pack,
         templates=templates,
+        log_sources=log_sources,
         contract_texts=contract_texts,
         id_kinds={block: contract_id_kinds(c) for block, c in pack.contracts.items()},
         hints=tuple(CompiledHint(frozenset(h.blocks), compile_pattern(h.match), h.hint)

@@ -8,8 +8,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from engine.errors import EngineError
+import jinja2
+
+from engine.errors import EngineError, PackError
 from engine.pack import Pack
+from engine.sandbox import ENVIRONMENT
 
 Row = dict[str, Any]
 
@@ -62,7 +65,11 @@ def render_log(pack: Pack, view: str, rows: list[Row], session: str = "") -> str
         known = ", ".join(n for n, s in pack.model.templates.items() if s.purpose == "log")
         raise EngineError(f"pack {pack.name!r} has no log view {view!r} "
                           f"(log views: {known or 'none'})")
-    return pack.prompts.templates[view].render(log_variables(rows, session))
+    try:
+        template = ENVIRONMENT.from_string(pack.prompts.log_sources[view])
+    except jinja2.TemplateError as exc:
+        raise PackError(f"pack {pack.name!r}: log template {view!r}: {exc}") from None
+    return template.render(log_variables(rows, session))
 
 
 def as_json(rows: list[Row]) -> str:
