@@ -9,12 +9,13 @@ import click
 
 from engine.cli.common import UsageFailure, open_pack
 from engine.errors import EngineError
+from engine.pack import Pack
 from engine.resources import builtin_pack_names
 from engine.state.ledger import LEDGER_FILE, Ledger
 from engine.state.session import DEFAULT_SESSION
 from engine.state.views import as_json, as_jsonl, log_views, render_log
 
-VIEW_PACK = "core"  # the shipped pack whose log templates every shipped pack inherits
+VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs without their own
 
 
 @click.command("log")
@@ -30,7 +31,7 @@ VIEW_PACK = "core"  # the shipped pack whose log templates every shipped pack in
               "failure log (one line per failed evaluation).")
 @click.option("--pack", "pack_ref", default=None,
               help="Pack whose log templates render the views. Default: the session's "
-              f"pack when it is a builtin, else {VIEW_PACK}.")
+              f"pack when it is a builtin with log templates, else {VIEW_PACK}.")
 def log_command(session_dir: str, output_format: str, view: str,
                 pack_ref: str | None) -> None:
     """Show a session's ledger: attempts, decisions, examples used.
@@ -58,7 +59,7 @@ def log_command(session_dir: str, output_format: str, view: str,
     if output_format == "jsonl" and view == "all":
         click.echo(as_jsonl(rows), nl=False)
         return
-    pack = open_pack(pack_ref or _session_pack(rows))
+    pack = open_pack(pack_ref) if pack_ref else _session_pack(rows)
     names = log_views(pack, output_format) if view == "all" else [view]
     try:
         parts = [render_log(pack, name, rows, session_dir) for name in names]
@@ -70,7 +71,12 @@ def log_command(session_dir: str, output_format: str, view: str,
     click.echo("\n".join(parts), nl=False)
 
 
-def _session_pack(rows: list[dict[str, Any]]) -> str:
-    """The pack of the session's latest attempt when it is a builtin, else the view pack."""
+def _session_pack(rows: list[dict[str, Any]]) -> Pack:
+    """The pack of the session's latest attempt when it is a builtin with log templates,
+    else the shipped log views."""
     name = rows[-1]["pack"] if rows else VIEW_PACK
-    return name if name in builtin_pack_names() else VIEW_PACK
+    if name != VIEW_PACK and name in builtin_pack_names():
+        pack = open_pack(name)
+        if any(spec.purpose == "log" for spec in pack.model.templates.values()):
+            return pack
+    return open_pack(VIEW_PACK)
