@@ -73,7 +73,7 @@ class Pack:
         self.policy = compile_policy(self.model)
         self.prompts = compile_prompts(self.model, self.root, self._folder_of)
 
-    def _folder_of(self, path: tuple[str, ...]) -> Path:
+    def _folder_of(self, path: tuple[str | int, ...]) -> Path:
         """The folder of the pack file that declared ``path`` (packs it extends included)."""
         declared = self.source.file_of(path)
         return Path(declared).resolve().parent if declared != "<unknown>" else self.root

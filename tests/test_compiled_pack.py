@@ -65,3 +65,15 @@ def test_gap_review_retry_and_escalation(pack_reads: list[Path], text: str,
     assert decision.template is not None
     assert pack.render(verdict, decision, output=text, context=GAP_CONTEXT)
     assert pack_reads == []
+
+
+def test_files_a_base_pack_names_are_read_from_its_folder(tmp_path: Path) -> None:
+    (tmp_path / "pack.yaml").write_text("rulepack: mine\nextends: [builtin:gap-review]\n")
+    pack = engine.load_pack(tmp_path)
+    text = "# no headers\n"
+    verdict = pack.evaluate("engineer", text, context=GAP_CONTEXT)
+    decision = pack.decide(verdict, output=text, context=GAP_CONTEXT)
+    rendered = pack.render_prompt(verdict, decision, output=text, context=GAP_CONTEXT)
+    assert rendered.example_tier == "canonical"
+    assert rendered.text == GAP_REVIEW.render_prompt(verdict, decision, output=text,
+                                                     context=GAP_CONTEXT).text

@@ -66,7 +66,7 @@ def contract_id_kinds(contract: Any) -> Mapping[str, IdKind]:
     return value if isinstance(value, Mapping) else {}
 
 
-FolderOf = Callable[[tuple[str, ...]], Path]
+FolderOf = Callable[[tuple[str | int, ...]], Path]
 """The folder of the pack file that declared the value at a key path (``extends`` merges
 packs from several folders; a file a pack names is relative to the pack that names it)."""
 
@@ -86,7 +86,7 @@ def compile_prompts(pack: Rulepack, root: Path, folder_of: FolderOf | None = Non
     Files are relative to ``folder_of(key path)`` when given, else to ``root``.
     """
 
-    def folder(*path: str) -> Path:
+    def folder(*path: str | int) -> Path:
         return folder_of(path) if folder_of is not None else root
 
     templates = {}
@@ -117,5 +117,6 @@ def compile_prompts(pack: Rulepack, root: Path, folder_of: FolderOf | None = Non
         id_kinds={block: contract_id_kinds(c) for block, c in pack.contracts.items()},
         hints=tuple(CompiledHint(frozenset(h.blocks), compile_pattern(h.match), h.hint)
                     for h in pack.hints),
-        files=PackFiles(root, example_files(pack.examples)),
+        files=PackFiles(root, {file: folder(*where)
+                               for file, where in example_files(pack.examples).items()}),
     )
