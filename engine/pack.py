@@ -60,7 +60,12 @@ class Pack:
         if not self.contracts:
             self.contracts = compile_contracts(self.model)
         self.policy = compile_policy(self.model)
-        self.prompts = compile_prompts(self.model, self.root)
+        self.prompts = compile_prompts(self.model, self.root, self._folder_of)
+
+    def _folder_of(self, path: tuple[str | int, ...]) -> Path:
+        """The folder of the pack file that declared ``path`` (packs it extends included)."""
+        declared = self.source.file_of(path)
+        return Path(declared).resolve().parent if declared != "<unknown>" else self.root
 
     @property
     def name(self) -> str:

@@ -7,6 +7,9 @@ so `rules check` can name a variable that the engine will never provide.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from jinja2 import StrictUndefined, meta, nodes
@@ -37,7 +40,7 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
         "context",
     }),
     "example": frozenset({"block", "context"}),
-    "log": frozenset({"entries", "summary", "session", "context"}),
+    "log": frozenset({"entries", "rounds", "session"}),
 }
 
 # Variables a condition expression (guards, gate rules) may use.
@@ -61,6 +64,11 @@ def _regex_fullmatch(value: Any, pattern: str) -> bool:
         return False
 
 
+def _json(value: Any) -> str:
+    """One line of JSON, non-ASCII kept (Jinja's ``tojson`` escapes for HTML)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def make_environment() -> SandboxedEnvironment:
     env = SandboxedEnvironment(
         undefined=StrictUndefined,
@@ -71,10 +79,18 @@ def make_environment() -> SandboxedEnvironment:
     )
     env.tests["search"] = _regex_test
     env.tests["fullmatch"] = _regex_fullmatch
+    env.filters["json"] = _json
     return env
 
 
 ENVIRONMENT = make_environment()
+
+
+@lru_cache(maxsize=4096)
+def compile_condition(expression: str) -> Callable[..., Any]:
+    """A condition expression compiled once per process: checking a pack and compiling it
+    at load share the work."""
+    return ENVIRONMENT.compile_expression(expression)
 
 
 def undeclared_names(source: str) -> set[str]:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from engine.cli.common import UsageFailure
+from engine.cli.common import UsageFailure, open_pack
 from engine.errors import EngineError
+from engine.pack import Pack
+from engine.resources import builtin_pack_names
 from engine.state.ledger import LEDGER_FILE, Ledger
 from engine.state.session import DEFAULT_SESSION
-from engine.state.views import as_json, as_jsonl, example_log, failures_jsonl, validation_log
+from engine.state.views import as_json, as_jsonl, log_views, render_log
+
+VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs without their own
 
 
 @click.command("log")
@@ -18,12 +23,17 @@ from engine.state.views import as_json, as_jsonl, example_log, failures_jsonl, v
               default=str(DEFAULT_SESSION), show_default=True, help="Session folder.")
 @click.option("--format", "output_format", type=click.Choice(["md", "json", "jsonl"]),
               default="md", show_default=True,
-              help="md: validation log and example log; json/jsonl: every attempt.")
-@click.option("--view", type=click.Choice(["all", "validation", "examples", "failures"]),
-              default="all", show_default=True,
-              help="md: validation and/or examples; jsonl: failures = seed 004's gate "
+              help="md: the pack's markdown log views; json/jsonl: every attempt.")
+@click.option("--view", default="all", show_default=True, metavar="NAME",
+              help="all: every log template of the pack that writes --format (md: the "
+              "validation and example logs of the shipped packs); NAME: the pack's log "
+              "template NAME, e.g. `--format jsonl --view failures` for seed 004's gate "
               "failure log (one line per failed evaluation).")
-def log_command(session_dir: str, output_format: str, view: str) -> None:
+@click.option("--pack", "pack_ref", default=None,
+              help="Pack whose log templates render the views. Default: the session's "
+              f"pack when it is a builtin with log templates, else {VIEW_PACK}.")
+def log_command(session_dir: str, output_format: str, view: str,
+                pack_ref: str | None) -> None:
     """Show a session's ledger: attempts, decisions, examples used.
 
     \b
@@ -32,6 +42,7 @@ def log_command(session_dir: str, output_format: str, view: str) -> None:
       rules log --session runs/42 --view examples
       rules log --session runs/42 --format jsonl > attempts.jsonl
       rules log --session runs/42 --format jsonl --view failures
+      rules log --session runs/42 --pack ./my-pack --view summary
     """
     if not (Path(session_dir) / LEDGER_FILE).exists():
         raise UsageFailure(f"{session_dir}: no ledger here (run `rules run` or "
@@ -44,12 +55,28 @@ def log_command(session_dir: str, output_format: str, view: str) -> None:
         raise UsageFailure(str(exc)) from None
     if output_format == "json":
         click.echo(as_json(rows), nl=False)
-    elif output_format == "jsonl":
-        click.echo(failures_jsonl(rows) if view == "failures" else as_jsonl(rows), nl=False)
-    else:
-        parts = []
-        if view in ("all", "validation"):
-            parts.append(validation_log(rows))
-        if view in ("all", "examples"):
-            parts.append(example_log(rows))
-        click.echo("\n".join(parts), nl=False)
+        return
+    if output_format == "jsonl" and view == "all":
+        click.echo(as_jsonl(rows), nl=False)
+        return
+    pack = open_pack(pack_ref) if pack_ref else _session_pack(rows)
+    names = log_views(pack, output_format) if view == "all" else [view]
+    try:
+        parts = [render_log(pack, name, rows, session_dir) for name in names]
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    written = pack.model.templates[view].format if view != "all" else output_format
+    if written != output_format:
+        raise UsageFailure(f"log view {view!r} writes {written}; use --format {written}")
+    click.echo("\n".join(parts), nl=False)
+
+
+def _session_pack(rows: list[dict[str, Any]]) -> Pack:
+    """The pack of the session's latest attempt when it is a builtin with log templates,
+    else the shipped log views."""
+    name = rows[-1]["pack"] if rows else VIEW_PACK
+    if name != VIEW_PACK and name in builtin_pack_names():
+        pack = open_pack(name)
+        if any(spec.purpose == "log" for spec in pack.model.templates.values()):
+            return pack
+    return open_pack(VIEW_PACK)

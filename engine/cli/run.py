@@ -44,7 +44,7 @@ def run_command(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[s
     Examples:
       rules run --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 \\
           -- python examples/fake_model.py
-      rules run --pack gap-review --block engineer --context ctx.yaml --prompt task.md \\
+      rules run --pack ./my-pack --block "$BLOCK" --context ctx.yaml --prompt task.md \\
           --timeout 600 -- model-cli
       rules log                         # the attempts, from .rules-session/
     """

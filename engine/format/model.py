@@ -83,6 +83,9 @@ class TemplateSpec(Strict):
 
     file: PackPath
     purpose: Literal["repair", "retry", "escalation", "reprompt", "example", "log"] = "repair"
+    format: Literal["md", "jsonl", "json", "text"] = Field(
+        default="md", description="what the template writes; `rules log --format` picks "
+        "log templates by it")
     description: str = ""
 
 
@@ -454,7 +457,7 @@ class AfterFailure(Strict):
 
 
 class Trigger(Strict):
-    """The trigger row of one block or role: when to repair, how often, what then."""
+    """The trigger row of one block: when to repair, how often, what then."""
 
     contract: ContractRef | None = None
     on: list[FailureRef] = Field(default_factory=list)

@@ -27,8 +27,8 @@ from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.patterns import PatternError, compile_pattern
 from engine.sandbox import (
     CONDITION_VARIABLES,
-    ENVIRONMENT,
     TEMPLATE_VARIABLES,
+    compile_condition,
     expression_source,
     first_use,
     undeclared_names,
@@ -182,7 +182,7 @@ class PackChecker:
 
     def _expression(self, ref: Reference) -> None:
         try:
-            ENVIRONMENT.compile_expression(ref.value)
+            compile_condition(ref.value)
             names = undeclared_names(expression_source(ref.value))
         except jinja2.TemplateError as exc:
             self.add("invalid-expression", f"expression {ref.value!r} does not compile: {exc}",

@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.format.model import ActionSpec, AttemptPolicy, Rulepack, Trigger
 from engine.format.vocabulary import STANDARD_ACTIONS
-from engine.sandbox import ENVIRONMENT
+from engine.sandbox import compile_condition
 from engine.verdict import Verdict
 
 
@@ -72,8 +72,9 @@ class CompiledTrigger:
 
 
 def compile_trigger(trigger: Trigger) -> CompiledTrigger:
+    """The trigger row with each guard's condition compiled."""
     return CompiledTrigger(trigger, tuple(
-        CompiledGuard(guard.name, guard.reason, ENVIRONMENT.compile_expression(guard.when))
+        CompiledGuard(guard.name, guard.reason, compile_condition(guard.when))
         for guard in trigger.skip_when))
 
 
@@ -116,15 +117,16 @@ def decide(policy: CompiledPolicy | Rulepack, verdict: Verdict, *, output: str,
     carried = dict(carry or {})
 
     def make(action: str, reason: str, rule: str, *, final_policy: bool = False,
-             policy: AttemptPolicy | None = None) -> Decision:
+             next_policy: AttemptPolicy | None = None) -> Decision:
         spec = actions[action]
         after = trigger.after_failure
         return Decision(
             action=action, reason=reason, attempt=attempt, max_attempts=cap,
             attempts_left=0 if spec.final else cap - attempt,
             final=spec.final, exit_code=spec.exit_code, rule=rule,
-            template=policy.template if policy else after.template if final_policy else None,
-            hint=policy.hint if policy else True,
+            template=(next_policy.template if next_policy
+                      else after.template if final_policy else None),
+            hint=next_policy.hint if next_policy else True,
             default=after.default if final_policy else None,
             log=after.log if final_policy else "none", carry=carried,
         )
@@ -157,4 +159,4 @@ def decide(policy: CompiledPolicy | Rulepack, verdict: Verdict, *, output: str,
                     "exhausted", final_policy=True)
     next_policy = _policy(trigger, attempt)
     return make(next_policy.action, f"{failure_type}: attempt {attempt + 1} of {cap + 1}",
-                f"attempt:{attempt}", policy=next_policy)
+                f"attempt:{attempt}", next_policy=next_policy)

@@ -1,13 +1,15 @@
-"""A pack's prompts, ready to render: every template compiled, every contract text and
-example file of the pack read, every hint pattern compiled, once, at load.
+"""A pack's prompts, ready to render: every prompt template compiled, every contract text
+and example file of the pack read, every hint pattern compiled, once, at load.
 
 Rendering then reads no pack file and compiles nothing; only session example files
-(written during a session, outside the pack) are read when a prompt is rendered.
+(written during a session, outside the pack) are read when a prompt is rendered. Log
+templates (views of the ledger, not prompts) are read at load and compiled only where a
+log is rendered: they are large, and most processes never show a log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ class CompiledPrompts:
 
     pack: Rulepack
     templates: Mapping[str, jinja2.Template]
+    log_sources: Mapping[str, str]
     contract_texts: Mapping[str, str]
     id_kinds: Mapping[str, Mapping[str, IdKind]]
     hints: tuple[CompiledHint, ...]
@@ -63,6 +66,11 @@ def contract_id_kinds(contract: Any) -> Mapping[str, IdKind]:
     return value if isinstance(value, Mapping) else {}
 
 
+FolderOf = Callable[[tuple[str | int, ...]], Path]
+"""The folder of the pack file that declared the value at a key path (``extends`` merges
+packs from several folders; a file a pack names is relative to the pack that names it)."""
+
+
 def _read_text(root: Path, file: str, what: str) -> str:
     try:
         return (root / file).read_text(encoding="utf-8")
@@ -70,26 +78,45 @@ def _read_text(root: Path, file: str, what: str) -> str:
         raise PackError(f"{root / file}: cannot read {what}: {exc}") from None
 
 
-def compile_prompts(pack: Rulepack, root: Path) -> CompiledPrompts:
-    """Compile every template, read every contract text and example file of ``pack``."""
+def compile_prompts(pack: Rulepack, root: Path, folder_of: FolderOf | None = None,
+                    only: Collection[str] | None = None) -> CompiledPrompts:
+    """Compile every prompt template (or those named in ``only``), read every log template,
+    contract text and example file of ``pack``.
+
+    Files are relative to ``folder_of(key path)`` when given, else to ``root``.
+    """
+
+    def folder(*path: str | int) -> Path:
+        return folder_of(path) if folder_of is not None else root
+
     templates = {}
+    log_sources = {}
     for name, spec in pack.templates.items():
-        source = _read_text(root, spec.file, f"template {name!r}")
+        if only is not None and name not in only:
+            continue
+        base = folder("templates", name, "file")
+        source = _read_text(base, spec.file, f"template {name!r}")
+        if spec.purpose == "log":
+            log_sources[name] = source
+            continue
         try:
             templates[name] = ENVIRONMENT.from_string(source)
         except jinja2.TemplateError as exc:
-            raise PackError(f"{root / spec.file}: template {name!r}: {exc}") from None
+            raise PackError(f"{base / spec.file}: template {name!r}: {exc}") from None
     contract_texts = {}
     for block, contract in pack.contracts.items():
         file = contract_text_file(contract)
         if file:
-            contract_texts[block] = _read_text(root, file, f"the contract text of {block!r}")
+            contract_texts[block] = _read_text(folder("contracts", block, "contract_text"),
+                                               file, f"the contract text of {block!r}")
     return CompiledPrompts(
         pack=pack,
         templates=templates,
+        log_sources=log_sources,
         contract_texts=contract_texts,
         id_kinds={block: contract_id_kinds(c) for block, c in pack.contracts.items()},
         hints=tuple(CompiledHint(frozenset(h.blocks), compile_pattern(h.match), h.hint)
                     for h in pack.hints),
-        files=PackFiles(root, example_files(pack.examples)),
+        files=PackFiles(root, {file: folder(*where)
+                               for file, where in example_files(pack.examples).items()}),
     )

@@ -103,11 +103,16 @@ def _read(path: Path) -> str | None:
 
 class PackFiles:
     """Example files of a pack, read once (by pack-relative path); a file that is missing,
-    unreadable or over the size limit reads as None, as when it is read at render."""
+    unreadable or over the size limit reads as None, as when it is read at render.
 
-    def __init__(self, root: Path, paths: Iterable[str]) -> None:
+    ``paths`` maps each path to the folder it is relative to (the folder of the pack file
+    that names it), or lists paths relative to ``root``.
+    """
+
+    def __init__(self, root: Path, paths: Iterable[str] | Mapping[str, Path]) -> None:
         self.root = root
-        self._texts = {path: _read(root / path) for path in paths}
+        folders = paths if isinstance(paths, Mapping) else dict.fromkeys(paths, root)
+        self._texts = {path: _read(folder / path) for path, folder in folders.items()}
 
     def text(self, path: str) -> str | None:
         if path in self._texts:
@@ -115,11 +120,17 @@ class PackFiles:
         return _read(self.root / path)
 
 
-def example_files(examples: Examples) -> list[str]:
-    """The pack files the example tiers may use: canonical files and structural templates."""
-    files = [entry.file for entries in examples.canonical.values() for entry in entries
-             if entry.file is not None]
-    return files + list(examples.templates.values())
+def example_files(examples: Examples) -> dict[str, tuple[str | int, ...]]:
+    """The pack files the example tiers may use (canonical files and structural templates),
+    each with the key path that names it."""
+    files: dict[str, tuple[str | int, ...]] = {}
+    for block, entries in examples.canonical.items():
+        for index, entry in enumerate(entries):
+            if entry.file is not None:
+                files.setdefault(entry.file, ("examples", "canonical", block, index, "file"))
+    for block, path in examples.templates.items():
+        files.setdefault(path, ("examples", "templates", block))
+    return files
 
 
 def section_by_heading(document: str, heading: str) -> str | None:

@@ -148,7 +148,8 @@ def repair_prompt(prompts: CompiledPrompts, verdict: Verdict, decision: Decision
 
 def render_repair(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
                   output: str, nonce: str, params: Mapping[str, str]) -> str:
-    """The format-repair prompt, compiling the pack's prompts on the spot (one-off use;
-    ``Pack`` compiles them once and calls ``repair_prompt``)."""
-    return repair_prompt(compile_prompts(pack, root), verdict, decision, output=output,
-                         nonce=nonce, params=params)
+    """The format-repair prompt, compiling what it needs on the spot (one-off use; ``Pack``
+    compiles every template once and calls ``repair_prompt``)."""
+    prompts = compile_prompts(pack, root, only={decision.template or ""})
+    return repair_prompt(prompts, verdict, decision, output=output, nonce=nonce,
+                         params=params)
