@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.contracts.registry import check_contracts, compile_contracts
@@ -18,12 +18,14 @@ from engine.format.locate import display_path, find_one_pack_file, find_pack_fil
 from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
-from engine.policy.decide import CompiledPolicy, Decision, compile_policy, decide
-from engine.prompts.compiled import CompiledPrompts, compile_prompts
-from engine.prompts.render import RenderedPrompt, render_prompt
 from engine.results import ParseResult
 from engine.textio import clean_text, decode_output
 from engine.verdict import Verdict, verdict_from_error
+
+if TYPE_CHECKING:
+    from engine.policy.decide import CompiledPolicy, Decision
+    from engine.prompts.compiled import CompiledPrompts
+    from engine.prompts.render import RenderedPrompt
 
 
 @dataclass
@@ -59,6 +61,10 @@ class Pack:
     def __post_init__(self) -> None:
         if not self.contracts:
             self.contracts = compile_contracts(self.model)
+        # Imported here: `rules check` validates packs without building their policy.
+        from engine.policy.decide import compile_policy
+        from engine.prompts.compiled import compile_prompts
+
         self.policy = compile_policy(self.model)
         self.prompts = compile_prompts(self.model, self.root, self._folder_of)
 
@@ -136,6 +142,8 @@ class Pack:
                model: str | None = None, context: Mapping[str, Any] | None = None) -> Decision:
         """What happens next for ``verdict`` (see engine.decide for attempt counting)."""
         carry = {"nonce": nonce, "model": model}
+        from engine.policy.decide import decide
+
         return decide(self.policy, verdict, output=decode_output(output), attempt=attempt,
                       previous_errors=previous_errors, carry=carry, context=context)
 
@@ -158,6 +166,8 @@ class Pack:
         accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
         without them every earlier round counts (``engine.state.session`` passes them).
         """
+        from engine.prompts.render import render_prompt
+
         return render_prompt(self.prompts, verdict, decision,
                              output=decode_output(output), nonce=nonce or "",
                              params=dict(vars or {}),

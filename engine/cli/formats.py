@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from engine.format.findings import Finding
 from engine.format.model import Rulepack, Trigger
-from engine.pack import CheckResult
-from engine.policy.decide import Decision
 from engine.verdict import Verdict
+
+if TYPE_CHECKING:
+    from engine.pack import CheckResult
+    from engine.policy.decide import Decision
 
 
 def format_text(results: list[CheckResult]) -> str:
