@@ -19,9 +19,8 @@ from __future__ import annotations
 import re
 import string
 import warnings
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 try:  # Python >= 3.11
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
@@ -51,8 +50,7 @@ class CompiledPattern(Protocol):
     def finditer(self, text: str) -> Any: ...
 
 
-@dataclass(frozen=True)
-class PatternPlan:
+class PatternPlan(NamedTuple):
     """Which engine runs a pattern, why, and (for stdlib) the translated source."""
 
     engine: str
@@ -342,8 +340,7 @@ def _overlaps(a: _Set, b: _Set) -> bool:
     return False
 
 
-@dataclass
-class _Item:
+class _Item(NamedTuple):
     """One flattened item of a sequence: what it can match and how often."""
 
     chars: _Set  # every character it may consume (over-approximated)
