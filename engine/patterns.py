@@ -19,9 +19,8 @@ from __future__ import annotations
 import re
 import string
 import warnings
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 try:  # Python >= 3.11
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
@@ -33,6 +32,10 @@ RE2 = "re2"
 
 MAX_REPEAT_COUNT = 1000
 """RE2 refuses repeat counts above 1000; the translation refuses them too."""
+
+UNANCHORED_SPAN = 16
+"""An unanchored pattern may hold variable repetitions only if their maxima add up to at
+most this: `search` then spends a bounded number of steps at each start position."""
 
 
 class PatternError(ValueError):
@@ -47,8 +50,7 @@ class CompiledPattern(Protocol):
     def finditer(self, text: str) -> Any: ...
 
 
-@dataclass(frozen=True)
-class PatternPlan:
+class PatternPlan(NamedTuple):
     """Which engine runs a pattern, why, and (for stdlib) the translated source."""
 
     engine: str
@@ -279,11 +281,14 @@ def translate(pattern: str) -> str:
 #     a class, '.'): no nested quantifiers, no quantified groups or alternations;
 #   * every item that may follow a variable repetition, up to and including the first
 #     mandatory one, matches no character the repetition matches (no adjacent overlap);
-#   * alternations hold only fixed-length branches (no quantifier in a branch);
+#   * alternations are deterministic: non-empty, quantifier-free alternatives that start
+#     with pairwise different characters (at most one can match at a position; otherwise
+#     a chain of alternations could backtrack exponentially);
 #   * no back-references, look-arounds, conditionals, atomic groups or flags;
 #   * the pattern cannot match the empty string (finditer differs after an empty match);
-#   * a pattern with any variable repetition is anchored at the start ('^' or '\A' first):
-#     `search` would otherwise retry the repetition from every position (quadratic).
+#   * a pattern with an unbounded (or long) variable repetition is anchored at the start
+#     ('^' or '\A' first): `search` would otherwise retry the repetition from every position
+#     (quadratic); short bounded ones ({2,10}) cost a constant per position.
 
 _Set = tuple[bool, tuple[tuple[int, int], ...]]  # (negated, ranges)
 _ANY_BUT_LF: _Set = (True, ((10, 10),))
@@ -335,14 +340,14 @@ def _overlaps(a: _Set, b: _Set) -> bool:
     return False
 
 
-@dataclass
-class _Item:
+class _Item(NamedTuple):
     """One flattened item of a sequence: what it can match and how often."""
 
     chars: _Set  # every character it may consume (over-approximated)
     min: int
-    variable: bool  # its length may vary (a quantifier with max > min, an optional alternation)
+    variable: bool  # its length may vary (a quantifier with max > min)
     end_anchor: bool = False
+    max: int = 1  # the most characters it may consume (MAXREPEAT when unbounded)
 
 
 def _flatten(tree: Any, out: list[_Item], anchored: list[bool]) -> None:
@@ -379,25 +384,30 @@ def _flatten(tree: Any, out: list[_Item], anchored: list[bool]) -> None:
             if low == high:
                 out.extend(_Item(body, 1, False) for _ in range(min(low, 1)))
                 continue
-            out.append(_Item(body, low, True))
+            out.append(_Item(body, low, True, max=high))
             continue
         if name == "BRANCH":
             _none, branches = value
             chars: list[tuple[int, int]] = []
-            lengths = set()
+            firsts: list[_Set] = []
             anything = False
             for branch in branches:
                 items: list[_Item] = []
                 _flatten(branch, items, [])
                 if any(item.variable or item.end_anchor for item in items):
                     raise _Refused("a quantifier or anchor inside an alternation")
-                lengths.add(len(items))
+                if not items:
+                    raise _Refused("an empty alternative")
+                if any(_overlaps(items[0].chars, first) for first in firsts):
+                    raise _Refused("alternatives that may start with the same character")
+                firsts.append(items[0].chars)
                 for item in items:
                     negated, ranges = item.chars
                     anything = anything or negated
                     chars.extend(ranges)
+            # at most one alternative can match at a position: a fixed, mandatory item
             union: _Set = (True, ()) if anything else (False, tuple(chars))
-            out.append(_Item(union, min(lengths), len(lengths) > 1))
+            out.append(_Item(union, 1, False))
             continue
         raise _Refused(f"construct {name}")
 
@@ -412,7 +422,7 @@ def _check_safe(source: str) -> None:
     anchored: list[bool] = []
     _flatten(tree, items, anchored)
     variable = [index for index, item in enumerate(items) if item.variable]
-    if variable and not anchored:
+    if variable and not anchored and sum(items[i].max for i in variable) > UNANCHORED_SPAN:
         raise _Refused("a repetition in a pattern not anchored at its start ('^')")
     for index in variable:
         repeated = items[index].chars

@@ -162,3 +162,19 @@ def test_plain_data_defaults_are_the_model_defaults() -> None:
     from engine.format.model import SentinelGrammar
 
     assert SentinelGrammar().model_dump() == _GRAMMAR_DEFAULTS
+
+
+def test_clean_text_replaces_surrogates_in_huge_texts_too() -> None:
+    from engine.textio import clean_text
+
+    def reference(text: str) -> str:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return text
+
+    big = "é" * (1 << 20)
+    for text in ["abc", "é\ud800", "\ud83d\ude00x", big, big + "\udcff", "a" + big,
+                 big[:-1] + "\ud83d" + "\ude00"]:
+        assert clean_text(text) == reference(text)

@@ -60,7 +60,7 @@ class SentinelParser:
             data, warnings = self._parse(text, nonce if nonce is not None else "", params)
         except Reject as rejected:
             return ParseResult(ok=False, failure=rejected.failure)
-        return ParseResult(ok=True, data=data, warnings=warnings)
+        return ParseResult.success(data, warnings)
 
     def _parse(self, text: str, nonce: str,
                params: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
