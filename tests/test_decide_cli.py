@@ -12,7 +12,7 @@ import pytest
 from sentinel_cases import BASES, NONCE, delimiters, expand, load
 from syrupy.assertion import SnapshotAssertion
 
-from conftest import REPO, run_cli
+from conftest import REPO, PackMaker, run_cli
 
 DECISIONS = load("decision_cases.yaml")
 VERDICT_SCHEMA = json.loads((REPO / "contracts" / "verdict.schema.json").read_text())
@@ -244,3 +244,31 @@ def test_policy_changes_with_the_attempt_number(pack_copy: Path) -> None:
     second = decide_with(pack_copy, "PLAN", junk, 2)
     assert (second["action"], second["exit_code"], second["attempts_left"]) == ("RETRY", 3, 0)
     assert decide_with(pack_copy, "PLAN", junk, 3)["action"] == "CYCLE_FAIL"
+
+
+def test_explain_patterns_names_the_engine_of_each_pack_pattern(make_pack: PackMaker) -> None:
+    folder = make_pack("""
+        rulepack: t
+        extends: [builtin:core]
+        contracts:
+          doc:
+            kind: markdown
+            ids:
+              safe: {pattern: 'ID-[0-9]{3}'}
+              nested: {pattern: '(a+)+b'}
+        """)
+    result = run_cli("explain", "--pack", str(folder), "--patterns")
+    assert result.exit_code == 0, result.output
+    rows = {cells[1]: cells for cells in (
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in result.stdout.splitlines()[2:])}
+    assert rows["contracts.doc.ids.safe.pattern"][:3] == [
+        "ID-[0-9]{3}", "contracts.doc.ids.safe.pattern", "re"]
+    assert rows["contracts.doc.ids.nested.pattern"][:3] == [
+        "(a+)+b", "contracts.doc.ids.nested.pattern", "re2"]
+
+
+def test_explain_of_an_unknown_block_is_a_usage_error() -> None:
+    result = run_cli("explain", "--pack", "sentinel", "NOPE")
+    assert result.exit_code == 2
+    assert "has no block 'NOPE'" in result.output

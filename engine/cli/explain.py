@@ -4,22 +4,38 @@ from __future__ import annotations
 
 import click
 
-from engine.cli.common import open_pack
-from engine.cli.formats import format_explain
+from engine.cli.common import UsageFailure, open_pack
+from engine.errors import EngineError
 
 
 @click.command("explain")
 @click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
+@click.option("--patterns", "show_patterns", is_flag=True,
+              help="List the pack's patterns instead: which engine runs each one, and why.")
 @click.argument("block", required=False)
-def explain_command(pack_ref: str, block: str | None) -> None:
+def explain_command(pack_ref: str, show_patterns: bool, block: str | None) -> None:
     """Print the per-block trigger table (when to repair, how often, guards, what then).
+
+    With --patterns, print every pattern the pack declares and the engine that runs it:
+    stdlib `re` where a static check proves it runs in linear time (no nested or overlapping
+    repetition, deterministic alternation), RE2 otherwise. Either way a hostile output
+    cannot make a pattern backtrack.
 
     \b
     Examples:
       rules explain --pack sentinel
       rules explain --pack sentinel "$BLOCK"
+      rules explain --pack gap-review --patterns
     """
+    from engine.cli.formats import format_explain, format_patterns
+
     pack = open_pack(pack_ref)
     if block is not None:
-        pack.contract_kind(block)
+        try:
+            pack.contract(block)
+        except EngineError as exc:
+            raise UsageFailure(str(exc)) from None
+    if show_patterns:
+        click.echo(format_patterns(pack.model, block), nl=False)
+        return
     click.echo(format_explain(pack.model, block), nl=False)

@@ -153,3 +153,27 @@ def format_explain(pack: Rulepack, block: str | None = None) -> str:
     if types:
         out += "\n" + _table(["Failure type", "Severity", "Retriable", "Explain"], types)
     return out
+
+
+def format_patterns(pack: Rulepack, block: str | None = None) -> str:
+    """Every pattern the pack declares (or block ``block`` declares), with its engine."""
+    from engine.format.model import Ref
+    from engine.format.semantics import walk_references
+    from engine.patterns import pattern_engine
+
+    rows = []
+    seen: set[tuple[str, str]] = set()
+    for ref in walk_references(pack, Rulepack, (), ()):
+        if ref.kind is not Ref.PATTERN:
+            continue
+        if block is not None and ref.path[:2] != ("contracts", block):
+            continue
+        where = ".".join(str(part) for part in ref.path)
+        if (where, ref.value) in seen:
+            continue
+        seen.add((where, ref.value))
+        engine, reason = pattern_engine(ref.value)
+        rows.append([ref.value, where, engine, reason])
+    if not rows:
+        return "no patterns\n"
+    return _table(["Pattern", "Where", "Engine", "Why"], rows)
