@@ -1,16 +1,19 @@
-"""The compiled-pack cache: what `rules parse` needs of a pack, kept on disk between runs.
+"""The compiled-pack cache: what `rules parse` and `rules check` need to remember of a pack.
 
 Loading a pack validates its YAML with pydantic and checks its templates with Jinja2: right
-for `rules check`, too slow for a command that parses one block. After a pack loads cleanly,
-the plain data of its sentinel grammars is written to the user cache folder; the next run
-builds its parsers from that data without importing YAML, pydantic or Jinja2.
+the first time, too slow for a command that parses one block or re-checks unchanged packs.
+After a pack loads cleanly, the plain data of its sentinel grammars is written to the user
+cache folder, and the next `rules parse` builds its parsers from it without importing YAML,
+pydantic or Jinja2. After `rules check` finds a pack clean, that is remembered too; a pack
+with findings is always checked afresh.
 
-An entry is keyed by the pack file's path, the engine version and the Python version. It is
-used only while every file in the folders of the pack's YAML files (the pack and what it
-extends) has the content it had when the entry was written (SHA-256 of each file, and the
-same set of files), and while the engine modules that define the data are unchanged; else
-the pack is loaded and checked as usual and the entry rewritten. Any problem with the cache
-itself (unreadable, corrupt, read-only folder) falls back to a normal load, silently.
+An entry is keyed by purpose, the pack file's path, the engine version and the Python
+version. It is used only while every file in the folders of the pack's YAML files (the pack
+and what it extends) has the content it had when the entry was written (SHA-256 of each
+file, the same set of files, symlinks pointing to the same place), and while the engine
+modules the entry depends on are unchanged (their mtime and size); else the pack is loaded
+and checked as usual and the entry rewritten. Any problem with the cache itself
+(unreadable, damaged, read-only folder) falls back to a normal load, silently.
 
 ``RULES_CACHE_DIR`` names the folder (default: ``$XDG_CACHE_HOME/rules-engine`` or
 ``~/.cache/rules-engine``); ``RULES_NO_CACHE=1`` turns the cache off.
@@ -29,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from engine import __version__
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.errors import unknown_block_error
-from engine.format.locate import find_one_pack_file
+from engine.format.findings import CheckResult
+from engine.format.locate import display_path, find_one_pack_file, find_pack_files
 from engine.results import ParseResult
 from engine.textio import clean_text, decode_output
 
@@ -40,8 +44,8 @@ FORMAT = 1
 MAX_FILES = 500
 MAX_BYTES = 16 * 1024 * 1024
 _ENGINE_DIR = Path(__file__).resolve().parent
-# The modules whose code gives the cached data its meaning.
-_MEANING = ("format/model.py", "contracts/sentinel", "cache.py")
+# The modules whose code gives the cached parse data its meaning (a check depends on all).
+_PARSE_MEANING = ("format/model.py", "contracts/sentinel", "cache.py")
 
 
 class ParsingPack:
@@ -91,19 +95,21 @@ def cache_dir() -> Path | None:
     return Path(base) / "rules-engine"
 
 
-def _engine_stamp() -> list[list[Any]]:
+def _engine_stamp(names: tuple[str, ...]) -> list[list[Any]]:
+    """Name, mtime and size of the engine modules ``names`` (files or folders, recursive)."""
     stamp = []
-    for name in _MEANING:
+    for name in names:
         target = _ENGINE_DIR / name
-        paths = sorted(target.glob("*.py")) if target.is_dir() else [target]
+        paths = sorted(target.rglob("*.py")) if target.is_dir() else [target]
         for path in paths:
             info = path.stat()
-            stamp.append([path.name, info.st_mtime_ns, info.st_size])
+            stamp.append([str(path.relative_to(_ENGINE_DIR)), info.st_mtime_ns, info.st_size])
     return stamp
 
 
 def _fingerprint(folders: list[str]) -> dict[str, str] | None:
-    """SHA-256 of every file under ``folders``; None when there are too many or too much."""
+    """SHA-256 of every file under ``folders`` (and where a symlink points); None when there
+    are too many files or too many bytes to be worth it."""
     digests: dict[str, str] = {}
     total = 0
     for folder in folders:
@@ -119,38 +125,43 @@ def _fingerprint(folders: list[str]) -> dict[str, str] | None:
                 total += len(content)
                 if total > MAX_BYTES:
                     return None
-                digests[path] = hashlib.sha256(content).hexdigest()
+                digest = hashlib.sha256(content).hexdigest()
+                if os.path.islink(path):
+                    digest += " -> " + os.path.realpath(path)
+                digests[path] = digest
     return digests
 
 
-def _entry_path(root: Path, pack_file: Path) -> Path:
-    key = json.dumps([str(pack_file), __version__, sys.version, FORMAT])
-    return root / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+def _entry_path(root: Path, purpose: str, pack_file: Path) -> Path:
+    key = json.dumps([purpose, str(pack_file), __version__, sys.version, FORMAT])
+    return root / f"{purpose}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
-def _read_entry(path: Path) -> dict[str, Any] | None:
+def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
+    """The data of a current entry, or None (absent, damaged, or anything changed)."""
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(entry, dict) or entry.get("format") != FORMAT:
         return None
-    if entry.get("engine") != _engine_stamp():
+    if entry.get("engine") != stamp:
         return None
     folders = entry.get("folders")
     if not isinstance(folders, list) or _fingerprint(folders) != entry.get("files"):
         return None
-    data = entry.get("pack")
+    data = entry.get("data")
     return data if isinstance(data, dict) else None
 
 
-def _write_entry(path: Path, pack: Pack) -> None:
-    folders = sorted({str(f.resolve().parent) for f in pack.files})
+def _write_entry(path: Path, stamp: list[list[Any]], yaml_files: list[Path],
+                 data: dict[str, Any]) -> None:
+    folders = sorted({str(f.resolve().parent) for f in yaml_files})
     files = _fingerprint(folders)
     if files is None:
         return
-    entry = {"format": FORMAT, "engine": _engine_stamp(), "folders": folders, "files": files,
-             "pack": parsing_data(pack)}
+    entry = {"format": FORMAT, "engine": stamp, "folders": folders, "files": files,
+             "data": data}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
@@ -165,9 +176,10 @@ def open_parsing_pack(ref: str) -> ParsingPack:
     loaded and checked (``PackError`` as ``load_pack``) and then cached."""
     pack_file = find_one_pack_file(ref).resolve()
     root = cache_dir()
-    entry_path = _entry_path(root, pack_file) if root is not None else None
+    entry_path = _entry_path(root, "parse", pack_file) if root is not None else None
+    stamp = _engine_stamp(_PARSE_MEANING)
     if entry_path is not None:
-        data = _read_entry(entry_path)
+        data = _read_entry(entry_path, stamp)
         if data is not None:
             try:
                 return ParsingPack(data)
@@ -176,6 +188,34 @@ def open_parsing_pack(ref: str) -> ParsingPack:
     from engine.pack import load_pack
 
     pack = load_pack(pack_file)
+    data = parsing_data(pack)
     if entry_path is not None:
-        _write_entry(entry_path, pack)
-    return ParsingPack(parsing_data(pack))
+        _write_entry(entry_path, stamp, list(pack.files), data)
+    return ParsingPack(data)
+
+
+def check_packs(targets: list[str]) -> list[CheckResult]:
+    """``engine.pack.check_packs`` with a memory: a pack that was found clean is not
+    loaded again while its files and the engine are unchanged. Packs with findings are
+    always checked afresh, so every finding is current."""
+    root = cache_dir()
+    stamp = _engine_stamp(("",)) if root is not None else []
+    results = []
+    for target in targets:
+        for pack_file in find_pack_files(target):
+            results.append(_check_one(root, stamp, pack_file))
+    return results
+
+
+def _check_one(root: Path | None, stamp: list[list[Any]], pack_file: Path) -> CheckResult:
+    entry_path = _entry_path(root, "check", pack_file.resolve()) if root is not None else None
+    if entry_path is not None:
+        data = _read_entry(entry_path, stamp)
+        if data is not None and isinstance(data.get("name"), str):
+            return CheckResult(display_path(pack_file), [], data["name"])
+    from engine.pack import check_pack_file
+
+    result = check_pack_file(pack_file)
+    if entry_path is not None and not result.findings and result.tree is not None:
+        _write_entry(entry_path, stamp, result.tree.files, {"name": result.name})
+    return result

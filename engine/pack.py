@@ -12,8 +12,8 @@ from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.contracts.registry import check_contracts, compile_contracts
 from engine.errors import EngineError, PackError, Position, unknown_block_error
 from engine.format.context import build_context
-from engine.format.findings import Finding, has_errors
-from engine.format.loader import PackTree, SourceMap, load_pack_tree
+from engine.format.findings import CheckResult, Finding
+from engine.format.loader import SourceMap, load_pack_tree
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
 from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
@@ -27,19 +27,6 @@ if TYPE_CHECKING:
     from engine.prompts.compiled import CompiledPrompts
     from engine.prompts.render import RenderedPrompt
 
-
-@dataclass
-class CheckResult:
-    """What `rules check` found in one pack."""
-
-    target: str
-    findings: list[Finding]
-    model: Rulepack | None = None
-    tree: PackTree | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not has_errors(self.findings)
 
 
 @dataclass
@@ -191,7 +178,8 @@ def check_pack_file(pack_file: Path) -> CheckResult:
             check_contracts(model, checker)
             findings.extend(checker.findings)
     unique = sorted(set(findings), key=Finding.sort_key)
-    return CheckResult(display_path(pack_file), unique, model, tree)
+    return CheckResult(display_path(pack_file), unique, model.rulepack if model else None, model,
+                       tree)
 
 
 def check_packs(targets: list[str]) -> list[CheckResult]:

@@ -93,9 +93,11 @@ def compile_condition(expression: str) -> Callable[..., Any]:
     return ENVIRONMENT.compile_expression(expression)
 
 
-def undeclared_names(source: str) -> set[str]:
-    """The variables a template (or expression) reads without defining them."""
-    return set(meta.find_undeclared_variables(ENVIRONMENT.parse(source)))
+@lru_cache(maxsize=1024)
+def undeclared_names(source: str) -> frozenset[str]:
+    """The variables a template (or expression) reads without defining them (once per
+    source: a base pack's templates are checked with every pack that extends it)."""
+    return frozenset(meta.find_undeclared_variables(ENVIRONMENT.parse(source)))
 
 
 def first_use(source: str, name: str) -> tuple[int, int]:

@@ -117,3 +117,41 @@ def test_every_sentinel_case_parses_the_same_from_cached_data() -> None:
         text, args = build_text(case), call_args(case)
         assert cached.parse(case["block"], text, **args) == pack.parse(case["block"], text,
                                                                        **args), case
+
+
+def _check(target: str, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SCRIPTS / "rules"), "check", target, *extra],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "RULES_CACHE_DIR": str(cache)})
+
+
+def test_rules_check_remembers_a_clean_pack_until_a_file_of_it_changes(tmp_path: Path) -> None:
+    pack = tmp_path / "sentinel"
+    shutil.copytree(REPO / "rules" / "sentinel", pack)
+    cache = tmp_path / "cache"
+    first = _check(str(pack), cache, "--format", "json")
+    assert first.returncode == 0
+    assert len(list(cache.glob("check-*.json"))) == 1
+    probe = ("import sys; from engine.cli.main import main; sys.argv = ['rules', 'check', "
+             f"{str(pack)!r}, '--format', 'json']\ntry:\n    main()\nexcept SystemExit:\n"
+             "    pass\nprint('HEAVY', sorted(m for m in ('yaml', 'pydantic', 'jinja2') "
+             "if m in sys.modules), file=sys.stderr)")
+    warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "RULES_CACHE_DIR": str(cache)})
+    assert warm.stdout == first.stdout
+    assert "HEAVY []" in warm.stderr, warm.stderr
+    # a template of the pack breaks: the entry no longer holds, the finding is reported
+    template = next((pack / "templates").glob("*.j2"))
+    template.write_text("{{ parser_eror }}\n", encoding="utf-8")
+    broken = _check(str(pack), cache)
+    assert broken.returncode == 1
+    assert "unknown-template-variable" in broken.stdout
+
+
+def test_rules_check_never_remembers_findings(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    target = str(REPO / "tests" / "fixtures" / "packs" / "many_findings")
+    first, second = _check(target, cache), _check(target, cache)
+    assert first.returncode == second.returncode == 1
+    assert first.stdout == second.stdout
+    assert list(cache.glob("check-*.json")) == []

@@ -25,7 +25,7 @@ def explain_command(pack_ref: str, show_patterns: bool, block: str | None) -> No
     Examples:
       rules explain --pack sentinel
       rules explain --pack sentinel "$BLOCK"
-      rules explain --pack gap-review --patterns
+      rules explain --pack ./my-pack --patterns
     """
     from engine.cli.formats import format_explain, format_patterns
 

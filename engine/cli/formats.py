@@ -6,13 +6,12 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from engine.format.findings import Finding
-from engine.format.model import Rulepack, Trigger
-from engine.verdict import Verdict
+from engine.format.findings import CheckResult, Finding
 
 if TYPE_CHECKING:
-    from engine.pack import CheckResult
+    from engine.format.model import Rulepack, Trigger
     from engine.policy.decide import Decision
+    from engine.verdict import Verdict
 
 
 def format_text(results: list[CheckResult]) -> str:
@@ -40,7 +39,7 @@ def _finding_json(f: Finding) -> dict[str, object]:
 def format_json(results: list[CheckResult]) -> str:
     payload = {
         "packs": [
-            {"pack": r.target, "name": r.model.rulepack if r.model else None, "ok": r.ok,
+            {"pack": r.target, "name": r.name, "ok": r.ok,
              "findings": [_finding_json(f) for f in r.findings]}
             for r in results
         ],
@@ -133,6 +132,8 @@ def _after(trigger: Trigger) -> str:
 
 def format_explain(pack: Rulepack, block: str | None = None) -> str:
     """The trigger table of a pack (one row per block) and the failure types."""
+    from engine.format.model import Trigger
+
     blocks = [block] if block else list(pack.contracts)
     rows = []
     for name in blocks:
@@ -157,14 +158,14 @@ def format_explain(pack: Rulepack, block: str | None = None) -> str:
 
 def format_patterns(pack: Rulepack, block: str | None = None) -> str:
     """Every pattern the pack declares (or block ``block`` declares), with its engine."""
-    from engine.format.model import Ref
+    from engine.format import model
     from engine.format.semantics import walk_references
     from engine.patterns import pattern_engine
 
     rows = []
     seen: set[tuple[str, str]] = set()
-    for ref in walk_references(pack, Rulepack, (), ()):
-        if ref.kind is not Ref.PATTERN:
+    for ref in walk_references(pack, model.Rulepack, (), ()):
+        if ref.kind is not model.Ref.PATTERN:
             continue
         if block is not None and ref.path[:2] != ("contracts", block):
             continue

@@ -80,8 +80,8 @@ def check_command(paths: tuple[str, ...], output_format: str | None) -> None:
     \b
     Exit status: 0 no errors, 1 errors found, 2 usage or internal error.
     """
+    from engine.cache import check_packs
     from engine.cli.formats import FORMATTERS
-    from engine.pack import check_packs
 
     try:
         results = check_packs(list(paths) or ["rules"])
