@@ -1,0 +1,260 @@
+"""JSON documents in model outputs: finding them, reading them within bounds, and checking
+them against JSON Schemas with readable, deterministic issues.
+
+Used by the ``json`` contract kind and by quality gates. Nothing here raises for anything an
+output can contain: a document that cannot be read is a ``JsonDocumentError`` carrying the
+line and column (in the whole output) where reading failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, Literal, NamedTuple
+
+Extract = Literal["whole", "fenced", "first"]
+Many = Literal["one", "list", "jsonl"]
+
+MAX_CHARS = 8 * 1024 * 1024
+"""Default cap on the characters of JSON read from one output."""
+MAX_DEPTH = 200
+"""Default cap on nesting (objects and arrays) of one document."""
+MAX_ISSUES = 100
+"""At most this many schema issues are reported per document (the first, in order)."""
+_MAX_MESSAGE = 300
+_MAX_CANDIDATES = 64
+
+_FENCE = re.compile(r"^[ \t]*```[ \t]*json[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+_FENCE_END = re.compile(r"^[ \t]*```[ \t]*\r?$", re.MULTILINE)
+_DECODER = json.JSONDecoder()
+
+
+class JsonDocumentError(Exception):
+    """JSON that cannot be read: the message, and where in the output (1-based)."""
+
+    def __init__(self, message: str, line: int | None = None,
+                 column: int | None = None) -> None:
+        where = f"line {line} column {column}: " if line is not None else ""
+        super().__init__(where + message)
+        self.message = where + message
+        self.line = line
+        self.column = column
+
+
+class SchemaIssue(NamedTuple):
+    """One way a document breaks its schema: a JSON Pointer and a readable message."""
+
+    pointer: str
+    message: str
+
+
+def _line_column(text: str, position: int) -> tuple[int, int]:
+    line = text.count("\n", 0, position) + 1
+    return line, position - (text.rfind("\n", 0, position) + 1) + 1
+
+
+def _decode(text: str, start: int, end: int, whole: str) -> Any:
+    """The one JSON value in ``text[start:end]`` (whitespace around it allowed)."""
+    try:
+        value, stop = _DECODER.raw_decode(text[:end], _skip_space(text, start, end))
+    except json.JSONDecodeError as exc:
+        raise JsonDocumentError(exc.msg, *_line_column(whole, exc.pos)) from None
+    except RecursionError:
+        raise JsonDocumentError("JSON nested too deeply") from None
+    rest = _skip_space(text, stop, end)
+    if rest < end:
+        raise JsonDocumentError("extra data after the JSON value", *_line_column(whole, rest))
+    return value
+
+
+def _skip_space(text: str, start: int, end: int) -> int:
+    while start < end and text[start] in " \t\r\n":
+        start += 1
+    return start
+
+
+def _body(text: str, extract: Extract) -> tuple[int, int]:
+    """Where the JSON text is: (start, end) offsets into ``text``."""
+    if extract == "fenced":
+        fence = _FENCE.search(text)
+        if fence is None:
+            raise JsonDocumentError("no ```json fenced block in the output")
+        start = fence.end() + 1
+        close = _FENCE_END.search(text, start)
+        if close is None:
+            raise JsonDocumentError("the ```json fenced block is not closed",
+                                    *_line_column(text, fence.start()))
+        return start, close.start()
+    return (1 if text.startswith("\ufeff") else 0), len(text)
+
+
+def _first_value(text: str) -> Any:
+    """The first balanced top-level object or array in ``text`` (prose around it ignored)."""
+    tried = 0
+    for match in re.finditer(r"[{\[]", text):
+        try:
+            value, _ = _DECODER.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            tried += 1
+            if tried >= _MAX_CANDIDATES:
+                break
+            continue
+        except RecursionError:
+            raise JsonDocumentError("JSON nested too deeply",
+                                    *_line_column(text, match.start())) from None
+        return value
+    raise JsonDocumentError("no JSON object or array in the output")
+
+
+def read_documents(text: str, *, extract: Extract = "whole", many: Many = "one",
+                   max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH) -> list[Any]:
+    """The JSON documents of an output: one, each element of a list, or one per line."""
+    if len(text) > max_chars:
+        raise JsonDocumentError(f"the output is {len(text)} characters, over the limit of "
+                                f"{max_chars} for JSON")
+    if extract == "first":
+        values = [_first_value(text)]
+    else:
+        start, end = _body(text, extract)
+        if many == "jsonl":
+            values = []
+            for line_start, line_end in _lines(text, start, end):
+                if text[line_start:line_end].strip():
+                    values.append(_decode(text, line_start, line_end, text))
+        else:
+            values = [_decode(text, start, end, text)]
+    if many == "list":
+        if len(values) != 1 or not isinstance(values[0], list):
+            raise JsonDocumentError("expected a JSON array of documents")
+        values = list(values[0])
+    for value in values:
+        if depth_of(value, max_depth) > max_depth:
+            raise JsonDocumentError(f"JSON nested deeper than {max_depth} levels")
+    return values
+
+
+def _lines(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    while start < end:
+        stop = text.find("\n", start, end)
+        stop = end if stop < 0 else stop
+        yield start, stop
+        start = stop + 1
+
+
+def depth_of(value: Any, limit: int) -> int:
+    """Nesting depth of a JSON value, counted without recursion; stops past ``limit``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+# ------------------------------------------------------------------------- schemas
+
+
+def compile_schema(schema: Any) -> Any:
+    """A validator for ``schema`` (Draft 2020-12 unless its ``$schema`` says otherwise).
+
+    References resolve inside the schema only: no file and no network is ever read.
+    """
+    import jsonschema
+    from referencing import Registry
+    from referencing.exceptions import NoSuchResource
+
+    def refuse(uri: str) -> Any:
+        raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, registry=Registry(retrieve=refuse))  # type: ignore[call-arg]
+
+
+def schema_problems(schema: Any) -> list[str]:
+    """Why ``schema`` is not usable: not a valid schema, or a ``$ref`` outside itself."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return [f"not a valid JSON Schema: {exc.message}"]
+    return [f"$ref {ref!r} points outside the schema (only local '#...' references are "
+            "resolved; nothing is fetched)" for ref in _refs(schema) if not ref.startswith("#")]
+
+
+def _refs(schema: Any) -> list[str]:
+    found: list[str] = []
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                found.append(ref)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return sorted(set(found))
+
+
+def _pointer(parts: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _dotted(parts: Any) -> str:
+    return ".".join(str(p) for p in parts)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE - 3] + "..."
+
+
+def schema_issues(validator: Any, document: Any, limit: int = MAX_ISSUES) -> list[SchemaIssue]:
+    """Every way ``document`` breaks the validator's schema, sorted by pointer then message.
+
+    A missing required key reads ``Missing: parent.key``; any other issue reads
+    ``path: message`` (``(root)`` for the document itself).
+    """
+    from referencing.exceptions import Unresolvable
+
+    issues: list[SchemaIssue] = []
+    try:
+        for error in validator.iter_errors(document):
+            path = list(error.absolute_path)
+            if error.validator == "required":
+                missing = _missing_key(error)
+                issues.append(SchemaIssue(_pointer([*path, missing]),
+                                          f"Missing: {_dotted([*path, missing])}"))
+            else:
+                where = _dotted(path) or "(root)"
+                issues.append(SchemaIssue(_pointer(path), _short(f"{where}: {error.message}")))
+            if len(issues) >= 10 * limit:
+                break
+    except RecursionError:
+        issues.append(SchemaIssue("", "(root): JSON nested too deeply to validate"))
+    except Unresolvable as exc:
+        issues.append(SchemaIssue("", f"(root): {exc} (references must resolve inside "
+                                      "the schema)"))
+    return sorted(set(issues))[:limit]
+
+
+def _missing_key(error: Any) -> str:
+    """The property a ``required`` error is about (jsonschema says it in its message)."""
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    required = error.validator_value if isinstance(error.validator_value, list) else []
+    for key in required:
+        if key not in instance and repr(key) in error.message:
+            return str(key)
+    message: str = error.message
+    return message.rsplit(" is a required property", 1)[0].strip("'\"")
