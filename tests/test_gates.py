@@ -26,10 +26,9 @@ from engine.format.context import build_context
 from engine.format.model import ContextKey
 from engine.pack import check_pack_file, load_pack
 
-# The pack under test and one valid example per schema. Until the real schemas are merged
-# (branch qg-schemas) the pack is checked against placeholder schemas under tests/fixtures.
-PACK = FIXTURES / "packs" / "quality-gate"
-EXAMPLES = FIXTURES / "gates" / "examples"
+# The pack under test and its valid example per schema.
+PACK = REPO / "rules" / "quality-gate"  # also `--pack quality-gate` (builtin)
+EXAMPLES = PACK / "examples"
 EXAMPLE_OUTPUT = FIXTURES / "gates" / "example_output.txt"
 NOW = "2026-01-04T06:30:00Z"
 
