@@ -364,3 +364,99 @@ def test_the_engine_api() -> None:
     outcome = pack.gate("IMPLEMENT", [todo_without_criteria()], retry=1, now=NOW)
     assert outcome.reprompt == EXAMPLE_OUTPUT.read_text(encoding="utf-8")
     assert (outcome.result.action, outcome.result.exit_code) == ("REVISE", 3)
+
+
+# ---------------------------------------------------------------- rules check
+
+
+GATES_PACK = """\
+rulepack: g
+extends: [builtin:core]
+templates:
+  reprompt: {file: reprompt.j2, purpose: reprompt, format: text}
+  other: {file: reprompt.j2, purpose: repair}
+gates:
+  schemas:
+    item: {file: item.schema.json, description: an item}
+    remote: {file: remote.schema.json}
+    broken: {file: broken.schema.json}
+  steps:
+    ONE: [item, itme]
+  detect:
+    - {schema: item, has: [name]}
+    - {schema: nothing, when: "output.x and outptu"}
+  decide:
+    - {when: "valid and retyr > 0", action: PROCEED}
+    - {when: "true", action: REVIZE}
+  reprompt: other
+  output_file: "{{ gate }}/{{ attempt }}.json"
+  artifacts:
+    STOP: {template: reprompt, schema: item}
+  log: ../outside.jsonl
+"""
+GATES_FILES = {
+    "reprompt.j2": "{{ gate }} {{ errors }}\n",
+    "item.schema.json": '{"type": "object", "required": ["name"]}',
+    "remote.schema.json": '{"$ref": "https://example.com/s.json"}',
+    "broken.schema.json": '{"type": 12}',
+}
+
+
+def test_rules_check_checks_the_gates(make_pack: Any) -> None:
+    folder = make_pack(GATES_PACK, files=GATES_FILES)
+    found = sorted((f.rule, f.message) for f in check_pack_file(folder / "pack.yaml").findings)
+    assert found == [
+        ("invalid-schema", "schema 'broken': not a valid JSON Schema: 12 is not valid under "
+         "any of the given schemas"),
+        ("invalid-schema", "schema 'remote': $ref 'https://example.com/s.json' points outside "
+         "the schema (only local '#...' references are resolved; nothing is fetched)"),
+        ("path-traversal", "gates.log '../outside.jsonl' must stay inside the session folder"),
+        ("template-purpose", "template 'other' has purpose 'repair'; this needs purpose "
+         "'reprompt'"),
+        ("template-purpose", "template 'reprompt' has purpose 'reprompt'; this needs purpose "
+         "'artifact'"),
+        ("unknown-action", "unknown action 'REVIZE'"),
+        ("unknown-schema", "unknown gate schema 'itme'"),
+        ("unknown-schema", "unknown gate schema 'nothing'"),
+        ("unknown-template-variable", "gates.output_file uses 'attempt'"),
+        ("unknown-template-variable", "template 'other' uses 'errors', which the engine does "
+         "not provide to repair templates"),
+        ("unknown-template-variable", "template 'other' uses 'gate', which the engine does "
+         "not provide to repair templates"),
+        ("unknown-variable", "expression uses unknown variable 'outptu'"),
+        ("unknown-variable", "expression uses unknown variable 'retyr'"),
+    ]
+
+
+def test_the_shipped_pack_by_builtin_name(tmp_path: Path) -> None:
+    todo = write(tmp_path / "todo.json", [todo_without_criteria()])
+    result = run_cli("gate", "--pack", "quality-gate", "--stage", "IMPLEMENT", "--retry", "1",
+                     "--now", NOW, todo)
+    assert (result.exit_code, result.output) == (3, EXAMPLE_OUTPUT.read_text(encoding="utf-8"))
+
+
+def test_a_detection_expression_that_cannot_apply_does_not_match(tmp_path: Path) -> None:
+    def change(data: dict[str, Any], _: Path) -> None:
+        data["gates"]["detect"].insert(0, {"when": "output.kind.name == 'x'", "schema": "skill"})
+
+    copy = pack_copy(tmp_path, change)
+    outputs = write(tmp_path / "out.json", [example("todo"), example("evidence"), [1], "s"])
+    assert gate_json("--stage", "IMPLEMENT", outputs, pack=copy)[1]["checked"] == [
+        "todo", "evidence"]
+
+
+def test_a_version_2_ledger_gains_gate_results(tmp_path: Path) -> None:
+    import sqlite3
+
+    from engine.state.ledger import LEDGER_FILE, Ledger
+
+    Ledger(tmp_path).close()
+    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
+        db.execute("DROP TABLE gate_results")
+        db.execute("PRAGMA user_version = 2")
+    ledger = Ledger(tmp_path)
+    try:
+        assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert ledger.gate_results() == []
+    finally:
+        ledger.close()

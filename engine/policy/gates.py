@@ -59,7 +59,11 @@ class CompiledDetect:
                                          and output[self.key] == self.equals):
             return False
         if self.when is not None:
-            return bool(self.when(**{**context, "context": dict(context), "output": output}))
+            try:
+                return bool(self.when(**{**context, "context": dict(context),
+                                         "output": output}))
+            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError):
+                return False  # an expression that cannot apply to this output: no match
         return True
 
 
@@ -162,7 +166,11 @@ class CompiledGates:
                      "checked": list(checked), "retry": retry,
                      "max_retry": self.spec.max_retry}
         for rule in self.rules:
-            if rule.when(**variables):
+            try:
+                holds = rule.when(**variables)
+            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
+                raise GateError(f"gates.decide rule {rule.source!r} failed: {exc}") from None
+            if holds:
                 spec = self.actions[rule.action]
                 return GateResult(gate, valid, tuple(checked), tuple(errors), tuple(missing),
                                   tuple(results), rule.action, rule.reason or rule.source,
