@@ -20,14 +20,16 @@ from engine.policy.gates import GateOutcome
 from engine.textio import decode_output
 
 EPILOG = """\b
-Each FILE holds one JSON document, a JSON array of documents, or JSON lines. A FILE that is
-not JSON is an error of the gate ("Invalid JSON: FILE:LINE:COLUMN: ..."), not a usage
-error: the model gets it back in the reprompt. A FILE that does not exist is a usage error.
+Each FILE holds one JSON document, a JSON array of documents, or
+JSON lines. A FILE that is not JSON is an error of the gate
+("Invalid JSON: FILE:LINE:COLUMN: ..."), not a usage error: the
+model gets it back in the reprompt. A missing FILE is a usage error.
 
 \b
-With --session DIR the result is recorded in DIR's ledger (`rules log --session DIR
---format jsonl --view failures` shows it) and a failure is appended to the failure log the
-pack names (quality-gate: DIR/.workflow/logs/gate_failures.jsonl).
+With --session DIR the result is recorded in DIR's ledger (see
+`rules log --session DIR --format jsonl --view failures`) and a
+failure is appended to the log the pack names (quality-gate:
+DIR/.workflow/logs/gate_failures.jsonl).
 
 \b
 Exit status:
