@@ -52,7 +52,7 @@ class Pack:
 
     def __post_init__(self) -> None:
         if not self.contracts:
-            self.contracts = compile_contracts(self.model)
+            self.contracts = compile_contracts(self.model, self._folder_of)
         # Imported here: `rules check` validates packs without building their policy.
         from engine.policy.decide import compile_policy
         from engine.prompts.compiled import compile_prompts

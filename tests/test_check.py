@@ -229,3 +229,25 @@ contracts:
     rules = sorted(r for r, _ in findings(folder))
     assert rules == ["file-missing", "invalid-pattern", "invalid-pattern", "unknown-key",
                      "unknown-severity"]
+
+
+def test_requires_is_compared_with_the_engine_version(make_pack: PackMaker) -> None:
+    too_new = make_pack(HEADER + 'requires: ">=99.0"\n', name="new")
+    in_range = make_pack(HEADER + 'requires: ">= 0.1, < 99"\n', name="ok")
+    assert findings(too_new) == [("requires-unmet", "pack.yaml:3:11")]
+    assert findings(in_range) == []
+    [finding] = check_pack_file(too_new / "pack.yaml").findings
+    assert finding.message.startswith("the pack requires engine >=99.0; this is engine ")
+
+
+def test_keys_without_behaviour_are_reported_as_warnings(make_pack: PackMaker) -> None:
+    folder = make_pack(HEADER + """\
+rate_limits:
+  too_many: {count: 'DISAGREE', max: 5, fail: WRONG_FORMAT}
+examples:
+  budgets: {initial_tokens: 500}
+""")
+    result = check_pack_file(folder / "pack.yaml")
+    assert result.ok
+    assert [(f.rule, f.level, f"{f.position.line}:{f.position.column}") for f in result.findings] \
+        == [("no-behaviour", "warning", "3:1"), ("no-behaviour", "warning", "6:13")]

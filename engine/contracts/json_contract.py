@@ -1,19 +1,32 @@
-"""The ``json`` contract kind: a JSON document checked against a JSON Schema of the pack.
+"""The ``json`` contract kind: JSON taken from the output and checked against a JSON Schema
+file of the pack.
 
-Checked by `rules check` (the schema file is a valid schema); evaluating outputs is not
-implemented yet: `evaluate` says so.
+`rules check` reads the schema (a valid schema whose references stay inside it); loading
+compiles its validator once. An output that is not JSON gives the contract's parse failure
+with line and column; each way the document breaks the schema gives one schema failure,
+with a JSON Pointer, in a deterministic order.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.contracts.json_document import (
+    JsonDocumentError,
+    compile_schema,
+    read_documents,
+    schema_issues,
+    schema_problems,
+)
 from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.errors import EvaluationError
+from engine.errors import EvaluationError, PackError
 from engine.format.model import declared_default_failures
+from engine.results import Failure
+from engine.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
     from engine.format.loader import KeyPath
@@ -24,11 +37,13 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class UnevaluatedContract:
-    """A contract of a kind whose evaluation does not exist yet: every call says so."""
+class CompiledJson:
+    """A json contract ready to check outputs: its schema's validator built once."""
 
     name: str
-    kind: str
+    contract: JsonContract = field(repr=False)
+    validator: Any = field(repr=False)
+    severities: Mapping[str, str] = field(repr=False)
     param_names: frozenset[str] = frozenset()
 
     @property
@@ -36,14 +51,37 @@ class UnevaluatedContract:
         return {}
 
     def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
-        raise no_parser_error(self.name, self.kind)
+        raise no_parser_error(self.name, "json")
 
     def evaluate(self, output: EvaluationInput) -> Verdict:
-        raise EvaluationError(f"evaluating {self.kind} contracts is not implemented yet")
+        contract = self.contract
+        if output.text is None:
+            raise EvaluationError(f"{output.path}: no such file")
+        try:
+            documents = read_documents(output.text, extract=contract.extract,
+                                       many=contract.many, max_chars=contract.max_chars,
+                                       max_depth=contract.max_depth)
+        except JsonDocumentError as exc:
+            failure = Failure(contract.parse_failure, exc.message, exc.line)
+            return verdict_from_checks(self.name, [failure], [], None, dict(self.severities))
+        failures = []
+        for index, document in enumerate(documents):
+            prefix = f"item {index + 1}: " if contract.many != "one" else ""
+            for issue in schema_issues(self.validator, document, contract.max_issues):
+                failures.append(Failure(contract.schema_failure, prefix + issue.message))
+        data = documents[0] if contract.many == "one" else documents
+        return verdict_from_checks(self.name, failures, [], data, dict(self.severities))
 
     def failure_tier(self, failure_type: str) -> str:
-        return "structure"
+        return "content" if failure_type == self.contract.schema_failure else "structure"
 
+
+def read_schema(path: Path) -> Any:
+    """A schema file as JSON; ``ValueError`` saying why it cannot be read."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"schema file is not valid JSON: {exc}") from None
 
 
 class JsonKind:
@@ -53,25 +91,28 @@ class JsonKind:
         return declared_default_failures(contract)
 
     def check(self, name: str, contract: JsonContract, checker: PackChecker) -> None:
-        import jsonschema
-
         path: KeyPath = ("contracts", name, "schema_file")
         target = checker.quiet_resolve(contract.schema_file, path)
         if target is None:
             return
         try:
-            schema = json.loads(target.read_text(encoding="utf-8"))
-            validator = jsonschema.validators.validator_for(schema)
-            validator.check_schema(schema)
-        except (ValueError, UnicodeDecodeError) as exc:
-            checker.add("invalid-schema", f"schema file is not valid JSON: {exc}", path,
-                        "fix the JSON syntax")
-        except jsonschema.SchemaError as exc:
-            checker.add("invalid-schema", f"schema file is not a valid JSON Schema: "
-                        f"{exc.message}", path, "fix the schema")
+            schema = read_schema(target)
+        except ValueError as exc:
+            checker.add("invalid-schema", str(exc), path, "fix the JSON syntax")
+            return
+        for problem in schema_problems(schema):
+            checker.add("invalid-schema", f"schema file {contract.schema_file!r}: {problem}",
+                        path, "fix the schema")
 
-    def compile(self, name: str, contract: JsonContract, pack: Rulepack) -> UnevaluatedContract:
-        return UnevaluatedContract(name, self.name)
+    def compile(self, name: str, contract: JsonContract, pack: Rulepack,
+                folder_of: Callable[[KeyPath], Path]) -> CompiledJson:
+        target = folder_of(("contracts", name, "schema_file")) / contract.schema_file
+        try:
+            validator = compile_schema(read_schema(target))
+        except ValueError as exc:
+            raise PackError(f"{target}: {exc}") from None
+        severities = {n: ft.severity for n, ft in pack.failure_types.items()}
+        return CompiledJson(name, contract, validator, severities)
 
 
 KIND = JsonKind()

@@ -6,13 +6,15 @@ outside this package asks which kind a contract is: callers hold a ``CompiledCon
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.errors import EngineError
 
 if TYPE_CHECKING:
+    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
     from engine.results import ParseResult
@@ -76,8 +78,10 @@ class ContractKind(Protocol):
         """Semantic checks of one contract's model; findings go to ``checker``."""
         ...
 
-    def compile(self, name: str, contract: Any, pack: Rulepack) -> CompiledContract:
-        """The contract ready to evaluate outputs."""
+    def compile(self, name: str, contract: Any, pack: Rulepack,
+                folder_of: Callable[[KeyPath], Path]) -> CompiledContract:
+        """The contract ready to evaluate outputs; pack files it names are read relative to
+        ``folder_of(key path)``, the folder of the pack file that declared them."""
         ...
 
 

@@ -30,6 +30,9 @@ from engine.results import Failure, ParseResult
 from engine.verdict import Verdict, verdict_from_checks
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
 
@@ -194,7 +197,8 @@ class MarkdownKind:
     def check(self, name: str, contract: Any, checker: PackChecker) -> None:
         """Everything a markdown contract refers to is checked by the generic walk."""
 
-    def compile(self, name: str, contract: MarkdownContract, pack: Rulepack) -> CompiledMarkdown:
+    def compile(self, name: str, contract: MarkdownContract, pack: Rulepack,
+                folder_of: Callable[[KeyPath], Path]) -> CompiledMarkdown:
         for kind in contract.ids.values():
             compile_pattern(kind.pattern)
         severities = {n: ft.severity for n, ft in pack.failure_types.items()}

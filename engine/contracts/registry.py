@@ -7,10 +7,13 @@ the JSON Schema machinery. Adding a kind is its module plus one line here.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.contracts.kind import CompiledContract, ContractKind
+    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
 
@@ -52,7 +55,8 @@ def check_contracts(pack: Rulepack, checker: PackChecker) -> None:
         kind.check(name, contract, checker)
 
 
-def compile_contracts(pack: Rulepack) -> dict[str, CompiledContract]:
+def compile_contracts(pack: Rulepack, folder_of: Callable[[KeyPath], Path]
+                      ) -> dict[str, CompiledContract]:
     """Every contract of a validated pack, compiled by its kind."""
-    return {name: kind_of(contract).compile(name, contract, pack)
+    return {name: kind_of(contract).compile(name, contract, pack, folder_of)
             for name, contract in pack.contracts.items()}

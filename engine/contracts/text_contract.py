@@ -1,18 +1,100 @@
-"""The ``text`` contract kind: plain text with size and pattern bounds.
-
-Checked by `rules check`; evaluating outputs is not implemented yet: `evaluate` says so.
-"""
+"""The ``text`` contract kind: plain text with size and line bounds and required or
+forbidden patterns, each failure worded by the pack (``messages``) or by a default."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.json_contract import UnevaluatedContract
+from engine.contracts.kind import EvaluationInput, no_parser_error
+from engine.errors import EvaluationError
 from engine.format.model import declared_default_failures
+from engine.patterns import CompiledPattern, compile_pattern
+from engine.placeholders import fill
+from engine.results import Failure
+from engine.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
+    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack, TextContract
     from engine.format.semantics import PackChecker
+    from engine.results import ParseResult
+    from engine.verdict import Verdict
+
+DEFAULT_MESSAGES = {
+    "min_chars": "output has {count} characters (at least {min})",
+    "max_chars": "output has {count} characters (at most {max})",
+    "min_lines": "output has {count} lines (at least {min})",
+    "max_lines": "output has {count} lines (at most {max})",
+    "require": "output does not match {pattern}",
+    "forbid": "output must not match {pattern} (found '{match}')",
+}
+
+
+@dataclass(frozen=True)
+class _TextRule:
+    pattern: str
+    compiled: CompiledPattern
+    message: str | None
+    fail: str
+
+
+@dataclass(frozen=True)
+class CompiledText:
+    name: str
+    contract: TextContract = field(repr=False)
+    require: tuple[_TextRule, ...] = field(repr=False)
+    forbid: tuple[_TextRule, ...] = field(repr=False)
+    severities: Mapping[str, str] = field(repr=False)
+    param_names: frozenset[str] = frozenset()
+
+    @property
+    def id_patterns(self) -> Mapping[str, str]:
+        return {}
+
+    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
+        raise no_parser_error(self.name, "text")
+
+    def _say(self, code: str, values: Mapping[str, object], own: str | None = None) -> str:
+        template = own or self.contract.messages.get(code) or DEFAULT_MESSAGES[code]
+        return fill(template, values)
+
+    def evaluate(self, output: EvaluationInput) -> Verdict:
+        if output.text is None:
+            raise EvaluationError(f"{output.path}: no such file")
+        text, contract, fail = output.text, self.contract, self.contract.fail
+        failures = []
+        size = len(text)
+        if contract.min_chars is not None and size < contract.min_chars:
+            failures.append(Failure(fail, self._say("min_chars", {"count": size,
+                                                                 "min": contract.min_chars})))
+        if contract.max_chars is not None and size > contract.max_chars:
+            failures.append(Failure(fail, self._say("max_chars", {"count": size,
+                                                                 "max": contract.max_chars})))
+        lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+        if contract.min_lines is not None and lines < contract.min_lines:
+            failures.append(Failure(fail, self._say("min_lines", {"count": lines,
+                                                                 "min": contract.min_lines})))
+        if contract.max_lines is not None and lines > contract.max_lines:
+            failures.append(Failure(fail, self._say("max_lines", {"count": lines,
+                                                                 "max": contract.max_lines})))
+        for rule in self.require:
+            if rule.compiled.search(text) is None:
+                failures.append(Failure(rule.fail, self._say(
+                    "require", {"pattern": rule.pattern}, rule.message)))
+        for rule in self.forbid:
+            found = rule.compiled.search(text)
+            if found is not None:
+                failures.append(Failure(rule.fail, self._say(
+                    "forbid", {"pattern": rule.pattern, "match": found.group(0)[:200]},
+                    rule.message)))
+        data = {"chars": size, "lines": lines}
+        return verdict_from_checks(self.name, failures, [], data, dict(self.severities))
+
+    def failure_tier(self, failure_type: str) -> str:
+        return "structure"
 
 
 class TextKind:
@@ -22,10 +104,28 @@ class TextKind:
         return declared_default_failures(contract)
 
     def check(self, name: str, contract: TextContract, checker: PackChecker) -> None:
-        """Its patterns and references are checked by the generic walk."""
+        """Its patterns and references are checked by the generic walk; the bounds here."""
+        for low, high in (("min_chars", "max_chars"), ("min_lines", "max_lines")):
+            least, most = getattr(contract, low), getattr(contract, high)
+            if least is not None and most is not None and least > most:
+                checker.add("invalid-range", f"{low} ({least}) is over {high} ({most})",
+                            ("contracts", name, low), "lower the minimum or raise the maximum")
+        for key in sorted(set(contract.messages) - set(DEFAULT_MESSAGES)):
+            checker.add("unknown-message", f"unknown message id {key!r}",
+                        ("contracts", name, "messages", key),
+                        f"text contracts word: {', '.join(DEFAULT_MESSAGES)}", is_key=True)
 
-    def compile(self, name: str, contract: TextContract, pack: Rulepack) -> UnevaluatedContract:
-        return UnevaluatedContract(name, self.name)
+    def compile(self, name: str, contract: TextContract, pack: Rulepack,
+                folder_of: Callable[[KeyPath], Path]) -> CompiledText:
+        def rule(pattern: str, message: str | None, fail: str | None) -> _TextRule:
+            return _TextRule(pattern, compile_pattern(pattern), message, fail or contract.fail)
+
+        require = [rule(r.pattern, r.message, r.fail) for r in contract.require]
+        if contract.pattern is not None:
+            require.insert(0, rule(contract.pattern, None, None))
+        forbid = [rule(r.pattern, r.message, r.fail) for r in contract.forbid]
+        severities = {n: ft.severity for n, ft in pack.failure_types.items()}
+        return CompiledText(name, contract, tuple(require), tuple(forbid), severities)
 
 
 KIND = TextKind()

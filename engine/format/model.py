@@ -395,16 +395,45 @@ class MarkdownContract(_Contract):
 
 
 class JsonContract(_Contract):
+    """A JSON output checked against a JSON Schema file of the pack."""
+
     kind: Literal["json"]
     schema_file: PackPath
+    extract: Literal["whole", "fenced", "first"] = "whole"
+    """Where the JSON is: the whole output, the first ```json fenced block, or the first
+    balanced object or array (prose around it ignored)."""
+    many: Literal["one", "list", "jsonl"] = "one"
+    """One document, each element of a top-level array, or one document per line."""
+    max_chars: int = Field(default=8 * 1024 * 1024, ge=1, le=256 * 1024 * 1024)
+    max_depth: int = Field(default=200, ge=1, le=900)
+    max_issues: int = Field(default=100, ge=1, le=10_000)
     parse_failure: FailureRef = "PARSE_ERROR"
     schema_failure: FailureRef = "SCHEMA_ERROR"
 
 
+class TextRule(Strict):
+    """A pattern the output must contain (``require``) or must not (``forbid``)."""
+
+    pattern: Pattern
+    message: Message | None = None
+    fail: FailureRef | None = None
+
+
 class TextContract(_Contract):
+    """Plain text with bounds on its size and lines, and required or forbidden patterns."""
+
     kind: Literal["text"]
+    min_chars: int | None = Field(default=None, ge=0)
     max_chars: int | None = Field(default=None, ge=1)
+    min_lines: int | None = Field(default=None, ge=0)
+    max_lines: int | None = Field(default=None, ge=1)
     pattern: Pattern | None = None
+    """A pattern the output must contain (a shorthand for one ``require`` rule)."""
+    require: list[TextRule] = Field(default_factory=list)
+    forbid: list[TextRule] = Field(default_factory=list)
+    messages: dict[str, Message] = Field(default_factory=dict)
+    """Wording of the size and line messages by id (min_chars, max_chars, min_lines,
+    max_lines, pattern, require, forbid); ``{name}`` placeholders."""
     fail: FailureRef = "WRONG_FORMAT"
 
 

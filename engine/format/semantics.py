@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import types
 import typing
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ import jinja2
 from pydantic import BaseModel
 
 from engine.errors import Position
-from engine.format.findings import Finding
+from engine.format.findings import Finding, Level
 from engine.format.loader import KeyPath, SourceMap
 from engine.format.model import Ref, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
@@ -103,9 +104,10 @@ class PackChecker:
         self.context_names = set(pack.context)
 
     def add(self, rule: str, message: str, path: KeyPath, hint: str = "",
-            is_key: bool = False, position: Position | None = None) -> None:
+            is_key: bool = False, position: Position | None = None,
+            level: Level = "error") -> None:
         where = position or self.source.locate(path, prefer_key=is_key)
-        self.findings.append(Finding(rule, message, where, hint))
+        self.findings.append(Finding(rule, message, where, hint, level))
 
     def run(self) -> list[Finding]:
         checks: dict[Ref, Callable[[Reference], None]] = {
@@ -131,7 +133,31 @@ class PackChecker:
         for ref in walk_references(self.pack, Rulepack, (), ()):
             checks[ref.kind](ref)
         self._templates()
+        self._requires()
+        self._without_behaviour()
         return self.findings
+
+    # ----------------------------------------------------------------- engine fit
+
+    def _requires(self) -> None:
+        """``requires`` is a version range the running engine must be in."""
+        from engine import __version__
+
+        failed = unmet_requirements(self.pack.requires, __version__)
+        if failed:
+            self.add("requires-unmet", f"the pack requires engine {', '.join(failed)}; this is "
+                     f"engine {__version__}", ("requires",),
+                     "install an engine in that range, or widen `requires` if the pack works")
+
+    def _without_behaviour(self) -> None:
+        """Keys of the format that the engine accepts but does not act on yet: a pack that
+        sets one is told, so nobody relies on a policy that does nothing."""
+        for path, what in WITHOUT_BEHAVIOUR:
+            if _is_set(self.pack, path):
+                dotted = ".".join(str(part) for part in path)
+                self.add("no-behaviour", f"`{dotted}` has no effect yet: {what}", path,
+                         "remove it, or keep it for a later engine version", is_key=True,
+                         level="warning")
 
     # ----------------------------------------------------------------- references
 
@@ -254,6 +280,47 @@ def _display(path: Path) -> str:
         return os.path.relpath(path)
     except ValueError:  # pragma: no cover
         return str(path)
+
+
+# Keys the format declares ahead of their behaviour, and what is missing.
+WITHOUT_BEHAVIOUR: list[tuple[KeyPath, str]] = [
+    (("rate_limits",), "rate limits are not evaluated by this engine version"),
+    (("tests",), "pack tests are not run by this engine version (no `rules test` yet)"),
+    (("examples", "budgets", "initial_tokens"),
+     "initial prompts are not rendered, so no budget applies to them"),
+]
+
+
+def _is_set(model: BaseModel, path: KeyPath) -> bool:
+    """Whether the pack wrote the key at ``path`` (defaults do not count)."""
+    node: Any = model
+    for name in path:
+        if not isinstance(node, BaseModel) or name not in node.model_fields_set:
+            return False
+        node = getattr(node, str(name))
+    return node not in ({}, [], None) or isinstance(node, int)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split("+")[0].split("-")[0].split("."):
+        parts.append(int(piece) if piece.isdigit() else 0)
+    return tuple(parts)
+
+
+def unmet_requirements(requires: str, version: str) -> list[str]:
+    """The constraints of a ``requires`` range (``>=0.1, <2``) that ``version`` breaks."""
+    have = _version(version)
+    failed = []
+    for op, number in re.findall(r"([<>]=?|==|!=)\s*(\d+(?:\.\d+)*)", requires):
+        wanted = _version(number)
+        width = max(len(have), len(wanted))
+        ours, theirs = have + (0,) * (width - len(have)), wanted + (0,) * (width - len(wanted))
+        holds = {">=": ours >= theirs, ">": ours > theirs, "<=": ours <= theirs,
+                 "<": ours < theirs, "==": ours == theirs, "!=": ours != theirs}[op]
+        if not holds:
+            failed.append(f"{op}{number}")
+    return failed
 
 
 def check_semantics(pack: Rulepack, source: SourceMap) -> list[Finding]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +12,8 @@ from engine.errors import EvaluationError
 from engine.verdict import verdict_from_parse
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from engine.format.loader import KeyPath
     from engine.format.model import Rulepack, SentinelContract
     from engine.format.semantics import PackChecker
@@ -93,7 +95,8 @@ class SentinelKind:
                 checker.unknown_field(warning.section, (*base, "warnings", index, "section"),
                                       {k: v for k, v in fields.items() if v.form == "section"})
 
-    def compile(self, name: str, contract: SentinelContract, pack: Rulepack) -> CompiledSentinel:
+    def compile(self, name: str, contract: SentinelContract, pack: Rulepack,
+                folder_of: Callable[[KeyPath], Path]) -> CompiledSentinel:
         severities = {n: ft.severity for n, ft in pack.failure_types.items()}
         return CompiledSentinel(name, SentinelParser(name, contract, pack.sentinel),
                                 frozenset(contract.params), severities)
