@@ -460,3 +460,14 @@ def test_a_version_2_ledger_gains_gate_results(tmp_path: Path) -> None:
         assert ledger.gate_results() == []
     finally:
         ledger.close()
+
+
+def test_huge_and_odd_inputs_get_a_result(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps(["x" * 1000] * 9000), encoding="utf-8")
+    odd = tmp_path / "odd.json"
+    odd.write_bytes(b'{"content": "\xff\xfe", "status": "pending"}\nand some prose')
+    code, payload = gate_json("--stage", "IMPLEMENT", str(huge), str(odd))
+    assert code == 3
+    assert payload["errors"][0].startswith(f"Invalid JSON: {huge}: the output is ")
+    assert payload["errors"][1] == f"Invalid JSON: {odd}:2:1: Expecting value"
