@@ -471,3 +471,14 @@ def test_huge_and_odd_inputs_get_a_result(tmp_path: Path) -> None:
     assert code == 3
     assert payload["errors"][0].startswith(f"Invalid JSON: {huge}: the output is ")
     assert payload["errors"][1] == f"Invalid JSON: {odd}:2:1: Expecting value"
+
+
+def test_gates_without_steps_are_reported(make_pack: Any) -> None:
+    folder = make_pack("""\
+        rulepack: g
+        gates:
+          schemas:
+            item: {file: item.schema.json}
+        """, files={"item.schema.json": "{}"})
+    found = [(f.rule, f.level) for f in check_pack_file(folder / "pack.yaml").findings]
+    assert found == [("no-behaviour", "warning")]

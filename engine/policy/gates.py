@@ -329,6 +329,11 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
                                                           "template"))
     if spec.reprompt:
         _purpose(checker, spec.reprompt, "reprompt", ("gates", "reprompt"))
+    if not spec.steps:
+        checker.add("no-behaviour", "`gates` without `steps` has no effect: no gate can run",
+                    ("gates",), "declare `gates.steps:` (gate name -> required schemas)",
+                    is_key=True, level="warning")
+        return
     if spec.steps and not spec.decide:
         checker.add("gates-no-decision", "gates declare no decision rules", ("gates", "steps"),
                     "add `gates.decide:` rules, the last one with `when: 'true'`")
