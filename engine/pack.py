@@ -23,7 +23,10 @@ from engine.textio import clean_text, decode_output
 from engine.verdict import Verdict, verdict_from_error
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from engine.policy.decide import CompiledPolicy, Decision
+    from engine.policy.gates import CompiledGates, GateOutcome
     from engine.prompts.compiled import CompiledPrompts
     from engine.prompts.render import RenderedPrompt
 
@@ -44,6 +47,8 @@ class Pack:
 
     policy: CompiledPolicy = field(init=False, repr=False)
     prompts: CompiledPrompts = field(init=False, repr=False)
+    gates: CompiledGates | None = field(init=False, repr=False)
+    """The quality gates, compiled (None when the pack declares none)."""
 
     def __post_init__(self) -> None:
         if not self.contracts:
@@ -54,6 +59,11 @@ class Pack:
 
         self.policy = compile_policy(self.model)
         self.prompts = compile_prompts(self.model, self.root, self._folder_of)
+        self.gates = None
+        if self.model.gates.steps:
+            from engine.policy.gates import compile_gates
+
+            self.gates = compile_gates(self.model, self._folder_of, self.prompts.templates)
 
     def _folder_of(self, path: tuple[str | int, ...]) -> Path:
         """The folder of the pack file that declared ``path`` (packs it extends included)."""
@@ -110,6 +120,21 @@ class Pack:
         return compiled.evaluate(EvaluationInput(
             None if text is None else decode_output(text),
             None if nonce is None else clean_text(nonce), params, checked, path))
+
+    def gate(self, gate: str, outputs: Sequence[Any], *, retry: int = 0,
+             context: Mapping[str, Any] | None = None,
+             strings: Mapping[str, str] | None = None, now: datetime | str | None = None,
+             input_errors: Sequence[str] = ()) -> GateOutcome:
+        """Run quality gate ``gate`` on ``outputs`` (JSON values): result, reprompt and
+        artifact. ``now`` fixes the clock (else SOURCE_DATE_EPOCH, else the real time)."""
+        from engine.clock import now as clock_now
+        from engine.policy.gates import GateError
+
+        if self.gates is None:
+            raise GateError(f"pack {self.name!r} declares no gates (`gates.steps`)")
+        checked = build_context(self.model.context, context, strings)
+        return self.gates.run(gate, outputs, retry=retry, context=checked,
+                              now=clock_now(now), input_errors=input_errors)
 
     @cached_property
     def severities(self) -> dict[str, str]:
@@ -176,6 +201,10 @@ def check_pack_file(pack_file: Path) -> CheckResult:
             checker = PackChecker(model, tree.source)
             checker.run()
             check_contracts(model, checker)
+            if model.gates != type(model.gates)():
+                from engine.policy.gates import check_gates
+
+                check_gates(model, checker)
             findings.extend(checker.findings)
     unique = sorted(set(findings), key=Finding.sort_key)
     return CheckResult(display_path(pack_file), unique, model.rulepack if model else None, model,

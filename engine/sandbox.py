@@ -15,6 +15,7 @@ from typing import Any
 from jinja2 import StrictUndefined, meta, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
+from engine.clock import add_minutes
 from engine.patterns import PatternError, compile_pattern
 from engine.textio import find_word
 
@@ -36,14 +37,25 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
         "failure_message", "failures", "data", "context",
     }),
     "reprompt": frozenset({
-        "gate", "action", "errors", "missing", "checked", "attempt", "max_attempts",
-        "context",
+        "gate", "action", "valid", "errors", "missing", "checked", "outputs", "retry",
+        "max_retry", "timestamp", "timestamp_compact", "output_file", "descriptions",
+        "artifact", "context",
+    }),
+    "artifact": frozenset({
+        "gate", "action", "valid", "errors", "missing", "checked", "outputs", "retry",
+        "max_retry", "timestamp", "timestamp_compact", "output_file", "context",
     }),
     "example": frozenset({"block", "context"}),
-    "log": frozenset({"entries", "rounds", "session"}),
+    "log": frozenset({"entries", "rounds", "session", "gate_results"}),
 }
 
-# Variables a condition expression (guards, gate rules) may use.
+# Variables of the gates' decision rules, and of their detection rules (with the context).
+GATE_VARIABLES: frozenset[str] = frozenset({
+    "gate", "valid", "errors", "missing", "checked", "retry", "max_retry", "context",
+})
+DETECT_VARIABLES: frozenset[str] = frozenset({"output", "context"})
+
+# Variables a condition expression (guards) may use.
 CONDITION_VARIABLES: frozenset[str] = frozenset({
     "output", "error", "failure_type", "failures", "attempt", "max_attempts", "block",
     "previous_errors", "status", "warnings", "data", "context", "missing", "errors",
@@ -69,6 +81,11 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _json_pretty(value: Any, indent: int = 2) -> str:
+    """Indented JSON, non-ASCII kept, keys in their given order."""
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
 def make_environment() -> SandboxedEnvironment:
     env = SandboxedEnvironment(
         undefined=StrictUndefined,
@@ -80,6 +97,8 @@ def make_environment() -> SandboxedEnvironment:
     env.tests["search"] = _regex_test
     env.tests["fullmatch"] = _regex_fullmatch
     env.filters["json"] = _json
+    env.filters["json_pretty"] = _json_pretty
+    env.filters["add_minutes"] = add_minutes
     return env
 
 

@@ -50,6 +50,7 @@ def log_command(session_dir: str, output_format: str, view: str,
     try:
         ledger = Ledger(Path(session_dir))
         rows = ledger.attempts()
+        gate_rows = ledger.gate_results()
         ledger.close()
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
@@ -62,7 +63,7 @@ def log_command(session_dir: str, output_format: str, view: str,
     pack = open_pack(pack_ref) if pack_ref else _session_pack(rows)
     names = log_views(pack, output_format) if view == "all" else [view]
     try:
-        parts = [render_log(pack, name, rows, session_dir) for name in names]
+        parts = [render_log(pack, name, rows, session_dir, gate_rows) for name in names]
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     written = pack.model.templates[view].format if view != "all" else output_format

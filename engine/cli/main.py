@@ -20,6 +20,7 @@ from engine.errors import EngineError
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("engine.cli.evaluate", "eval_command"),
     "explain": ("engine.cli.explain", "explain_command"),
+    "gate": ("engine.cli.gate", "gate_command"),
     "log": ("engine.cli.log", "log_command"),
     "parse": ("engine.cli.parse", "parse_command"),
     "render": ("engine.cli.evaluate", "render_command"),

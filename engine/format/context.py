@@ -4,6 +4,7 @@ checked against the keys and types the pack declares."""
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,8 +62,14 @@ def _check_type(name: str, spec: ContextKey, value: Any) -> None:
 
 
 def build_context(declared: Mapping[str, ContextKey], given: Mapping[str, Any] | None = None,
-                  strings: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Merge ``given`` (typed) and ``strings`` (--var, coerced), then check them all."""
+                  strings: Mapping[str, str] | None = None,
+                  environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Merge ``given`` (typed) and ``strings`` (--var, coerced), then check them all.
+
+    A key with no value given takes the environment variable its declaration names in
+    ``env:`` (when set; ``environ`` defaults to the process environment), else its default.
+    Only variables a pack declares are ever read.
+    """
     context: dict[str, Any] = {}
     typed = [(name, value, False) for name, value in (given or {}).items()]
     typed += [(name, value, True) for name, value in (strings or {}).items()]
@@ -75,6 +82,10 @@ def build_context(declared: Mapping[str, ContextKey], given: Mapping[str, Any] |
             raise ContextError(f"unknown context key {name!r} ({hint})")
         context[name] = _coerce(name, spec, value) if from_string else value
     for name, spec in declared.items():
+        if name not in context and spec.env is not None:
+            variables = os.environ if environ is None else environ
+            if spec.env in variables:
+                context[name] = _coerce(name, spec, variables[spec.env])
         if name not in context:
             if spec.required:
                 raise ContextError(f"context key {name!r} is required "

@@ -28,6 +28,8 @@ from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.patterns import PatternError, compile_pattern
 from engine.sandbox import (
     CONDITION_VARIABLES,
+    DETECT_VARIABLES,
+    GATE_VARIABLES,
     TEMPLATE_VARIABLES,
     compile_condition,
     expression_source,
@@ -122,6 +124,8 @@ class PackChecker:
             Ref.FILE: self._file,
             Ref.PATTERN: self._pattern,
             Ref.EXPRESSION: self._expression,
+            Ref.GATE_EXPRESSION: lambda ref: self._expression(ref, GATE_VARIABLES),
+            Ref.DETECT_EXPRESSION: lambda ref: self._expression(ref, DETECT_VARIABLES),
             Ref.MESSAGE: lambda ref: None,
             Ref.CONTEXT_KEY: self._named(self.pack.context, "context key",
                                          "declare it under `context:`"),
@@ -206,7 +210,8 @@ class PackChecker:
             self.add("invalid-pattern", f"pattern {ref.value!r} does not compile: {exc}",
                      ref.path, "patterns use RE2 syntax: no look-arounds or back-references")
 
-    def _expression(self, ref: Reference) -> None:
+    def _expression(self, ref: Reference,
+                    variables: frozenset[str] = CONDITION_VARIABLES) -> None:
         try:
             compile_condition(ref.value)
             names = undeclared_names(expression_source(ref.value))
@@ -214,7 +219,7 @@ class PackChecker:
             self.add("invalid-expression", f"expression {ref.value!r} does not compile: {exc}",
                      ref.path, "conditions use Jinja2 expression syntax")
             return
-        allowed = CONDITION_VARIABLES | self.context_names
+        allowed = variables | self.context_names
         for name in sorted(names - allowed):
             close = difflib.get_close_matches(name, sorted(allowed), n=1)
             hint = (f"did you mean {close[0]!r}?" if close

@@ -14,10 +14,10 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from engine import clock
 from engine.errors import EngineError
 
 LEDGER_FILE = "ledger.sqlite3"
@@ -68,6 +68,24 @@ MIGRATIONS: list[str] = [
     ALTER TABLE attempts ADD COLUMN example_tokens INTEGER;
     ALTER TABLE attempts ADD COLUMN example_original_chars INTEGER;
     """,
+    # 3: results of quality gates (one row per run of a gate)
+    """
+    CREATE TABLE gate_results (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts TEXT NOT NULL,
+        pack TEXT NOT NULL,
+        gate TEXT NOT NULL,
+        retry INTEGER NOT NULL,
+        valid INTEGER NOT NULL,
+        action TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        checked TEXT NOT NULL,
+        errors TEXT NOT NULL,
+        reprompt_sha256 TEXT,
+        artifact TEXT
+    );
+    CREATE INDEX gate_results_gate ON gate_results (gate, id);
+    """,
 ]
 
 
@@ -76,8 +94,9 @@ class LedgerError(EngineError):
 
 
 def now() -> str:
-    """ISO 8601 UTC with seconds, e.g. 2026-01-12T14:30:00Z (seed 003 §6)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """ISO 8601 UTC with seconds, e.g. 2026-01-12T14:30:00Z (seed 003 §6); SOURCE_DATE_EPOCH
+    fixes it (engine.clock)."""
+    return clock.iso(clock.now())
 
 
 def sha256(data: str | bytes) -> str:
@@ -107,6 +126,23 @@ class AttemptRecord:
     model: str | None = None
     validation: str | None = None
     data_summary: str | None = None
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    """One run of a quality gate, as stored."""
+
+    ts: str
+    pack: str
+    gate: str
+    retry: int
+    valid: bool
+    action: str
+    reason: str
+    checked: Sequence[str]
+    errors: Sequence[str]
+    reprompt_sha256: str | None = None
+    artifact: Mapping[str, Any] | None = None
 
 
 class Ledger:
@@ -193,7 +229,35 @@ class Ledger:
             out.append(record)
         return out
 
+    def gate_results(self) -> list[dict[str, Any]]:
+        """Every recorded gate result, oldest first (``checked``/``errors`` as lists)."""
+        out = []
+        for row in self.db.execute("SELECT * FROM gate_results ORDER BY id"):
+            record = dict(row)
+            record["valid"] = bool(record["valid"])
+            record["checked"] = json.loads(record["checked"])
+            record["errors"] = json.loads(record["errors"])
+            record["artifact"] = (json.loads(record["artifact"])
+                                  if record["artifact"] is not None else None)
+            out.append(record)
+        return out
+
     # ------------------------------------------------------------------ writes
+
+    def record_gate(self, record: GateRecord) -> int:
+        """Record one gate result."""
+        values = dict(record.__dict__)
+        values["valid"] = int(record.valid)
+        values["checked"] = json.dumps(list(record.checked), ensure_ascii=False)
+        values["errors"] = json.dumps(list(record.errors), ensure_ascii=False)
+        values["artifact"] = (None if record.artifact is None
+                              else json.dumps(record.artifact, ensure_ascii=False))
+        columns = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self.transaction() as db:
+            cursor = db.execute(f"INSERT INTO gate_results ({columns}) VALUES ({marks})",
+                                list(values.values()))
+            return int(cursor.lastrowid or 0)
 
     def record(self, record: AttemptRecord, warnings: Sequence[str] = ()) -> int:
         with self.transaction() as db:

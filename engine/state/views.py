@@ -37,10 +37,12 @@ def _grouped(rows: Iterable[Row], *fields: str) -> dict[tuple[Any, ...], list[Ro
     return groups
 
 
-def log_variables(rows: list[Row], session: str = "") -> dict[str, Any]:
+def log_variables(rows: list[Row], session: str = "",
+                  gate_results: list[Row] | None = None) -> dict[str, Any]:
     """What a log template sees: ``entries`` (every row with ``next``), ``rounds`` (per
     round in order of first appearance: ``number``, ``entries`` with ``next`` inside the
-    round, ``by_item``: [{block, item, attempts}]) and ``session`` (the folder)."""
+    round, ``by_item``: [{block, item, attempts}]), ``session`` (the folder) and
+    ``gate_results`` (every recorded quality gate result, oldest first)."""
     rounds = []
     for (number,), round_rows in _grouped(rows, "round").items():
         rounds.append({
@@ -49,7 +51,8 @@ def log_variables(rows: list[Row], session: str = "") -> dict[str, Any]:
                         for (block, item), attempts in
                         _grouped(round_rows, "block", "item").items()],
         })
-    return {"entries": _with_next(rows), "rounds": rounds, "session": session}
+    return {"entries": _with_next(rows), "rounds": rounds, "session": session,
+            "gate_results": list(gate_results or [])}
 
 
 def log_views(pack: Pack, output_format: str) -> list[str]:
@@ -58,7 +61,8 @@ def log_views(pack: Pack, output_format: str) -> list[str]:
             if spec.purpose == "log" and spec.format == output_format]
 
 
-def render_log(pack: Pack, view: str, rows: list[Row], session: str = "") -> str:
+def render_log(pack: Pack, view: str, rows: list[Row], session: str = "",
+               gate_results: list[Row] | None = None) -> str:
     """The pack's log template ``view`` filled from the ledger's ``rows``."""
     spec = pack.model.templates.get(view)
     if spec is None or spec.purpose != "log":
@@ -69,7 +73,7 @@ def render_log(pack: Pack, view: str, rows: list[Row], session: str = "") -> str
         template = ENVIRONMENT.from_string(pack.prompts.log_sources[view])
     except jinja2.TemplateError as exc:
         raise PackError(f"pack {pack.name!r}: log template {view!r}: {exc}") from None
-    return template.render(log_variables(rows, session))
+    return template.render(log_variables(rows, session, gate_results))
 
 
 def as_json(rows: list[Row]) -> str:

@@ -1,0 +1,140 @@
+"""`rules gate`: run a pack's quality gate on JSON outputs; print the reprompt on failure.
+
+The option is called ``--stage`` and the JSON result's key ``stage`` because issue 10 and
+seed 004 name them so; inside the engine the gate's name is just the gate.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine.cli.common import EXIT_USAGE, UsageFailure, load_context, open_pack, parse_vars
+from engine.contracts.json_document import JsonDocumentError, read_documents
+from engine.errors import EngineError
+from engine.policy.gates import GateOutcome
+from engine.textio import decode_output
+
+EPILOG = """\b
+Each FILE holds one JSON document, a JSON array of documents, or
+JSON lines. A FILE that is not JSON is an error of the gate
+("Invalid JSON: FILE:LINE:COLUMN: ..."), not a usage error: the
+model gets it back in the reprompt. A missing FILE is a usage error.
+
+\b
+With --session DIR the result is recorded in DIR's ledger (see
+`rules log --session DIR --format jsonl --view failures`) and a
+failure is appended to the log the pack names (quality-gate:
+DIR/.workflow/logs/gate_failures.jsonl).
+
+\b
+Exit status:
+  0  PROCEED
+  3  REVISE (or another action that asks for a new output)
+  1  ESCALATE or STOP (or another final action)
+  2  usage or pack error"""
+
+
+def _read_outputs(files: tuple[str, ...]) -> tuple[list[Any], list[str]]:
+    """Every JSON document of ``files``, and an error for each file that is not JSON."""
+    outputs: list[Any] = []
+    errors: list[str] = []
+    for name in files:
+        try:
+            data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+        except OSError as exc:
+            raise UsageFailure(f"{name}: cannot read: {exc.strerror or exc}") from None
+        text = decode_output(data)
+        try:
+            documents = read_documents(text)
+            if len(documents) == 1 and isinstance(documents[0], list):
+                documents = list(documents[0])
+        except JsonDocumentError as whole:
+            try:
+                documents = read_documents(text, many="jsonl")
+            except JsonDocumentError as lines:
+                first_error = whole if "extra data" not in str(whole) else lines
+                errors.append(_invalid(name, first_error))
+                continue
+        outputs.extend(documents)
+    return outputs, errors
+
+
+def _invalid(name: str, exc: JsonDocumentError) -> str:
+    if exc.line is None:
+        return f"Invalid JSON: {name}: {exc.message}"
+    prefix = f"line {exc.line} column {exc.column}: "
+    message = exc.message[len(prefix):] if exc.message.startswith(prefix) else exc.message
+    return f"Invalid JSON: {name}:{exc.line}:{exc.column}: {message}"
+
+
+def gate_json(outcome: GateOutcome) -> dict[str, Any]:
+    """The result as `--format json` prints it (contracts/gate-result.schema.json)."""
+    result = outcome.result
+    return {"stage": result.gate, "valid": result.valid, "checked": list(result.checked),
+            "errors": list(result.errors), "action": result.action, "retry": result.retry,
+            "reprompt": outcome.reprompt, "artifact": outcome.artifact}
+
+
+def _seed_result(outcome: GateOutcome) -> dict[str, Any]:
+    """The gate result as seed 004's failure log writes it (``result.to_dict()``)."""
+    result = outcome.result
+    return {"stage": result.gate, "valid": result.valid, "checked": list(result.checked),
+            "errors": list(result.errors), "action": result.action, "retry": result.retry}
+
+
+@click.command("gate", epilog=EPILOG)
+@click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
+@click.option("--stage", "gate", required=True, metavar="NAME",
+              help="The gate to run: a name of the pack's `gates.steps` table.")
+@click.option("--retry", type=click.IntRange(min=0), default=0, show_default=True,
+              help="How many times this output was already sent back.")
+@click.option("--session", "session_dir", type=click.Path(file_okay=False),
+              help="Session folder: record the result in its ledger and failure log.")
+@click.option("--context", "context_file", type=click.Path(dir_okay=False),
+              help="YAML or JSON file with context keys (e.g. completed_stages).")
+@click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE",
+              help="A context key (repeatable).")
+@click.option("--now", "now", metavar="ISO8601",
+              help="Fix the clock, e.g. 2026-01-04T06:30:00Z (else SOURCE_DATE_EPOCH, "
+              "else the real time).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]),
+              default="text", show_default=True,
+              help="text: the reprompt (nothing on PROCEED); json: the whole result.")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False,
+                                                                   allow_dash=True))
+def gate_command(pack_ref: str, gate: str, retry: int, session_dir: str | None,
+                 context_file: str | None, var_pairs: tuple[str, ...], now: str | None,
+                 output_format: str, files: tuple[str, ...]) -> None:
+    """Run a quality gate on JSON outputs: detect each output's schema, validate it, check
+    the required schemas, decide the action; print the reprompt when it is not PROCEED.
+
+    \b
+    Examples:
+      rules gate --pack quality-gate --stage IMPLEMENT todo.json evidence.json
+      rules gate --pack quality-gate --stage IMPLEMENT --retry 1 \\
+          --now 2026-01-04T06:30:00Z outputs.jsonl
+      rules gate --pack quality-gate --stage TEST --session .rules-session \\
+          --var objective="ship v2" --format json outputs.json
+    """
+    pack = open_pack(pack_ref)
+    outputs, input_errors = _read_outputs(files)
+    try:
+        outcome = pack.gate(gate, outputs, retry=retry, context=load_context(context_file),
+                            strings=parse_vars(var_pairs), now=now, input_errors=input_errors)
+        if session_dir is not None:
+            from engine.state.gate_log import record_gate
+
+            record_gate(pack, Path(session_dir), outcome, _seed_result(outcome))
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    if output_format == "json":
+        click.echo(json.dumps(gate_json(outcome), indent=2, ensure_ascii=False))
+    elif outcome.reprompt is not None:
+        click.echo(outcome.reprompt, nl=False)
+    code = outcome.result.exit_code
+    raise SystemExit(code if code != EXIT_USAGE else 1)

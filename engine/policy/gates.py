@@ -1,0 +1,370 @@
+"""Quality gates: outputs (JSON values) checked against the pack's JSON Schemas, the schemas
+each gate requires, an action from ordered rules, and the reprompt and artifact that go with
+a failure.
+
+Everything is compiled once at load (``compile_gates``): schema validators, detection and
+decision expressions, the reprompt, artifact and output-file templates. Running a gate reads
+no pack file and compiles nothing.
+
+A gate's result, in the pack's terms: ``checked`` lists the schema of every output that
+matched a detection rule (in output order), ``errors`` holds each output's schema issues
+prefixed ``[schema] `` and then ``Missing required schema: NAME`` for each schema the gate
+requires that no output matched. Outputs no detection rule matches are not checked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from engine.clock import compact, iso
+from engine.contracts.json_document import compile_schema, schema_issues, schema_problems
+from engine.errors import EngineError, PackError
+from engine.format.model import ActionSpec, Gates, Rulepack
+from engine.format.vocabulary import STANDARD_ACTIONS
+from engine.sandbox import ENVIRONMENT, compile_condition, undeclared_names
+
+if TYPE_CHECKING:
+    from engine.format.semantics import PackChecker
+
+OUTPUT_FILE_VARIABLES = frozenset({"gate", "retry"})
+MAX_SCHEMA_BYTES = 4 * 1024 * 1024
+
+
+class GateError(EngineError):
+    """A gate cannot be run: unknown gate name, no decision rule applies, an artifact that
+    does not validate."""
+
+
+@dataclass(frozen=True)
+class CompiledDetect:
+    schema: str
+    has: tuple[str, ...]
+    key: str | None
+    equals: Any
+    when: Callable[..., Any] | None
+
+    def matches(self, output: Any, context: Mapping[str, Any]) -> bool:
+        if self.has and not (isinstance(output, dict) and all(k in output for k in self.has)):
+            return False
+        if self.key is not None and not (isinstance(output, dict)
+                                         and self.key in output
+                                         and output[self.key] == self.equals):
+            return False
+        if self.when is not None:
+            try:
+                return bool(self.when(**{**context, "context": dict(context),
+                                         "output": output}))
+            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError):
+                return False  # an expression that cannot apply to this output: no match
+        return True
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    when: Callable[..., Any]
+    action: str
+    reason: str
+    source: str
+
+
+@dataclass(frozen=True)
+class OutputResult:
+    """One output that matched a schema: which, and its issues."""
+
+    schema: str
+    valid: bool
+    errors: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": self.schema, "valid": self.valid, "errors": list(self.errors)}
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """What a gate found and decided."""
+
+    gate: str
+    valid: bool
+    checked: tuple[str, ...]
+    errors: tuple[str, ...]
+    missing: tuple[str, ...]
+    outputs: tuple[OutputResult, ...]
+    action: str
+    reason: str
+    retry: int
+    max_retry: int
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """A gate's result with what it produced: the reprompt and the artifact (or None)."""
+
+    result: GateResult
+    timestamp: str
+    reprompt: str | None
+    artifact: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class CompiledGates:
+    """A pack's gates, ready to run."""
+
+    spec: Gates
+    validators: Mapping[str, Any]
+    detect: tuple[CompiledDetect, ...]
+    rules: tuple[CompiledRule, ...]
+    actions: Mapping[str, ActionSpec]
+    reprompt: jinja2.Template | None
+    artifacts: Mapping[str, tuple[jinja2.Template, str]]
+    output_file: jinja2.Template | None
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.spec.steps)
+
+    def schema_of(self, output: Any, context: Mapping[str, Any]) -> str | None:
+        """The schema of the first detection rule ``output`` matches (None: no rule)."""
+        for rule in self.detect:
+            if rule.matches(output, context):
+                return rule.schema
+        return None
+
+    def check(self, gate: str, outputs: Sequence[Any], *, retry: int = 0,
+              context: Mapping[str, Any] | None = None,
+              input_errors: Sequence[str] = ()) -> GateResult:
+        """Detect, validate and decide. ``input_errors`` (e.g. unreadable JSON) count as
+        errors of the gate before the schema issues."""
+        required = self.required(gate)
+        values = dict(context or {})
+        errors: list[str] = list(input_errors)
+        checked: list[str] = []
+        results: list[OutputResult] = []
+        for output in outputs:
+            schema = self.schema_of(output, values)
+            if schema is None:
+                continue
+            issues = [f"[{schema}] {issue.message}"
+                      for issue in schema_issues(self.validators[schema], output)]
+            checked.append(schema)
+            results.append(OutputResult(schema, not issues, tuple(issues)))
+            errors.extend(issues)
+        missing = [name for name in required if name not in checked]
+        errors.extend(f"Missing required schema: {name}" for name in missing)
+        valid = not errors
+        variables = {**values, "context": values, "gate": gate, "valid": valid,
+                     "errors": list(errors), "missing": list(missing),
+                     "checked": list(checked), "retry": retry,
+                     "max_retry": self.spec.max_retry}
+        for rule in self.rules:
+            try:
+                holds = rule.when(**variables)
+            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
+                raise GateError(f"gates.decide rule {rule.source!r} failed: {exc}") from None
+            if holds:
+                spec = self.actions[rule.action]
+                return GateResult(gate, valid, tuple(checked), tuple(errors), tuple(missing),
+                                  tuple(results), rule.action, rule.reason or rule.source,
+                                  retry, self.spec.max_retry, spec.exit_code)
+        raise GateError(f"no decision rule of the gates applies (gate {gate!r}, valid "
+                        f"{valid}, retry {retry}, {len(errors)} errors): end `gates.decide` "
+                        "with a rule that always holds, e.g. `when: 'true'`")
+
+    def required(self, gate: str) -> list[str]:
+        if gate not in self.spec.steps:
+            close = difflib.get_close_matches(gate, self.names, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise GateError(f"unknown gate {gate!r} ({hint}gates: "
+                            f"{', '.join(self.names) or 'none'})")
+        return list(self.spec.steps[gate])
+
+    def output_path(self, gate: str, retry: int) -> str:
+        if self.output_file is None:
+            return ""
+        return self.output_file.render(gate=gate, retry=retry)
+
+    def run(self, gate: str, outputs: Sequence[Any], *, retry: int = 0,
+            context: Mapping[str, Any] | None = None, now: datetime,
+            input_errors: Sequence[str] = ()) -> GateOutcome:
+        """Check, decide, and build the artifact and reprompt the action calls for."""
+        values = dict(context or {})
+        result = self.check(gate, outputs, retry=retry, context=values,
+                            input_errors=input_errors)
+        stamp = iso(now)
+        variables: dict[str, Any] = {
+            **values, "context": values, "gate": gate, "action": result.action,
+            "valid": result.valid, "errors": list(result.errors),
+            "missing": list(result.missing), "checked": list(result.checked),
+            "outputs": [o.to_json() for o in result.outputs], "retry": retry,
+            "max_retry": result.max_retry, "timestamp": stamp,
+            "timestamp_compact": compact(now), "output_file": self.output_path(gate, retry),
+        }
+        artifact = self._artifact(result.action, variables)
+        reprompt = None
+        if result.action != "PROCEED" and self.reprompt is not None:
+            reprompt = _render(self.reprompt, "the reprompt", {
+                **variables, "descriptions": dict(self.descriptions), "artifact": artifact})
+        return GateOutcome(result, stamp, reprompt, artifact)
+
+    def _artifact(self, action: str, variables: Mapping[str, Any]) -> dict[str, Any] | None:
+        entry = self.artifacts.get(action)
+        if entry is None:
+            return None
+        template, schema = entry
+        text = _render(template, f"the {action} artifact", variables)
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise GateError(f"the {action} artifact template does not give JSON: {exc}") from None
+        issues = schema_issues(self.validators[schema], document)
+        if issues:
+            listed = "; ".join(issue.message for issue in issues[:10])
+            raise GateError(f"the {action} artifact does not validate against schema "
+                            f"{schema!r}: {listed}")
+        if not isinstance(document, dict):
+            raise GateError(f"the {action} artifact must be a JSON object")
+        return document
+
+
+def _render(template: jinja2.Template, what: str, variables: Mapping[str, Any]) -> str:
+    try:
+        return template.render(**variables)
+    except jinja2.TemplateError as exc:
+        raise GateError(f"cannot render {what}: {exc}") from None
+
+
+FolderOf = Callable[[tuple[str | int, ...]], Path]
+
+
+def _read_schema(path: Path) -> Any:
+    if path.stat().st_size > MAX_SCHEMA_BYTES:
+        raise ValueError(f"over {MAX_SCHEMA_BYTES} bytes")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def compile_gates(pack: Rulepack, folder_of: FolderOf,
+                  templates: Mapping[str, jinja2.Template]) -> CompiledGates | None:
+    """The pack's gates compiled (None when it declares none); ``templates`` are the pack's
+    compiled templates."""
+    spec = pack.gates
+    if not spec.steps:
+        return None
+    validators = {}
+    for name, schema in spec.schemas.items():
+        path = folder_of(("gates", "schemas", name, "file")) / schema.file
+        try:
+            validators[name] = compile_schema(_read_schema(path))
+        except (OSError, ValueError) as exc:
+            raise PackError(f"{path}: cannot read the JSON Schema {name!r}: {exc}") from None
+    try:
+        output_file = ENVIRONMENT.from_string(spec.output_file) if spec.output_file else None
+    except jinja2.TemplateError as exc:
+        raise PackError(f"gates.output_file does not compile: {exc}") from None
+    return CompiledGates(
+        spec=spec,
+        validators=validators,
+        detect=tuple(CompiledDetect(rule.schema_name, tuple(rule.has), rule.key, rule.equals,
+                                    compile_condition(rule.when) if rule.when else None)
+                     for rule in spec.detect),
+        rules=tuple(CompiledRule(compile_condition(rule.when), rule.action, rule.reason,
+                                 rule.when) for rule in spec.decide),
+        actions={**STANDARD_ACTIONS, **pack.actions},
+        reprompt=templates[spec.reprompt] if spec.reprompt else None,
+        artifacts={action: (templates[a.template], a.schema_name)
+                   for action, a in spec.artifacts.items()},
+        output_file=output_file,
+        descriptions={name: s.description for name, s in spec.schemas.items()},
+    )
+
+
+# ------------------------------------------------------------------------ rules check
+
+
+def check_gates(pack: Rulepack, checker: PackChecker) -> None:
+    """Findings for the ``gates:`` section beyond the generic reference walk: schema files
+    are valid JSON Schemas with local references only, schema names exist, templates have
+    the right purpose, the output-file pattern compiles, a gate table has decision rules."""
+    spec = pack.gates
+    names = spec.schemas
+
+    def schema_ref(name: str, path: tuple[str | int, ...]) -> None:
+        if name in names:
+            return
+        close = difflib.get_close_matches(name, list(names), n=1)
+        checker.add("unknown-schema", f"unknown gate schema {name!r}", path,
+                    f"did you mean {close[0]!r}?" if close
+                    else "declare it under `gates.schemas:`")
+
+    for name, schema in names.items():
+        path: tuple[str | int, ...] = ("gates", "schemas", name, "file")
+        target = checker.quiet_resolve(schema.file, path)
+        if target is None:
+            continue
+        try:
+            document = _read_schema(target)
+        except (ValueError, UnicodeDecodeError) as exc:
+            checker.add("invalid-schema", f"schema {name!r} is not valid JSON: {exc}", path,
+                        "fix the JSON syntax")
+            continue
+        for problem in schema_problems(document):
+            checker.add("invalid-schema", f"schema {name!r}: {problem}", path,
+                        "fix the schema")
+    for gate, required in spec.steps.items():
+        for index, name in enumerate(required):
+            schema_ref(name, ("gates", "steps", gate, index))
+    for index, rule in enumerate(spec.detect):
+        schema_ref(rule.schema_name, ("gates", "detect", index))
+    for action, artifact in spec.artifacts.items():
+        schema_ref(artifact.schema_name, ("gates", "artifacts", action))
+        _purpose(checker, artifact.template, "artifact", ("gates", "artifacts", action,
+                                                          "template"))
+    if spec.reprompt:
+        _purpose(checker, spec.reprompt, "reprompt", ("gates", "reprompt"))
+    if not spec.steps:
+        checker.add("no-behaviour", "`gates` without `steps` has no effect: no gate can run",
+                    ("gates",), "declare `gates.steps:` (gate name -> required schemas)",
+                    is_key=True, level="warning")
+        return
+    if spec.steps and not spec.decide:
+        checker.add("gates-no-decision", "gates declare no decision rules", ("gates", "steps"),
+                    "add `gates.decide:` rules, the last one with `when: 'true'`")
+    if spec.steps and not spec.detect:
+        checker.add("gates-no-detection", "gates declare no detection rules: no output "
+                    "can be checked", ("gates", "steps"), "add `gates.detect:` rules")
+    if spec.output_file:
+        try:
+            used = undeclared_names(spec.output_file)
+        except jinja2.TemplateError as exc:
+            checker.add("template-syntax", f"gates.output_file: {exc}", ("gates", "output_file"),
+                        "fix the Jinja2 syntax")
+        else:
+            for unknown in sorted(used - OUTPUT_FILE_VARIABLES):
+                checker.add("unknown-template-variable", f"gates.output_file uses {unknown!r}",
+                            ("gates", "output_file"),
+                            f"it may use: {', '.join(sorted(OUTPUT_FILE_VARIABLES))}")
+    if spec.log:
+        parts = spec.log.replace("\\", "/").split("/")
+        if spec.log.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+            checker.add("path-traversal", f"gates.log {spec.log!r} must stay inside the "
+                        "session folder", ("gates", "log"), "write a relative path without '..'")
+    elif spec.steps and spec.log == "" and "log" in spec.model_fields_set:
+        checker.add("gates-empty-log", "gates.log is empty", ("gates", "log"),
+                    "remove the key or name a file")
+
+
+def _purpose(checker: PackChecker, name: str, purpose: str,
+             path: tuple[str | int, ...]) -> None:
+    spec = checker.pack.templates.get(name)
+    if spec is not None and spec.purpose != purpose:
+        checker.add("template-purpose", f"template {name!r} has purpose {spec.purpose!r}; "
+                    f"this needs purpose {purpose!r}", path,
+                    f"declare it with `purpose: {purpose}`")
