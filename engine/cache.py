@@ -194,7 +194,7 @@ def open_parsing_pack(ref: str) -> ParsingPack:
     return ParsingPack(data)
 
 
-def check_packs(targets: list[str]) -> list[CheckResult]:
+def check_packs_remembered(targets: list[str]) -> list[CheckResult]:
     """``engine.pack.check_packs`` with a memory: a pack that was found clean is not
     loaded again while its files and the engine are unchanged. Packs with findings are
     always checked afresh, so every finding is current."""

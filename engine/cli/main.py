@@ -81,7 +81,7 @@ def check_command(paths: tuple[str, ...], output_format: str | None) -> None:
     \b
     Exit status: 0 no errors, 1 errors found, 2 usage or internal error.
     """
-    from engine.cache import check_packs
+    from engine.cache import check_packs_remembered as check_packs
     from engine.cli.formats import FORMATTERS
 
     try:
