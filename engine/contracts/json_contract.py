@@ -9,7 +9,6 @@ with a JSON Pointer, in a deterministic order.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from engine.contracts.json_document import (
     JsonDocumentError,
     compile_schema,
     read_documents,
+    read_schema_file,
     schema_issues,
     schema_problems,
 )
@@ -76,12 +76,6 @@ class CompiledJson:
         return "content" if failure_type == self.contract.schema_failure else "structure"
 
 
-def read_schema(path: Path) -> Any:
-    """A schema file as JSON; ``ValueError`` saying why it cannot be read."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ValueError(f"schema file is not valid JSON: {exc}") from None
 
 
 class JsonKind:
@@ -96,7 +90,7 @@ class JsonKind:
         if target is None:
             return
         try:
-            schema = read_schema(target)
+            schema = read_schema_file(target)
         except ValueError as exc:
             checker.add("invalid-schema", str(exc), path, "fix the JSON syntax")
             return
@@ -108,7 +102,7 @@ class JsonKind:
                 folder_of: Callable[[KeyPath], Path]) -> CompiledJson:
         target = folder_of(("contracts", name, "schema_file")) / contract.schema_file
         try:
-            validator = compile_schema(read_schema(target))
+            validator = compile_schema(read_schema_file(target))
         except ValueError as exc:
             raise PackError(f"{target}: {exc}") from None
         severities = {n: ft.severity for n, ft in pack.failure_types.items()}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 Extract = Literal["whole", "fenced", "first"]
@@ -162,6 +163,21 @@ def depth_of(value: Any, limit: int) -> int:
 
 
 # ------------------------------------------------------------------------- schemas
+
+MAX_SCHEMA_BYTES = 4 * 1024 * 1024
+"""Cap on the size of one JSON Schema file of a pack."""
+
+
+def read_schema_file(path: Path) -> Any:
+    """A pack's schema file as JSON; ``ValueError`` saying why it cannot be read."""
+    try:
+        if path.stat().st_size > MAX_SCHEMA_BYTES:
+            raise ValueError(f"schema file is over {MAX_SCHEMA_BYTES} bytes")
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, RecursionError) as exc:
+        raise ValueError(f"schema file cannot be read as JSON: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"schema file is not valid JSON: {exc}") from None
 
 
 def compile_schema(schema: Any) -> Any:

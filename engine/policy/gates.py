@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from engine.clock import compact, iso
-from engine.contracts.json_document import compile_schema, schema_issues, schema_problems
+from engine.contracts.json_document import (
+    compile_schema,
+    read_schema_file,
+    schema_issues,
+    schema_problems,
+)
 from engine.errors import EngineError, PackError
 from engine.format.model import ActionSpec, Gates, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
@@ -35,7 +40,6 @@ if TYPE_CHECKING:
     from engine.format.semantics import PackChecker
 
 OUTPUT_FILE_VARIABLES = frozenset({"gate", "retry"})
-MAX_SCHEMA_BYTES = 4 * 1024 * 1024
 
 
 class GateError(EngineError):
@@ -245,10 +249,6 @@ def _render(template: jinja2.Template, what: str, variables: Mapping[str, Any]) 
 FolderOf = Callable[[tuple[str | int, ...]], Path]
 
 
-def _read_schema(path: Path) -> Any:
-    if path.stat().st_size > MAX_SCHEMA_BYTES:
-        raise ValueError(f"over {MAX_SCHEMA_BYTES} bytes")
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def compile_gates(pack: Rulepack, folder_of: FolderOf,
@@ -262,7 +262,7 @@ def compile_gates(pack: Rulepack, folder_of: FolderOf,
     for name, schema in spec.schemas.items():
         path = folder_of(("gates", "schemas", name, "file")) / schema.file
         try:
-            validators[name] = compile_schema(_read_schema(path))
+            validators[name] = compile_schema(read_schema_file(path))
         except (OSError, ValueError) as exc:
             raise PackError(f"{path}: cannot read the JSON Schema {name!r}: {exc}") from None
     try:
@@ -310,9 +310,9 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
         if target is None:
             continue
         try:
-            document = _read_schema(target)
+            document = read_schema_file(target)
         except (ValueError, UnicodeDecodeError) as exc:
-            checker.add("invalid-schema", f"schema {name!r} is not valid JSON: {exc}", path,
+            checker.add("invalid-schema", f"schema {name!r}: {exc}", path,
                         "fix the JSON syntax")
             continue
         for problem in schema_problems(document):
