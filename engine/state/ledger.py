@@ -2,7 +2,9 @@
 
 One database file per session folder (``ledger.sqlite3``), WAL mode, a schema versioned by
 ``PRAGMA user_version`` with forward migrations, and an ``application_id`` so a foreign or
-corrupt file is recognised and never overwritten. Writers serialise on ``BEGIN IMMEDIATE``;
+corrupt file is recognised and never overwritten. Opening (recognise, switch to WAL,
+migrate) is serialised across processes by an advisory lock on ``ledger.lock``, so a process
+never sees a ledger half created by another. Writers serialise on ``BEGIN IMMEDIATE``;
 concurrent processes lose no row.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +24,7 @@ from engine import clock
 from engine.errors import EngineError
 
 LEDGER_FILE = "ledger.sqlite3"
+LOCK_FILE = "ledger.lock"
 APPLICATION_ID = 0x52554C45  # "RULE"
 BUSY_TIMEOUT_MS = 60_000
 
@@ -145,6 +149,36 @@ class GateRecord:
     artifact: Mapping[str, Any] | None = None
 
 
+@contextmanager
+def _opening_lock(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``lock_path``, waiting at most the busy timeout."""
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks here (Windows): SQLite's own locking only
+        yield
+        return
+    try:
+        handle = open(lock_path, "a+b")  # noqa: SIM115 - closed in the finally below
+    except OSError as exc:
+        raise LedgerError(f"{lock_path}: cannot open the lock file: "
+                          f"{exc.strerror or exc}") from None
+    try:
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LedgerError(f"{lock_path}: another process has held the ledger "
+                                      f"lock for {BUSY_TIMEOUT_MS // 1000} s; "
+                                      "try again when it is done") from None
+                time.sleep(0.005)
+        yield
+    finally:
+        handle.close()  # closing releases the lock
+
+
 class Ledger:
     """The ledger of one session folder."""
 
@@ -155,16 +189,17 @@ class Ledger:
         except OSError as exc:
             raise LedgerError(f"{session_dir}: cannot create the session folder: "
                               f"{exc.strerror or exc}") from None
-        existed = self.path.exists() and self.path.stat().st_size > 0
-        try:
-            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                      isolation_level=None)
-            self.db.row_factory = sqlite3.Row
-            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._open(existed)
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"{self.path}: not a usable ledger ({exc}); it was left as "
-                              "it is: move it away or choose another --session") from None
+        with _opening_lock(session_dir / LOCK_FILE):
+            existed = self.path.exists() and self.path.stat().st_size > 0
+            try:
+                self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                          isolation_level=None)
+                self.db.row_factory = sqlite3.Row
+                self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                self._open(existed)
+            except sqlite3.DatabaseError as exc:
+                raise LedgerError(f"{self.path}: not a usable ledger ({exc}); it was left as "
+                                  "it is: move it away or choose another --session") from None
 
     def _open(self, existed: bool) -> None:
         app_id = self.db.execute("PRAGMA application_id").fetchone()[0]
