@@ -152,3 +152,33 @@ def test_rules_check_catches_bad_checks(pack_copy: Path, old: str, new: str,
     result = run_cli("check", str(pack_copy), "--format", "json")
     assert result.exit_code != 0
     assert rule in result.stdout
+
+
+def test_keywords_are_lower_case_words_minus_stop_words() -> None:
+    from engine.contracts.markdown import keywords
+
+    assert keywords("Schema validation MUST reject unknown_fields (v2)!", ["must"]) == {
+        "schema", "validation", "reject", "unknown", "fields", "v2"}
+
+
+def test_a_where_expression_failing_on_an_item_is_a_context_error(pack_copy: Path) -> None:
+    edit(pack_copy, ("where: {key: severity, in: [HIGH, CRITICAL]}",
+                     "where: \"item.severity.upper() == 'HIGH'\""))
+    copy = engine.load_pack(pack_copy)
+    with pytest.raises(engine.EngineError, match="on an item of 'known_issues' failed"):
+        copy.evaluate("engineer", BASE, context=context([{"id": "ISSUE-R1-001"}]))
+
+
+def test_a_malformed_disagree_is_retried_with_the_mandatory_format(tmp_path: Path) -> None:
+    output = tmp_path / "engineer.md"
+    output.write_text(BASE + "## DISAGREE: ISSUE-R4-001\n\nno markers\n", encoding="utf-8")
+    ctx = tmp_path / "ctx.yaml"
+    ctx.write_text(yaml.safe_dump(context([{"id": "ISSUE-R4-001", "severity": "HIGH"}])),
+                   encoding="utf-8")
+    args = ("--pack", "gap-review", "--block", "engineer", "--context", str(ctx), str(output))
+    decided = run_cli("eval", *args)
+    assert "RETRY" in decided.stdout
+    prompt = run_cli("render", *args).stdout
+    assert "DISAGREE for ISSUE-R4-001 missing '**Reviewer Concern:**' quote" in prompt
+    assert "## DISAGREE: ISSUE-R{N}-{XXX}" in prompt
+    assert "- ISSUE-R4-001" in prompt

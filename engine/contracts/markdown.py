@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import jinja2
+
 from engine.contracts.kind import EvaluationInput, no_parser_error
 from engine.errors import ContextError
 from engine.format.model import (
@@ -248,7 +250,11 @@ def _where(check: CoverageCheck, item: Any, context: Mapping[str, Any]) -> bool:
         return True
     if isinstance(check.where, ItemWhere):
         return isinstance(item, Mapping) and item.get(check.where.key) in check.where.in_
-    return bool(compile_condition(check.where)(item=item, context=context))
+    try:
+        return bool(compile_condition(check.where)(item=item, context=context))
+    except jinja2.TemplateError as exc:
+        raise ContextError(f"condition {check.where!r} on an item of {check.items!r} "
+                           f"failed: {exc}; check the items' keys") from exc
 
 
 def soft_match(text: str, item: Any, soft: SoftMatch) -> bool:
