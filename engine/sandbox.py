@@ -54,6 +54,8 @@ GATE_VARIABLES: frozenset[str] = frozenset({
     "gate", "valid", "errors", "missing", "checked", "retry", "max_retry", "context",
 })
 DETECT_VARIABLES: frozenset[str] = frozenset({"output", "context"})
+# Variables of a condition on one context-list item (markdown coverage checks).
+ITEM_VARIABLES: frozenset[str] = frozenset({"item", "context"})
 
 # Variables a condition expression (guards) may use.
 CONDITION_VARIABLES: frozenset[str] = frozenset({

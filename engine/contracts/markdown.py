@@ -7,14 +7,19 @@ collected. Each check kind is one small function, registered by name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import jinja2
 
 from engine.contracts.kind import EvaluationInput, no_parser_error
 from engine.errors import ContextError
 from engine.format.model import (
     AnyOfCheck,
+    CoverageCheck,
+    ItemWhere,
     MarkdownContract,
     MinRefsCheck,
     NonEmptyCheck,
@@ -22,11 +27,14 @@ from engine.format.model import (
     RefsExistCheck,
     RequireTextCheck,
     SectionCharsCheck,
+    SectionsCheck,
+    SoftMatch,
     declared_default_failures,
 )
-from engine.patterns import compile_pattern
+from engine.patterns import PatternError, compile_pattern
 from engine.placeholders import fill, render_list
 from engine.results import Failure, ParseResult
+from engine.sandbox import compile_condition
 from engine.verdict import Verdict, verdict_from_checks
 
 if TYPE_CHECKING:
@@ -44,7 +52,13 @@ DEFAULT_MESSAGES = {
     "min_refs": "expected at least {min} {ids} reference(s), found {count}",
     "refs_exist": "Invalid {ids} references: {invalid}",
     "min_section_chars": "{id} section is thin ({len} chars)",
+    "sections": "{id} is not in {known}",
+    "marker": "section {id} is missing '{text}'",
+    "coverage": "no reference to {id}",
 }
+
+# Keys of the values a check function returns that override the check's own settings.
+FAIL, MESSAGE, LEVEL = "_fail", "_message", "_level"
 
 
 @dataclass
@@ -55,6 +69,83 @@ class Output:
     path: str | None
     context: Mapping[str, Any]
     ids: dict[str, list[str]] = field(default_factory=dict)
+    sections: dict[str, list[Section]] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section matched by a sections check: its id and its text (heading line on)."""
+
+    id: str
+    text: str
+
+
+_GROUP = re.compile(r"\{(\d+)\}")
+_WORD = re.compile(r"[^\W_]+")
+_FENCE = re.compile(r"^[ ]{0,3}(```|~~~)", re.MULTILINE)
+
+
+def keywords(text: str, stop_words: Iterable[str] = ()) -> set[str]:
+    """The keywords of a text: its lower-case runs of letters and digits, minus stop words."""
+    stop = {w.lower() for w in stop_words}
+    return {w for w in _WORD.findall(text.lower()) if w not in stop}
+
+
+def _fenced_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the fenced code blocks of a markdown text (an open fence runs on)."""
+    spans, opened = [], -1
+    for match in _FENCE.finditer(text):
+        if opened < 0:
+            opened = match.start()
+        else:
+            spans.append((opened, match.end()))
+            opened = -1
+    if opened >= 0:
+        spans.append((opened, len(text)))
+    return spans
+
+
+def find_sections(text: str, check: SectionsCheck) -> list[Section]:
+    """The sections of ``text`` whose heading matches the check's pattern, in order."""
+    fences = [] if check.in_fences else _fenced_spans(text)
+    found = []
+    for match in compile_pattern(check.heading).finditer(text):
+        start = match.start()
+        if any(a <= start < b for a, b in fences):
+            continue
+        end = text.find("\n" + check.until, match.end())
+        body = text[start:] if end < 0 else text[start:end]
+        found.append(Section(fill_groups(check.id, [match.group(0), *match.groups()]), body))
+    return found
+
+
+def fill_groups(template: str, groups: list[str | None]) -> str:
+    """``{0}`` (the whole match) and ``{1}``, ``{2}``... (capture groups) filled."""
+
+    def group(g: re.Match[str]) -> str:
+        index = int(g.group(1))
+        return (groups[index] or "") if index < len(groups) else g.group(0)
+
+    return _GROUP.sub(group, template)
+
+
+def _group_count(pattern: str) -> int | None:
+    try:
+        return int(getattr(compile_pattern(pattern), "groups", 0))
+    except PatternError:
+        return None
+
+
+def _item_id(item: Any, key: str | None) -> str:
+    if isinstance(item, Mapping):
+        return str(item.get(key or "id", ""))
+    return str(item)
+
+
+def _context_list(out: Output, key: str) -> list[Any]:
+    value = out.context.get(key)
+    return list(value) if isinstance(value, list | tuple) else []
 
 
 Finding = tuple[str, dict[str, Any]]  # a message template code or text, and its values
@@ -123,6 +214,90 @@ def _section_chars(check: SectionCharsCheck, out: Output) -> list[dict[str, Any]
     return found
 
 
+def _sections(check: SectionsCheck, out: Output) -> list[dict[str, Any]]:
+    sections = out.sections.get(check.name, [])
+    if sections and check.known is not None and check.known not in out.context:
+        raise ContextError(f"context key {check.known!r} is needed to check the "
+                           f"{check.name} sections; give it with --context or --var")
+    known = ({_item_id(i, check.known_key) for i in _context_list(out, check.known)}
+             if check.known is not None else set())
+    if sections:  # no key without sections: packs without them give the data they gave
+        out.data[check.name] = [
+            {"id": s.id, **{name: _field(s.text, pattern)
+                            for name, pattern in check.fields.items()}}
+            for s in sections]
+    found: list[dict[str, Any]] = []
+    for section in sections:
+        if check.known is not None and section.id not in known:
+            found.append({"id": section.id, "known": check.known})
+        for marker in check.markers:
+            if marker.text not in section.text:
+                found.append({"id": section.id, "text": marker.text, FAIL: marker.fail,
+                              MESSAGE: marker.message or DEFAULT_MESSAGES["marker"]})
+    return found
+
+
+def _field(text: str, pattern: str) -> str | None:
+    match = compile_pattern(pattern).search(text)
+    if match is None:
+        return None
+    value = match.group(1) if match.groups() else match.group(0)
+    return None if value is None else str(value).strip()
+
+
+def _where(check: CoverageCheck, item: Any, context: Mapping[str, Any]) -> bool:
+    if check.where is None:
+        return True
+    if isinstance(check.where, ItemWhere):
+        return isinstance(item, Mapping) and item.get(check.where.key) in check.where.in_
+    try:
+        return bool(compile_condition(check.where)(item=item, context=context))
+    except jinja2.TemplateError as exc:
+        raise ContextError(f"condition {check.where!r} on an item of {check.items!r} "
+                           f"failed: {exc}; check the items' keys") from exc
+
+
+def soft_match(text: str, item: Any, soft: SoftMatch) -> bool:
+    """Whether an item is softly matched by the text (see ``SoftMatch``)."""
+    if not isinstance(item, Mapping):
+        return False
+    if soft.summary and item.get(soft.summary):
+        wanted = keywords(str(item[soft.summary]), soft.stop_words)
+        if wanted and len(wanted & keywords(text, soft.stop_words)) / len(wanted) >= soft.ratio:
+            return True
+    return any(key and item.get(key) and str(item[key]) in text
+               for key in (soft.phrase, soft.location))
+
+
+def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
+    text = out.text or ""
+    in_sections = {s.id for name in check.sections for s in out.sections.get(name, [])}
+    found: list[dict[str, Any]] = []
+    covered: list[dict[str, Any]] = []
+    for item in _context_list(out, check.items):
+        if not _where(check, item, out.context):
+            continue
+        ident = _item_id(item, check.key)
+        values = {k: v for k, v in item.items() if isinstance(k, str)} \
+            if isinstance(item, Mapping) else {}
+        values["id"] = ident
+        if ident in in_sections or any(fill(t, values) in text for t in check.referenced_by):
+            covered.append({"id": ident, "match": "explicit"})
+        elif check.soft is not None and soft_match(text, item, check.soft):
+            covered.append({"id": ident, "match": "soft", "confidence": check.soft.confidence,
+                            "reason": check.soft.reason})
+            if check.soft.effect == "warn":
+                found.append({**values, LEVEL: "warning",
+                              MESSAGE: check.soft.message or check.message
+                              or DEFAULT_MESSAGES["coverage"]})
+        else:
+            covered.append({"id": ident, "match": "none"})
+            found.append(values)
+    if check.name is not None and covered:
+        out.data[check.name] = covered
+    return found
+
+
 CHECKS: dict[type, Callable[[Any, Output], list[dict[str, Any]]]] = {
     PresentCheck: _present,
     NonEmptyCheck: _non_empty,
@@ -131,6 +306,8 @@ CHECKS: dict[type, Callable[[Any, Output], list[dict[str, Any]]]] = {
     MinRefsCheck: _min_refs,
     RefsExistCheck: _refs_exist,
     SectionCharsCheck: _section_chars,
+    SectionsCheck: _sections,
+    CoverageCheck: _coverage,
 }
 
 
@@ -145,19 +322,24 @@ def run_checks(contract: MarkdownContract, out: Output) -> CheckOutcome:
     """Run the contract's checks tier by tier; the first error stops, warnings collect."""
     text = out.text or ""
     out.ids = {name: extract_ids(text, kind.pattern) for name, kind in contract.ids.items()}
+    out.sections = {check.name: find_sections(text, check) for check in contract.checks
+                    if isinstance(check, SectionsCheck)}
     warnings: list[str] = []
     for tier in ("structure", "content"):
         for check in contract.checks:
             if check.tier != tier:
                 continue
             for values in CHECKS[type(check)](check, out):
-                message = fill(check.message or DEFAULT_MESSAGES[check.check], values)
-                if check.level == "warning":
+                template = values.get(MESSAGE) or check.message or DEFAULT_MESSAGES[check.check]
+                message = fill(template, values)
+                if values.get(LEVEL, check.level) == "warning":
                     warnings.append(message)
                 else:
-                    data = {"ids": out.ids, "invalid_ids": values.get("invalid_ids", [])}
-                    return CheckOutcome([Failure(check.fail, message)], warnings, data)
-    return CheckOutcome([], warnings, {"ids": out.ids})
+                    data = {"ids": out.ids, "invalid_ids": values.get("invalid_ids", []),
+                            **out.data}
+                    return CheckOutcome([Failure(values.get(FAIL, check.fail), message)],
+                                        warnings, data)
+    return CheckOutcome([], warnings, {"ids": out.ids, **out.data})
 
 
 @dataclass(frozen=True)
@@ -194,13 +376,50 @@ class MarkdownKind:
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         return declared_default_failures(contract)
 
-    def check(self, name: str, contract: Any, checker: PackChecker) -> None:
-        """Everything a markdown contract refers to is checked by the generic walk."""
+    def check(self, name: str, contract: MarkdownContract, checker: PackChecker) -> None:
+        """References are checked by the generic walk; here what links checks together:
+        a section id's capture groups, a field's capture group, a coverage check's
+        sections."""
+        named = {c.name: c for c in contract.checks if isinstance(c, SectionsCheck)}
+        for index, check in enumerate(contract.checks):
+            path = ("contracts", name, "checks", index)
+            if isinstance(check, SectionsCheck):
+                self._check_sections(check, path, checker)
+            elif isinstance(check, CoverageCheck):
+                for position, section in enumerate(check.sections):
+                    if section not in named:
+                        checker.add("unknown-sections", f"no sections check is named "
+                                    f"{section!r}", (*path, "sections", position),
+                                    f"sections checks of this contract: "
+                                    f"{', '.join(named) or 'none'}")
+
+    @staticmethod
+    def _check_sections(check: SectionsCheck, path: KeyPath, checker: PackChecker) -> None:
+        groups = _group_count(check.heading)
+        if groups is None:
+            return  # the generic walk reports the pattern
+        for number in sorted({int(n) for n in _GROUP.findall(check.id)}):
+            if number > groups:
+                checker.add("unknown-group", f"id {check.id!r} uses group {{{number}}} but "
+                            f"the heading pattern has {groups} capture group(s)",
+                            (*path, "id"), "add a capture group to `heading` or use {0}")
+        for field_name, pattern in check.fields.items():
+            if _group_count(pattern) == 0:
+                checker.add("no-capture-group", f"field {field_name!r}: pattern "
+                            f"{pattern!r} has no capture group, the whole match is kept",
+                            (*path, "fields", field_name),
+                            "wrap the value in ( ) to keep only it", level="warning")
 
     def compile(self, name: str, contract: MarkdownContract, pack: Rulepack,
                 folder_of: Callable[[KeyPath], Path]) -> CompiledMarkdown:
         for kind in contract.ids.values():
             compile_pattern(kind.pattern)
+        for check in contract.checks:
+            if isinstance(check, SectionsCheck):
+                for pattern in (check.heading, *check.fields.values()):
+                    compile_pattern(pattern)
+            elif isinstance(check, CoverageCheck) and isinstance(check.where, str):
+                compile_condition(check.where)
         severities = {n: ft.severity for n, ft in pack.failure_types.items()}
         return CompiledMarkdown(name, contract, severities)
 

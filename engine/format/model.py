@@ -30,6 +30,7 @@ class Ref(str, Enum):
     CONTEXT_KEY = "context key"
     GATE_EXPRESSION = "gate decision expression"
     DETECT_EXPRESSION = "detection expression"
+    ITEM_EXPRESSION = "item expression"
 
 
 FailureRef = Annotated[str, Ref.FAILURE_TYPE]
@@ -369,6 +370,90 @@ class SectionCharsCheck(_Check):
     min: int = Field(ge=0)
 
 
+class SectionMarker(Strict):
+    """Text every matched section must contain, and the failure when it does not."""
+
+    text: str = Field(min_length=1)
+    fail: FailureRef
+    message: Message | None = Field(
+        default=None, description="`{id}` (the section's id) and `{text}` are filled")
+
+
+class SectionsCheck(_Check):
+    """Sections found by a heading pattern, each checked on its own, in document order.
+
+    A section starts at a line matching ``heading`` (not inside a fenced code block unless
+    ``in_fences``) and runs to the next line starting with ``until``, or the end. Its id is
+    ``id`` with ``{0}`` (the whole match) and ``{1}``, ``{2}``... (capture groups) filled.
+    Per section, in this order: the id is in the context list ``known`` (``fail`` and
+    ``message``; items of the list are strings, or maps whose ``known_key`` holds the id),
+    then each of ``markers`` is in the section. ``fields`` extract the first capture group
+    of a pattern searched in the section (stripped); the sections become verdict data under
+    ``name``: a list of ``{id, <field>: value or null}``.
+    """
+
+    check: Literal["sections"]
+    tier: Literal["structure", "content"] = "content"
+    name: Name
+    heading: Pattern
+    id: str = Field(default="{0}", min_length=1)
+    until: str = Field(default="## ", min_length=1)
+    in_fences: bool = False
+    known: ContextKeyRef | None = None
+    known_key: str | None = None
+    markers: list[SectionMarker] = Field(default_factory=list)
+    fields: dict[Name, Pattern] = Field(default_factory=dict)
+
+
+class ItemWhere(Strict):
+    """A condition on a context-list item: its ``key`` is one of ``in``."""
+
+    key: str = Field(min_length=1)
+    in_: list[Any] = Field(alias="in", min_length=1)
+
+
+class SoftMatch(Strict):
+    """When an item without an explicit reference counts as softly matched: the share of the
+    keywords of its ``summary`` found in the output is at least ``ratio``, or the value of
+    its ``phrase`` key (or ``location`` key) appears in the output verbatim. Keywords are
+    lower-case runs of letters and digits, minus ``stop_words``."""
+
+    ratio: float = Field(default=0.5, ge=0, le=1)
+    summary: str | None = "summary"
+    phrase: str | None = None
+    location: str | None = None
+    stop_words: list[str] = Field(default_factory=list)
+    effect: Literal["suppress", "warn"] = "suppress"
+    message: Message | None = Field(
+        default=None, description="the warning of `effect: warn` (default: the check's)")
+    confidence: str = "MEDIUM"
+    reason: str = "soft match: the output may address this item"
+
+
+class CoverageCheck(_Check):
+    """Every item of the context list ``items`` that matches ``where`` is referenced: by one
+    of the ``referenced_by`` texts (``{id}`` filled) or as the id of a section matched by a
+    sections check named in ``sections``; otherwise a finding (``{id}`` and the item's keys
+    are filled in ``message``). ``soft`` declares the fallback matching. With ``name``, the
+    covered items become verdict data: ``{id, match: explicit | soft | none}``."""
+
+    check: Literal["coverage"]
+    tier: Literal["structure", "content"] = "content"
+    name: Name | None = None
+    items: ContextKeyRef
+    key: str = "id"
+    where: ItemWhere | Annotated[str, Ref.ITEM_EXPRESSION] | None = None
+    referenced_by: list[str] = Field(default_factory=list)
+    sections: list[str] = Field(default_factory=list)
+    soft: SoftMatch | None = None
+
+    @model_validator(mode="after")
+    def _some_reference(self) -> CoverageCheck:
+        if not self.referenced_by and not self.sections:
+            raise ValueError("give `referenced_by` or `sections`: how an item is referenced")
+        return self
+
+
 MarkdownCheck = Annotated[
     PresentCheck
     | NonEmptyCheck
@@ -376,7 +461,9 @@ MarkdownCheck = Annotated[
     | AnyOfCheck
     | MinRefsCheck
     | RefsExistCheck
-    | SectionCharsCheck,
+    | SectionCharsCheck
+    | SectionsCheck
+    | CoverageCheck,
     Field(discriminator="check"),
 ]
 
