@@ -281,3 +281,18 @@ def test_a_version_3_ledger_gains_round_counts(tmp_path: Path) -> None:
         assert ledger.round_counts("engineer") == []
     finally:
         ledger.close()
+
+
+def test_limit_settings_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(engine.PackError) as raised:
+        pack_copy(tmp_path, ("        presentation: disagree_rate_warning\n      - name: absolute",
+                             "        presentation: retry\n      - name: absolute"),
+                  (WINDOW, "    window: {rounds: 2, min_rounds: 3}\n"),
+                  ("item.severity in", "issue.severity in"))
+    rules = sorted(f.rule for f in raised.value.findings)
+    assert rules == ["invalid-window", "unknown-variable", "wrong-template-purpose"]
+
+
+def test_the_pack_has_no_no_behaviour_warning() -> None:
+    result = engine.check_packs([str(PACK_DIR)])[0]
+    assert result.findings == []

@@ -7,6 +7,7 @@ count / total, with its threshold; a limit over the ``window`` sums count and to
 the last ``rounds`` rounds (earlier rounds from the ledger or the context, then this one)
 and applies only when at least ``min_rounds`` rounds are known. A ratio with a total of 0
 never holds. The first limit that holds decides; everything is compiled at load.
+Only outputs that meet their contract are measured (a failed output is repaired first).
 """
 
 from __future__ import annotations
