@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from engine.policy.decide import CompiledPolicy, Decision
     from engine.policy.gates import CompiledGates, GateOutcome
+    from engine.policy.limits import Measure
     from engine.prompts.compiled import CompiledPrompts
     from engine.prompts.render import RenderedPrompt
 
@@ -151,13 +152,26 @@ class Pack:
 
     def decide(self, verdict: Verdict, *, output: str | bytes, attempt: int = 1,
                previous_errors: Sequence[str] = (), nonce: str | None = None,
-               model: str | None = None, context: Mapping[str, Any] | None = None) -> Decision:
-        """What happens next for ``verdict`` (see engine.decide for attempt counting)."""
+               model: str | None = None, context: Mapping[str, Any] | None = None,
+               measure: Measure | None = None,
+               earlier: Sequence[tuple[int, int, int]] | None = None) -> Decision:
+        """What happens next for ``verdict`` (see engine.decide for attempt counting;
+        ``measure`` and ``earlier``: a block's rate-limit counts, engine.policy.limits)."""
         carry = {"nonce": nonce, "model": model}
         from engine.policy.decide import decide
 
         return decide(self.policy, verdict, output=decode_output(output), attempt=attempt,
-                      previous_errors=previous_errors, carry=carry, context=context)
+                      previous_errors=previous_errors, carry=carry, context=context,
+                      measure=measure, earlier=earlier)
+
+    def present(self, verdict: Verdict, decision: Decision,
+                context: Mapping[str, Any] | None = None) -> str:
+        """The presentation of the rate limit that decided (for the user); RenderError
+        when no limit decided or the limit names no presentation."""
+        from engine.prompts.render import render_presentation
+
+        return render_presentation(self.prompts, verdict, decision,
+                                   build_context(self.model.context, context))
 
     def render(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
                nonce: str | None = None, vars: Mapping[str, str] | None = None,

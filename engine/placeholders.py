@@ -34,3 +34,65 @@ def placeholders(template: str) -> set[str]:
 def render_list(keys: list[str]) -> str:
     """``['a', 'b']``: sorted keys in single quotes, no escaping."""
     return "[" + ", ".join(f"'{k}'" for k in sorted(keys)) + "]"
+
+
+# --------------------------------------------------------------------------- figures
+
+FIGURES: frozenset[str] = frozenset({"count", "total", "ratio", "threshold", "rounds", "round"})
+"""The figures a rate limit's message and recommendation may use."""
+
+
+class FigureError(ValueError):
+    """A figure template that names an unknown figure or has an invalid format spec."""
+
+
+Part = tuple[str, str | None, str]
+"""Literal text, then a figure name (None: none) and its format spec."""
+
+
+def compile_figures(template: str, names: frozenset[str]) -> tuple[Part, ...]:
+    """Parse ``{name}`` / ``{name:spec}`` placeholders once (Python format specs, e.g.
+    ``{ratio:.0%}``); ``{{`` and ``}}`` are literal braces. Names are plain: no attribute
+    or index access, no conversions."""
+    import string
+
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise FigureError(f"{template!r}: {exc}") from None
+    parts: list[Part] = []
+    for text, name, spec, conversion in parsed:
+        if name is None:
+            parts.append((text, None, ""))
+            continue
+        if name not in names or conversion:
+            raise FigureError(f"{template!r}: unknown figure {{{name}}}")
+        spec = spec or ""
+        if "{" in spec:
+            raise FigureError(f"{template!r}: nested braces in the spec of {{{name}}}")
+        try:
+            format(0.5, spec)
+        except ValueError:
+            try:
+                format(1, spec)
+            except ValueError:
+                raise FigureError(f"{template!r}: invalid format spec {spec!r} of "
+                                  f"{{{name}}}") from None
+        parts.append((text, name, spec))
+    return tuple(parts)
+
+
+def fill_figures(parts: tuple[Part, ...], values: Mapping[str, object]) -> str:
+    """The text of compiled figure ``parts`` with ``values`` (a missing value: empty)."""
+    out = []
+    for text, name, spec in parts:
+        out.append(text)
+        if name is not None:
+            value = values.get(name)
+            if value is None:
+                continue
+            try:
+                out.append(format(value, spec))
+            except (ValueError, TypeError):
+                out.append(str(value))
+    return "".join(out)

@@ -47,6 +47,10 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     }),
     "example": frozenset({"block", "context"}),
     "log": frozenset({"entries", "rounds", "session", "gate_results"}),
+    "presentation": frozenset({
+        "block", "limit", "action", "message", "recommendation", "figures", "items",
+        "context",
+    }),
 }
 
 # Variables of the gates' decision rules, and of their detection rules (with the context).
@@ -54,7 +58,8 @@ GATE_VARIABLES: frozenset[str] = frozenset({
     "gate", "valid", "errors", "missing", "checked", "retry", "max_retry", "context",
 })
 DETECT_VARIABLES: frozenset[str] = frozenset({"output", "context"})
-# Variables of a condition on one context-list item (markdown coverage checks).
+# Variables of a condition on one context-list item (which items a coverage check or a
+# rate limit counts).
 ITEM_VARIABLES: frozenset[str] = frozenset({"item", "context"})
 
 # Variables a condition expression (guards) may use.
@@ -88,6 +93,14 @@ def _json_pretty(value: Any, indent: int = 2) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
+def _percent(value: Any, digits: int = 0) -> str:
+    """A ratio as a percentage, as Python's ``{:.0%}`` writes it (0.4166 -> 42%)."""
+    try:
+        return format(float(value), f".{int(digits)}%")
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def make_environment() -> SandboxedEnvironment:
     env = SandboxedEnvironment(
         undefined=StrictUndefined,
@@ -101,6 +114,7 @@ def make_environment() -> SandboxedEnvironment:
     env.filters["json"] = _json
     env.filters["json_pretty"] = _json_pretty
     env.filters["add_minutes"] = add_minutes
+    env.filters["percent"] = _percent
     return env
 
 

@@ -242,12 +242,10 @@ def test_requires_is_compared_with_the_engine_version(make_pack: PackMaker) -> N
 
 def test_keys_without_behaviour_are_reported_as_warnings(make_pack: PackMaker) -> None:
     folder = make_pack(HEADER + """\
-rate_limits:
-  too_many: {count: 'DISAGREE', max: 5, fail: WRONG_FORMAT}
 examples:
   budgets: {initial_tokens: 500}
 """)
     result = check_pack_file(folder / "pack.yaml")
     assert result.ok
     assert [(f.rule, f.level, f"{f.position.line}:{f.position.column}") for f in result.findings] \
-        == [("no-behaviour", "warning", "3:1"), ("no-behaviour", "warning", "6:13")]
+        == [("no-behaviour", "warning", "4:13")]

@@ -448,15 +448,16 @@ def test_a_detection_expression_that_cannot_apply_does_not_match(tmp_path: Path)
 def test_a_version_2_ledger_gains_gate_results(tmp_path: Path) -> None:
     import sqlite3
 
-    from engine.state.ledger import LEDGER_FILE, Ledger
+    from engine.state.ledger import LEDGER_FILE, MIGRATIONS, Ledger
 
     Ledger(tmp_path).close()
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
         db.execute("DROP TABLE gate_results")
+        db.execute("DROP TABLE round_counts")
         db.execute("PRAGMA user_version = 2")
     ledger = Ledger(tmp_path)
     try:
-        assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         assert ledger.gate_results() == []
     finally:
         ledger.close()

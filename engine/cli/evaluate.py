@@ -130,6 +130,8 @@ eval_command.help = (eval_command.help or "") + "\n\n" + EXIT_STATUS_HELP
 def render_command(**options: Any) -> None:
     """Print the prompt the decision calls for (repair, retry or escalation), ready to send.
 
+    When a rate limit decided, print its presentation (for the user) instead.
+
     Takes the same arguments as `rules eval`. Exits 1 with a message on stderr when no
     prompt is due (the output passed, or the final action has no template).
 
@@ -139,6 +141,12 @@ def render_command(**options: Any) -> None:
       rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A out.txt | model-cli
     """
     pack, verdict, decision, output, variables, context = _run(**options)
+    if decision.limit is not None and decision.limit.get("presentation"):
+        try:
+            click.echo(pack.present(verdict, decision, context), nl=False)
+        except EngineError as exc:
+            raise UsageFailure(str(exc)) from None
+        return
     if decision.template is None:
         click.echo(f"error: no prompt is due: the decision is {decision.action} "
                    f"({decision.reason})", err=True)

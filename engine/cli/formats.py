@@ -100,6 +100,10 @@ def format_evaluation(verdict: Verdict, decision: Decision, output_format: str) 
     rows.append(("action", f"{decision.action} ({progress})"))
     rows.append(("reason", decision.reason))
     rows.append(("rule", decision.rule))
+    if decision.limit is not None:
+        rows.append(("limit", f"{decision.limit['name']}: {decision.limit['message']}"))
+        if decision.limit["recommendation"]:
+            rows.append(("recommend", decision.limit["recommendation"]))
     if decision.default is not None:
         rows.append(("default", json.dumps(decision.default, ensure_ascii=False)))
     if decision.log != "none":

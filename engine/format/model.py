@@ -89,7 +89,7 @@ class TemplateSpec(Strict):
 
     file: PackPath
     purpose: Literal["repair", "retry", "escalation", "reprompt", "artifact", "example",
-                     "log"] = "repair"
+                     "log", "presentation"] = "repair"
     format: Literal["md", "jsonl", "json", "text"] = Field(
         default="md", description="what the template writes; `rules log --format` picks "
         "log templates by it")
@@ -694,14 +694,57 @@ class Examples(Strict):
     truncation_notice: str = "\n\n[Example truncated for length]"
 
 
+class RateCount(Strict):
+    """What a block's rate limits count in an output, and against what.
+
+    ``count``: the number of matches of ``pattern`` in the output (the id is capture group
+    ``id_group``; 0 is the whole match). With ``items`` (a context list), the items are the
+    list's entries for which ``where`` holds (``item`` is the entry); ``total`` is their
+    number, and with ``only_items`` only matches whose id is an item's id (``item_id``: the
+    key of a map entry; a string entry is its own id) count.
+    """
+
+    pattern: Pattern
+    id_group: int = Field(default=0, ge=0, le=99)
+    items: ContextKeyRef | None = None
+    item_id: str = "id"
+    where: Annotated[str, Ref.ITEM_EXPRESSION] | None = None
+    only_items: bool = True
+    distinct: bool = False
+
+
+class RateWindow(Strict):
+    """The window of a block's limits: the last ``rounds`` rounds (the current included),
+    summed; a window limit applies only when at least ``min_rounds`` rounds are known."""
+
+    rounds: int = Field(default=3, ge=1, le=1000)
+    min_rounds: int = Field(default=3, ge=1, le=1000)
+
+
 class RateLimit(Strict):
-    count: Pattern
-    max: int | None = Field(default=None, ge=0)
-    ratio: float | None = Field(default=None, ge=0, le=1)
-    per: Literal["round", "session", "window"] = "round"
-    window: int | None = Field(default=None, ge=1)
-    fail: FailureRef
-    message: Message | None = None
+    """One limit: ``value`` of the round (or the window) compared with ``threshold``; when
+    it holds, the decision's action becomes ``action``. ``message`` and ``recommendation``
+    use the figures as ``{name}`` or ``{name:spec}`` (Python format specs, e.g.
+    ``{ratio:.0%}``): count, total, ratio, threshold, rounds, round."""
+
+    name: Name
+    over: Literal["round", "window"] = "round"
+    value: Literal["count", "ratio"] = "count"
+    compare: Literal[">", ">="] = ">"
+    threshold: float = Field(ge=0)
+    action: ActionRef
+    message: Message
+    recommendation: Message = ""
+    presentation: TemplateRef | None = None
+
+
+class RateLimits(Strict):
+    """A block's rate limits: what is counted, the window, and the limits in order (the
+    first that holds decides; none holding leaves the decision as it is)."""
+
+    count: RateCount
+    window: RateWindow = Field(default_factory=RateWindow)
+    limits: list[RateLimit] = Field(min_length=1)
 
 
 class GateSchema(Strict):
@@ -813,6 +856,9 @@ class SessionKeys(Strict):
     round: ContextKeyRef | None = Field(
         default=None, description="the current round number: recorded with each attempt "
         "in the ledger, and the start of example tier 2's search")
+    history: ContextKeyRef | None = Field(
+        default=None, description="earlier rounds' counts of a block's rate limits, "
+        "[[round, count, total], ...], used when no session ledger holds them")
     prompt: ContextKeyRef | None = Field(
         default=None, description="receives the text of `rules run --prompt` unless the "
         "context already gives it")
@@ -840,7 +886,9 @@ class Rulepack(Strict):
     hints: list[Hint] = Field(default_factory=list)
     templates: dict[str, TemplateSpec] = Field(default_factory=dict)
     examples: Examples = Field(default_factory=Examples)
-    rate_limits: dict[str, RateLimit] = Field(default_factory=dict)
+    rate_limits: dict[ContractRef, RateLimits] = Field(
+        default_factory=dict, description="per block: limits on counts in its outputs, "
+        "per round and over a window of rounds")
     gates: Gates = Field(default_factory=Gates)
     tests: list[PackTest] = Field(default_factory=list)
 

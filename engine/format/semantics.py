@@ -135,6 +135,7 @@ class PackChecker:
         for ref in walk_references(self.pack, Rulepack, (), ()):
             checks[ref.kind](ref)
         self._templates()
+        self._rate_limits()
         self._requires()
         self._without_behaviour()
         return self.findings
@@ -229,6 +230,35 @@ class PackChecker:
             self.add("unknown-variable", f"expression uses unknown variable {name!r}",
                      ref.path, hint)
 
+    # ----------------------------------------------------------------- rate limits
+
+    def _rate_limits(self) -> None:
+        """Limit messages name known figures with valid format specs; presentations are
+        templates of purpose `presentation`."""
+        from engine.placeholders import FIGURES, FigureError, compile_figures
+
+        for block, spec in self.pack.rate_limits.items():
+            for index, limit in enumerate(spec.limits):
+                path: KeyPath = ("rate_limits", block, "limits", index)
+                for key in ("message", "recommendation"):
+                    try:
+                        compile_figures(getattr(limit, key), FIGURES)
+                    except FigureError as exc:
+                        self.add("invalid-message", f"{key} of limit {limit.name!r}: {exc}",
+                                 (*path, key), f"figures: {', '.join(sorted(FIGURES))}")
+                template = self.pack.templates.get(limit.presentation or "")
+                if template is not None and template.purpose != "presentation":
+                    self.add("wrong-template-purpose", f"template {limit.presentation!r} is "
+                             f"a {template.purpose} template, not a presentation template",
+                             (*path, "presentation"), "declare it with `purpose: presentation`")
+            names = [limit.name for limit in spec.limits]
+            for name in sorted({n for n in names if names.count(n) > 1}):
+                self.add("duplicate-limit", f"limit {name!r} is declared twice for {block!r}",
+                         ("rate_limits", block, "limits"), "give each limit its own name")
+            if spec.window.min_rounds > spec.window.rounds:
+                self.add("invalid-window", "min_rounds exceeds the window's rounds",
+                         ("rate_limits", block, "window"), "lower min_rounds")
+
     # ----------------------------------------------------------------- templates
 
     def _templates(self) -> None:
@@ -286,7 +316,6 @@ def _display(path: Path) -> str:
 
 # Keys the format declares ahead of their behaviour, and what is missing.
 WITHOUT_BEHAVIOUR: list[tuple[KeyPath, str]] = [
-    (("rate_limits",), "rate limits are not evaluated by this engine version"),
     (("tests",), "pack tests are not run by this engine version (no `rules test` yet)"),
     (("examples", "budgets", "initial_tokens"),
      "initial prompts are not rendered, so no budget applies to them"),

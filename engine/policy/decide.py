@@ -14,6 +14,13 @@ from typing import Any
 
 from engine.format.model import ActionSpec, AttemptPolicy, Rulepack, Trigger
 from engine.format.vocabulary import STANDARD_ACTIONS
+from engine.policy.limits import (
+    CompiledRateLimits,
+    Measure,
+    Round,
+    compile_rate_limits,
+    rounds_from,
+)
 from engine.sandbox import compile_condition
 from engine.verdict import Verdict
 
@@ -35,15 +42,21 @@ class Decision:
     default: Any = None
     log: str = "none"
     carry: dict[str, Any] = field(default_factory=dict)
+    limit: dict[str, Any] | None = None
+    """The rate limit that decided (name, action, message, recommendation, presentation,
+    figures, items); None when no limit holds."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "action": self.action, "reason": self.reason, "attempt": self.attempt,
             "max_attempts": self.max_attempts, "attempts_left": self.attempts_left,
             "final": self.final, "exit_code": self.exit_code, "rule": self.rule,
             "template": self.template, "default": self.default, "log": self.log,
             "carry": dict(self.carry),
         }
+        if self.limit is not None:
+            out["limit"] = dict(self.limit)
+        return out
 
 
 def _policy(trigger: Trigger, attempt: int) -> AttemptPolicy:
@@ -85,6 +98,17 @@ class CompiledPolicy:
     actions: Mapping[str, ActionSpec]
     triggers: Mapping[str, CompiledTrigger]
     no_trigger: CompiledTrigger = field(default_factory=lambda: compile_trigger(Trigger()))
+    rate_limits: Mapping[str, CompiledRateLimits] = field(default_factory=dict)
+    round_key: str | None = None
+    history_key: str | None = None
+
+    def measure(self, block: str, output: str,
+                context: Mapping[str, Any] | None) -> Measure | None:
+        """What ``output`` counts for the block's rate limits; None without limits."""
+        limits = self.rate_limits.get(block)
+        if limits is None:
+            return None
+        return limits.measure(output, context or {}, self.round_key)
 
     def trigger(self, block: str) -> CompiledTrigger:
         """The block's trigger row; a block without one gets the defaults."""
@@ -96,14 +120,23 @@ def compile_policy(pack: Rulepack) -> CompiledPolicy:
     return CompiledPolicy(
         actions={**STANDARD_ACTIONS, **pack.actions},
         triggers={block: compile_trigger(trigger) for block, trigger in pack.triggers.items()},
+        rate_limits={block: compile_rate_limits(spec)
+                     for block, spec in pack.rate_limits.items()},
+        round_key=pack.session.round, history_key=pack.session.history,
     )
 
 
 def decide(policy: CompiledPolicy | Rulepack, verdict: Verdict, *, output: str,
            attempt: int = 1, previous_errors: Sequence[str] = (),
            carry: Mapping[str, Any] | None = None,
-           context: Mapping[str, Any] | None = None) -> Decision:
+           context: Mapping[str, Any] | None = None, measure: Measure | None = None,
+           earlier: Sequence[Round] | None = None) -> Decision:
     """Decide on ``verdict`` for attempt ``attempt`` of block ``verdict.block``.
+
+    An output that meets its contract is checked against the block's rate limits: the
+    first limit that holds gives the decision its action (engine.policy.limits).
+    ``measure`` is the output's count when the caller has it already; ``earlier`` the
+    earlier rounds' counts (a ledger's), else those of the pack's history context key.
 
     ``policy`` is normally compiled once (``Pack`` does); a ``Rulepack`` is compiled here,
     on every call, which suits one-off use only.
@@ -117,7 +150,8 @@ def decide(policy: CompiledPolicy | Rulepack, verdict: Verdict, *, output: str,
     carried = dict(carry or {})
 
     def make(action: str, reason: str, rule: str, *, final_policy: bool = False,
-             next_policy: AttemptPolicy | None = None) -> Decision:
+             next_policy: AttemptPolicy | None = None,
+             limit: dict[str, Any] | None = None) -> Decision:
         spec = actions[action]
         after = trigger.after_failure
         return Decision(
@@ -128,10 +162,20 @@ def decide(policy: CompiledPolicy | Rulepack, verdict: Verdict, *, output: str,
                       else after.template if final_policy else None),
             hint=next_policy.hint if next_policy else True,
             default=after.default if final_policy else None,
-            log=after.log if final_policy else "none", carry=carried,
+            log=after.log if final_policy else "none", carry=carried, limit=limit,
         )
 
     if verdict.status != "fail":
+        limits = policy.rate_limits.get(verdict.block)
+        if limits is not None:
+            values = dict(context or {})
+            measured = measure or limits.measure(output, values, policy.round_key)
+            if earlier is None:
+                earlier = rounds_from(values.get(policy.history_key or ""))
+            outcome = limits.check(measured, earlier)
+            if outcome is not None:
+                return make(outcome.action, outcome.message, f"limit:{outcome.name}",
+                            limit=outcome.to_json())
         return make("PROCEED", "the output meets its contract", "pass")
     after = trigger.after_failure.action
     failure_type = verdict.failure_type or ""

@@ -77,6 +77,24 @@ def render_prompt(prompts: CompiledPrompts, verdict: Verdict, decision: Decision
                       "decisions render repair, retry and escalation templates")
 
 
+def render_presentation(prompts: CompiledPrompts, verdict: Verdict, decision: Decision,
+                        context: Mapping[str, Any]) -> str:
+    """The presentation template of the rate limit that decided, for the user."""
+    limit = decision.limit
+    if limit is None:
+        raise RenderError(f"no presentation is due: no rate limit decided "
+                          f"({decision.action})")
+    name = limit.get("presentation")
+    if not name:
+        raise RenderError(f"limit {limit.get('name')!r} names no presentation template")
+    return prompts.templates[name].render({
+        **context, "context": dict(context), "block": verdict.block, "limit": limit,
+        "action": limit["action"], "message": limit["message"],
+        "recommendation": limit["recommendation"], "figures": limit["figures"],
+        "items": limit["items"],
+    })
+
+
 def _retry_variables(verdict: Verdict, decision: Decision,
                      context: Mapping[str, Any]) -> dict[str, Any]:
     """What retry and escalation templates see: the context's keys (as the pack declares

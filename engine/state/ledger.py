@@ -90,6 +90,17 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX gate_results_gate ON gate_results (gate, id);
     """,
+    # 4: per-round counts of a block's rate limits (one row per block and round)
+    """
+    CREATE TABLE round_counts (
+        block TEXT NOT NULL,
+        round INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        total INTEGER NOT NULL,
+        ts TEXT NOT NULL,
+        PRIMARY KEY (block, round)
+    );
+    """,
 ]
 
 
@@ -277,7 +288,22 @@ class Ledger:
             out.append(record)
         return out
 
+    def round_counts(self, block: str, before: int | None = None) -> list[tuple[int, int, int]]:
+        """(round, count, total) recorded for ``block``, oldest round first (only rounds
+        before ``before`` when given)."""
+        rows = self.db.execute(
+            "SELECT round, count, total FROM round_counts WHERE block = ? "
+            "AND (? IS NULL OR round < ?) ORDER BY round", (block, before, before))
+        return [(int(r["round"]), int(r["count"]), int(r["total"])) for r in rows]
+
     # ------------------------------------------------------------------ writes
+
+    def put_round_count(self, db: sqlite3.Connection, block: str, round_number: int,
+                        count: int, total: int) -> None:
+        """Record (or replace) a round's count, inside a transaction the caller holds: a
+        round evaluated again replaces its count, never adds to it."""
+        db.execute("INSERT OR REPLACE INTO round_counts (block, round, count, total, ts) "
+                   "VALUES (?, ?, ?, ?, ?)", (block, round_number, count, total, now()))
 
     def record_gate(self, record: GateRecord) -> int:
         """Record one gate result."""

@@ -61,14 +61,23 @@ class Session:
                                          context=context, path=path)
         text = decode_output(output) if output is not None else ""
         item = item_key(nonce, params)
+        round_key = self.pack.model.session.round
+        round_number = (context or {}).get(round_key) if round_key else None
+        measure = (self.pack.policy.measure(block, text, context)
+                   if verdict.status != "fail" else None)
         with self.ledger.transaction() as db:
             history = self.ledger.history(block, item)
             previous = [row["error"] for row in history if row["error"]]
+            earlier = None
+            if measure is not None and measure.round is not None:
+                # The window comes from the ledger; this round's count replaces any
+                # earlier count of the same round.
+                earlier = self.ledger.round_counts(block, before=measure.round)
+                self.ledger.put_round_count(db, block, measure.round, measure.count,
+                                            measure.total)
             decision = self.pack.decide(verdict, output=text, attempt=len(history) + 1,
                                         previous_errors=previous, nonce=nonce, model=model,
-                                        context=context)
-            round_key = self.pack.model.session.round
-            round_number = (context or {}).get(round_key) if round_key else None
+                                        context=context, measure=measure, earlier=earlier)
             record = AttemptRecord(
                 pack=self.pack.name, block=block, item=item, attempt=decision.attempt,
                 status=verdict.status, action=decision.action, reason=decision.reason,
