@@ -19,13 +19,24 @@ from engine.results import ParseResult
 class Parser(Protocol):
     """Anything that parses blocks like ``Pack.parse`` (a Pack, or a cached ParsingPack)."""
 
-    def parse(self, block: str, text: str | bytes, nonce: str | None = None,
-              vars: Mapping[str, str] | None = None) -> ParseResult: ...
+    def parse(
+        self,
+        block: str,
+        text: str | bytes,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+    ) -> ParseResult: ...
 
 
 def _record_error(record_id: Any, message: str) -> dict[str, Any]:
-    return {"id": record_id, "ok": False, "data": None, "error": message,
-            "failure_type": "INVALID_RECORD", "warnings": []}
+    return {
+        "id": record_id,
+        "ok": False,
+        "data": None,
+        "error": message,
+        "failure_type": "INVALID_RECORD",
+        "warnings": [],
+    }
 
 
 def _text_of(record: Mapping[str, Any]) -> str | bytes:
@@ -40,8 +51,13 @@ def _text_of(record: Mapping[str, Any]) -> str | bytes:
     return text
 
 
-def parse_record(pack: Parser, line: bytes | str, number: int, default_block: str | None,
-                 default_nonce: str | None) -> dict[str, Any]:
+def parse_record(
+    pack: Parser,
+    line: bytes | str,
+    number: int,
+    default_block: str | None,
+    default_nonce: str | None,
+) -> dict[str, Any]:
     raw = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
     try:
         record = json.loads(raw)
@@ -79,8 +95,12 @@ def parse_record(pack: Parser, line: bytes | str, number: int, default_block: st
     }
 
 
-def parse_jsonl(pack: Parser, lines: Iterable[bytes], default_block: str | None = None,
-                default_nonce: str | None = None) -> Iterator[dict[str, Any]]:
+def parse_jsonl(
+    pack: Parser,
+    lines: Iterable[bytes],
+    default_block: str | None = None,
+    default_nonce: str | None = None,
+) -> Iterator[dict[str, Any]]:
     """One result per non-blank input line, in input order."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():

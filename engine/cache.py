@@ -55,11 +55,18 @@ class ParsingPack:
         self.name: str = data["name"]
         self.kinds: dict[str, str] = dict(data["kinds"])
         grammar = data["grammar"]
-        self.parsers = {block: SentinelParser.from_data(block, contract, grammar)
-                        for block, contract in data["sentinel"].items()}
+        self.parsers = {
+            block: SentinelParser.from_data(block, contract, grammar)
+            for block, contract in data["sentinel"].items()
+        }
 
-    def parse(self, block: str, text: str | bytes, nonce: str | None = None,
-              vars: Mapping[str, str] | None = None) -> ParseResult:
+    def parse(
+        self,
+        block: str,
+        text: str | bytes,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+    ) -> ParseResult:
         parser = self.parsers.get(block)
         if parser is None:
             if block not in self.kinds:
@@ -68,8 +75,9 @@ class ParsingPack:
 
             raise no_parser_error(block, self.kinds[block])
         params = {k: clean_text(v) for k, v in (vars or {}).items()}
-        return parser.parse(decode_output(text), None if nonce is None else clean_text(nonce),
-                            params)
+        return parser.parse(
+            decode_output(text), None if nonce is None else clean_text(nonce), params
+        )
 
 
 def parsing_data(pack: Pack) -> dict[str, Any]:
@@ -79,9 +87,11 @@ def parsing_data(pack: Pack) -> dict[str, Any]:
         "name": model.rulepack,
         "kinds": {name: contract.kind for name, contract in model.contracts.items()},
         "grammar": model.sentinel.model_dump(mode="json"),
-        "sentinel": {name: contract.model_dump(mode="json")
-                     for name, contract in model.contracts.items()
-                     if contract.kind == "sentinel"},
+        "sentinel": {
+            name: contract.model_dump(mode="json")
+            for name, contract in model.contracts.items()
+            if contract.kind == "sentinel"
+        },
     }
 
 
@@ -114,8 +124,7 @@ def _fingerprint(folders: list[str]) -> dict[str, str] | None:
     total = 0
     for folder in folders:
         for directory, subdirs, names in os.walk(folder):
-            subdirs[:] = sorted(d for d in subdirs if not d.startswith(".")
-                                and d != "__pycache__")
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d != "__pycache__")
             for name in sorted(names):
                 path = os.path.join(directory, name)
                 if len(digests) >= MAX_FILES or not os.path.isfile(path):
@@ -154,14 +163,14 @@ def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_entry(path: Path, stamp: list[list[Any]], yaml_files: list[Path],
-                 data: dict[str, Any]) -> None:
+def _write_entry(
+    path: Path, stamp: list[list[Any]], yaml_files: list[Path], data: dict[str, Any]
+) -> None:
     folders = sorted({str(f.resolve().parent) for f in yaml_files})
     files = _fingerprint(folders)
     if files is None:
         return
-    entry = {"format": FORMAT, "engine": stamp, "folders": folders, "files": files,
-             "data": data}
+    entry = {"format": FORMAT, "engine": stamp, "folders": folders, "files": files, "data": data}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")

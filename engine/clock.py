@@ -29,8 +29,9 @@ def parse_time(text: str) -> datetime:
     return value.astimezone(timezone.utc)
 
 
-def now(explicit: str | datetime | None = None,
-        environ: Mapping[str, str] | None = None) -> datetime:
+def now(
+    explicit: str | datetime | None = None, environ: Mapping[str, str] | None = None
+) -> datetime:
     """The current time in UTC: ``explicit`` when given, else SOURCE_DATE_EPOCH (seconds since
     1970), else the system clock."""
     if isinstance(explicit, datetime):
@@ -42,8 +43,9 @@ def now(explicit: str | datetime | None = None,
         try:
             return datetime.fromtimestamp(int(epoch.strip()), timezone.utc)
         except (ValueError, OverflowError, OSError):
-            raise ClockError(f"SOURCE_DATE_EPOCH must be whole seconds since 1970, "
-                             f"got {epoch!r}") from None
+            raise ClockError(
+                f"SOURCE_DATE_EPOCH must be whole seconds since 1970, got {epoch!r}"
+            ) from None
     return datetime.now(timezone.utc)
 
 

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from engine.prompts.render import RenderedPrompt
 
 
-
 @dataclass
 class Pack:
     """A loaded, checked rulepack, compiled once: contracts, guards, templates, contract texts,
@@ -90,26 +89,42 @@ class Pack:
         self.contract(block)
         return self.model.contracts[block].kind
 
-    def parse(self, block: str, text: str | bytes, nonce: str | None = None,
-              vars: Mapping[str, str] | None = None) -> ParseResult:
+    def parse(
+        self,
+        block: str,
+        text: str | bytes,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+    ) -> ParseResult:
         """Deterministically parse one block of ``text``; never raises for any text."""
         compiled = self.contract(block)
         params = {k: clean_text(v) for k, v in (vars or {}).items()}
-        return compiled.parse(decode_output(text), None if nonce is None else clean_text(nonce),
-                              params)
+        return compiled.parse(
+            decode_output(text), None if nonce is None else clean_text(nonce), params
+        )
 
-    def split_inputs(self, block: str, context: Mapping[str, Any] | None = None,
-                     strings: Mapping[str, str] | None = None
-                     ) -> tuple[dict[str, str], dict[str, Any]]:
+    def split_inputs(
+        self,
+        block: str,
+        context: Mapping[str, Any] | None = None,
+        strings: Mapping[str, str] | None = None,
+    ) -> tuple[dict[str, str], dict[str, Any]]:
         """``--var`` values that are block params, and the checked context (file + the rest)."""
         param_names = self.contract(block).param_names
         params = {k: v for k, v in (strings or {}).items() if k in param_names}
         rest = {k: v for k, v in (strings or {}).items() if k not in param_names}
         return params, build_context(self.model.context, context, rest)
 
-    def evaluate(self, block: str, text: str | bytes | None, nonce: str | None = None,
-                 vars: Mapping[str, str] | None = None, *,
-                 context: Mapping[str, Any] | None = None, path: str | None = None) -> Verdict:
+    def evaluate(
+        self,
+        block: str,
+        text: str | bytes | None,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+        *,
+        context: Mapping[str, Any] | None = None,
+        path: str | None = None,
+    ) -> Verdict:
         """Check an output against the block's contract; never raises for any text.
 
         ``text`` None means the output file ``path`` does not exist. ``context`` must fit
@@ -118,14 +133,27 @@ class Pack:
         compiled = self.contract(block)
         checked = build_context(self.model.context, context)
         params = {k: clean_text(v) for k, v in (vars or {}).items()}
-        return compiled.evaluate(EvaluationInput(
-            None if text is None else decode_output(text),
-            None if nonce is None else clean_text(nonce), params, checked, path))
+        return compiled.evaluate(
+            EvaluationInput(
+                None if text is None else decode_output(text),
+                None if nonce is None else clean_text(nonce),
+                params,
+                checked,
+                path,
+            )
+        )
 
-    def gate(self, gate: str, outputs: Sequence[Any], *, retry: int = 0,
-             context: Mapping[str, Any] | None = None,
-             strings: Mapping[str, str] | None = None, now: datetime | str | None = None,
-             input_errors: Sequence[str] = ()) -> GateOutcome:
+    def gate(
+        self,
+        gate: str,
+        outputs: Sequence[Any],
+        *,
+        retry: int = 0,
+        context: Mapping[str, Any] | None = None,
+        strings: Mapping[str, str] | None = None,
+        now: datetime | str | None = None,
+        input_errors: Sequence[str] = (),
+    ) -> GateOutcome:
         """Run quality gate ``gate`` on ``outputs`` (JSON values): result, reprompt and
         artifact. ``now`` fixes the clock (else SOURCE_DATE_EPOCH, else the real time)."""
         from engine.clock import now as clock_now
@@ -134,58 +162,106 @@ class Pack:
         if self.gates is None:
             raise GateError(f"pack {self.name!r} declares no gates (`gates.steps`)")
         checked = build_context(self.model.context, context, strings)
-        return self.gates.run(gate, outputs, retry=retry, context=checked,
-                              now=clock_now(now), input_errors=input_errors)
+        return self.gates.run(
+            gate,
+            outputs,
+            retry=retry,
+            context=checked,
+            now=clock_now(now),
+            input_errors=input_errors,
+        )
 
     @cached_property
     def severities(self) -> dict[str, str]:
         return {name: ft.severity for name, ft in self.model.failure_types.items()}
 
-    def verdict_for_error(self, block: str, message: str,
-                          failure_type: str = "PARSE_ERROR") -> Verdict:
+    def verdict_for_error(
+        self, block: str, message: str, failure_type: str = "PARSE_ERROR"
+    ) -> Verdict:
         """A failed verdict for an error reported by another tool (e.g. its own parser)."""
         self.contract_kind(block)
         if failure_type not in self.model.failure_types:
-            raise EngineError(f"unknown failure type {failure_type!r} "
-                              f"(known: {', '.join(self.model.failure_types)})")
+            raise EngineError(
+                f"unknown failure type {failure_type!r} "
+                f"(known: {', '.join(self.model.failure_types)})"
+            )
         return verdict_from_error(block, message, failure_type, self.severities)
 
-    def decide(self, verdict: Verdict, *, output: str | bytes, attempt: int = 1,
-               previous_errors: Sequence[str] = (), nonce: str | None = None,
-               model: str | None = None, context: Mapping[str, Any] | None = None,
-               measure: Measure | None = None,
-               earlier: Sequence[tuple[int, int, int]] | None = None) -> Decision:
+    def decide(
+        self,
+        verdict: Verdict,
+        *,
+        output: str | bytes,
+        attempt: int = 1,
+        previous_errors: Sequence[str] = (),
+        nonce: str | None = None,
+        model: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        measure: Measure | None = None,
+        earlier: Sequence[tuple[int, int, int]] | None = None,
+    ) -> Decision:
         """What happens next for ``verdict`` (see engine.decide for attempt counting;
         ``measure`` and ``earlier``: a block's rate-limit counts, engine.policy.limits)."""
         carry = {"nonce": nonce, "model": model}
         from engine.policy.decide import decide
 
-        return decide(self.policy, verdict, output=decode_output(output), attempt=attempt,
-                      previous_errors=previous_errors, carry=carry, context=context,
-                      measure=measure, earlier=earlier)
+        return decide(
+            self.policy,
+            verdict,
+            output=decode_output(output),
+            attempt=attempt,
+            previous_errors=previous_errors,
+            carry=carry,
+            context=context,
+            measure=measure,
+            earlier=earlier,
+        )
 
-    def present(self, verdict: Verdict, decision: Decision,
-                context: Mapping[str, Any] | None = None) -> str:
+    def present(
+        self, verdict: Verdict, decision: Decision, context: Mapping[str, Any] | None = None
+    ) -> str:
         """The presentation of the rate limit that decided (for the user); RenderError
         when no limit decided or the limit names no presentation."""
         from engine.prompts.render import render_presentation
 
-        return render_presentation(self.prompts, verdict, decision,
-                                   build_context(self.model.context, context))
+        return render_presentation(
+            self.prompts, verdict, decision, build_context(self.model.context, context)
+        )
 
-    def render(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
-               nonce: str | None = None, vars: Mapping[str, str] | None = None,
-               context: Mapping[str, Any] | None = None,
-               accepted_rounds: Collection[int] | None = None) -> str:
+    def render(
+        self,
+        verdict: Verdict,
+        decision: Decision,
+        *,
+        output: str | bytes,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+        context: Mapping[str, Any] | None = None,
+        accepted_rounds: Collection[int] | None = None,
+    ) -> str:
         """The prompt ``decision`` calls for (repair, retry or escalation); RenderError when
         none is due."""
-        return self.render_prompt(verdict, decision, output=output, nonce=nonce, vars=vars,
-                                  context=context, accepted_rounds=accepted_rounds).text
+        return self.render_prompt(
+            verdict,
+            decision,
+            output=output,
+            nonce=nonce,
+            vars=vars,
+            context=context,
+            accepted_rounds=accepted_rounds,
+        ).text
 
-    def render_prompt(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
-                      nonce: str | None = None, vars: Mapping[str, str] | None = None,
-                      context: Mapping[str, Any] | None = None,
-                      accepted_rounds: Collection[int] | None = None) -> RenderedPrompt:
+    def render_prompt(
+        self,
+        verdict: Verdict,
+        decision: Decision,
+        *,
+        output: str | bytes,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+        context: Mapping[str, Any] | None = None,
+        accepted_rounds: Collection[int] | None = None,
+    ) -> RenderedPrompt:
         """Like ``render``, with what went into the prompt (example tier, size, cut).
 
         ``accepted_rounds``: the rounds whose output for the block the session's ledger
@@ -194,13 +270,16 @@ class Pack:
         """
         from engine.prompts.render import render_prompt
 
-        return render_prompt(self.prompts, verdict, decision,
-                             output=decode_output(output), nonce=nonce or "",
-                             params=dict(vars or {}),
-                             context=build_context(self.model.context, context),
-                             accepted_rounds=accepted_rounds)
-
-
+        return render_prompt(
+            self.prompts,
+            verdict,
+            decision,
+            output=decode_output(output),
+            nonce=nonce or "",
+            params=dict(vars or {}),
+            context=build_context(self.model.context, context),
+            accepted_rounds=accepted_rounds,
+        )
 
 
 def check_pack_file(pack_file: Path) -> CheckResult:
@@ -221,8 +300,9 @@ def check_pack_file(pack_file: Path) -> CheckResult:
                 check_gates(model, checker)
             findings.extend(checker.findings)
     unique = sorted(set(findings), key=Finding.sort_key)
-    return CheckResult(display_path(pack_file), unique, model.rulepack if model else None, model,
-                       tree)
+    return CheckResult(
+        display_path(pack_file), unique, model.rulepack if model else None, model, tree
+    )
 
 
 def check_packs(targets: list[str]) -> list[CheckResult]:
@@ -242,9 +322,13 @@ def load_pack(ref: str | Path) -> Pack:
     result = check_pack_file(pack_file)
     if not result.ok or result.model is None or result.tree is None:
         errors = [f for f in result.findings if f.level == "error"]
-        first = errors[0] if errors else Finding("pack-invalid", "pack is invalid",
-                                                 Position(result.target))
+        first = (
+            errors[0]
+            if errors
+            else Finding("pack-invalid", "pack is invalid", Position(result.target))
+        )
         more = f" (and {len(errors) - 1} more; run `rules check {ref}`)" if len(errors) > 1 else ""
         raise PackError(f"{first.position}: {first.message}{more}", tuple(result.findings))
-    return Pack(result.model, pack_file.resolve().parent, result.tree.source,
-                files=tuple(result.tree.files))
+    return Pack(
+        result.model, pack_file.resolve().parent, result.tree.source, files=tuple(result.tree.files)
+    )

@@ -76,9 +76,12 @@ class _Refused(Exception):
 _PUNCTUATION = frozenset(string.punctuation)
 _SHORTHAND_IN_CLASS = {"d": "0-9", "w": "0-9A-Za-z_", "s": "\\t\\n\\f\\r "}
 _SHORTHAND = {
-    "d": "[0-9]", "D": "[^0-9]",
-    "w": "[0-9A-Za-z_]", "W": "[^0-9A-Za-z_]",
-    "s": "[\\t\\n\\f\\r ]", "S": "[^\\t\\n\\f\\r ]",
+    "d": "[0-9]",
+    "D": "[^0-9]",
+    "w": "[0-9A-Za-z_]",
+    "W": "[^0-9A-Za-z_]",
+    "s": "[\\t\\n\\f\\r ]",
+    "S": "[^\\t\\n\\f\\r ]",
 }
 _CONTROL_ESCAPES = frozenset("ntrfv")
 _COUNT = re.compile(r"\{([0-9]{1,4})(,([0-9]{1,4})?)?\}")
@@ -426,7 +429,7 @@ def _check_safe(source: str) -> None:
         raise _Refused("a repetition in a pattern not anchored at its start ('^')")
     for index in variable:
         repeated = items[index].chars
-        for follower in items[index + 1:]:
+        for follower in items[index + 1 :]:
             if follower.end_anchor:
                 break
             if _overlaps(repeated, follower.chars):
@@ -448,8 +451,12 @@ def plan_pattern(pattern: str) -> PatternPlan:
         return PatternPlan(RE2, f"RE2: {refused}")
     except (re.error, RecursionError, OverflowError, Warning) as exc:
         return PatternPlan(RE2, f"RE2: stdlib cannot take it ({exc})")
-    return PatternPlan(STDLIB, "stdlib re: proven linear (each repetition repeats one "
-                               "character and cannot overlap what follows it)", source)
+    return PatternPlan(
+        STDLIB,
+        "stdlib re: proven linear (each repetition repeats one "
+        "character and cannot overlap what follows it)",
+        source,
+    )
 
 
 def pattern_engine(pattern: str) -> tuple[str, str]:

@@ -76,8 +76,9 @@ def compile_figures(template: str, names: frozenset[str]) -> tuple[Part, ...]:
             try:
                 format(1, spec)
             except ValueError:
-                raise FigureError(f"{template!r}: invalid format spec {spec!r} of "
-                                  f"{{{name}}}") from None
+                raise FigureError(
+                    f"{template!r}: invalid format spec {spec!r} of {{{name}}}"
+                ) from None
         parts.append((text, name, spec))
     return tuple(parts)
 

@@ -22,51 +22,143 @@ from engine.textio import find_word
 # Variables the engine provides to a template, by the template's purpose. Generic only:
 # templates may also use every context key their pack declares.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
-    "repair": frozenset({
-        "block_type", "nonce", "parser_error", "micro_hint",
-        "original_output", "format_contract", "failure_type", "attempt", "max_attempts",
-        "params", "context",
-    }),
-    "retry": frozenset({
-        "block", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
-        "failure_message", "failures", "data", "modification", "example", "example_source",
-        "example_tier", "example_truncated", "context",
-    }),
-    "escalation": frozenset({
-        "block", "block_type", "attempt", "max_attempts", "retries_left", "failure_type",
-        "failure_message", "failures", "data", "context",
-    }),
-    "reprompt": frozenset({
-        "gate", "action", "valid", "errors", "missing", "checked", "outputs", "retry",
-        "max_retry", "timestamp", "timestamp_compact", "output_file", "descriptions",
-        "artifact", "context",
-    }),
-    "artifact": frozenset({
-        "gate", "action", "valid", "errors", "missing", "checked", "outputs", "retry",
-        "max_retry", "timestamp", "timestamp_compact", "output_file", "context",
-    }),
+    "repair": frozenset(
+        {
+            "block_type",
+            "nonce",
+            "parser_error",
+            "micro_hint",
+            "original_output",
+            "format_contract",
+            "failure_type",
+            "attempt",
+            "max_attempts",
+            "params",
+            "context",
+        }
+    ),
+    "retry": frozenset(
+        {
+            "block",
+            "block_type",
+            "attempt",
+            "max_attempts",
+            "retries_left",
+            "failure_type",
+            "failure_message",
+            "failures",
+            "data",
+            "modification",
+            "example",
+            "example_source",
+            "example_tier",
+            "example_truncated",
+            "context",
+        }
+    ),
+    "escalation": frozenset(
+        {
+            "block",
+            "block_type",
+            "attempt",
+            "max_attempts",
+            "retries_left",
+            "failure_type",
+            "failure_message",
+            "failures",
+            "data",
+            "context",
+        }
+    ),
+    "reprompt": frozenset(
+        {
+            "gate",
+            "action",
+            "valid",
+            "errors",
+            "missing",
+            "checked",
+            "outputs",
+            "retry",
+            "max_retry",
+            "timestamp",
+            "timestamp_compact",
+            "output_file",
+            "descriptions",
+            "artifact",
+            "context",
+        }
+    ),
+    "artifact": frozenset(
+        {
+            "gate",
+            "action",
+            "valid",
+            "errors",
+            "missing",
+            "checked",
+            "outputs",
+            "retry",
+            "max_retry",
+            "timestamp",
+            "timestamp_compact",
+            "output_file",
+            "context",
+        }
+    ),
     "example": frozenset({"block", "context"}),
     "log": frozenset({"entries", "rounds", "session", "gate_results"}),
-    "presentation": frozenset({
-        "block", "limit", "action", "message", "recommendation", "figures", "items",
-        "context",
-    }),
+    "presentation": frozenset(
+        {
+            "block",
+            "limit",
+            "action",
+            "message",
+            "recommendation",
+            "figures",
+            "items",
+            "context",
+        }
+    ),
 }
 
 # Variables of the gates' decision rules, and of their detection rules (with the context).
-GATE_VARIABLES: frozenset[str] = frozenset({
-    "gate", "valid", "errors", "missing", "checked", "retry", "max_retry", "context",
-})
+GATE_VARIABLES: frozenset[str] = frozenset(
+    {
+        "gate",
+        "valid",
+        "errors",
+        "missing",
+        "checked",
+        "retry",
+        "max_retry",
+        "context",
+    }
+)
 DETECT_VARIABLES: frozenset[str] = frozenset({"output", "context"})
 # Variables of a condition on one context-list item (which items a coverage check or a
 # rate limit counts).
 ITEM_VARIABLES: frozenset[str] = frozenset({"item", "context"})
 
 # Variables a condition expression (guards) may use.
-CONDITION_VARIABLES: frozenset[str] = frozenset({
-    "output", "error", "failure_type", "failures", "attempt", "max_attempts", "block",
-    "previous_errors", "status", "warnings", "data", "context", "missing", "errors",
-})
+CONDITION_VARIABLES: frozenset[str] = frozenset(
+    {
+        "output",
+        "error",
+        "failure_type",
+        "failures",
+        "attempt",
+        "max_attempts",
+        "block",
+        "previous_errors",
+        "status",
+        "warnings",
+        "data",
+        "context",
+        "missing",
+        "errors",
+    }
+)
 
 
 def _regex_test(value: Any, pattern: str) -> bool:

@@ -27,7 +27,7 @@ def clean_text(text: str) -> str:
             text.encode("utf-8")
         else:
             for start in range(0, len(text), _CHUNK):
-                text[start:start + _CHUNK].encode("utf-8")
+                text[start : start + _CHUNK].encode("utf-8")
     except UnicodeEncodeError:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text

@@ -33,15 +33,15 @@ class Verdict:
         return {
             "block": self.block,
             "status": self.status,
-            "failures": [{**f.to_json(), "severity": self.severities.get(f.type)}
-                         for f in self.failures],
+            "failures": [
+                {**f.to_json(), "severity": self.severities.get(f.type)} for f in self.failures
+            ],
             "warnings": list(self.warnings),
             "data": self.data,
         }
 
 
-def verdict_from_parse(block: str, result: ParseResult,
-                       severities: dict[str, str]) -> Verdict:
+def verdict_from_parse(block: str, result: ParseResult, severities: dict[str, str]) -> Verdict:
     if result.ok:
         status: Status = "warn" if result.warnings else "pass"
         return Verdict(block, status, [], list(result.warnings), result.data, severities)
@@ -49,13 +49,15 @@ def verdict_from_parse(block: str, result: ParseResult,
     return Verdict(block, "fail", failures, list(result.warnings), None, severities)
 
 
-def verdict_from_error(block: str, message: str, failure_type: str,
-                       severities: dict[str, str]) -> Verdict:
+def verdict_from_error(
+    block: str, message: str, failure_type: str, severities: dict[str, str]
+) -> Verdict:
     """A failed verdict whose error comes from outside (another parser, a crashed tool)."""
     return Verdict(block, "fail", [Failure(failure_type, message)], [], None, severities)
 
 
-def verdict_from_checks(block: str, failures: list[Failure], warnings: list[str], data: Any,
-                        severities: dict[str, str]) -> Verdict:
+def verdict_from_checks(
+    block: str, failures: list[Failure], warnings: list[str], data: Any, severities: dict[str, str]
+) -> Verdict:
     status: Status = "fail" if failures else "warn" if warnings else "pass"
     return Verdict(block, status, failures, warnings, data, severities)

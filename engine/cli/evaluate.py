@@ -26,63 +26,119 @@ Exit status (for shell orchestrators):
 
 def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option("--pack", "pack_ref", required=True,
-                     help="Pack: builtin name, folder or file."),
+        click.option(
+            "--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file."
+        ),
         click.option("--block", required=True, help="Block (contract) name of the pack."),
         click.option("--nonce", help="The nonce of this cycle (carried into the repair)."),
-        click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE",
-                     help="A block parameter, e.g. criterion=AC1 (repeatable)."),
-        click.option("--context", "context_file", type=click.Path(dir_okay=False),
-                     help="YAML or JSON file with context keys for guards and templates."),
-        click.option("--attempt", type=click.IntRange(min=1), default=None,
-                     help="Which output this is: 1 = the original (default), 2 = after one "
-                     "repair. With --session it comes from the ledger."),
-        click.option("--session", "session_dir", type=click.Path(file_okay=False),
-                     help="Session folder: attempts are counted and recorded in its ledger."),
+        click.option(
+            "--var",
+            "var_pairs",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="A block parameter, e.g. criterion=AC1 (repeatable).",
+        ),
+        click.option(
+            "--context",
+            "context_file",
+            type=click.Path(dir_okay=False),
+            help="YAML or JSON file with context keys for guards and templates.",
+        ),
+        click.option(
+            "--attempt",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Which output this is: 1 = the original (default), 2 = after one "
+            "repair. With --session it comes from the ledger.",
+        ),
+        click.option(
+            "--session",
+            "session_dir",
+            type=click.Path(file_okay=False),
+            help="Session folder: attempts are counted and recorded in its ledger.",
+        ),
         click.option("--model", help="The model that produced the output (carried along)."),
-        click.option("--previous-error", "previous_errors", multiple=True,
-                     help="Error of an earlier attempt, oldest first (repeat detection)."),
-        click.option("--error", "external_error",
-                     help="Take this error (from another parser or tool) instead of parsing."),
-        click.option("--failure-type", default="PARSE_ERROR", show_default=True,
-                     help="Failure type of --error."),
-        click.argument("source", type=click.Path(dir_okay=False, allow_dash=True),
-                       default="-", required=False),
+        click.option(
+            "--previous-error",
+            "previous_errors",
+            multiple=True,
+            help="Error of an earlier attempt, oldest first (repeat detection).",
+        ),
+        click.option(
+            "--error",
+            "external_error",
+            help="Take this error (from another parser or tool) instead of parsing.",
+        ),
+        click.option(
+            "--failure-type",
+            default="PARSE_ERROR",
+            show_default=True,
+            help="Failure type of --error.",
+        ),
+        click.argument(
+            "source", type=click.Path(dir_okay=False, allow_dash=True), default="-", required=False
+        ),
     ]
     for option in reversed(options):
         command = option(command)
     return command
 
 
-def _run(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...],
-         context_file: str | None, attempt: int | None, session_dir: str | None,
-         model: str | None,
-         previous_errors: tuple[str, ...], external_error: str | None, failure_type: str,
-         source: str) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str], dict[str, Any]]:
+def _run(
+    pack_ref: str,
+    block: str,
+    nonce: str | None,
+    var_pairs: tuple[str, ...],
+    context_file: str | None,
+    attempt: int | None,
+    session_dir: str | None,
+    model: str | None,
+    previous_errors: tuple[str, ...],
+    external_error: str | None,
+    failure_type: str,
+    source: str,
+) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str], dict[str, Any]]:
     pack = open_pack(pack_ref)
     output = _read_output(source)
     try:
-        variables, context = pack.split_inputs(block, load_context(context_file),
-                                               parse_vars(var_pairs))
+        variables, context = pack.split_inputs(
+            block, load_context(context_file), parse_vars(var_pairs)
+        )
         if session_dir is not None:
             if attempt is not None:
-                raise UsageFailure("--attempt and --session exclude each other: with a "
-                                   "session the ledger counts attempts")
+                raise UsageFailure(
+                    "--attempt and --session exclude each other: with a "
+                    "session the ledger counts attempts"
+                )
             with Session(pack, session_dir) as session:
-                outcome = session.evaluate(block, output, nonce=nonce, vars=variables,
-                                           context=context, model=model, path=source,
-                                           error=external_error, failure_type=failure_type)
-            return (pack, outcome.verdict, outcome.decision, output or b"", variables,
-                    context)
+                outcome = session.evaluate(
+                    block,
+                    output,
+                    nonce=nonce,
+                    vars=variables,
+                    context=context,
+                    model=model,
+                    path=source,
+                    error=external_error,
+                    failure_type=failure_type,
+                )
+            return (pack, outcome.verdict, outcome.decision, output or b"", variables, context)
         attempt = attempt or 1
         if external_error is not None:
             verdict = pack.verdict_for_error(block, external_error, failure_type)
         else:
-            verdict = pack.evaluate(block, output, nonce=nonce, vars=variables,
-                                    context=context, path=source)
-        decision = pack.decide(verdict, output=output or b"", attempt=attempt,
-                               previous_errors=previous_errors, nonce=nonce, model=model,
-                               context=context)
+            verdict = pack.evaluate(
+                block, output, nonce=nonce, vars=variables, context=context, path=source
+            )
+        decision = pack.decide(
+            verdict,
+            output=output or b"",
+            attempt=attempt,
+            previous_errors=previous_errors,
+            nonce=nonce,
+            model=model,
+            context=context,
+        )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     return pack, verdict, decision, output or b"", variables, context
@@ -105,8 +161,13 @@ def _read_output(source: str) -> bytes | None:
 
 @click.command("eval")
 @_shared_options
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
-              help="text: a readable table; json: {verdict, decision}.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    help="text: a readable table; json: {verdict, decision}.",
+)
 def eval_command(output_format: str, **options: Any) -> None:
     """Evaluate one output: verdict (pass/warn/fail, failures) and decision (next action).
 
@@ -148,16 +209,21 @@ def render_command(**options: Any) -> None:
             raise UsageFailure(str(exc)) from None
         return
     if decision.template is None:
-        click.echo(f"error: no prompt is due: the decision is {decision.action} "
-                   f"({decision.reason})", err=True)
+        click.echo(
+            f"error: no prompt is due: the decision is {decision.action} ({decision.reason})",
+            err=True,
+        )
         raise SystemExit(1)
     try:
-        prompt = pack.render(verdict, decision, output=output, nonce=options["nonce"],
-                             vars=variables, context=context,
-                             accepted_rounds=ledger_accepted_rounds(pack, verdict.block,
-                                                                    context))
+        prompt = pack.render(
+            verdict,
+            decision,
+            output=output,
+            nonce=options["nonce"],
+            vars=variables,
+            context=context,
+            accepted_rounds=ledger_accepted_rounds(pack, verdict.block, context),
+        )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     click.echo(prompt, nl=False)
-
-

@@ -10,8 +10,12 @@ from engine.errors import EngineError
 
 @click.command("explain")
 @click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
-@click.option("--patterns", "show_patterns", is_flag=True,
-              help="List the pack's patterns instead: which engine runs each one, and why.")
+@click.option(
+    "--patterns",
+    "show_patterns",
+    is_flag=True,
+    help="List the pack's patterns instead: which engine runs each one, and why.",
+)
 @click.argument("block", required=False)
 def explain_command(pack_ref: str, show_patterns: bool, block: str | None) -> None:
     """Print the per-block trigger table (when to repair, how often, guards, what then).

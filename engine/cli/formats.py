@@ -23,24 +23,35 @@ def format_text(results: list[CheckResult]) -> str:
     errors = sum(1 for r in results for f in r.findings if f.level == "error")
     warnings = sum(1 for r in results for f in r.findings if f.level == "warning")
     packs = len(results)
-    summary = (f"{packs} pack{'s' if packs != 1 else ''} checked: "
-               f"{errors} error{'s' if errors != 1 else ''}, "
-               f"{warnings} warning{'s' if warnings != 1 else ''}")
+    summary = (
+        f"{packs} pack{'s' if packs != 1 else ''} checked: "
+        f"{errors} error{'s' if errors != 1 else ''}, "
+        f"{warnings} warning{'s' if warnings != 1 else ''}"
+    )
     return "\n".join([*lines, summary]) + "\n"
 
 
 def _finding_json(f: Finding) -> dict[str, object]:
     return {
-        "file": f.position.file, "line": f.position.line, "column": f.position.column,
-        "level": f.level, "rule": f.rule, "message": f.message, "hint": f.hint,
+        "file": f.position.file,
+        "line": f.position.line,
+        "column": f.position.column,
+        "level": f.level,
+        "rule": f.rule,
+        "message": f.message,
+        "hint": f.hint,
     }
 
 
 def format_json(results: list[CheckResult]) -> str:
     payload = {
         "packs": [
-            {"pack": r.target, "name": r.name, "ok": r.ok,
-             "findings": [_finding_json(f) for f in r.findings]}
+            {
+                "pack": r.target,
+                "name": r.name,
+                "ok": r.ok,
+                "findings": [_finding_json(f) for f in r.findings],
+            }
             for r in results
         ],
         "errors": sum(1 for r in results for f in r.findings if f.level == "error"),
@@ -95,8 +106,10 @@ def format_evaluation(verdict: Verdict, decision: Decision, output_format: str) 
         progress = f"attempt {decision.attempt}, final"
     else:
         left = decision.attempts_left
-        progress = (f"attempt {decision.attempt} of {decision.max_attempts + 1}; "
-                    f"{left} repair{'s' if left != 1 else ''} left after this one")
+        progress = (
+            f"attempt {decision.attempt} of {decision.max_attempts + 1}; "
+            f"{left} repair{'s' if left != 1 else ''} left after this one"
+        )
     rows.append(("action", f"{decision.action} ({progress})"))
     rows.append(("reason", decision.reason))
     rows.append(("rule", decision.rule))
@@ -120,6 +133,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
     def line(cells: list[str]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |\n"
+
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|\n"
     return line(header) + rule + "".join(line(r) for r in rows)
 
@@ -144,17 +158,21 @@ def format_explain(pack: Rulepack, block: str | None = None) -> str:
         trigger = pack.triggers.get(name) or Trigger()
         on = ", ".join(trigger.on) or "never (no repair)"
         skip = ", ".join(g.name for g in trigger.skip_when) or "-"
-        repair = (f"{trigger.action} x{trigger.max_attempts}" if trigger.on else "-")
+        repair = f"{trigger.action} x{trigger.max_attempts}" if trigger.on else "-"
         rows.append([name, on, repair, trigger.template or "-", skip, _after(trigger)])
     out = _table(["Block", "Repair on", "Then", "Template", "Skip when", "After failure"], rows)
-    guards = {g.name: g for name in blocks
-              for g in (pack.triggers.get(name) or Trigger()).skip_when}
+    guards = {
+        g.name: g for name in blocks for g in (pack.triggers.get(name) or Trigger()).skip_when
+    }
     if guards:
         out += "\nGuards (skip the repair, go straight to the after-failure action):\n"
-        out += "".join(f"  {g.name}: {g.when}  ({g.reason or 'no reason given'})\n"
-                       for g in guards.values())
-    types = [[n, ft.severity, "yes" if ft.retriable else "no", ft.explain]
-             for n, ft in pack.failure_types.items()]
+        out += "".join(
+            f"  {g.name}: {g.when}  ({g.reason or 'no reason given'})\n" for g in guards.values()
+        )
+    types = [
+        [n, ft.severity, "yes" if ft.retriable else "no", ft.explain]
+        for n, ft in pack.failure_types.items()
+    ]
     if types:
         out += "\n" + _table(["Failure type", "Severity", "Retriable", "Explain"], types)
     return out

@@ -68,48 +68,95 @@ def _invalid(name: str, exc: JsonDocumentError) -> str:
     if exc.line is None:
         return f"Invalid JSON: {name}: {exc.message}"
     prefix = f"line {exc.line} column {exc.column}: "
-    message = exc.message[len(prefix):] if exc.message.startswith(prefix) else exc.message
+    message = exc.message[len(prefix) :] if exc.message.startswith(prefix) else exc.message
     return f"Invalid JSON: {name}:{exc.line}:{exc.column}: {message}"
 
 
 def gate_json(outcome: GateOutcome) -> dict[str, Any]:
     """The result as `--format json` prints it (contracts/gate-result.schema.json)."""
     result = outcome.result
-    return {"stage": result.gate, "valid": result.valid, "checked": list(result.checked),
-            "errors": list(result.errors), "action": result.action, "retry": result.retry,
-            "reprompt": outcome.reprompt, "artifact": outcome.artifact}
+    return {
+        "stage": result.gate,
+        "valid": result.valid,
+        "checked": list(result.checked),
+        "errors": list(result.errors),
+        "action": result.action,
+        "retry": result.retry,
+        "reprompt": outcome.reprompt,
+        "artifact": outcome.artifact,
+    }
 
 
 def _seed_result(outcome: GateOutcome) -> dict[str, Any]:
     """The gate result as seed 004's failure log writes it (``result.to_dict()``)."""
     result = outcome.result
-    return {"stage": result.gate, "valid": result.valid, "checked": list(result.checked),
-            "errors": list(result.errors), "action": result.action, "retry": result.retry}
+    return {
+        "stage": result.gate,
+        "valid": result.valid,
+        "checked": list(result.checked),
+        "errors": list(result.errors),
+        "action": result.action,
+        "retry": result.retry,
+    }
 
 
 @click.command("gate", epilog=EPILOG)
 @click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
-@click.option("--stage", "gate", required=True, metavar="NAME",
-              help="The gate to run: a name of the pack's `gates.steps` table.")
-@click.option("--retry", type=click.IntRange(min=0), default=0, show_default=True,
-              help="How many times this output was already sent back.")
-@click.option("--session", "session_dir", type=click.Path(file_okay=False),
-              help="Session folder: record the result in its ledger and failure log.")
-@click.option("--context", "context_file", type=click.Path(dir_okay=False),
-              help="YAML or JSON file with context keys (e.g. completed_stages).")
-@click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE",
-              help="A context key (repeatable).")
-@click.option("--now", "now", metavar="ISO8601",
-              help="Fix the clock, e.g. 2026-01-04T06:30:00Z (else SOURCE_DATE_EPOCH, "
-              "else the real time).")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]),
-              default="text", show_default=True,
-              help="text: the reprompt (nothing on PROCEED); json: the whole result.")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False,
-                                                                   allow_dash=True))
-def gate_command(pack_ref: str, gate: str, retry: int, session_dir: str | None,
-                 context_file: str | None, var_pairs: tuple[str, ...], now: str | None,
-                 output_format: str, files: tuple[str, ...]) -> None:
+@click.option(
+    "--stage",
+    "gate",
+    required=True,
+    metavar="NAME",
+    help="The gate to run: a name of the pack's `gates.steps` table.",
+)
+@click.option(
+    "--retry",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="How many times this output was already sent back.",
+)
+@click.option(
+    "--session",
+    "session_dir",
+    type=click.Path(file_okay=False),
+    help="Session folder: record the result in its ledger and failure log.",
+)
+@click.option(
+    "--context",
+    "context_file",
+    type=click.Path(dir_okay=False),
+    help="YAML or JSON file with context keys (e.g. completed_stages).",
+)
+@click.option(
+    "--var", "var_pairs", multiple=True, metavar="KEY=VALUE", help="A context key (repeatable)."
+)
+@click.option(
+    "--now",
+    "now",
+    metavar="ISO8601",
+    help="Fix the clock, e.g. 2026-01-04T06:30:00Z (else SOURCE_DATE_EPOCH, else the real time).",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: the reprompt (nothing on PROCEED); json: the whole result.",
+)
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+def gate_command(
+    pack_ref: str,
+    gate: str,
+    retry: int,
+    session_dir: str | None,
+    context_file: str | None,
+    var_pairs: tuple[str, ...],
+    now: str | None,
+    output_format: str,
+    files: tuple[str, ...],
+) -> None:
     """Run a quality gate on JSON outputs: detect each output's schema, validate it, check
     the required schemas, decide the action; print the reprompt when it is not PROCEED.
 
@@ -124,8 +171,15 @@ def gate_command(pack_ref: str, gate: str, retry: int, session_dir: str | None,
     pack = open_pack(pack_ref)
     outputs, input_errors = _read_outputs(files)
     try:
-        outcome = pack.gate(gate, outputs, retry=retry, context=load_context(context_file),
-                            strings=parse_vars(var_pairs), now=now, input_errors=input_errors)
+        outcome = pack.gate(
+            gate,
+            outputs,
+            retry=retry,
+            context=load_context(context_file),
+            strings=parse_vars(var_pairs),
+            now=now,
+            input_errors=input_errors,
+        )
         if session_dir is not None:
             from engine.state.gate_log import record_gate
 

@@ -19,21 +19,40 @@ VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs witho
 
 
 @click.command("log")
-@click.option("--session", "session_dir", type=click.Path(file_okay=False),
-              default=str(DEFAULT_SESSION), show_default=True, help="Session folder.")
-@click.option("--format", "output_format", type=click.Choice(["md", "json", "jsonl"]),
-              default="md", show_default=True,
-              help="md: the pack's markdown log views; json/jsonl: every attempt.")
-@click.option("--view", default="all", show_default=True, metavar="NAME",
-              help="all: every log template of the pack that writes --format (md: the "
-              "validation and example logs of the shipped packs); NAME: the pack's log "
-              "template NAME, e.g. `--format jsonl --view failures` for seed 004's gate "
-              "failure log (one line per failed evaluation).")
-@click.option("--pack", "pack_ref", default=None,
-              help="Pack whose log templates render the views. Default: the session's "
-              f"pack when it is a builtin with log templates, else {VIEW_PACK}.")
-def log_command(session_dir: str, output_format: str, view: str,
-                pack_ref: str | None) -> None:
+@click.option(
+    "--session",
+    "session_dir",
+    type=click.Path(file_okay=False),
+    default=str(DEFAULT_SESSION),
+    show_default=True,
+    help="Session folder.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["md", "json", "jsonl"]),
+    default="md",
+    show_default=True,
+    help="md: the pack's markdown log views; json/jsonl: every attempt.",
+)
+@click.option(
+    "--view",
+    default="all",
+    show_default=True,
+    metavar="NAME",
+    help="all: every log template of the pack that writes --format (md: the "
+    "validation and example logs of the shipped packs); NAME: the pack's log "
+    "template NAME, e.g. `--format jsonl --view failures` for seed 004's gate "
+    "failure log (one line per failed evaluation).",
+)
+@click.option(
+    "--pack",
+    "pack_ref",
+    default=None,
+    help="Pack whose log templates render the views. Default: the session's "
+    f"pack when it is a builtin with log templates, else {VIEW_PACK}.",
+)
+def log_command(session_dir: str, output_format: str, view: str, pack_ref: str | None) -> None:
     """Show a session's ledger: attempts, decisions, examples used.
 
     \b
@@ -45,8 +64,9 @@ def log_command(session_dir: str, output_format: str, view: str,
       rules log --session runs/42 --pack ./my-pack --view summary
     """
     if not (Path(session_dir) / LEDGER_FILE).exists():
-        raise UsageFailure(f"{session_dir}: no ledger here (run `rules run` or "
-                           "`rules eval --session` first)")
+        raise UsageFailure(
+            f"{session_dir}: no ledger here (run `rules run` or `rules eval --session` first)"
+        )
     try:
         ledger = Ledger(Path(session_dir))
         rows = ledger.attempts()

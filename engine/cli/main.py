@@ -62,9 +62,13 @@ def _default_format() -> str:
 
 @cli.command("check")
 @click.argument("paths", nargs=-1)
-@click.option("--format", "output_format", type=click.Choice(CHECK_FORMATS),
-              default=None, help="Output format [default: text; github when "
-              "GITHUB_ACTIONS=true].")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(CHECK_FORMATS),
+    default=None,
+    help="Output format [default: text; github when GITHUB_ACTIONS=true].",
+)
 def check_command(paths: tuple[str, ...], output_format: str | None) -> None:
     """Check rulepacks: format, references, files, templates, patterns, expressions.
 
@@ -106,8 +110,6 @@ def schema_command() -> None:
     click.echo(rulepack_schema_text(), nl=False)
 
 
-
-
 def _allow_long_integers() -> None:
     """Block data may hold integers of any length; JSON output must not refuse them."""
     if hasattr(sys, "set_int_max_str_digits"):
@@ -122,8 +124,10 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("RULES_DEBUG"):
             raise
-        click.echo(f"internal error: {type(exc).__name__}: {exc} "
-                   "(set RULES_DEBUG=1 for a traceback)", err=True)
+        click.echo(
+            f"internal error: {type(exc).__name__}: {exc} (set RULES_DEBUG=1 for a traceback)",
+            err=True,
+        )
         sys.exit(EXIT_USAGE)
 
 

@@ -16,16 +16,38 @@ from engine.errors import EngineError
 @click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
 @click.option("--block", help="Block (contract) name of the pack.")
 @click.option("--nonce", help="The nonce the block must carry.")
-@click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE",
-              help="A block parameter, e.g. criterion=AC1 (repeatable).")
-@click.option("--jsonl", "jsonl", type=click.File("rb"), default=None, metavar="IN",
-              help="Parse many records from a JSON Lines file ('-' for stdin).")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
-              help="text: the data, or 'error: MESSAGE' on stderr; json: the whole result.")
+@click.option(
+    "--var",
+    "var_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A block parameter, e.g. criterion=AC1 (repeatable).",
+)
+@click.option(
+    "--jsonl",
+    "jsonl",
+    type=click.File("rb"),
+    default=None,
+    metavar="IN",
+    help="Parse many records from a JSON Lines file ('-' for stdin).",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    help="text: the data, or 'error: MESSAGE' on stderr; json: the whole result.",
+)
 @click.argument("source", type=click.File("rb"), default="-", required=False)
-def parse_command(pack_ref: str, block: str | None, nonce: str | None,
-                  var_pairs: tuple[str, ...], jsonl: BinaryIO | None, output_format: str,
-                  source: BinaryIO) -> None:
+def parse_command(
+    pack_ref: str,
+    block: str | None,
+    nonce: str | None,
+    var_pairs: tuple[str, ...],
+    jsonl: BinaryIO | None,
+    output_format: str,
+    source: BinaryIO,
+) -> None:
     """Parse one block deterministically: JSON data on stdout, or the error.
 
     Reads FILE (default: stdin). On success prints the block's data as one JSON line and

@@ -17,22 +17,53 @@ from engine.state.session import DEFAULT_SESSION, Outcome, Session
 @click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
 @click.option("--block", required=True, help="Block (contract) name of the pack.")
 @click.option("--nonce", help="The nonce of this cycle.")
-@click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE",
-              help="A block parameter or context key (repeatable).")
-@click.option("--context", "context_file", type=click.Path(dir_okay=False),
-              help="YAML or JSON file with context keys.")
-@click.option("--prompt", "prompt_file", type=click.Path(dir_okay=False, exists=True),
-              help="The first prompt to send (default: empty).")
-@click.option("--session", "session_dir", type=click.Path(file_okay=False),
-              default=str(DEFAULT_SESSION), show_default=True,
-              help="Session folder whose ledger records every attempt.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds before the model command is stopped (an execution failure).")
+@click.option(
+    "--var",
+    "var_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A block parameter or context key (repeatable).",
+)
+@click.option(
+    "--context",
+    "context_file",
+    type=click.Path(dir_okay=False),
+    help="YAML or JSON file with context keys.",
+)
+@click.option(
+    "--prompt",
+    "prompt_file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="The first prompt to send (default: empty).",
+)
+@click.option(
+    "--session",
+    "session_dir",
+    type=click.Path(file_okay=False),
+    default=str(DEFAULT_SESSION),
+    show_default=True,
+    help="Session folder whose ledger records every attempt.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds before the model command is stopped (an execution failure).",
+)
 @click.option("--model", help="Model id, recorded and carried into repairs.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_command(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[str, ...],
-                context_file: str | None, prompt_file: str | None, session_dir: str,
-                timeout: float | None, model: str | None, command: tuple[str, ...]) -> None:
+def run_command(
+    pack_ref: str,
+    block: str,
+    nonce: str | None,
+    var_pairs: tuple[str, ...],
+    context_file: str | None,
+    prompt_file: str | None,
+    session_dir: str,
+    timeout: float | None,
+    model: str | None,
+    command: tuple[str, ...],
+) -> None:
     """Send a prompt to COMMAND on stdin, evaluate its stdout, repair or retry per the pack.
 
     Ends with the accepted data (JSON) on stdout, or the degraded default, and the exit
@@ -51,15 +82,25 @@ def run_command(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[s
     pack = open_pack(pack_ref)
     prompt = Path(prompt_file).read_text(encoding="utf-8") if prompt_file else ""
     try:
-        variables, context = pack.split_inputs(block, load_context(context_file),
-                                               parse_vars(var_pairs))
+        variables, context = pack.split_inputs(
+            block, load_context(context_file), parse_vars(var_pairs)
+        )
         prompt_key = pack.model.session.prompt
         if prompt and prompt_key:
             context.setdefault(prompt_key, prompt)
         with Session(pack, session_dir) as session:
-            result = run_loop(session, block, command, prompt=prompt, nonce=nonce,
-                              vars=variables, context=context, model=model, timeout=timeout,
-                              progress=_report)
+            result = run_loop(
+                session,
+                block,
+                command,
+                prompt=prompt,
+                nonce=nonce,
+                vars=variables,
+                context=context,
+                model=model,
+                timeout=timeout,
+                progress=_report,
+            )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     decision = result.decision
@@ -72,10 +113,12 @@ def run_command(pack_ref: str, block: str, nonce: str | None, var_pairs: tuple[s
 
 def _report(outcome: Outcome) -> None:
     verdict, decision = outcome.verdict, outcome.decision
-    what = verdict.status if not verdict.failures else \
-        f"{verdict.status} {verdict.failure_type} ({verdict.error})"
+    what = (
+        verdict.status
+        if not verdict.failures
+        else f"{verdict.status} {verdict.failure_type} ({verdict.error})"
+    )
     first_line = what.splitlines()[0] if what else what
-    click.echo(f"rules run: attempt {decision.attempt}: {first_line} -> {decision.action}",
-               err=True)
-
-
+    click.echo(
+        f"rules run: attempt {decision.attempt}: {first_line} -> {decision.action}", err=True
+    )

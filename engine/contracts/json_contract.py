@@ -58,9 +58,13 @@ class CompiledJson:
         if output.text is None:
             raise EvaluationError(f"{output.path}: no such file")
         try:
-            documents = read_documents(output.text, extract=contract.extract,
-                                       many=contract.many, max_chars=contract.max_chars,
-                                       max_depth=contract.max_depth)
+            documents = read_documents(
+                output.text,
+                extract=contract.extract,
+                many=contract.many,
+                max_chars=contract.max_chars,
+                max_depth=contract.max_depth,
+            )
         except JsonDocumentError as exc:
             failure = Failure(contract.parse_failure, exc.message, exc.line)
             return verdict_from_checks(self.name, [failure], [], None, dict(self.severities))
@@ -74,8 +78,6 @@ class CompiledJson:
 
     def failure_tier(self, failure_type: str) -> str:
         return "content" if failure_type == self.contract.schema_failure else "structure"
-
-
 
 
 class JsonKind:
@@ -95,11 +97,20 @@ class JsonKind:
             checker.add("invalid-schema", str(exc), path, "fix the JSON syntax")
             return
         for problem in schema_problems(schema):
-            checker.add("invalid-schema", f"schema file {contract.schema_file!r}: {problem}",
-                        path, "fix the schema")
+            checker.add(
+                "invalid-schema",
+                f"schema file {contract.schema_file!r}: {problem}",
+                path,
+                "fix the schema",
+            )
 
-    def compile(self, name: str, contract: JsonContract, pack: Rulepack,
-                folder_of: Callable[[KeyPath], Path]) -> CompiledJson:
+    def compile(
+        self,
+        name: str,
+        contract: JsonContract,
+        pack: Rulepack,
+        folder_of: Callable[[KeyPath], Path],
+    ) -> CompiledJson:
         target = folder_of(("contracts", name, "schema_file")) / contract.schema_file
         try:
             validator = compile_schema(read_schema_file(target))

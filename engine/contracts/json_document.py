@@ -34,8 +34,7 @@ _DECODER = json.JSONDecoder()
 class JsonDocumentError(Exception):
     """JSON that cannot be read: the message, and where in the output (1-based)."""
 
-    def __init__(self, message: str, line: int | None = None,
-                 column: int | None = None) -> None:
+    def __init__(self, message: str, line: int | None = None, column: int | None = None) -> None:
         where = f"line {line} column {column}: " if line is not None else ""
         super().__init__(where + message)
         self.message = where + message
@@ -84,8 +83,9 @@ def _body(text: str, extract: Extract) -> tuple[int, int]:
         start = fence.end() + 1
         close = _FENCE_END.search(text, start)
         if close is None:
-            raise JsonDocumentError("the ```json fenced block is not closed",
-                                    *_line_column(text, fence.start()))
+            raise JsonDocumentError(
+                "the ```json fenced block is not closed", *_line_column(text, fence.start())
+            )
         return start, close.start()
     return (1 if text.startswith("\ufeff") else 0), len(text)
 
@@ -102,18 +102,26 @@ def _first_value(text: str) -> Any:
                 break
             continue
         except RecursionError:
-            raise JsonDocumentError("JSON nested too deeply",
-                                    *_line_column(text, match.start())) from None
+            raise JsonDocumentError(
+                "JSON nested too deeply", *_line_column(text, match.start())
+            ) from None
         return value
     raise JsonDocumentError("no JSON object or array in the output")
 
 
-def read_documents(text: str, *, extract: Extract = "whole", many: Many = "one",
-                   max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH) -> list[Any]:
+def read_documents(
+    text: str,
+    *,
+    extract: Extract = "whole",
+    many: Many = "one",
+    max_chars: int = MAX_CHARS,
+    max_depth: int = MAX_DEPTH,
+) -> list[Any]:
     """The JSON documents of an output: one, each element of a list, or one per line."""
     if len(text) > max_chars:
-        raise JsonDocumentError(f"the output is {len(text)} characters, over the limit of "
-                                f"{max_chars} for JSON")
+        raise JsonDocumentError(
+            f"the output is {len(text)} characters, over the limit of {max_chars} for JSON"
+        )
     if extract == "first":
         values = [_first_value(text)]
     else:
@@ -205,8 +213,12 @@ def schema_problems(schema: Any) -> list[str]:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
         return [f"not a valid JSON Schema: {exc.message}"]
-    return [f"$ref {ref!r} points outside the schema (only local '#...' references are "
-            "resolved; nothing is fetched)" for ref in _refs(schema) if not ref.startswith("#")]
+    return [
+        f"$ref {ref!r} points outside the schema (only local '#...' references are "
+        "resolved; nothing is fetched)"
+        for ref in _refs(schema)
+        if not ref.startswith("#")
+    ]
 
 
 def _refs(schema: Any) -> list[str]:
@@ -233,7 +245,7 @@ def _dotted(parts: Any) -> str:
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE - 3] + "..."
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
 def schema_issues(validator: Any, document: Any, limit: int = MAX_ISSUES) -> list[SchemaIssue]:
@@ -250,8 +262,9 @@ def schema_issues(validator: Any, document: Any, limit: int = MAX_ISSUES) -> lis
             path = list(error.absolute_path)
             if error.validator == "required":
                 missing = _missing_key(error)
-                issues.append(SchemaIssue(_pointer([*path, missing]),
-                                          f"Missing: {_dotted([*path, missing])}"))
+                issues.append(
+                    SchemaIssue(_pointer([*path, missing]), f"Missing: {_dotted([*path, missing])}")
+                )
             else:
                 where = _dotted(path) or "(root)"
                 issues.append(SchemaIssue(_pointer(path), _short(f"{where}: {error.message}")))
@@ -260,8 +273,7 @@ def schema_issues(validator: Any, document: Any, limit: int = MAX_ISSUES) -> lis
     except RecursionError:
         issues.append(SchemaIssue("", "(root): JSON nested too deeply to validate"))
     except Unresolvable as exc:
-        issues.append(SchemaIssue("", f"(root): {exc} (references must resolve inside "
-                                      "the schema)"))
+        issues.append(SchemaIssue("", f"(root): {exc} (references must resolve inside the schema)"))
     return sorted(set(issues))[:limit]
 
 

@@ -78,8 +78,9 @@ class ContractKind(Protocol):
         """Semantic checks of one contract's model; findings go to ``checker``."""
         ...
 
-    def compile(self, name: str, contract: Any, pack: Rulepack,
-                folder_of: Callable[[KeyPath], Path]) -> CompiledContract:
+    def compile(
+        self, name: str, contract: Any, pack: Rulepack, folder_of: Callable[[KeyPath], Path]
+    ) -> CompiledContract:
         """The contract ready to evaluate outputs; pack files it names are read relative to
         ``folder_of(key path)``, the folder of the pack file that declared them."""
         ...
@@ -87,5 +88,6 @@ class ContractKind(Protocol):
 
 def no_parser_error(block: str, kind: str) -> EngineError:
     """`parse` asked of a contract kind that has no deterministic parser."""
-    return EngineError(f"block {block!r} is a {kind} contract; `parse` needs a sentinel "
-                       "contract (use `evaluate`)")
+    return EngineError(
+        f"block {block!r} is a {kind} contract; `parse` needs a sentinel contract (use `evaluate`)"
+    )

@@ -197,12 +197,17 @@ def _min_refs(check: MinRefsCheck, out: Output) -> list[dict[str, Any]]:
 
 def _refs_exist(check: RefsExistCheck, out: Output) -> list[dict[str, Any]]:
     if check.known not in out.context:
-        raise ContextError(f"context key {check.known!r} is needed to check {check.ids} "
-                           "references; give it with --context or --var")
+        raise ContextError(
+            f"context key {check.known!r} is needed to check {check.ids} "
+            "references; give it with --context or --var"
+        )
     known = {str(k) for k in out.context[check.known] or []}
     invalid = [i for i in out.ids.get(check.ids, []) if i not in known]
-    return [{"invalid": render_list(invalid), "invalid_ids": invalid, "ids": check.ids}] \
-        if invalid else []
+    return (
+        [{"invalid": render_list(invalid), "invalid_ids": invalid, "ids": check.ids}]
+        if invalid
+        else []
+    )
 
 
 def _section_chars(check: SectionCharsCheck, out: Output) -> list[dict[str, Any]]:
@@ -217,23 +222,37 @@ def _section_chars(check: SectionCharsCheck, out: Output) -> list[dict[str, Any]
 def _sections(check: SectionsCheck, out: Output) -> list[dict[str, Any]]:
     sections = out.sections.get(check.name, [])
     if sections and check.known is not None and check.known not in out.context:
-        raise ContextError(f"context key {check.known!r} is needed to check the "
-                           f"{check.name} sections; give it with --context or --var")
-    known = ({_item_id(i, check.known_key) for i in _context_list(out, check.known)}
-             if check.known is not None else set())
+        raise ContextError(
+            f"context key {check.known!r} is needed to check the "
+            f"{check.name} sections; give it with --context or --var"
+        )
+    known = (
+        {_item_id(i, check.known_key) for i in _context_list(out, check.known)}
+        if check.known is not None
+        else set()
+    )
     if sections:  # no key without sections: packs without them give the data they gave
         out.data[check.name] = [
-            {"id": s.id, **{name: _field(s.text, pattern)
-                            for name, pattern in check.fields.items()}}
-            for s in sections]
+            {
+                "id": s.id,
+                **{name: _field(s.text, pattern) for name, pattern in check.fields.items()},
+            }
+            for s in sections
+        ]
     found: list[dict[str, Any]] = []
     for section in sections:
         if check.known is not None and section.id not in known:
             found.append({"id": section.id, "known": check.known})
         for marker in check.markers:
             if marker.text not in section.text:
-                found.append({"id": section.id, "text": marker.text, FAIL: marker.fail,
-                              MESSAGE: marker.message or DEFAULT_MESSAGES["marker"]})
+                found.append(
+                    {
+                        "id": section.id,
+                        "text": marker.text,
+                        FAIL: marker.fail,
+                        MESSAGE: marker.message or DEFAULT_MESSAGES["marker"],
+                    }
+                )
     return found
 
 
@@ -253,8 +272,10 @@ def _where(check: CoverageCheck, item: Any, context: Mapping[str, Any]) -> bool:
     try:
         return bool(compile_condition(check.where)(item=item, context=context))
     except jinja2.TemplateError as exc:
-        raise ContextError(f"condition {check.where!r} on an item of {check.items!r} "
-                           f"failed: {exc}; check the items' keys") from exc
+        raise ContextError(
+            f"condition {check.where!r} on an item of {check.items!r} "
+            f"failed: {exc}; check the items' keys"
+        ) from exc
 
 
 def soft_match(text: str, item: Any, soft: SoftMatch) -> bool:
@@ -265,8 +286,9 @@ def soft_match(text: str, item: Any, soft: SoftMatch) -> bool:
         wanted = keywords(str(item[soft.summary]), soft.stop_words)
         if wanted and len(wanted & keywords(text, soft.stop_words)) / len(wanted) >= soft.ratio:
             return True
-    return any(key and item.get(key) and str(item[key]) in text
-               for key in (soft.phrase, soft.location))
+    return any(
+        key and item.get(key) and str(item[key]) in text for key in (soft.phrase, soft.location)
+    )
 
 
 def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
@@ -278,18 +300,33 @@ def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
         if not _where(check, item, out.context):
             continue
         ident = _item_id(item, check.key)
-        values = {k: v for k, v in item.items() if isinstance(k, str)} \
-            if isinstance(item, Mapping) else {}
+        values = (
+            {k: v for k, v in item.items() if isinstance(k, str)}
+            if isinstance(item, Mapping)
+            else {}
+        )
         values["id"] = ident
         if ident in in_sections or any(fill(t, values) in text for t in check.referenced_by):
             covered.append({"id": ident, "match": "explicit"})
         elif check.soft is not None and soft_match(text, item, check.soft):
-            covered.append({"id": ident, "match": "soft", "confidence": check.soft.confidence,
-                            "reason": check.soft.reason})
+            covered.append(
+                {
+                    "id": ident,
+                    "match": "soft",
+                    "confidence": check.soft.confidence,
+                    "reason": check.soft.reason,
+                }
+            )
             if check.soft.effect == "warn":
-                found.append({**values, LEVEL: "warning",
-                              MESSAGE: check.soft.message or check.message
-                              or DEFAULT_MESSAGES["coverage"]})
+                found.append(
+                    {
+                        **values,
+                        LEVEL: "warning",
+                        MESSAGE: check.soft.message
+                        or check.message
+                        or DEFAULT_MESSAGES["coverage"],
+                    }
+                )
         else:
             covered.append({"id": ident, "match": "none"})
             found.append(values)
@@ -322,8 +359,11 @@ def run_checks(contract: MarkdownContract, out: Output) -> CheckOutcome:
     """Run the contract's checks tier by tier; the first error stops, warnings collect."""
     text = out.text or ""
     out.ids = {name: extract_ids(text, kind.pattern) for name, kind in contract.ids.items()}
-    out.sections = {check.name: find_sections(text, check) for check in contract.checks
-                    if isinstance(check, SectionsCheck)}
+    out.sections = {
+        check.name: find_sections(text, check)
+        for check in contract.checks
+        if isinstance(check, SectionsCheck)
+    }
     warnings: list[str] = []
     for tier in ("structure", "content"):
         for check in contract.checks:
@@ -335,10 +375,14 @@ def run_checks(contract: MarkdownContract, out: Output) -> CheckOutcome:
                 if values.get(LEVEL, check.level) == "warning":
                     warnings.append(message)
                 else:
-                    data = {"ids": out.ids, "invalid_ids": values.get("invalid_ids", []),
-                            **out.data}
-                    return CheckOutcome([Failure(values.get(FAIL, check.fail), message)],
-                                        warnings, data)
+                    data = {
+                        "ids": out.ids,
+                        "invalid_ids": values.get("invalid_ids", []),
+                        **out.data,
+                    }
+                    return CheckOutcome(
+                        [Failure(values.get(FAIL, check.fail), message)], warnings, data
+                    )
     return CheckOutcome([], warnings, {"ids": out.ids, **out.data})
 
 
@@ -360,8 +404,9 @@ class CompiledMarkdown:
 
     def evaluate(self, output: EvaluationInput) -> Verdict:
         outcome = run_checks(self.contract, Output(output.text, output.path, output.context))
-        return verdict_from_checks(self.name, outcome.failures, outcome.warnings,
-                                   outcome.data, dict(self.severities))
+        return verdict_from_checks(
+            self.name, outcome.failures, outcome.warnings, outcome.data, dict(self.severities)
+        )
 
     def failure_tier(self, failure_type: str) -> str:
         for check in self.contract.checks:
@@ -388,10 +433,12 @@ class MarkdownKind:
             elif isinstance(check, CoverageCheck):
                 for position, section in enumerate(check.sections):
                     if section not in named:
-                        checker.add("unknown-sections", f"no sections check is named "
-                                    f"{section!r}", (*path, "sections", position),
-                                    f"sections checks of this contract: "
-                                    f"{', '.join(named) or 'none'}")
+                        checker.add(
+                            "unknown-sections",
+                            f"no sections check is named {section!r}",
+                            (*path, "sections", position),
+                            f"sections checks of this contract: {', '.join(named) or 'none'}",
+                        )
 
     @staticmethod
     def _check_sections(check: SectionsCheck, path: KeyPath, checker: PackChecker) -> None:
@@ -400,18 +447,31 @@ class MarkdownKind:
             return  # the generic walk reports the pattern
         for number in sorted({int(n) for n in _GROUP.findall(check.id)}):
             if number > groups:
-                checker.add("unknown-group", f"id {check.id!r} uses group {{{number}}} but "
-                            f"the heading pattern has {groups} capture group(s)",
-                            (*path, "id"), "add a capture group to `heading` or use {0}")
+                checker.add(
+                    "unknown-group",
+                    f"id {check.id!r} uses group {{{number}}} but "
+                    f"the heading pattern has {groups} capture group(s)",
+                    (*path, "id"),
+                    "add a capture group to `heading` or use {0}",
+                )
         for field_name, pattern in check.fields.items():
             if _group_count(pattern) == 0:
-                checker.add("no-capture-group", f"field {field_name!r}: pattern "
-                            f"{pattern!r} has no capture group, the whole match is kept",
-                            (*path, "fields", field_name),
-                            "wrap the value in ( ) to keep only it", level="warning")
+                checker.add(
+                    "no-capture-group",
+                    f"field {field_name!r}: pattern "
+                    f"{pattern!r} has no capture group, the whole match is kept",
+                    (*path, "fields", field_name),
+                    "wrap the value in ( ) to keep only it",
+                    level="warning",
+                )
 
-    def compile(self, name: str, contract: MarkdownContract, pack: Rulepack,
-                folder_of: Callable[[KeyPath], Path]) -> CompiledMarkdown:
+    def compile(
+        self,
+        name: str,
+        contract: MarkdownContract,
+        pack: Rulepack,
+        folder_of: Callable[[KeyPath], Path],
+    ) -> CompiledMarkdown:
         for kind in contract.ids.values():
             compile_pattern(kind.pattern)
         for check in contract.checks:

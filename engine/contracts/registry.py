@@ -47,16 +47,22 @@ def check_contracts(pack: Rulepack, checker: PackChecker) -> None:
         kind = kind_of(contract)
         for setting, failure in kind.default_failures(contract, pack):
             if failure not in pack.failure_types:
-                checker.add("unknown-failure-type",
-                            f"contract {name!r} reports failure type {failure!r} "
-                            f"(the default of {setting}), which is not declared",
-                            ("contracts", name), "declare it under `failure_types:` or add "
-                            "`extends: [builtin:core]`", is_key=True)
+                checker.add(
+                    "unknown-failure-type",
+                    f"contract {name!r} reports failure type {failure!r} "
+                    f"(the default of {setting}), which is not declared",
+                    ("contracts", name),
+                    "declare it under `failure_types:` or add `extends: [builtin:core]`",
+                    is_key=True,
+                )
         kind.check(name, contract, checker)
 
 
-def compile_contracts(pack: Rulepack, folder_of: Callable[[KeyPath], Path]
-                      ) -> dict[str, CompiledContract]:
+def compile_contracts(
+    pack: Rulepack, folder_of: Callable[[KeyPath], Path]
+) -> dict[str, CompiledContract]:
     """Every contract of a validated pack, compiled by its kind."""
-    return {name: kind_of(contract).compile(name, contract, pack, folder_of)
-            for name, contract in pack.contracts.items()}
+    return {
+        name: kind_of(contract).compile(name, contract, pack, folder_of)
+        for name, contract in pack.contracts.items()
+    }

@@ -68,28 +68,42 @@ class CompiledText:
         failures = []
         size = len(text)
         if contract.min_chars is not None and size < contract.min_chars:
-            failures.append(Failure(fail, self._say("min_chars", {"count": size,
-                                                                 "min": contract.min_chars})))
+            failures.append(
+                Failure(fail, self._say("min_chars", {"count": size, "min": contract.min_chars}))
+            )
         if contract.max_chars is not None and size > contract.max_chars:
-            failures.append(Failure(fail, self._say("max_chars", {"count": size,
-                                                                 "max": contract.max_chars})))
+            failures.append(
+                Failure(fail, self._say("max_chars", {"count": size, "max": contract.max_chars}))
+            )
         lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
         if contract.min_lines is not None and lines < contract.min_lines:
-            failures.append(Failure(fail, self._say("min_lines", {"count": lines,
-                                                                 "min": contract.min_lines})))
+            failures.append(
+                Failure(fail, self._say("min_lines", {"count": lines, "min": contract.min_lines}))
+            )
         if contract.max_lines is not None and lines > contract.max_lines:
-            failures.append(Failure(fail, self._say("max_lines", {"count": lines,
-                                                                 "max": contract.max_lines})))
+            failures.append(
+                Failure(fail, self._say("max_lines", {"count": lines, "max": contract.max_lines}))
+            )
         for rule in self.require:
             if rule.compiled.search(text) is None:
-                failures.append(Failure(rule.fail, self._say(
-                    "require", {"pattern": rule.pattern}, rule.message)))
+                failures.append(
+                    Failure(
+                        rule.fail, self._say("require", {"pattern": rule.pattern}, rule.message)
+                    )
+                )
         for rule in self.forbid:
             found = rule.compiled.search(text)
             if found is not None:
-                failures.append(Failure(rule.fail, self._say(
-                    "forbid", {"pattern": rule.pattern, "match": found.group(0)[:200]},
-                    rule.message)))
+                failures.append(
+                    Failure(
+                        rule.fail,
+                        self._say(
+                            "forbid",
+                            {"pattern": rule.pattern, "match": found.group(0)[:200]},
+                            rule.message,
+                        ),
+                    )
+                )
         data = {"chars": size, "lines": lines}
         return verdict_from_checks(self.name, failures, [], data, dict(self.severities))
 
@@ -108,15 +122,28 @@ class TextKind:
         for low, high in (("min_chars", "max_chars"), ("min_lines", "max_lines")):
             least, most = getattr(contract, low), getattr(contract, high)
             if least is not None and most is not None and least > most:
-                checker.add("invalid-range", f"{low} ({least}) is over {high} ({most})",
-                            ("contracts", name, low), "lower the minimum or raise the maximum")
+                checker.add(
+                    "invalid-range",
+                    f"{low} ({least}) is over {high} ({most})",
+                    ("contracts", name, low),
+                    "lower the minimum or raise the maximum",
+                )
         for key in sorted(set(contract.messages) - set(DEFAULT_MESSAGES)):
-            checker.add("unknown-message", f"unknown message id {key!r}",
-                        ("contracts", name, "messages", key),
-                        f"text contracts word: {', '.join(DEFAULT_MESSAGES)}", is_key=True)
+            checker.add(
+                "unknown-message",
+                f"unknown message id {key!r}",
+                ("contracts", name, "messages", key),
+                f"text contracts word: {', '.join(DEFAULT_MESSAGES)}",
+                is_key=True,
+            )
 
-    def compile(self, name: str, contract: TextContract, pack: Rulepack,
-                folder_of: Callable[[KeyPath], Path]) -> CompiledText:
+    def compile(
+        self,
+        name: str,
+        contract: TextContract,
+        pack: Rulepack,
+        folder_of: Callable[[KeyPath], Path],
+    ) -> CompiledText:
         def rule(pattern: str, message: str | None, fail: str | None) -> _TextRule:
             return _TextRule(pattern, compile_pattern(pattern), message, fail or contract.fail)
 

@@ -12,8 +12,13 @@ from engine.errors import ContextError
 from engine.format.model import ContextKey
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "path": (str,), "int": (int,), "number": (int, float), "bool": (bool,),
-    "list": (list,), "map": (dict,),
+    "string": (str,),
+    "path": (str,),
+    "int": (int,),
+    "number": (int, float),
+    "bool": (bool,),
+    "list": (list,),
+    "map": (dict,),
 }
 
 
@@ -49,21 +54,28 @@ def _check_type(name: str, spec: ContextKey, value: Any) -> None:
     if spec.type == "any" or value is None:
         return
     expected = _PYTHON_TYPES[spec.type]
-    if not isinstance(value, expected) or (spec.type in ("int", "number")
-                                           and isinstance(value, bool)):
-        raise ContextError(f"context key {name!r} must be {_a(spec.type)}, "
-                           f"got {type(value).__name__}")
+    if not isinstance(value, expected) or (
+        spec.type in ("int", "number") and isinstance(value, bool)
+    ):
+        raise ContextError(
+            f"context key {name!r} must be {_a(spec.type)}, got {type(value).__name__}"
+        )
     if spec.type == "list" and spec.items not in (None, "any"):
         item_types = _PYTHON_TYPES[spec.items] if spec.items != "map" else (dict,)
         for index, item in enumerate(items):
             if not isinstance(item, item_types):
-                raise ContextError(f"context key {name!r}[{index}] must be "
-                                   f"{_a(spec.items)}, got {type(item).__name__}")
+                raise ContextError(
+                    f"context key {name!r}[{index}] must be "
+                    f"{_a(spec.items)}, got {type(item).__name__}"
+                )
 
 
-def build_context(declared: Mapping[str, ContextKey], given: Mapping[str, Any] | None = None,
-                  strings: Mapping[str, str] | None = None,
-                  environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def build_context(
+    declared: Mapping[str, ContextKey],
+    given: Mapping[str, Any] | None = None,
+    strings: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Merge ``given`` (typed) and ``strings`` (--var, coerced), then check them all.
 
     A key with no value given takes the environment variable its declaration names in
@@ -77,8 +89,11 @@ def build_context(declared: Mapping[str, ContextKey], given: Mapping[str, Any] |
         spec = declared.get(name)
         if spec is None:
             close = difflib.get_close_matches(name, list(declared), n=1)
-            hint = (f"did you mean {close[0]!r}?" if close else
-                    f"the pack reads: {', '.join(declared) or 'no context keys'}")
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else f"the pack reads: {', '.join(declared) or 'no context keys'}"
+            )
             raise ContextError(f"unknown context key {name!r} ({hint})")
         context[name] = _coerce(name, spec, value) if from_string else value
     for name, spec in declared.items():
@@ -88,8 +103,9 @@ def build_context(declared: Mapping[str, ContextKey], given: Mapping[str, Any] |
                 context[name] = _coerce(name, spec, variables[spec.env])
         if name not in context:
             if spec.required:
-                raise ContextError(f"context key {name!r} is required "
-                                   f"({spec.description or spec.type})")
+                raise ContextError(
+                    f"context key {name!r} is required ({spec.description or spec.type})"
+                )
             if spec.default is not None:
                 context[name] = spec.default
         if name in context:

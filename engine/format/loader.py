@@ -39,6 +39,7 @@ class _Loader(yaml.SafeLoader):
 # whose message is the one users see.
 _FastLoader: type[yaml.SafeLoader] = _Loader
 if getattr(yaml, "__with_libyaml__", False):
+
     class _CLoader(yaml.CSafeLoader):
         """libyaml with the same YAML 1.2 core scalars as ``_Loader``."""
 
@@ -58,8 +59,9 @@ for _tag, _pattern, _first in (
     ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
 ):
     for _loader_class in (_Loader, _FastLoader):
-        _loader_class.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_pattern),
-                                            list(_first))
+        _loader_class.add_implicit_resolver(
+            f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first)
+        )
 
 _STR = "tag:yaml.org,2002:str"
 _SCALAR_TAGS = {
@@ -145,8 +147,9 @@ class _TreeBuilder:
                 node.start_mark,
             )
         if len(path) > MAX_DEPTH:
-            raise _TooBig(f"nesting deeper than {MAX_DEPTH} levels (recursive alias?)",
-                          node.start_mark)
+            raise _TooBig(
+                f"nesting deeper than {MAX_DEPTH} levels (recursive alias?)", node.start_mark
+            )
         self.source.values[path] = _position(self.display, node.start_mark)
         if isinstance(node, yaml.ScalarNode):
             if node.tag not in _SCALAR_TAGS:
@@ -159,8 +162,12 @@ class _TreeBuilder:
                 return node.value
             return _scalar_value(node)
         if node.tag not in _COLLECTION_TAGS:
-            self.finding("yaml-unsupported-tag", f"unsupported YAML tag {node.tag!r}",
-                         node.start_mark, "remove the tag; packs hold plain lists and maps")
+            self.finding(
+                "yaml-unsupported-tag",
+                f"unsupported YAML tag {node.tag!r}",
+                node.start_mark,
+                "remove the tag; packs hold plain lists and maps",
+            )
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
         if isinstance(node, yaml.MappingNode):
@@ -172,13 +179,21 @@ class _TreeBuilder:
         first_seen: dict[str, yaml.Mark] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                self.finding("yaml-complex-key", "mapping keys must be plain scalars",
-                             key_node.start_mark, "write the key as a plain string")
+                self.finding(
+                    "yaml-complex-key",
+                    "mapping keys must be plain scalars",
+                    key_node.start_mark,
+                    "write the key as a plain string",
+                )
                 continue
             key = str(key_node.value)
             if key == "<<":
-                self.finding("yaml-merge-key", "YAML merge keys (<<) are not supported",
-                             key_node.start_mark, "use `extends:` to build on another pack")
+                self.finding(
+                    "yaml-merge-key",
+                    "YAML merge keys (<<) are not supported",
+                    key_node.start_mark,
+                    "use `extends:` to build on another pack",
+                )
                 continue
             if key in first_seen:
                 first = _position(self.display, first_seen[key])
@@ -202,8 +217,6 @@ class _TooBig(Exception):
         self.mark = mark
 
 
-
-
 def read_yaml(path: Path, display: str | None = None) -> Document:
     """Read one YAML file; never raises for anything the file can contain."""
     shown = display or display_path(path)
@@ -211,21 +224,48 @@ def read_yaml(path: Path, display: str | None = None) -> Document:
     try:
         size = path.stat().st_size
         if size > MAX_YAML_BYTES:
-            return Document(None, SourceMap(), [Finding(
-                "yaml-too-large",
-                f"file is {size} bytes, over the {MAX_YAML_BYTES}-byte limit for pack files",
-                where, "split the pack or move long text into files the pack references")])
+            return Document(
+                None,
+                SourceMap(),
+                [
+                    Finding(
+                        "yaml-too-large",
+                        f"file is {size} bytes, over the {MAX_YAML_BYTES}-byte limit "
+                        "for pack files",
+                        where,
+                        "split the pack or move long text into files the pack references",
+                    )
+                ],
+            )
         raw = path.read_bytes()
     except OSError as exc:
-        return Document(None, SourceMap(), [Finding(
-            "file-unreadable", f"cannot read file: {exc.strerror or exc}", where,
-            "check the path and its permissions")])
+        return Document(
+            None,
+            SourceMap(),
+            [
+                Finding(
+                    "file-unreadable",
+                    f"cannot read file: {exc.strerror or exc}",
+                    where,
+                    "check the path and its permissions",
+                )
+            ],
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Document(None, SourceMap(), [Finding(
-            "yaml-encoding", f"file is not valid UTF-8 (byte {exc.start})", where,
-            "save the file as UTF-8")])
+        return Document(
+            None,
+            SourceMap(),
+            [
+                Finding(
+                    "yaml-encoding",
+                    f"file is not valid UTF-8 (byte {exc.start})",
+                    where,
+                    "save the file as UTF-8",
+                )
+            ],
+        )
     return parse_yaml(text, shown)
 
 
@@ -255,21 +295,58 @@ def parse_yaml(text: str, display: str) -> Document:
         data = builder.build(node, ()) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         message = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
-        return Document(None, builder.source, [*builder.findings, Finding(
-            "yaml-syntax", f"invalid YAML: {message}",
-            _position(display, exc.problem_mark or exc.context_mark),
-            "fix the YAML syntax at this place")])
+        return Document(
+            None,
+            builder.source,
+            [
+                *builder.findings,
+                Finding(
+                    "yaml-syntax",
+                    f"invalid YAML: {message}",
+                    _position(display, exc.problem_mark or exc.context_mark),
+                    "fix the YAML syntax at this place",
+                ),
+            ],
+        )
     except yaml.YAMLError as exc:
-        return Document(None, builder.source, [*builder.findings, Finding(
-            "yaml-syntax", f"invalid YAML: {exc}", Position(display), "fix the YAML syntax")])
+        return Document(
+            None,
+            builder.source,
+            [
+                *builder.findings,
+                Finding(
+                    "yaml-syntax", f"invalid YAML: {exc}", Position(display), "fix the YAML syntax"
+                ),
+            ],
+        )
     except _TooBig as exc:
-        return Document(None, builder.source, [*builder.findings, Finding(
-            "yaml-too-large", exc.message, _position(display, exc.mark),
-            "remove the alias chain; packs do not need deep alias expansion")])
+        return Document(
+            None,
+            builder.source,
+            [
+                *builder.findings,
+                Finding(
+                    "yaml-too-large",
+                    exc.message,
+                    _position(display, exc.mark),
+                    "remove the alias chain; packs do not need deep alias expansion",
+                ),
+            ],
+        )
     except RecursionError:
-        return Document(None, builder.source, [*builder.findings, Finding(
-            "yaml-too-large", "document nests too deeply", Position(display),
-            "flatten the structure")])
+        return Document(
+            None,
+            builder.source,
+            [
+                *builder.findings,
+                Finding(
+                    "yaml-too-large",
+                    "document nests too deeply",
+                    Position(display),
+                    "flatten the structure",
+                ),
+            ],
+        )
     finally:
         loader.dispose()
     return Document(data, builder.source, builder.findings)
@@ -287,8 +364,6 @@ class PackTree:
     source: SourceMap
     findings: list[Finding]
     files: list[Path] = field(default_factory=list)
-
-
 
 
 def merge_trees(base: Any, over: Any) -> Any:
@@ -339,13 +414,24 @@ def _load(pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
     findings = list(doc.findings)
     data = doc.data
     if doc.data is None and not findings:
-        findings.append(Finding("pack-empty", "pack file is empty", Position(display_path(shown)),
-                                "start from `rules init` or add `rulepack: NAME`"))
+        findings.append(
+            Finding(
+                "pack-empty",
+                "pack file is empty",
+                Position(display_path(shown)),
+                "start from `rules init` or add `rulepack: NAME`",
+            )
+        )
     if not isinstance(data, dict):
         if data is not None:
-            findings.append(Finding("pack-not-mapping", "a pack file must be a YAML mapping",
-                                    doc.source.locate(()), "write `rulepack: NAME` and the "
-                                    "sections of the pack as top-level keys"))
+            findings.append(
+                Finding(
+                    "pack-not-mapping",
+                    "a pack file must be a YAML mapping",
+                    doc.source.locate(()),
+                    "write `rulepack: NAME` and the sections of the pack as top-level keys",
+                )
+            )
         return PackTree(pack_file, {}, doc.source, findings, [pack_file])
 
     extends = data.get("extends")
@@ -370,24 +456,40 @@ def _load(pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
     return PackTree(pack_file, merged, merged_source, findings, files)
 
 
-def _load_extended(ref: str, declaring: Path, stack: list[Path], where: Position,
-                   findings: list[Finding]) -> PackTree | None:
+def _load_extended(
+    ref: str, declaring: Path, stack: list[Path], where: Position, findings: list[Finding]
+) -> PackTree | None:
     if not ref.startswith(BUILTIN_PREFIX) and Path(ref).is_absolute():
-        findings.append(Finding("extends-absolute", f"extends {ref!r} is an absolute path",
-                                where, "write the path relative to this pack file"))
+        findings.append(
+            Finding(
+                "extends-absolute",
+                f"extends {ref!r} is an absolute path",
+                where,
+                "write the path relative to this pack file",
+            )
+        )
         return None
     target = resolve_pack_file(ref, declaring.parent)
     if target is None:
         known = ", ".join(BUILTIN_PREFIX + n for n in builtin_pack_names())
-        hint = (f"builtin packs are: {known}" if ref.startswith(BUILTIN_PREFIX)
-                else "give a folder holding pack.yaml or a YAML file, relative to this file")
+        hint = (
+            f"builtin packs are: {known}"
+            if ref.startswith(BUILTIN_PREFIX)
+            else "give a folder holding pack.yaml or a YAML file, relative to this file"
+        )
         findings.append(Finding("extends-not-found", f"extends {ref!r}: no such pack", where, hint))
         return None
     target = target.resolve()
     if target in stack:
-        cycle = [*stack[stack.index(target):], target]
+        cycle = [*stack[stack.index(target) :], target]
         chain = " -> ".join(display_path(p) for p in cycle)
-        findings.append(Finding("extends-cycle", f"extends cycle: {chain}", where,
-                                "remove one of the `extends` entries in this cycle"))
+        findings.append(
+            Finding(
+                "extends-cycle",
+                f"extends cycle: {chain}",
+                where,
+                "remove one of the `extends` entries in this cycle",
+            )
+        )
         return None
     return _load(target, stack, target)

@@ -15,6 +15,7 @@ from engine.resources import builtin_pack_names, data_dir
 PACK_FILE = "pack.yaml"
 BUILTIN_PREFIX = "builtin:"
 
+
 def display_path(path: Path) -> str:
     """A path as users should read it: relative to the working directory when inside it."""
     try:
@@ -26,7 +27,7 @@ def display_path(path: Path) -> str:
 def resolve_pack_file(ref: str, base_dir: Path) -> Path | None:
     """Where the pack called ``ref`` lives: ``builtin:NAME``, a folder, or a YAML file."""
     if ref.startswith(BUILTIN_PREFIX):
-        name = ref[len(BUILTIN_PREFIX):]
+        name = ref[len(BUILTIN_PREFIX) :]
         if not name or "/" in name or "\\" in name or name.startswith("."):
             return None
         candidate = data_dir("rules") / name / PACK_FILE

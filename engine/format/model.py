@@ -79,8 +79,10 @@ class ContextKey(Strict):
     required: bool = False
     default: Any = None
     env: str | None = Field(
-        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="environment variable read when no value is given (before `default`)")
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="environment variable read when no value is given (before `default`)",
+    )
     description: str = ""
 
 
@@ -88,11 +90,13 @@ class TemplateSpec(Strict):
     """A Jinja2 template file of the pack and what it is used for."""
 
     file: PackPath
-    purpose: Literal["repair", "retry", "escalation", "reprompt", "artifact", "example",
-                     "log", "presentation"] = "repair"
+    purpose: Literal[
+        "repair", "retry", "escalation", "reprompt", "artifact", "example", "log", "presentation"
+    ] = "repair"
     format: Literal["md", "jsonl", "json", "text"] = Field(
-        default="md", description="what the template writes; `rules log --format` picks "
-        "log templates by it")
+        default="md",
+        description="what the template writes; `rules log --format` picks log templates by it",
+    )
     description: str = ""
 
 
@@ -376,7 +380,8 @@ class SectionMarker(Strict):
     text: str = Field(min_length=1)
     fail: FailureRef
     message: Message | None = Field(
-        default=None, description="`{id}` (the section's id) and `{text}` are filled")
+        default=None, description="`{id}` (the section's id) and `{text}` are filled"
+    )
 
 
 class SectionsCheck(_Check):
@@ -425,7 +430,8 @@ class SoftMatch(Strict):
     stop_words: list[str] = Field(default_factory=list)
     effect: Literal["suppress", "warn"] = "suppress"
     message: Message | None = Field(
-        default=None, description="the warning of `effect: warn` (default: the check's)")
+        default=None, description="the warning of `effect: warn` (default: the check's)"
+    )
     confidence: str = "MEDIUM"
     reason: str = "soft match: the output may address this item"
 
@@ -751,21 +757,28 @@ class GateSchema(Strict):
     """A JSON Schema file of the pack that gate outputs are checked against."""
 
     file: PackPath
-    description: str = Field(default="", description="shown in reprompts next to a "
-                             "required schema that no output satisfied")
+    description: str = Field(
+        default="",
+        description="shown in reprompts next to a required schema that no output satisfied",
+    )
 
 
 class DetectRule(Strict):
     """Which schema an output is: every condition given must hold (first rule wins)."""
 
-    schema_name: str = Field(alias="schema", description="the schema (under `gates.schemas`) "
-                             "an output matching this rule is checked against")
-    has: list[str] = Field(default_factory=list, description="top-level keys that must all "
-                           "be present")
+    schema_name: str = Field(
+        alias="schema",
+        description="the schema (under `gates.schemas`) "
+        "an output matching this rule is checked against",
+    )
+    has: list[str] = Field(
+        default_factory=list, description="top-level keys that must all be present"
+    )
     key: str | None = Field(default=None, description="discriminator key; with `equals`")
     equals: Any = None
     when: Annotated[str, Ref.DETECT_EXPRESSION] | None = Field(
-        default=None, description="an expression over `output` (and the context)")
+        default=None, description="an expression over `output` (and the context)"
+    )
 
     @model_validator(mode="after")
     def _some_condition(self) -> DetectRule:
@@ -797,21 +810,26 @@ class Gates(Strict):
 
     schemas: dict[str, GateSchema] = Field(default_factory=dict)
     steps: dict[str, list[str]] = Field(
-        default_factory=dict, description="gate name -> the schemas its outputs must "
-        "include (each at least once, valid)")
+        default_factory=dict,
+        description="gate name -> the schemas its outputs must include (each at least once, valid)",
+    )
     detect: list[DetectRule] = Field(default_factory=list)
     max_retry: int = Field(default=3, ge=0, le=1000)
     decide: list[GateRule] = Field(default_factory=list)
     reprompt: TemplateRef | None = Field(
-        default=None, description="template (purpose `reprompt`) printed when the action "
-        "is not PROCEED")
+        default=None,
+        description="template (purpose `reprompt`) printed when the action is not PROCEED",
+    )
     output_file: str = Field(
-        default="", description="Jinja2 template of the path an output is resubmitted "
-        "from; sees `gate` and `retry`")
+        default="",
+        description="Jinja2 template of the path an output is resubmitted "
+        "from; sees `gate` and `retry`",
+    )
     artifacts: dict[ActionRef, GateArtifact] = Field(default_factory=dict)
     log: str = Field(
-        default="", description="failure log (JSON lines), relative to the session folder; "
-        "empty: no log file")
+        default="",
+        description="failure log (JSON lines), relative to the session folder; empty: no log file",
+    )
 
 
 class Expectation(Strict):
@@ -851,17 +869,24 @@ class SessionKeys(Strict):
     """Which of the pack's context keys tell the engine about the session (all optional)."""
 
     folder: ContextKeyRef | None = Field(
-        default=None, description="the folder holding earlier rounds' outputs (example "
-        "tier 2) and, when it has one, the ledger whose accepted rounds count")
+        default=None,
+        description="the folder holding earlier rounds' outputs (example "
+        "tier 2) and, when it has one, the ledger whose accepted rounds count",
+    )
     round: ContextKeyRef | None = Field(
-        default=None, description="the current round number: recorded with each attempt "
-        "in the ledger, and the start of example tier 2's search")
+        default=None,
+        description="the current round number: recorded with each attempt "
+        "in the ledger, and the start of example tier 2's search",
+    )
     history: ContextKeyRef | None = Field(
-        default=None, description="earlier rounds' counts of a block's rate limits, "
-        "[[round, count, total], ...], used when no session ledger holds them")
+        default=None,
+        description="earlier rounds' counts of a block's rate limits, "
+        "[[round, count, total], ...], used when no session ledger holds them",
+    )
     prompt: ContextKeyRef | None = Field(
-        default=None, description="receives the text of `rules run --prompt` unless the "
-        "context already gives it")
+        default=None,
+        description="receives the text of `rules run --prompt` unless the context already gives it",
+    )
 
 
 class Rulepack(Strict):
@@ -870,9 +895,7 @@ class Rulepack(Strict):
     rulepack: Name
     version: str = Field(default="0.0.0", pattern=r"^\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
     format: int = Field(default=FORMAT_VERSION, ge=1, le=FORMAT_VERSION)
-    requires: str = Field(
-        default=">=0.1", pattern=r"^\s*(([<>]=?|==|!=)\s*\d+(\.\d+)*\s*,?\s*)+$"
-    )
+    requires: str = Field(default=">=0.1", pattern=r"^\s*(([<>]=?|==|!=)\s*\d+(\.\d+)*\s*,?\s*)+$")
     description: str = ""
     extends: list[str] = Field(default_factory=list)
     severities: dict[str, int] = Field(default_factory=dict)
@@ -887,8 +910,10 @@ class Rulepack(Strict):
     templates: dict[str, TemplateSpec] = Field(default_factory=dict)
     examples: Examples = Field(default_factory=Examples)
     rate_limits: dict[ContractRef, RateLimits] = Field(
-        default_factory=dict, description="per block: limits on counts in its outputs, "
-        "per round and over a window of rounds")
+        default_factory=dict,
+        description="per block: limits on counts in its outputs, "
+        "per round and over a window of rounds",
+    )
     gates: Gates = Field(default_factory=Gates)
     tests: list[PackTest] = Field(default_factory=list)
 
@@ -898,6 +923,9 @@ EachRule.model_rebuild()
 
 def declared_default_failures(contract: BaseModel) -> list[tuple[str, str]]:
     """(setting, failure type) of a contract's failure-type settings left at their default."""
-    names = [n for n, f in type(contract).model_fields.items()
-             if Ref.FAILURE_TYPE in f.metadata and n not in contract.model_fields_set]
+    names = [
+        n
+        for n, f in type(contract).model_fields.items()
+        if Ref.FAILURE_TYPE in f.metadata and n not in contract.model_fields_set
+    ]
     return [(n, getattr(contract, n)) for n in names]

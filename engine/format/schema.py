@@ -17,8 +17,9 @@ def rulepack_schema() -> dict[str, Any]:
     schema = Rulepack.model_json_schema()
     for name, description in _SHORTHANDS.items():
         definition = schema["$defs"][name]
-        schema["$defs"][name] = {"anyOf": [{"type": "string", "description": description},
-                                           definition]}
+        schema["$defs"][name] = {
+            "anyOf": [{"type": "string", "description": description}, definition]
+        }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,

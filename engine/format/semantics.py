@@ -70,16 +70,21 @@ def _element(annotation: Any, position: int) -> Any:
     return Any
 
 
-def walk_references(value: Any, annotation: Any, refs: tuple[Ref, ...],
-                    path: KeyPath) -> Iterator[Reference]:
+def walk_references(
+    value: Any, annotation: Any, refs: tuple[Ref, ...], path: KeyPath
+) -> Iterator[Reference]:
     """Every marked string in a model tree, with its key path."""
     if isinstance(value, BaseModel):
         for name, field in type(value).model_fields.items():
             if name not in value.model_fields_set:
                 continue  # defaults a contract relies on are checked with the contract
             marks = tuple(m for m in field.metadata if isinstance(m, Ref))
-            yield from walk_references(getattr(value, name), field.annotation,
-                                       marks + _refs_in(field.annotation), (*path, name))
+            yield from walk_references(
+                getattr(value, name),
+                field.annotation,
+                marks + _refs_in(field.annotation),
+                (*path, name),
+            )
     elif isinstance(value, str):
         for ref in refs:
             yield Reference(ref, value, path)
@@ -104,24 +109,36 @@ class PackChecker:
         self.findings: list[Finding] = []
         self.context_names = set(pack.context)
 
-    def add(self, rule: str, message: str, path: KeyPath, hint: str = "",
-            is_key: bool = False, position: Position | None = None,
-            level: Level = "error") -> None:
+    def add(
+        self,
+        rule: str,
+        message: str,
+        path: KeyPath,
+        hint: str = "",
+        is_key: bool = False,
+        position: Position | None = None,
+        level: Level = "error",
+    ) -> None:
         where = position or self.source.locate(path, prefer_key=is_key)
         self.findings.append(Finding(rule, message, where, hint, level))
 
     def run(self) -> list[Finding]:
         checks: dict[Ref, Callable[[Reference], None]] = {
-            Ref.FAILURE_TYPE: self._named(self.pack.failure_types, "failure type",
-                                          "declare it under `failure_types:`"),
-            Ref.SEVERITY: self._named(self.pack.severities, "severity",
-                                      "declare it under `severities:`"),
-            Ref.TEMPLATE: self._named(self.pack.templates, "template",
-                                      "declare it under `templates:`"),
-            Ref.CONTRACT: self._named(self.pack.contracts, "contract",
-                                      "declare it under `contracts:`"),
-            Ref.ACTION: self._named({**STANDARD_ACTIONS, **self.pack.actions}, "action",
-                                    "declare it under `actions:`"),
+            Ref.FAILURE_TYPE: self._named(
+                self.pack.failure_types, "failure type", "declare it under `failure_types:`"
+            ),
+            Ref.SEVERITY: self._named(
+                self.pack.severities, "severity", "declare it under `severities:`"
+            ),
+            Ref.TEMPLATE: self._named(
+                self.pack.templates, "template", "declare it under `templates:`"
+            ),
+            Ref.CONTRACT: self._named(
+                self.pack.contracts, "contract", "declare it under `contracts:`"
+            ),
+            Ref.ACTION: self._named(
+                {**STANDARD_ACTIONS, **self.pack.actions}, "action", "declare it under `actions:`"
+            ),
             Ref.FILE: self._file,
             Ref.PATTERN: self._pattern,
             Ref.EXPRESSION: self._expression,
@@ -129,8 +146,9 @@ class PackChecker:
             Ref.DETECT_EXPRESSION: lambda ref: self._expression(ref, DETECT_VARIABLES),
             Ref.ITEM_EXPRESSION: lambda ref: self._expression(ref, ITEM_VARIABLES),
             Ref.MESSAGE: lambda ref: None,
-            Ref.CONTEXT_KEY: self._named(self.pack.context, "context key",
-                                         "declare it under `context:`"),
+            Ref.CONTEXT_KEY: self._named(
+                self.pack.context, "context key", "declare it under `context:`"
+            ),
         }
         for ref in walk_references(self.pack, Rulepack, (), ()):
             checks[ref.kind](ref)
@@ -148,9 +166,12 @@ class PackChecker:
 
         failed = unmet_requirements(self.pack.requires, __version__)
         if failed:
-            self.add("requires-unmet", f"the pack requires engine {', '.join(failed)}; this is "
-                     f"engine {__version__}", ("requires",),
-                     "install an engine in that range, or widen `requires` if the pack works")
+            self.add(
+                "requires-unmet",
+                f"the pack requires engine {', '.join(failed)}; this is engine {__version__}",
+                ("requires",),
+                "install an engine in that range, or widen `requires` if the pack works",
+            )
 
     def _without_behaviour(self) -> None:
         """Keys of the format that the engine accepts but does not act on yet: a pack that
@@ -158,21 +179,33 @@ class PackChecker:
         for path, what in WITHOUT_BEHAVIOUR:
             if _is_set(self.pack, path):
                 dotted = ".".join(str(part) for part in path)
-                self.add("no-behaviour", f"`{dotted}` has no effect yet: {what}", path,
-                         "remove it, or keep it for a later engine version", is_key=True,
-                         level="warning")
+                self.add(
+                    "no-behaviour",
+                    f"`{dotted}` has no effect yet: {what}",
+                    path,
+                    "remove it, or keep it for a later engine version",
+                    is_key=True,
+                    level="warning",
+                )
 
     # ----------------------------------------------------------------- references
 
-    def _named(self, table: typing.Mapping[str, Any], what: str,
-               fix: str) -> Callable[[Reference], None]:
+    def _named(
+        self, table: typing.Mapping[str, Any], what: str, fix: str
+    ) -> Callable[[Reference], None]:
         def check(ref: Reference) -> None:
             if ref.value in table:
                 return
             close = difflib.get_close_matches(ref.value, list(table), n=1)
             hint = f"did you mean {close[0]!r}?" if close else fix
-            self.add(f"unknown-{what.replace(' ', '-')}", f"unknown {what} {ref.value!r}",
-                     ref.path, hint, ref.is_key)
+            self.add(
+                f"unknown-{what.replace(' ', '-')}",
+                f"unknown {what} {ref.value!r}",
+                ref.path,
+                hint,
+                ref.is_key,
+            )
+
         return check
 
     def pack_root(self, path: KeyPath) -> Path:
@@ -183,23 +216,39 @@ class PackChecker:
         """The file a pack path names, or None (with a finding) if it is unsafe or absent."""
         value = ref.value
         if not value or value.startswith(("/", "\\")) or (len(value) > 1 and value[1] == ":"):
-            self.add("path-absolute", f"path {value!r} is absolute", ref.path,
-                     "write paths relative to the pack folder")
+            self.add(
+                "path-absolute",
+                f"path {value!r} is absolute",
+                ref.path,
+                "write paths relative to the pack folder",
+            )
             return None
         if ".." in value.replace("\\", "/").split("/"):
-            self.add("path-traversal", f"path {value!r} leaves the pack with '..'", ref.path,
-                     "keep every file the pack uses inside the pack folder")
+            self.add(
+                "path-traversal",
+                f"path {value!r} leaves the pack with '..'",
+                ref.path,
+                "keep every file the pack uses inside the pack folder",
+            )
             return None
         root = self.pack_root(ref.path)
         target = root / value
         real = Path(os.path.realpath(target))
         if real != root and root not in real.parents:
-            self.add("path-escape", f"path {value!r} resolves outside the pack (symlink)",
-                     ref.path, "copy the file into the pack instead of linking to it")
+            self.add(
+                "path-escape",
+                f"path {value!r} resolves outside the pack (symlink)",
+                ref.path,
+                "copy the file into the pack instead of linking to it",
+            )
             return None
         if not real.is_file():
-            self.add("file-missing", f"file {value!r} does not exist in {root.name}/",
-                     ref.path, "create the file or fix the path")
+            self.add(
+                "file-missing",
+                f"file {value!r} does not exist in {root.name}/",
+                ref.path,
+                "create the file or fix the path",
+            )
             return None
         return real
 
@@ -210,25 +259,36 @@ class PackChecker:
         try:
             compile_pattern(ref.value)
         except PatternError as exc:
-            self.add("invalid-pattern", f"pattern {ref.value!r} does not compile: {exc}",
-                     ref.path, "patterns use RE2 syntax: no look-arounds or back-references")
+            self.add(
+                "invalid-pattern",
+                f"pattern {ref.value!r} does not compile: {exc}",
+                ref.path,
+                "patterns use RE2 syntax: no look-arounds or back-references",
+            )
 
-    def _expression(self, ref: Reference,
-                    variables: frozenset[str] = CONDITION_VARIABLES) -> None:
+    def _expression(self, ref: Reference, variables: frozenset[str] = CONDITION_VARIABLES) -> None:
         try:
             compile_condition(ref.value)
             names = undeclared_names(expression_source(ref.value))
         except jinja2.TemplateError as exc:
-            self.add("invalid-expression", f"expression {ref.value!r} does not compile: {exc}",
-                     ref.path, "conditions use Jinja2 expression syntax")
+            self.add(
+                "invalid-expression",
+                f"expression {ref.value!r} does not compile: {exc}",
+                ref.path,
+                "conditions use Jinja2 expression syntax",
+            )
             return
         allowed = variables | self.context_names
         for name in sorted(names - allowed):
             close = difflib.get_close_matches(name, sorted(allowed), n=1)
-            hint = (f"did you mean {close[0]!r}?" if close
-                    else f"conditions may use: {', '.join(sorted(allowed))}")
-            self.add("unknown-variable", f"expression uses unknown variable {name!r}",
-                     ref.path, hint)
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else f"conditions may use: {', '.join(sorted(allowed))}"
+            )
+            self.add(
+                "unknown-variable", f"expression uses unknown variable {name!r}", ref.path, hint
+            )
 
     # ----------------------------------------------------------------- rate limits
 
@@ -244,20 +304,36 @@ class PackChecker:
                     try:
                         compile_figures(getattr(limit, key), FIGURES)
                     except FigureError as exc:
-                        self.add("invalid-message", f"{key} of limit {limit.name!r}: {exc}",
-                                 (*path, key), f"figures: {', '.join(sorted(FIGURES))}")
+                        self.add(
+                            "invalid-message",
+                            f"{key} of limit {limit.name!r}: {exc}",
+                            (*path, key),
+                            f"figures: {', '.join(sorted(FIGURES))}",
+                        )
                 template = self.pack.templates.get(limit.presentation or "")
                 if template is not None and template.purpose != "presentation":
-                    self.add("wrong-template-purpose", f"template {limit.presentation!r} is "
-                             f"a {template.purpose} template, not a presentation template",
-                             (*path, "presentation"), "declare it with `purpose: presentation`")
+                    self.add(
+                        "wrong-template-purpose",
+                        f"template {limit.presentation!r} is "
+                        f"a {template.purpose} template, not a presentation template",
+                        (*path, "presentation"),
+                        "declare it with `purpose: presentation`",
+                    )
             names = [limit.name for limit in spec.limits]
             for name in sorted({n for n in names if names.count(n) > 1}):
-                self.add("duplicate-limit", f"limit {name!r} is declared twice for {block!r}",
-                         ("rate_limits", block, "limits"), "give each limit its own name")
+                self.add(
+                    "duplicate-limit",
+                    f"limit {name!r} is declared twice for {block!r}",
+                    ("rate_limits", block, "limits"),
+                    "give each limit its own name",
+                )
             if spec.window.min_rounds > spec.window.rounds:
-                self.add("invalid-window", "min_rounds exceeds the window's rounds",
-                         ("rate_limits", block, "window"), "lower min_rounds")
+                self.add(
+                    "invalid-window",
+                    "min_rounds exceeds the window's rounds",
+                    ("rate_limits", block, "window"),
+                    "lower min_rounds",
+                )
 
     # ----------------------------------------------------------------- templates
 
@@ -269,30 +345,50 @@ class PackChecker:
                 continue
             shown = _display(target)
             if target.stat().st_size > MAX_TEMPLATE_BYTES:
-                self.add("template-too-large", f"template {name!r} is over "
-                         f"{MAX_TEMPLATE_BYTES} bytes", path, "shorten the template")
+                self.add(
+                    "template-too-large",
+                    f"template {name!r} is over {MAX_TEMPLATE_BYTES} bytes",
+                    path,
+                    "shorten the template",
+                )
                 continue
             try:
                 source = target.read_text(encoding="utf-8")
                 names = undeclared_names(source)
             except UnicodeDecodeError:
-                self.add("template-encoding", f"template {name!r} is not valid UTF-8", path,
-                         "save it as UTF-8")
+                self.add(
+                    "template-encoding",
+                    f"template {name!r} is not valid UTF-8",
+                    path,
+                    "save it as UTF-8",
+                )
                 continue
             except jinja2.TemplateSyntaxError as exc:
-                self.add("template-syntax", f"template {name!r}: {exc.message}", path,
-                         "fix the Jinja2 syntax", position=Position(shown, exc.lineno or 1, 1))
+                self.add(
+                    "template-syntax",
+                    f"template {name!r}: {exc.message}",
+                    path,
+                    "fix the Jinja2 syntax",
+                    position=Position(shown, exc.lineno or 1, 1),
+                )
                 continue
             allowed = TEMPLATE_VARIABLES[spec.purpose] | self.context_names
             for unknown in sorted(names - allowed):
                 line, column = first_use(source, unknown)
                 close = difflib.get_close_matches(unknown, sorted(allowed), n=1)
-                hint = (f"did you mean {close[0]!r}?" if close else
-                        f"{spec.purpose} templates may use: {', '.join(sorted(allowed))}")
-                self.add("unknown-template-variable",
-                         f"template {name!r} uses {unknown!r}, which the engine does not "
-                         f"provide to {spec.purpose} templates", path, hint,
-                         position=Position(shown, line, column))
+                hint = (
+                    f"did you mean {close[0]!r}?"
+                    if close
+                    else f"{spec.purpose} templates may use: {', '.join(sorted(allowed))}"
+                )
+                self.add(
+                    "unknown-template-variable",
+                    f"template {name!r} uses {unknown!r}, which the engine does not "
+                    f"provide to {spec.purpose} templates",
+                    path,
+                    hint,
+                    position=Position(shown, line, column),
+                )
 
     def quiet_resolve(self, value: str, path: KeyPath) -> Path | None:
         """Resolve a path already checked by the generic walk, without a second finding."""
@@ -303,8 +399,12 @@ class PackChecker:
 
     def unknown_field(self, name: str, path: KeyPath, fields: typing.Mapping[str, Any]) -> None:
         close = difflib.get_close_matches(name, list(fields), n=1)
-        self.add("unknown-field", f"unknown field {name!r}", path,
-                 f"did you mean {close[0]!r}?" if close else "declare it under `fields:`")
+        self.add(
+            "unknown-field",
+            f"unknown field {name!r}",
+            path,
+            f"did you mean {close[0]!r}?" if close else "declare it under `fields:`",
+        )
 
 
 def _display(path: Path) -> str:
@@ -317,8 +417,10 @@ def _display(path: Path) -> str:
 # Keys the format declares ahead of their behaviour, and what is missing.
 WITHOUT_BEHAVIOUR: list[tuple[KeyPath, str]] = [
     (("tests",), "pack tests are not run by this engine version (no `rules test` yet)"),
-    (("examples", "budgets", "initial_tokens"),
-     "initial prompts are not rendered, so no budget applies to them"),
+    (
+        ("examples", "budgets", "initial_tokens"),
+        "initial prompts are not rendered, so no budget applies to them",
+    ),
 ]
 
 
@@ -347,8 +449,14 @@ def unmet_requirements(requires: str, version: str) -> list[str]:
         wanted = _version(number)
         width = max(len(have), len(wanted))
         ours, theirs = have + (0,) * (width - len(have)), wanted + (0,) * (width - len(wanted))
-        holds = {">=": ours >= theirs, ">": ours > theirs, "<=": ours <= theirs,
-                 "<": ours < theirs, "==": ours == theirs, "!=": ours != theirs}[op]
+        holds = {
+            ">=": ours >= theirs,
+            ">": ours > theirs,
+            "<=": ours <= theirs,
+            "<": ours < theirs,
+            "==": ours == theirs,
+            "!=": ours != theirs,
+        }[op]
         if not holds:
             failed.append(f"{op}{number}")
     return failed

@@ -24,8 +24,14 @@ from engine.format.model import Rulepack
 MAX_PRUNE_ROUNDS = 100
 
 _RANGE_ERRORS = {
-    "greater_than", "greater_than_equal", "less_than", "less_than_equal",
-    "too_short", "too_long", "string_too_short", "string_too_long",
+    "greater_than",
+    "greater_than_equal",
+    "less_than",
+    "less_than_equal",
+    "too_short",
+    "too_long",
+    "string_too_short",
+    "string_too_long",
 }
 
 
@@ -92,7 +98,8 @@ def _pick(candidates: list[Any], node: Any) -> list[Any]:
         return candidates
     for tag in ("kind", "check"):
         chosen = [
-            m for m in models
+            m
+            for m in models
             if tag in m.model_fields and node.get(tag) in get_args(m.model_fields[tag].annotation)
         ]
         if chosen:
@@ -116,15 +123,27 @@ def _finding_for(error: Any, data: Any, source: SourceMap) -> tuple[KeyPath, Fin
         model = model_at(data, path[:-1])
         allowed = sorted(model.model_fields) if model else []
         close = difflib.get_close_matches(key, allowed, n=1)
-        hint = (f"did you mean {close[0]!r}?" if close
-                else f"allowed keys here: {', '.join(allowed)}" if allowed
-                else "remove it")
+        hint = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else f"allowed keys here: {', '.join(allowed)}"
+            if allowed
+            else "remove it"
+        )
         parent = _label(path[:-1])
-        return path, Finding("unknown-key", f"unknown key {key!r} in {parent}",
-                             source.locate(path, prefer_key=True), hint)
+        return path, Finding(
+            "unknown-key",
+            f"unknown key {key!r} in {parent}",
+            source.locate(path, prefer_key=True),
+            hint,
+        )
     if kind == "missing":
-        return path, Finding("missing-key", f"{where}: missing required key {missing!r}",
-                             source.locate(path, prefer_key=True), f"add `{missing}:`")
+        return path, Finding(
+            "missing-key",
+            f"{where}: missing required key {missing!r}",
+            source.locate(path, prefer_key=True),
+            f"add `{missing}:`",
+        )
     message = str(error["msg"]).removeprefix("Value error, ")
     if kind == "union_tag_invalid" or kind == "union_tag_not_found":
         rule = "unknown-kind"
@@ -133,8 +152,7 @@ def _finding_for(error: Any, data: Any, source: SourceMap) -> tuple[KeyPath, Fin
     else:
         rule = "invalid-value"
     hint = "see `rules schema` for what this key accepts"
-    return path, Finding(rule, f"{where}: {message}", source.locate(path, prefer_key=False),
-                         hint)
+    return path, Finding(rule, f"{where}: {message}", source.locate(path, prefer_key=False), hint)
 
 
 def _collapse(entries: list[tuple[KeyPath, str, Finding]]) -> list[Finding]:

@@ -48,10 +48,17 @@ class Decision:
 
     def to_json(self) -> dict[str, Any]:
         out = {
-            "action": self.action, "reason": self.reason, "attempt": self.attempt,
-            "max_attempts": self.max_attempts, "attempts_left": self.attempts_left,
-            "final": self.final, "exit_code": self.exit_code, "rule": self.rule,
-            "template": self.template, "default": self.default, "log": self.log,
+            "action": self.action,
+            "reason": self.reason,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "attempts_left": self.attempts_left,
+            "final": self.final,
+            "exit_code": self.exit_code,
+            "rule": self.rule,
+            "template": self.template,
+            "default": self.default,
+            "log": self.log,
             "carry": dict(self.carry),
         }
         if self.limit is not None:
@@ -86,9 +93,13 @@ class CompiledTrigger:
 
 def compile_trigger(trigger: Trigger) -> CompiledTrigger:
     """The trigger row with each guard's condition compiled."""
-    return CompiledTrigger(trigger, tuple(
-        CompiledGuard(guard.name, guard.reason, compile_condition(guard.when))
-        for guard in trigger.skip_when))
+    return CompiledTrigger(
+        trigger,
+        tuple(
+            CompiledGuard(guard.name, guard.reason, compile_condition(guard.when))
+            for guard in trigger.skip_when
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -102,8 +113,7 @@ class CompiledPolicy:
     round_key: str | None = None
     history_key: str | None = None
 
-    def measure(self, block: str, output: str,
-                context: Mapping[str, Any] | None) -> Measure | None:
+    def measure(self, block: str, output: str, context: Mapping[str, Any] | None) -> Measure | None:
         """What ``output`` counts for the block's rate limits; None without limits."""
         limits = self.rate_limits.get(block)
         if limits is None:
@@ -120,17 +130,24 @@ def compile_policy(pack: Rulepack) -> CompiledPolicy:
     return CompiledPolicy(
         actions={**STANDARD_ACTIONS, **pack.actions},
         triggers={block: compile_trigger(trigger) for block, trigger in pack.triggers.items()},
-        rate_limits={block: compile_rate_limits(spec)
-                     for block, spec in pack.rate_limits.items()},
-        round_key=pack.session.round, history_key=pack.session.history,
+        rate_limits={block: compile_rate_limits(spec) for block, spec in pack.rate_limits.items()},
+        round_key=pack.session.round,
+        history_key=pack.session.history,
     )
 
 
-def decide(policy: CompiledPolicy | Rulepack, verdict: Verdict, *, output: str,
-           attempt: int = 1, previous_errors: Sequence[str] = (),
-           carry: Mapping[str, Any] | None = None,
-           context: Mapping[str, Any] | None = None, measure: Measure | None = None,
-           earlier: Sequence[Round] | None = None) -> Decision:
+def decide(
+    policy: CompiledPolicy | Rulepack,
+    verdict: Verdict,
+    *,
+    output: str,
+    attempt: int = 1,
+    previous_errors: Sequence[str] = (),
+    carry: Mapping[str, Any] | None = None,
+    context: Mapping[str, Any] | None = None,
+    measure: Measure | None = None,
+    earlier: Sequence[Round] | None = None,
+) -> Decision:
     """Decide on ``verdict`` for attempt ``attempt`` of block ``verdict.block``.
 
     An output that meets its contract is checked against the block's rate limits: the
@@ -149,20 +166,34 @@ def decide(policy: CompiledPolicy | Rulepack, verdict: Verdict, *, output: str,
     cap = trigger.max_attempts
     carried = dict(carry or {})
 
-    def make(action: str, reason: str, rule: str, *, final_policy: bool = False,
-             next_policy: AttemptPolicy | None = None,
-             limit: dict[str, Any] | None = None) -> Decision:
+    def make(
+        action: str,
+        reason: str,
+        rule: str,
+        *,
+        final_policy: bool = False,
+        next_policy: AttemptPolicy | None = None,
+        limit: dict[str, Any] | None = None,
+    ) -> Decision:
         spec = actions[action]
         after = trigger.after_failure
         return Decision(
-            action=action, reason=reason, attempt=attempt, max_attempts=cap,
+            action=action,
+            reason=reason,
+            attempt=attempt,
+            max_attempts=cap,
             attempts_left=0 if spec.final else cap - attempt,
-            final=spec.final, exit_code=spec.exit_code, rule=rule,
-            template=(next_policy.template if next_policy
-                      else after.template if final_policy else None),
+            final=spec.final,
+            exit_code=spec.exit_code,
+            rule=rule,
+            template=(
+                next_policy.template if next_policy else after.template if final_policy else None
+            ),
             hint=next_policy.hint if next_policy else True,
             default=after.default if final_policy else None,
-            log=after.log if final_policy else "none", carry=carried, limit=limit,
+            log=after.log if final_policy else "none",
+            carry=carried,
+            limit=limit,
         )
 
     if verdict.status != "fail":
@@ -174,23 +205,38 @@ def decide(policy: CompiledPolicy | Rulepack, verdict: Verdict, *, output: str,
                 earlier = rounds_from(values.get(policy.history_key or ""))
             outcome = limits.check(measured, earlier)
             if outcome is not None:
-                return make(outcome.action, outcome.message, f"limit:{outcome.name}",
-                            limit=outcome.to_json())
+                return make(
+                    outcome.action,
+                    outcome.message,
+                    f"limit:{outcome.name}",
+                    limit=outcome.to_json(),
+                )
         return make("PROCEED", "the output meets its contract", "pass")
     after = trigger.after_failure.action
     failure_type = verdict.failure_type or ""
     error = verdict.error or ""
     if failure_type not in trigger.on:
-        return make(after, f"{failure_type} does not trigger a repair for {verdict.block}",
-                    "no-trigger", final_policy=True)
+        return make(
+            after,
+            f"{failure_type} does not trigger a repair for {verdict.block}",
+            "no-trigger",
+            final_policy=True,
+        )
     if compiled.guards:
         variables = {
-            "output": output, "error": error, "failure_type": failure_type,
-            "failures": [f.to_json() for f in verdict.failures], "attempt": attempt,
-            "max_attempts": cap, "block": verdict.block,
-            "previous_errors": list(previous_errors), "status": verdict.status,
-            "warnings": verdict.warnings, "data": verdict.data,
-            "context": dict(context or {}), **dict(context or {}),
+            "output": output,
+            "error": error,
+            "failure_type": failure_type,
+            "failures": [f.to_json() for f in verdict.failures],
+            "attempt": attempt,
+            "max_attempts": cap,
+            "block": verdict.block,
+            "previous_errors": list(previous_errors),
+            "status": verdict.status,
+            "warnings": verdict.warnings,
+            "data": verdict.data,
+            "context": dict(context or {}),
+            **dict(context or {}),
         }
         for guard in compiled.guards:
             if guard.holds(**variables):
@@ -199,8 +245,16 @@ def decide(policy: CompiledPolicy | Rulepack, verdict: Verdict, *, output: str,
     if trigger.stop_on_repeat and previous_errors and previous_errors[-1] == error:
         return make(after, "the same error repeated", "repeat", final_policy=True)
     if attempt > cap:
-        return make(after, f"{cap} repair attempt{'s' if cap != 1 else ''} used",
-                    "exhausted", final_policy=True)
+        return make(
+            after,
+            f"{cap} repair attempt{'s' if cap != 1 else ''} used",
+            "exhausted",
+            final_policy=True,
+        )
     next_policy = _policy(trigger, attempt)
-    return make(next_policy.action, f"{failure_type}: attempt {attempt + 1} of {cap + 1}",
-                f"attempt:{attempt}", next_policy=next_policy)
+    return make(
+        next_policy.action,
+        f"{failure_type}: attempt {attempt + 1} of {cap + 1}",
+        f"attempt:{attempt}",
+        next_policy=next_policy,
+    )

@@ -58,14 +58,13 @@ class CompiledDetect:
     def matches(self, output: Any, context: Mapping[str, Any]) -> bool:
         if self.has and not (isinstance(output, dict) and all(k in output for k in self.has)):
             return False
-        if self.key is not None and not (isinstance(output, dict)
-                                         and self.key in output
-                                         and output[self.key] == self.equals):
+        if self.key is not None and not (
+            isinstance(output, dict) and self.key in output and output[self.key] == self.equals
+        ):
             return False
         if self.when is not None:
             try:
-                return bool(self.when(**{**context, "context": dict(context),
-                                         "output": output}))
+                return bool(self.when(**{**context, "context": dict(context), "output": output}))
             except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError):
                 return False  # an expression that cannot apply to this output: no match
         return True
@@ -143,9 +142,15 @@ class CompiledGates:
                 return rule.schema
         return None
 
-    def check(self, gate: str, outputs: Sequence[Any], *, retry: int = 0,
-              context: Mapping[str, Any] | None = None,
-              input_errors: Sequence[str] = ()) -> GateResult:
+    def check(
+        self,
+        gate: str,
+        outputs: Sequence[Any],
+        *,
+        retry: int = 0,
+        context: Mapping[str, Any] | None = None,
+        input_errors: Sequence[str] = (),
+    ) -> GateResult:
         """Detect, validate and decide. ``input_errors`` (e.g. unreadable JSON) count as
         errors of the gate before the schema issues."""
         required = self.required(gate)
@@ -157,18 +162,27 @@ class CompiledGates:
             schema = self.schema_of(output, values)
             if schema is None:
                 continue
-            issues = [f"[{schema}] {issue.message}"
-                      for issue in schema_issues(self.validators[schema], output)]
+            issues = [
+                f"[{schema}] {issue.message}"
+                for issue in schema_issues(self.validators[schema], output)
+            ]
             checked.append(schema)
             results.append(OutputResult(schema, not issues, tuple(issues)))
             errors.extend(issues)
         missing = [name for name in required if name not in checked]
         errors.extend(f"Missing required schema: {name}" for name in missing)
         valid = not errors
-        variables = {**values, "context": values, "gate": gate, "valid": valid,
-                     "errors": list(errors), "missing": list(missing),
-                     "checked": list(checked), "retry": retry,
-                     "max_retry": self.spec.max_retry}
+        variables = {
+            **values,
+            "context": values,
+            "gate": gate,
+            "valid": valid,
+            "errors": list(errors),
+            "missing": list(missing),
+            "checked": list(checked),
+            "retry": retry,
+            "max_retry": self.spec.max_retry,
+        }
         for rule in self.rules:
             try:
                 holds = rule.when(**variables)
@@ -176,19 +190,32 @@ class CompiledGates:
                 raise GateError(f"gates.decide rule {rule.source!r} failed: {exc}") from None
             if holds:
                 spec = self.actions[rule.action]
-                return GateResult(gate, valid, tuple(checked), tuple(errors), tuple(missing),
-                                  tuple(results), rule.action, rule.reason or rule.source,
-                                  retry, self.spec.max_retry, spec.exit_code)
-        raise GateError(f"no decision rule of the gates applies (gate {gate!r}, valid "
-                        f"{valid}, retry {retry}, {len(errors)} errors): end `gates.decide` "
-                        "with a rule that always holds, e.g. `when: 'true'`")
+                return GateResult(
+                    gate,
+                    valid,
+                    tuple(checked),
+                    tuple(errors),
+                    tuple(missing),
+                    tuple(results),
+                    rule.action,
+                    rule.reason or rule.source,
+                    retry,
+                    self.spec.max_retry,
+                    spec.exit_code,
+                )
+        raise GateError(
+            f"no decision rule of the gates applies (gate {gate!r}, valid "
+            f"{valid}, retry {retry}, {len(errors)} errors): end `gates.decide` "
+            "with a rule that always holds, e.g. `when: 'true'`"
+        )
 
     def required(self, gate: str) -> list[str]:
         if gate not in self.spec.steps:
             close = difflib.get_close_matches(gate, self.names, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise GateError(f"unknown gate {gate!r} ({hint}gates: "
-                            f"{', '.join(self.names) or 'none'})")
+            raise GateError(
+                f"unknown gate {gate!r} ({hint}gates: {', '.join(self.names) or 'none'})"
+            )
         return list(self.spec.steps[gate])
 
     def output_path(self, gate: str, retry: int) -> str:
@@ -196,27 +223,44 @@ class CompiledGates:
             return ""
         return self.output_file.render(gate=gate, retry=retry)
 
-    def run(self, gate: str, outputs: Sequence[Any], *, retry: int = 0,
-            context: Mapping[str, Any] | None = None, now: datetime,
-            input_errors: Sequence[str] = ()) -> GateOutcome:
+    def run(
+        self,
+        gate: str,
+        outputs: Sequence[Any],
+        *,
+        retry: int = 0,
+        context: Mapping[str, Any] | None = None,
+        now: datetime,
+        input_errors: Sequence[str] = (),
+    ) -> GateOutcome:
         """Check, decide, and build the artifact and reprompt the action calls for."""
         values = dict(context or {})
-        result = self.check(gate, outputs, retry=retry, context=values,
-                            input_errors=input_errors)
+        result = self.check(gate, outputs, retry=retry, context=values, input_errors=input_errors)
         stamp = iso(now)
         variables: dict[str, Any] = {
-            **values, "context": values, "gate": gate, "action": result.action,
-            "valid": result.valid, "errors": list(result.errors),
-            "missing": list(result.missing), "checked": list(result.checked),
-            "outputs": [o.to_json() for o in result.outputs], "retry": retry,
-            "max_retry": result.max_retry, "timestamp": stamp,
-            "timestamp_compact": compact(now), "output_file": self.output_path(gate, retry),
+            **values,
+            "context": values,
+            "gate": gate,
+            "action": result.action,
+            "valid": result.valid,
+            "errors": list(result.errors),
+            "missing": list(result.missing),
+            "checked": list(result.checked),
+            "outputs": [o.to_json() for o in result.outputs],
+            "retry": retry,
+            "max_retry": result.max_retry,
+            "timestamp": stamp,
+            "timestamp_compact": compact(now),
+            "output_file": self.output_path(gate, retry),
         }
         artifact = self._artifact(result.action, variables)
         reprompt = None
         if result.action != "PROCEED" and self.reprompt is not None:
-            reprompt = _render(self.reprompt, "the reprompt", {
-                **variables, "descriptions": dict(self.descriptions), "artifact": artifact})
+            reprompt = _render(
+                self.reprompt,
+                "the reprompt",
+                {**variables, "descriptions": dict(self.descriptions), "artifact": artifact},
+            )
         return GateOutcome(result, stamp, reprompt, artifact)
 
     def _artifact(self, action: str, variables: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -232,8 +276,9 @@ class CompiledGates:
         issues = schema_issues(self.validators[schema], document)
         if issues:
             listed = "; ".join(issue.message for issue in issues[:10])
-            raise GateError(f"the {action} artifact does not validate against schema "
-                            f"{schema!r}: {listed}")
+            raise GateError(
+                f"the {action} artifact does not validate against schema {schema!r}: {listed}"
+            )
         if not isinstance(document, dict):
             raise GateError(f"the {action} artifact must be a JSON object")
         return document
@@ -249,10 +294,9 @@ def _render(template: jinja2.Template, what: str, variables: Mapping[str, Any]) 
 FolderOf = Callable[[tuple[str | int, ...]], Path]
 
 
-
-
-def compile_gates(pack: Rulepack, folder_of: FolderOf,
-                  templates: Mapping[str, jinja2.Template]) -> CompiledGates | None:
+def compile_gates(
+    pack: Rulepack, folder_of: FolderOf, templates: Mapping[str, jinja2.Template]
+) -> CompiledGates | None:
     """The pack's gates compiled (None when it declares none); ``templates`` are the pack's
     compiled templates."""
     spec = pack.gates
@@ -272,15 +316,25 @@ def compile_gates(pack: Rulepack, folder_of: FolderOf,
     return CompiledGates(
         spec=spec,
         validators=validators,
-        detect=tuple(CompiledDetect(rule.schema_name, tuple(rule.has), rule.key, rule.equals,
-                                    compile_condition(rule.when) if rule.when else None)
-                     for rule in spec.detect),
-        rules=tuple(CompiledRule(compile_condition(rule.when), rule.action, rule.reason,
-                                 rule.when) for rule in spec.decide),
+        detect=tuple(
+            CompiledDetect(
+                rule.schema_name,
+                tuple(rule.has),
+                rule.key,
+                rule.equals,
+                compile_condition(rule.when) if rule.when else None,
+            )
+            for rule in spec.detect
+        ),
+        rules=tuple(
+            CompiledRule(compile_condition(rule.when), rule.action, rule.reason, rule.when)
+            for rule in spec.decide
+        ),
         actions={**STANDARD_ACTIONS, **pack.actions},
         reprompt=templates[spec.reprompt] if spec.reprompt else None,
-        artifacts={action: (templates[a.template], a.schema_name)
-                   for action, a in spec.artifacts.items()},
+        artifacts={
+            action: (templates[a.template], a.schema_name) for action, a in spec.artifacts.items()
+        },
         output_file=output_file,
         descriptions={name: s.description for name, s in spec.schemas.items()},
     )
@@ -300,9 +354,12 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
         if name in names:
             return
         close = difflib.get_close_matches(name, list(names), n=1)
-        checker.add("unknown-schema", f"unknown gate schema {name!r}", path,
-                    f"did you mean {close[0]!r}?" if close
-                    else "declare it under `gates.schemas:`")
+        checker.add(
+            "unknown-schema",
+            f"unknown gate schema {name!r}",
+            path,
+            f"did you mean {close[0]!r}?" if close else "declare it under `gates.schemas:`",
+        )
 
     for name, schema in names.items():
         path: tuple[str | int, ...] = ("gates", "schemas", name, "file")
@@ -312,12 +369,10 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
         try:
             document = read_schema_file(target)
         except (ValueError, UnicodeDecodeError) as exc:
-            checker.add("invalid-schema", f"schema {name!r}: {exc}", path,
-                        "fix the JSON syntax")
+            checker.add("invalid-schema", f"schema {name!r}: {exc}", path, "fix the JSON syntax")
             continue
         for problem in schema_problems(document):
-            checker.add("invalid-schema", f"schema {name!r}: {problem}", path,
-                        "fix the schema")
+            checker.add("invalid-schema", f"schema {name!r}: {problem}", path, "fix the schema")
     for gate, required in spec.steps.items():
         for index, name in enumerate(required):
             schema_ref(name, ("gates", "steps", gate, index))
@@ -325,46 +380,75 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
         schema_ref(rule.schema_name, ("gates", "detect", index))
     for action, artifact in spec.artifacts.items():
         schema_ref(artifact.schema_name, ("gates", "artifacts", action))
-        _purpose(checker, artifact.template, "artifact", ("gates", "artifacts", action,
-                                                          "template"))
+        _purpose(checker, artifact.template, "artifact", ("gates", "artifacts", action, "template"))
     if spec.reprompt:
         _purpose(checker, spec.reprompt, "reprompt", ("gates", "reprompt"))
     if not spec.steps:
-        checker.add("no-behaviour", "`gates` without `steps` has no effect: no gate can run",
-                    ("gates",), "declare `gates.steps:` (gate name -> required schemas)",
-                    is_key=True, level="warning")
+        checker.add(
+            "no-behaviour",
+            "`gates` without `steps` has no effect: no gate can run",
+            ("gates",),
+            "declare `gates.steps:` (gate name -> required schemas)",
+            is_key=True,
+            level="warning",
+        )
         return
     if spec.steps and not spec.decide:
-        checker.add("gates-no-decision", "gates declare no decision rules", ("gates", "steps"),
-                    "add `gates.decide:` rules, the last one with `when: 'true'`")
+        checker.add(
+            "gates-no-decision",
+            "gates declare no decision rules",
+            ("gates", "steps"),
+            "add `gates.decide:` rules, the last one with `when: 'true'`",
+        )
     if spec.steps and not spec.detect:
-        checker.add("gates-no-detection", "gates declare no detection rules: no output "
-                    "can be checked", ("gates", "steps"), "add `gates.detect:` rules")
+        checker.add(
+            "gates-no-detection",
+            "gates declare no detection rules: no output can be checked",
+            ("gates", "steps"),
+            "add `gates.detect:` rules",
+        )
     if spec.output_file:
         try:
             used = undeclared_names(spec.output_file)
         except jinja2.TemplateError as exc:
-            checker.add("template-syntax", f"gates.output_file: {exc}", ("gates", "output_file"),
-                        "fix the Jinja2 syntax")
+            checker.add(
+                "template-syntax",
+                f"gates.output_file: {exc}",
+                ("gates", "output_file"),
+                "fix the Jinja2 syntax",
+            )
         else:
             for unknown in sorted(used - OUTPUT_FILE_VARIABLES):
-                checker.add("unknown-template-variable", f"gates.output_file uses {unknown!r}",
-                            ("gates", "output_file"),
-                            f"it may use: {', '.join(sorted(OUTPUT_FILE_VARIABLES))}")
+                checker.add(
+                    "unknown-template-variable",
+                    f"gates.output_file uses {unknown!r}",
+                    ("gates", "output_file"),
+                    f"it may use: {', '.join(sorted(OUTPUT_FILE_VARIABLES))}",
+                )
     if spec.log:
         parts = spec.log.replace("\\", "/").split("/")
         if spec.log.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
-            checker.add("path-traversal", f"gates.log {spec.log!r} must stay inside the "
-                        "session folder", ("gates", "log"), "write a relative path without '..'")
+            checker.add(
+                "path-traversal",
+                f"gates.log {spec.log!r} must stay inside the session folder",
+                ("gates", "log"),
+                "write a relative path without '..'",
+            )
     elif spec.steps and spec.log == "" and "log" in spec.model_fields_set:
-        checker.add("gates-empty-log", "gates.log is empty", ("gates", "log"),
-                    "remove the key or name a file")
+        checker.add(
+            "gates-empty-log",
+            "gates.log is empty",
+            ("gates", "log"),
+            "remove the key or name a file",
+        )
 
 
-def _purpose(checker: PackChecker, name: str, purpose: str,
-             path: tuple[str | int, ...]) -> None:
+def _purpose(checker: PackChecker, name: str, purpose: str, path: tuple[str | int, ...]) -> None:
     spec = checker.pack.templates.get(name)
     if spec is not None and spec.purpose != purpose:
-        checker.add("template-purpose", f"template {name!r} has purpose {spec.purpose!r}; "
-                    f"this needs purpose {purpose!r}", path,
-                    f"declare it with `purpose: {purpose}`")
+        checker.add(
+            "template-purpose",
+            f"template {name!r} has purpose {spec.purpose!r}; this needs purpose {purpose!r}",
+            path,
+            f"declare it with `purpose: {purpose}`",
+        )

@@ -48,9 +48,15 @@ class LimitOutcome:
     items: tuple[Any, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "action": self.action, "message": self.message,
-                "recommendation": self.recommendation, "presentation": self.presentation,
-                "figures": dict(self.figures), "items": list(self.items)}
+        return {
+            "name": self.name,
+            "action": self.action,
+            "message": self.message,
+            "recommendation": self.recommendation,
+            "presentation": self.presentation,
+            "figures": dict(self.figures),
+            "items": list(self.items),
+        }
 
 
 @dataclass(frozen=True)
@@ -77,8 +83,7 @@ class CompiledRateLimits:
     where: Callable[..., Any] | None
     limits: tuple[CompiledLimit, ...]
 
-    def measure(self, output: str, context: Mapping[str, Any],
-                round_key: str | None) -> Measure:
+    def measure(self, output: str, context: Mapping[str, Any], round_key: str | None) -> Measure:
         """Count ``output`` against the items of ``context``."""
         spec = self.spec.count
         round_value = context.get(round_key) if round_key else None
@@ -89,7 +94,8 @@ class CompiledRateLimits:
             entries = context.get(spec.items) or []
             for entry in entries if isinstance(entries, list) else []:
                 if self.where is not None and not self.where(
-                        **{**context, "context": context, "item": entry}):
+                    **{**context, "context": context, "item": entry}
+                ):
                     continue
                 key = entry.get(spec.item_id) if isinstance(entry, Mapping) else entry
                 if key is not None:
@@ -122,7 +128,7 @@ class CompiledRateLimits:
         window = self.spec.window
         rounds = [r for r in earlier if measure.round is None or r[0] != measure.round]
         rounds.append((measure.round or 0, measure.count, measure.total))
-        recent = rounds[-window.rounds:]
+        recent = rounds[-window.rounds :]
         for compiled in self.limits:
             limit = compiled.limit
             if limit.over == "window":
@@ -138,13 +144,23 @@ class CompiledRateLimits:
                     continue
             elif not compiled.holds(count):
                 continue
-            figures = {"count": count, "total": total, "ratio": ratio,
-                       "threshold": _number(limit.threshold), "rounds": span,
-                       "round": measure.round}
+            figures = {
+                "count": count,
+                "total": total,
+                "ratio": ratio,
+                "threshold": _number(limit.threshold),
+                "rounds": span,
+                "round": measure.round,
+            }
             return LimitOutcome(
-                limit.name, limit.action, fill_figures(compiled.message, figures),
-                fill_figures(compiled.recommendation, figures), limit.presentation,
-                figures, measure.items)
+                limit.name,
+                limit.action,
+                fill_figures(compiled.message, figures),
+                fill_figures(compiled.recommendation, figures),
+                limit.presentation,
+                figures,
+                measure.items,
+            )
         return None
 
 
@@ -154,9 +170,14 @@ def compile_rate_limits(spec: RateLimits) -> CompiledRateLimits:
         spec=spec,
         pattern=compile_pattern(spec.count.pattern),
         where=compile_condition(spec.count.where) if spec.count.where else None,
-        limits=tuple(CompiledLimit(limit, compile_figures(limit.message, FIGURES),
-                                   compile_figures(limit.recommendation, FIGURES))
-                     for limit in spec.limits),
+        limits=tuple(
+            CompiledLimit(
+                limit,
+                compile_figures(limit.message, FIGURES),
+                compile_figures(limit.recommendation, FIGURES),
+            )
+            for limit in spec.limits
+        ),
     )
 
 
@@ -165,7 +186,10 @@ def rounds_from(value: Any) -> list[Round]:
     another shape are skipped), sorted by round."""
     out = []
     for entry in value if isinstance(value, list) else []:
-        if (isinstance(entry, list | tuple) and len(entry) == 3
-                and all(isinstance(x, int) and not isinstance(x, bool) for x in entry)):
+        if (
+            isinstance(entry, list | tuple)
+            and len(entry) == 3
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in entry)
+        ):
             out.append((entry[0], entry[1], entry[2]))
     return sorted(out, key=lambda r: r[0])

@@ -78,8 +78,12 @@ def _read_text(root: Path, file: str, what: str) -> str:
         raise PackError(f"{root / file}: cannot read {what}: {exc}") from None
 
 
-def compile_prompts(pack: Rulepack, root: Path, folder_of: FolderOf | None = None,
-                    only: Collection[str] | None = None) -> CompiledPrompts:
+def compile_prompts(
+    pack: Rulepack,
+    root: Path,
+    folder_of: FolderOf | None = None,
+    only: Collection[str] | None = None,
+) -> CompiledPrompts:
     """Compile every prompt template (or those named in ``only``), read every log template,
     contract text and example file of ``pack``.
 
@@ -107,16 +111,19 @@ def compile_prompts(pack: Rulepack, root: Path, folder_of: FolderOf | None = Non
     for block, contract in pack.contracts.items():
         file = contract_text_file(contract)
         if file:
-            contract_texts[block] = _read_text(folder("contracts", block, "contract_text"),
-                                               file, f"the contract text of {block!r}")
+            contract_texts[block] = _read_text(
+                folder("contracts", block, "contract_text"), file, f"the contract text of {block!r}"
+            )
     return CompiledPrompts(
         pack=pack,
         templates=templates,
         log_sources=log_sources,
         contract_texts=contract_texts,
         id_kinds={block: contract_id_kinds(c) for block, c in pack.contracts.items()},
-        hints=tuple(CompiledHint(frozenset(h.blocks), compile_pattern(h.match), h.hint)
-                    for h in pack.hints),
-        files=PackFiles(root, {file: folder(*where)
-                               for file, where in example_files(pack.examples).items()}),
+        hints=tuple(
+            CompiledHint(frozenset(h.blocks), compile_pattern(h.match), h.hint) for h in pack.hints
+        ),
+        files=PackFiles(
+            root, {file: folder(*where) for file, where in example_files(pack.examples).items()}
+        ),
     )

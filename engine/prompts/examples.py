@@ -61,16 +61,18 @@ class EarlierRounds:
     accepted: frozenset[int] | None = None
 
 
-def earlier_rounds(keys: SessionKeys, context: Mapping[str, Any],
-                   accepted: Collection[int] | None = None) -> EarlierRounds | None:
+def earlier_rounds(
+    keys: SessionKeys, context: Mapping[str, Any], accepted: Collection[int] | None = None
+) -> EarlierRounds | None:
     """The session folder and round from the context keys the pack names; None when the
     pack names none or the context lacks them."""
     folder = context.get(keys.folder) if keys.folder else None
     current = context.get(keys.round) if keys.round else None
     if not folder or not isinstance(current, int):
         return None
-    return EarlierRounds(Path(str(folder)), current,
-                         frozenset(accepted) if accepted is not None else None)
+    return EarlierRounds(
+        Path(str(folder)), current, frozenset(accepted) if accepted is not None else None
+    )
 
 
 @dataclass(frozen=True)
@@ -144,14 +146,14 @@ def section_by_heading(document: str, heading: str) -> str | None:
             continue
         body: list[str] = []
         in_fence = False
-        for current in lines[start + 1:]:
+        for current in lines[start + 1 :]:
             stripped = current.lstrip()
             if stripped.startswith("```"):
                 in_fence = not in_fence
                 body.append(current)
                 continue
             hashes = len(stripped) - len(stripped.lstrip("#"))
-            if not in_fence and 0 < hashes <= level and stripped[hashes:hashes + 1] == " ":
+            if not in_fence and 0 < hashes <= level and stripped[hashes : hashes + 1] == " ":
                 break
             body.append(current)
         text = "\n".join(body)
@@ -166,13 +168,18 @@ def _first_fence(text: str) -> str | None:
         if line.lstrip().startswith("```"):
             for end in range(start + 1, len(lines)):
                 if lines[end].lstrip().startswith("```"):
-                    return "\n".join(lines[start + 1:end])
+                    return "\n".join(lines[start + 1 : end])
             return None
     return None
 
 
-def score(rules: list[ScoreRule], text: str, failure_type: str,
-          ids: Mapping[str, IdKind], context: Mapping[str, Any]) -> int:
+def score(
+    rules: list[ScoreRule],
+    text: str,
+    failure_type: str,
+    ids: Mapping[str, IdKind],
+    context: Mapping[str, Any],
+) -> int:
     total = 0
     for rule in rules:
         if rule.failure and failure_type not in rule.failure:
@@ -195,9 +202,14 @@ def score(rules: list[ScoreRule], text: str, failure_type: str,
     return total
 
 
-def session_candidates(spec: SessionExamples, rounds: EarlierRounds, block: str,
-                       failure_type: str, context: Mapping[str, Any],
-                       ids: Mapping[str, IdKind]) -> list[Candidate]:
+def session_candidates(
+    spec: SessionExamples,
+    rounds: EarlierRounds,
+    block: str,
+    failure_type: str,
+    context: Mapping[str, Any],
+    ids: Mapping[str, IdKind],
+) -> list[Candidate]:
     """Earlier rounds' outputs that may serve as examples, best first (ties: most recent)."""
     root = rounds.folder
     excluded = {int(r) for r in context.get(spec.exclude_rounds_from or "", None) or []}
@@ -216,8 +228,7 @@ def session_candidates(spec: SessionExamples, rounds: EarlierRounds, block: str,
         text = _read(root / round_path(spec.path, n, block))
         if text is None:
             continue
-        candidates.append(Candidate(n, score(spec.scoring, text, failure_type, ids, context),
-                                    text))
+        candidates.append(Candidate(n, score(spec.scoring, text, failure_type, ids, context), text))
     candidates.sort(key=lambda c: (c.score, c.round), reverse=True)
     return candidates
 
@@ -227,8 +238,9 @@ def _id_list(examples: Examples, context: Mapping[str, Any]) -> str:
     return examples.id_list_header + "\n" + "".join(f"- {i}\n" for i in listed)
 
 
-def _canonical(examples: Examples, files: PackFiles, block: str,
-               context: Mapping[str, Any]) -> str | None:
+def _canonical(
+    examples: Examples, files: PackFiles, block: str, context: Mapping[str, Any]
+) -> str | None:
     for entry in examples.canonical.get(block, []):
         if entry.file is not None:
             text = files.text(entry.file)
@@ -238,17 +250,23 @@ def _canonical(examples: Examples, files: PackFiles, block: str,
                 continue
             source = _read(Path(str(document)))
             if source is None:
-                raise ContextError(f"context key {entry.from_context!r}: cannot read "
-                                   f"{document}")
+                raise ContextError(f"context key {entry.from_context!r}: cannot read {document}")
             text = section_by_heading(source, entry.heading or "")
         if text:
             return text
     return None
 
 
-def _step(step: SelectionStep, examples: Examples, files: PackFiles, block: str,
-          failure_type: str, context: Mapping[str, Any], ids: Mapping[str, IdKind],
-          rounds: EarlierRounds | None) -> Example | None:
+def _step(
+    step: SelectionStep,
+    examples: Examples,
+    files: PackFiles,
+    block: str,
+    failure_type: str,
+    context: Mapping[str, Any],
+    ids: Mapping[str, IdKind],
+    rounds: EarlierRounds | None,
+) -> Example | None:
     if step.tier == "none":
         return Example("", step.source, "none")
     if step.tier == "canonical":
@@ -268,22 +286,42 @@ def _step(step: SelectionStep, examples: Examples, files: PackFiles, block: str,
         best = candidates[0]
         kind = ids.get(spec.provenance_ids or "")
         referenced = extract_ids(best.text, kind.pattern) if kind else []
-        header = fill(spec.provenance, {"round": best.round,
-                                        "ids": ", ".join(referenced) or spec.provenance_no_ids})
+        header = fill(
+            spec.provenance,
+            {"round": best.round, "ids": ", ".join(referenced) or spec.provenance_no_ids},
+        )
         found = Example(best.text, step.source, "session", best.round, header=header)
     if found is None or step.id_list == "no":
         return found
     listing = _id_list(examples, context)
     if step.id_list == "prepend":
-        return Example(found.text, found.source, found.tier, found.round,
-                       header=f"{listing}\n{found.header}", footer=found.footer)
-    return Example(found.text, found.source, found.tier, found.round, header=found.header,
-                   footer=f"{found.footer}\n\n{listing}")
+        return Example(
+            found.text,
+            found.source,
+            found.tier,
+            found.round,
+            header=f"{listing}\n{found.header}",
+            footer=found.footer,
+        )
+    return Example(
+        found.text,
+        found.source,
+        found.tier,
+        found.round,
+        header=found.header,
+        footer=f"{found.footer}\n\n{listing}",
+    )
 
 
-def select_example(examples: Examples, pack: Path | PackFiles, block: str, failure_type: str,
-                   context: Mapping[str, Any], ids: Mapping[str, IdKind],
-                   rounds: EarlierRounds | None = None) -> Example:
+def select_example(
+    examples: Examples,
+    pack: Path | PackFiles,
+    block: str,
+    failure_type: str,
+    context: Mapping[str, Any],
+    ids: Mapping[str, IdKind],
+    rounds: EarlierRounds | None = None,
+) -> Example:
     """The first tier of the failure type's selection order that has an example.
 
     ``pack`` is the pack's example files read at load, or the pack folder to read them from;
@@ -333,8 +371,9 @@ def _abbreviate(section: str, room: int) -> str | None:
     return text[: room - len(marker)] + marker
 
 
-def truncate_example(text: str, budget_chars: int, priority: list[str],
-                     notice: str) -> tuple[str, bool]:
+def truncate_example(
+    text: str, budget_chars: int, priority: list[str], notice: str
+) -> tuple[str, bool]:
     """Fit ``text`` into ``budget_chars``: as is, else by sections in priority order (the one
     that overflows abbreviated), else a hard cut with ``notice``. Never over the budget."""
     if len(text) <= budget_chars:

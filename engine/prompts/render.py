@@ -15,8 +15,21 @@ from engine.prompts.compiled import CompiledPrompts, compile_prompts
 from engine.prompts.examples import earlier_rounds, select_example
 from engine.verdict import Verdict
 
-_QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‟": '"', "«": '"', "»": '"',
-                         "″": '"', "‘": "'", "’": "'", "‚": "'", "‛": "'"})
+_QUOTES = str.maketrans(
+    {
+        "“": '"',
+        "”": '"',
+        "„": '"',
+        "‟": '"',
+        "«": '"',
+        "»": '"',
+        "″": '"',
+        "‘": "'",
+        "’": "'",
+        "‚": "'",
+        "‛": "'",
+    }
+)
 
 
 def normalize(text: str, steps: list[str]) -> str:
@@ -35,7 +48,7 @@ def truncate(text: str, spec: Truncation) -> str:
         return text
     if spec.strategy == "head":
         return text[: spec.max_chars] + spec.marker
-    return text[: spec.head] + spec.marker + text[len(text) - spec.tail:]
+    return text[: spec.head] + spec.marker + text[len(text) - spec.tail :]
 
 
 @dataclass(frozen=True)
@@ -52,10 +65,17 @@ class RenderedPrompt:
     example_truncated: bool | None = None
 
 
-def render_prompt(prompts: CompiledPrompts, verdict: Verdict, decision: Decision, *,
-                  output: str, nonce: str, params: Mapping[str, str],
-                  context: Mapping[str, Any],
-                  accepted_rounds: Collection[int] | None = None) -> RenderedPrompt:
+def render_prompt(
+    prompts: CompiledPrompts,
+    verdict: Verdict,
+    decision: Decision,
+    *,
+    output: str,
+    nonce: str,
+    params: Mapping[str, str],
+    context: Mapping[str, Any],
+    accepted_rounds: Collection[int] | None = None,
+) -> RenderedPrompt:
     """The prompt a decision calls for, by the purpose of its template.
 
     ``accepted_rounds`` are the rounds whose output for the block the session's ledger
@@ -65,53 +85,78 @@ def render_prompt(prompts: CompiledPrompts, verdict: Verdict, decision: Decision
         raise RenderError(f"no prompt is due: the decision is {decision.action}")
     purpose = prompts.pack.templates[decision.template].purpose
     if purpose == "repair":
-        return RenderedPrompt(repair_prompt(prompts, verdict, decision, output=output,
-                                            nonce=nonce, params=params))
+        return RenderedPrompt(
+            repair_prompt(prompts, verdict, decision, output=output, nonce=nonce, params=params)
+        )
     if purpose == "retry":
-        return render_retry(prompts, verdict, decision, context=context,
-                            accepted_rounds=accepted_rounds)
+        return render_retry(
+            prompts, verdict, decision, context=context, accepted_rounds=accepted_rounds
+        )
     if purpose == "escalation":
-        return RenderedPrompt(prompts.templates[decision.template].render(
-            _retry_variables(verdict, decision, context)))
-    raise RenderError(f"template {decision.template!r} is a {purpose} template; "
-                      "decisions render repair, retry and escalation templates")
+        return RenderedPrompt(
+            prompts.templates[decision.template].render(
+                _retry_variables(verdict, decision, context)
+            )
+        )
+    raise RenderError(
+        f"template {decision.template!r} is a {purpose} template; "
+        "decisions render repair, retry and escalation templates"
+    )
 
 
-def render_presentation(prompts: CompiledPrompts, verdict: Verdict, decision: Decision,
-                        context: Mapping[str, Any]) -> str:
+def render_presentation(
+    prompts: CompiledPrompts, verdict: Verdict, decision: Decision, context: Mapping[str, Any]
+) -> str:
     """The presentation template of the rate limit that decided, for the user."""
     limit = decision.limit
     if limit is None:
-        raise RenderError(f"no presentation is due: no rate limit decided "
-                          f"({decision.action})")
+        raise RenderError(f"no presentation is due: no rate limit decided ({decision.action})")
     name = limit.get("presentation")
     if not name:
         raise RenderError(f"limit {limit.get('name')!r} names no presentation template")
-    return prompts.templates[name].render({
-        **context, "context": dict(context), "block": verdict.block, "limit": limit,
-        "action": limit["action"], "message": limit["message"],
-        "recommendation": limit["recommendation"], "figures": limit["figures"],
-        "items": limit["items"],
-    })
+    return prompts.templates[name].render(
+        {
+            **context,
+            "context": dict(context),
+            "block": verdict.block,
+            "limit": limit,
+            "action": limit["action"],
+            "message": limit["message"],
+            "recommendation": limit["recommendation"],
+            "figures": limit["figures"],
+            "items": limit["items"],
+        }
+    )
 
 
-def _retry_variables(verdict: Verdict, decision: Decision,
-                     context: Mapping[str, Any]) -> dict[str, Any]:
+def _retry_variables(
+    verdict: Verdict, decision: Decision, context: Mapping[str, Any]
+) -> dict[str, Any]:
     """What retry and escalation templates see: the context's keys (as the pack declares
     them) and the engine's generic variables, which win over a context key of the same name."""
     return {
-        **context, "context": dict(context), "block": verdict.block,
-        "block_type": verdict.block, "attempt": decision.attempt,
-        "max_attempts": decision.max_attempts, "retries_left": decision.attempts_left,
-        "failure_type": verdict.failure_type or "", "failure_message": verdict.error or "",
+        **context,
+        "context": dict(context),
+        "block": verdict.block,
+        "block_type": verdict.block,
+        "attempt": decision.attempt,
+        "max_attempts": decision.max_attempts,
+        "retries_left": decision.attempts_left,
+        "failure_type": verdict.failure_type or "",
+        "failure_message": verdict.error or "",
         "failures": [f.to_json() for f in verdict.failures],
         "data": verdict.data if isinstance(verdict.data, dict) else {},
     }
 
 
-def render_retry(prompts: CompiledPrompts, verdict: Verdict, decision: Decision, *,
-                 context: Mapping[str, Any],
-                 accepted_rounds: Collection[int] | None = None) -> RenderedPrompt:
+def render_retry(
+    prompts: CompiledPrompts,
+    verdict: Verdict,
+    decision: Decision,
+    *,
+    context: Mapping[str, Any],
+    accepted_rounds: Collection[int] | None = None,
+) -> RenderedPrompt:
     """seed 003's construct_retry_prompt: banner, modification, example with its source,
     then the original prompt; the example is chosen per failure type and fits its budget."""
     assert decision.template is not None
@@ -126,48 +171,81 @@ def render_retry(prompts: CompiledPrompts, verdict: Verdict, decision: Decision,
         modification = trigger.default_modification
     ids = prompts.id_kinds.get(verdict.block, {})
     rounds = earlier_rounds(pack.session, context, accepted_rounds)
-    chosen = select_example(pack.examples, prompts.files, verdict.block, failure, context, ids,
-                            rounds)
+    chosen = select_example(
+        pack.examples, prompts.files, verdict.block, failure, context, ids, rounds
+    )
     budgets = pack.examples.budgets
-    text, cut = chosen.fitted(budgets.retry_tokens * budgets.chars_per_token,
-                              pack.examples.priority_sections, pack.examples.truncation_notice)
-    prompt = prompts.templates[decision.template].render({
-        **variables, "modification": modification, "example": text,
-        "example_source": chosen.source, "example_tier": chosen.tier,
-        "example_truncated": cut,
-    })
+    text, cut = chosen.fitted(
+        budgets.retry_tokens * budgets.chars_per_token,
+        pack.examples.priority_sections,
+        pack.examples.truncation_notice,
+    )
+    prompt = prompts.templates[decision.template].render(
+        {
+            **variables,
+            "modification": modification,
+            "example": text,
+            "example_source": chosen.source,
+            "example_tier": chosen.tier,
+            "example_truncated": cut,
+        }
+    )
     whole = len(chosen.header) + len(chosen.text) + len(chosen.footer)
     return RenderedPrompt(
-        prompt, modification=modification_template, example_tier=chosen.tier,
-        example_source=chosen.source, example_chars=len(text),
+        prompt,
+        modification=modification_template,
+        example_tier=chosen.tier,
+        example_source=chosen.source,
+        example_chars=len(text),
         example_tokens=-(-len(text) // budgets.chars_per_token),
-        example_original_chars=whole, example_truncated=cut)
+        example_original_chars=whole,
+        example_truncated=cut,
+    )
 
 
-def repair_prompt(prompts: CompiledPrompts, verdict: Verdict, decision: Decision, *,
-                  output: str, nonce: str, params: Mapping[str, str]) -> str:
+def repair_prompt(
+    prompts: CompiledPrompts,
+    verdict: Verdict,
+    decision: Decision,
+    *,
+    output: str,
+    nonce: str,
+    params: Mapping[str, str],
+) -> str:
     """The P10-style format-repair prompt."""
     assert decision.template is not None
     trigger = prompts.pack.triggers[verdict.block]
     raw = prompts.contract_texts.get(verdict.block, "")
     contract_text = fill(raw, {"nonce": nonce, **params}) if raw else ""
     # Trailing line breaks are not content; dropping them keeps the template's layout exact.
-    original = truncate(normalize(output, list(trigger.normalize)).rstrip("\r\n"),
-                        trigger.truncate)
+    original = truncate(normalize(output, list(trigger.normalize)).rstrip("\r\n"), trigger.truncate)
     error = verdict.error or ""
     return prompts.templates[decision.template].render(
-        block_type=verdict.block, nonce=nonce, parser_error=error,
+        block_type=verdict.block,
+        nonce=nonce,
+        parser_error=error,
         micro_hint=prompts.micro_hint(verdict.block, error) if decision.hint else "",
-        original_output=original, format_contract=contract_text.rstrip("\n"),
-        failure_type=verdict.failure_type or "", attempt=decision.attempt,
-        max_attempts=decision.max_attempts, params=dict(params), context={},
+        original_output=original,
+        format_contract=contract_text.rstrip("\n"),
+        failure_type=verdict.failure_type or "",
+        attempt=decision.attempt,
+        max_attempts=decision.max_attempts,
+        params=dict(params),
+        context={},
     )
 
 
-def render_repair(pack: Rulepack, root: Path, verdict: Verdict, decision: Decision, *,
-                  output: str, nonce: str, params: Mapping[str, str]) -> str:
+def render_repair(
+    pack: Rulepack,
+    root: Path,
+    verdict: Verdict,
+    decision: Decision,
+    *,
+    output: str,
+    nonce: str,
+    params: Mapping[str, str],
+) -> str:
     """The format-repair prompt, compiling what it needs on the spot (one-off use; ``Pack``
     compiles every template once and calls ``repair_prompt``)."""
     prompts = compile_prompts(pack, root, only={decision.template or ""})
-    return repair_prompt(prompts, verdict, decision, output=output, nonce=nonce,
-                         params=params)
+    return repair_prompt(prompts, verdict, decision, output=output, nonce=nonce, params=params)

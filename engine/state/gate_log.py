@@ -30,32 +30,49 @@ def append_json_line(path: Path, record: Mapping[str, Any]) -> None:
     try:
         written = os.write(fd, line)
         if written != len(line):  # pragma: no cover - regular files write whole buffers
-            raise EngineError(f"{path}: short write to the gate log ({written} of "
-                              f"{len(line)} bytes)")
+            raise EngineError(
+                f"{path}: short write to the gate log ({written} of {len(line)} bytes)"
+            )
     finally:
         os.close(fd)
 
 
-def record_gate(pack: Pack, session_dir: Path, outcome: GateOutcome,
-                gate_result: Mapping[str, Any]) -> Path | None:
+def record_gate(
+    pack: Pack, session_dir: Path, outcome: GateOutcome, gate_result: Mapping[str, Any]
+) -> Path | None:
     """Record ``outcome`` in the session's ledger and, when it is not PROCEED and the pack
     names a log, append ``{timestamp, gate_result, reprompt_generated}`` to it. Returns the
     log file written, if any."""
     result = outcome.result
     ledger = Ledger(session_dir)
     try:
-        ledger.record_gate(GateRecord(
-            ts=outcome.timestamp, pack=pack.name, gate=result.gate, retry=result.retry,
-            valid=result.valid, action=result.action, reason=result.reason,
-            checked=result.checked, errors=result.errors,
-            reprompt_sha256=None if outcome.reprompt is None else sha256(outcome.reprompt),
-            artifact=outcome.artifact))
+        ledger.record_gate(
+            GateRecord(
+                ts=outcome.timestamp,
+                pack=pack.name,
+                gate=result.gate,
+                retry=result.retry,
+                valid=result.valid,
+                action=result.action,
+                reason=result.reason,
+                checked=result.checked,
+                errors=result.errors,
+                reprompt_sha256=None if outcome.reprompt is None else sha256(outcome.reprompt),
+                artifact=outcome.artifact,
+            )
+        )
     finally:
         ledger.close()
     log = pack.model.gates.log
     if result.action == "PROCEED" or not log:
         return None
     path = session_dir / log
-    append_json_line(path, {"timestamp": outcome.timestamp, "gate_result": dict(gate_result),
-                            "reprompt_generated": outcome.reprompt is not None})
+    append_json_line(
+        path,
+        {
+            "timestamp": outcome.timestamp,
+            "gate_result": dict(gate_result),
+            "reprompt_generated": outcome.reprompt is not None,
+        },
+    )
     return path

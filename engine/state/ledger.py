@@ -171,8 +171,9 @@ def _opening_lock(lock_path: Path) -> Iterator[None]:
     try:
         handle = open(lock_path, "a+b")  # noqa: SIM115 - closed in the finally below
     except OSError as exc:
-        raise LedgerError(f"{lock_path}: cannot open the lock file: "
-                          f"{exc.strerror or exc}") from None
+        raise LedgerError(
+            f"{lock_path}: cannot open the lock file: {exc.strerror or exc}"
+        ) from None
     try:
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
         while True:
@@ -181,9 +182,11 @@ def _opening_lock(lock_path: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise LedgerError(f"{lock_path}: another process has held the ledger "
-                                      f"lock for {BUSY_TIMEOUT_MS // 1000} s; "
-                                      "try again when it is done") from None
+                    raise LedgerError(
+                        f"{lock_path}: another process has held the ledger "
+                        f"lock for {BUSY_TIMEOUT_MS // 1000} s; "
+                        "try again when it is done"
+                    ) from None
                 time.sleep(0.005)
         yield
     finally:
@@ -198,26 +201,32 @@ class Ledger:
         try:
             session_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise LedgerError(f"{session_dir}: cannot create the session folder: "
-                              f"{exc.strerror or exc}") from None
+            raise LedgerError(
+                f"{session_dir}: cannot create the session folder: {exc.strerror or exc}"
+            ) from None
         with _opening_lock(session_dir / LOCK_FILE):
             existed = self.path.exists() and self.path.stat().st_size > 0
             try:
-                self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                          isolation_level=None)
+                self.db = sqlite3.connect(
+                    self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+                )
                 self.db.row_factory = sqlite3.Row
                 self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 self._open(existed)
             except sqlite3.DatabaseError as exc:
-                raise LedgerError(f"{self.path}: not a usable ledger ({exc}); it was left as "
-                                  "it is: move it away or choose another --session") from None
+                raise LedgerError(
+                    f"{self.path}: not a usable ledger ({exc}); it was left as "
+                    "it is: move it away or choose another --session"
+                ) from None
 
     def _open(self, existed: bool) -> None:
         app_id = self.db.execute("PRAGMA application_id").fetchone()[0]
         tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if existed and app_id != APPLICATION_ID and (tables or app_id):
-            raise LedgerError(f"{self.path}: this SQLite file is not a rules ledger; it was "
-                              "left as it is: choose another --session folder")
+            raise LedgerError(
+                f"{self.path}: this SQLite file is not a rules ledger; it was "
+                "left as it is: choose another --session folder"
+            )
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable enough, much faster
         self._migrate()
@@ -226,8 +235,10 @@ class Ledger:
         with self.transaction():
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             if version > len(MIGRATIONS):
-                raise LedgerError(f"{self.path}: written by a newer engine (schema {version},"
-                                  f" this engine knows {len(MIGRATIONS)}); upgrade the engine")
+                raise LedgerError(
+                    f"{self.path}: written by a newer engine (schema {version},"
+                    f" this engine knows {len(MIGRATIONS)}); upgrade the engine"
+                )
             for number in range(version, len(MIGRATIONS)):
                 for statement in MIGRATIONS[number].split(";"):
                     if statement.strip():
@@ -257,8 +268,11 @@ class Ledger:
     # ------------------------------------------------------------------ reads
 
     def history(self, block: str, item: str) -> list[sqlite3.Row]:
-        return list(self.db.execute(
-            "SELECT * FROM attempts WHERE block = ? AND item = ? ORDER BY id", (block, item)))
+        return list(
+            self.db.execute(
+                "SELECT * FROM attempts WHERE block = ? AND item = ? ORDER BY id", (block, item)
+            )
+        )
 
     def attempts(self) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT * FROM attempts ORDER BY id").fetchall()
@@ -283,8 +297,9 @@ class Ledger:
             record["valid"] = bool(record["valid"])
             record["checked"] = json.loads(record["checked"])
             record["errors"] = json.loads(record["errors"])
-            record["artifact"] = (json.loads(record["artifact"])
-                                  if record["artifact"] is not None else None)
+            record["artifact"] = (
+                json.loads(record["artifact"]) if record["artifact"] is not None else None
+            )
             out.append(record)
         return out
 
@@ -293,17 +308,23 @@ class Ledger:
         before ``before`` when given)."""
         rows = self.db.execute(
             "SELECT round, count, total FROM round_counts WHERE block = ? "
-            "AND (? IS NULL OR round < ?) ORDER BY round", (block, before, before))
+            "AND (? IS NULL OR round < ?) ORDER BY round",
+            (block, before, before),
+        )
         return [(int(r["round"]), int(r["count"]), int(r["total"])) for r in rows]
 
     # ------------------------------------------------------------------ writes
 
-    def put_round_count(self, db: sqlite3.Connection, block: str, round_number: int,
-                        count: int, total: int) -> None:
+    def put_round_count(
+        self, db: sqlite3.Connection, block: str, round_number: int, count: int, total: int
+    ) -> None:
         """Record (or replace) a round's count, inside a transaction the caller holds: a
         round evaluated again replaces its count, never adds to it."""
-        db.execute("INSERT OR REPLACE INTO round_counts (block, round, count, total, ts) "
-                   "VALUES (?, ?, ?, ?, ?)", (block, round_number, count, total, now()))
+        db.execute(
+            "INSERT OR REPLACE INTO round_counts (block, round, count, total, ts) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (block, round_number, count, total, now()),
+        )
 
     def record_gate(self, record: GateRecord) -> int:
         """Record one gate result."""
@@ -311,32 +332,38 @@ class Ledger:
         values["valid"] = int(record.valid)
         values["checked"] = json.dumps(list(record.checked), ensure_ascii=False)
         values["errors"] = json.dumps(list(record.errors), ensure_ascii=False)
-        values["artifact"] = (None if record.artifact is None
-                              else json.dumps(record.artifact, ensure_ascii=False))
+        values["artifact"] = (
+            None if record.artifact is None else json.dumps(record.artifact, ensure_ascii=False)
+        )
         columns = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         with self.transaction() as db:
-            cursor = db.execute(f"INSERT INTO gate_results ({columns}) VALUES ({marks})",
-                                list(values.values()))
+            cursor = db.execute(
+                f"INSERT INTO gate_results ({columns}) VALUES ({marks})", list(values.values())
+            )
             return int(cursor.lastrowid or 0)
 
     def record(self, record: AttemptRecord, warnings: Sequence[str] = ()) -> int:
         with self.transaction() as db:
             return self.insert(db, record, warnings)
 
-    def insert(self, db: sqlite3.Connection, record: AttemptRecord,
-               warnings: Sequence[str] = ()) -> int:
+    def insert(
+        self, db: sqlite3.Connection, record: AttemptRecord, warnings: Sequence[str] = ()
+    ) -> int:
         """Insert inside a transaction the caller holds."""
         values = {k: v for k, v in record.__dict__.items()}
         values["ts"] = now()
         columns = ", ".join(values)
         marks = ", ".join("?" for _ in values)
-        cursor = db.execute(f"INSERT INTO attempts ({columns}) VALUES ({marks})",
-                            list(values.values()))
+        cursor = db.execute(
+            f"INSERT INTO attempts ({columns}) VALUES ({marks})", list(values.values())
+        )
         attempt_id = int(cursor.lastrowid or 0)
         for message in warnings:
-            db.execute("INSERT INTO warnings (attempt_id, ts, message) VALUES (?, ?, ?)",
-                       (attempt_id, values["ts"], message))
+            db.execute(
+                "INSERT INTO warnings (attempt_id, ts, message) VALUES (?, ?, ?)",
+                (attempt_id, values["ts"], message),
+            )
         return attempt_id
 
 
@@ -347,16 +374,27 @@ def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:
         return None
     ledger = Ledger(session_dir)
     try:
-        return frozenset(row["round"] for row in ledger.attempts()
-                         if row["block"] == block and row["round"] is not None
-                         and row["status"] in ("pass", "warn"))
+        return frozenset(
+            row["round"]
+            for row in ledger.attempts()
+            if row["block"] == block
+            and row["round"] is not None
+            and row["status"] in ("pass", "warn")
+        )
     finally:
         ledger.close()
 
 
-PROMPT_COLUMNS = ("prompt_sha256", "modification", "example_tier", "example_source",
-                  "example_chars", "example_tokens", "example_original_chars",
-                  "example_truncated")
+PROMPT_COLUMNS = (
+    "prompt_sha256",
+    "modification",
+    "example_tier",
+    "example_source",
+    "example_chars",
+    "example_tokens",
+    "example_original_chars",
+    "example_truncated",
+)
 
 
 def note_prompt(ledger: Ledger, attempt_id: int, prompt: Mapping[str, Any]) -> None:
@@ -364,8 +402,10 @@ def note_prompt(ledger: Ledger, attempt_id: int, prompt: Mapping[str, Any]) -> N
     columns = [c for c in PROMPT_COLUMNS if c in prompt]
     assignments = ", ".join(f"{c} = ?" for c in columns)
     with ledger.transaction() as db:
-        db.execute(f"UPDATE attempts SET {assignments} WHERE id = ?",
-                   [prompt[c] for c in columns] + [attempt_id])
+        db.execute(
+            f"UPDATE attempts SET {assignments} WHERE id = ?",
+            [prompt[c] for c in columns] + [attempt_id],
+        )
 
 
 def item_key(nonce: str | None, params: dict[str, str]) -> str:

@@ -47,24 +47,34 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def evaluate(self, block: str, output: str | bytes | None, *, nonce: str | None = None,
-                 vars: Mapping[str, str] | None = None,
-                 context: Mapping[str, Any] | None = None, model: str | None = None,
-                 path: str | None = None, error: str | None = None,
-                 failure_type: str = "PARSE_ERROR") -> Outcome:
+    def evaluate(
+        self,
+        block: str,
+        output: str | bytes | None,
+        *,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+        context: Mapping[str, Any] | None = None,
+        model: str | None = None,
+        path: str | None = None,
+        error: str | None = None,
+        failure_type: str = "PARSE_ERROR",
+    ) -> Outcome:
         """Evaluate ``output`` as the next attempt of its item, decide, and record both."""
         params = dict(vars or {})
         if error is not None:
             verdict = self.pack.verdict_for_error(block, error, failure_type)
         else:
-            verdict = self.pack.evaluate(block, output, nonce=nonce, vars=params,
-                                         context=context, path=path)
+            verdict = self.pack.evaluate(
+                block, output, nonce=nonce, vars=params, context=context, path=path
+            )
         text = decode_output(output) if output is not None else ""
         item = item_key(nonce, params)
         round_key = self.pack.model.session.round
         round_number = (context or {}).get(round_key) if round_key else None
-        measure = (self.pack.policy.measure(block, text, context)
-                   if verdict.status != "fail" else None)
+        measure = (
+            self.pack.policy.measure(block, text, context) if verdict.status != "fail" else None
+        )
         with self.ledger.transaction() as db:
             history = self.ledger.history(block, item)
             previous = [row["error"] for row in history if row["error"]]
@@ -73,30 +83,61 @@ class Session:
                 # The window comes from the ledger; this round's count replaces any
                 # earlier count of the same round.
                 earlier = self.ledger.round_counts(block, before=measure.round)
-                self.ledger.put_round_count(db, block, measure.round, measure.count,
-                                            measure.total)
-            decision = self.pack.decide(verdict, output=text, attempt=len(history) + 1,
-                                        previous_errors=previous, nonce=nonce, model=model,
-                                        context=context, measure=measure, earlier=earlier)
+                self.ledger.put_round_count(db, block, measure.round, measure.count, measure.total)
+            decision = self.pack.decide(
+                verdict,
+                output=text,
+                attempt=len(history) + 1,
+                previous_errors=previous,
+                nonce=nonce,
+                model=model,
+                context=context,
+                measure=measure,
+                earlier=earlier,
+            )
             record = AttemptRecord(
-                pack=self.pack.name, block=block, item=item, attempt=decision.attempt,
-                status=verdict.status, action=decision.action, reason=decision.reason,
-                rule=decision.rule, final=decision.final, output_sha256=sha256(text),
+                pack=self.pack.name,
+                block=block,
+                item=item,
+                attempt=decision.attempt,
+                status=verdict.status,
+                action=decision.action,
+                reason=decision.reason,
+                rule=decision.rule,
+                final=decision.final,
+                output_sha256=sha256(text),
                 output_chars=len(text),
                 round=round_number if isinstance(round_number, int) else None,
-                failure_type=verdict.failure_type, error=verdict.error, nonce=nonce,
-                model=model, validation=self._validation_tier(block, verdict),
-                data_summary=_summary(verdict))
+                failure_type=verdict.failure_type,
+                error=verdict.error,
+                nonce=nonce,
+                model=model,
+                validation=self._validation_tier(block, verdict),
+                data_summary=_summary(verdict),
+            )
             attempt_id = self.ledger.insert(db, record, verdict.warnings)
         return Outcome(verdict, decision, attempt_id)
 
-    def render_prompt(self, verdict: Verdict, decision: Decision, *, output: str | bytes,
-                      nonce: str | None = None, vars: Mapping[str, str] | None = None,
-                      context: Mapping[str, Any] | None = None) -> RenderedPrompt:
+    def render_prompt(
+        self,
+        verdict: Verdict,
+        decision: Decision,
+        *,
+        output: str | bytes,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> RenderedPrompt:
         """The prompt ``decision`` calls for, with example rounds the ledger accepted."""
         return self.pack.render_prompt(
-            verdict, decision, output=output, nonce=nonce, vars=vars, context=context,
-            accepted_rounds=ledger_accepted_rounds(self.pack, verdict.block, context))
+            verdict,
+            decision,
+            output=output,
+            nonce=nonce,
+            vars=vars,
+            context=context,
+            accepted_rounds=ledger_accepted_rounds(self.pack, verdict.block, context),
+        )
 
     def _validation_tier(self, block: str, verdict: Verdict) -> str | None:
         """Which tier of validation failed: structure, content or execution."""
@@ -107,8 +148,9 @@ class Session:
         return self.pack.contract(block).failure_tier(verdict.failure_type or "")
 
 
-def ledger_accepted_rounds(pack: Pack, block: str,
-                           context: Mapping[str, Any] | None) -> frozenset[int] | None:
+def ledger_accepted_rounds(
+    pack: Pack, block: str, context: Mapping[str, Any] | None
+) -> frozenset[int] | None:
     """The rounds the ledger in the session folder (the context key the pack names in
     ``session.folder``) accepted for ``block``, when the pack's example tier 2 asks for
     validated rounds; None (every round counts) otherwise or without a ledger there."""
@@ -123,7 +165,7 @@ def ledger_accepted_rounds(pack: Pack, block: str,
 def _summary(verdict: Verdict) -> str | None:
     data = verdict.data
     if isinstance(data, dict) and isinstance(data.get("ids"), dict):
-        return ", ".join(f"{len(v)} {k} id{'s' if len(v) != 1 else ''}"
-                         for k, v in data["ids"].items())
+        return ", ".join(
+            f"{len(v)} {k} id{'s' if len(v) != 1 else ''}" for k, v in data["ids"].items()
+        )
     return None
-

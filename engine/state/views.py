@@ -37,38 +37,52 @@ def _grouped(rows: Iterable[Row], *fields: str) -> dict[tuple[Any, ...], list[Ro
     return groups
 
 
-def log_variables(rows: list[Row], session: str = "",
-                  gate_results: list[Row] | None = None) -> dict[str, Any]:
+def log_variables(
+    rows: list[Row], session: str = "", gate_results: list[Row] | None = None
+) -> dict[str, Any]:
     """What a log template sees: ``entries`` (every row with ``next``), ``rounds`` (per
     round in order of first appearance: ``number``, ``entries`` with ``next`` inside the
     round, ``by_item``: [{block, item, attempts}]), ``session`` (the folder) and
     ``gate_results`` (every recorded quality gate result, oldest first)."""
     rounds = []
     for (number,), round_rows in _grouped(rows, "round").items():
-        rounds.append({
-            "number": number, "entries": _with_next(round_rows),
-            "by_item": [{"block": block, "item": item, "attempts": attempts}
-                        for (block, item), attempts in
-                        _grouped(round_rows, "block", "item").items()],
-        })
-    return {"entries": _with_next(rows), "rounds": rounds, "session": session,
-            "gate_results": list(gate_results or [])}
+        rounds.append(
+            {
+                "number": number,
+                "entries": _with_next(round_rows),
+                "by_item": [
+                    {"block": block, "item": item, "attempts": attempts}
+                    for (block, item), attempts in _grouped(round_rows, "block", "item").items()
+                ],
+            }
+        )
+    return {
+        "entries": _with_next(rows),
+        "rounds": rounds,
+        "session": session,
+        "gate_results": list(gate_results or []),
+    }
 
 
 def log_views(pack: Pack, output_format: str) -> list[str]:
     """The names of the pack's log templates that write ``output_format``, in pack order."""
-    return [name for name, spec in pack.model.templates.items()
-            if spec.purpose == "log" and spec.format == output_format]
+    return [
+        name
+        for name, spec in pack.model.templates.items()
+        if spec.purpose == "log" and spec.format == output_format
+    ]
 
 
-def render_log(pack: Pack, view: str, rows: list[Row], session: str = "",
-               gate_results: list[Row] | None = None) -> str:
+def render_log(
+    pack: Pack, view: str, rows: list[Row], session: str = "", gate_results: list[Row] | None = None
+) -> str:
     """The pack's log template ``view`` filled from the ledger's ``rows``."""
     spec = pack.model.templates.get(view)
     if spec is None or spec.purpose != "log":
         known = ", ".join(n for n, s in pack.model.templates.items() if s.purpose == "log")
-        raise EngineError(f"pack {pack.name!r} has no log view {view!r} "
-                          f"(log views: {known or 'none'})")
+        raise EngineError(
+            f"pack {pack.name!r} has no log view {view!r} (log views: {known or 'none'})"
+        )
     try:
         template = ENVIRONMENT.from_string(pack.prompts.log_sources[view])
     except jinja2.TemplateError as exc:

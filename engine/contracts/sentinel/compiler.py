@@ -83,21 +83,34 @@ class FieldPlan:
 class CompiledContract:
     """A sentinel contract, ready to parse: plain attributes and closures only."""
 
-    def __init__(self, name: str, contract: Mapping[str, Any],
-                 grammar: Mapping[str, Any]) -> None:
+    def __init__(self, name: str, contract: Mapping[str, Any], grammar: Mapping[str, Any]) -> None:
         grammar = {**_GRAMMAR_DEFAULTS, **grammar}
         self.name = name
-        self.messages: dict[str, str] = {**DEFAULT_MESSAGES, **(grammar["messages"] or {}),
-                                         **(contract.get("messages") or {})}
-        self.report = Reporter(name, self.messages, {
-            "parse": grammar["parse_failure"],
-            "nonce": grammar["nonce_failure"],
-            "input": grammar["input_failure"],
-        })
+        self.messages: dict[str, str] = {
+            **DEFAULT_MESSAGES,
+            **(grammar["messages"] or {}),
+            **(contract.get("messages") or {}),
+        }
+        self.report = Reporter(
+            name,
+            self.messages,
+            {
+                "parse": grammar["parse_failure"],
+                "nonce": grammar["nonce_failure"],
+                "input": grammar["input_failure"],
+            },
+        )
         # inputs and delimiters
-        self.params = [(param, spec.get("required", True), compile_pattern(spec["pattern"]).search,
-                        spec.get("missing_message"), spec.get("invalid_message"))
-                       for param, spec in (contract.get("params") or {}).items()]
+        self.params = [
+            (
+                param,
+                spec.get("required", True),
+                compile_pattern(spec["pattern"]).search,
+                spec.get("missing_message"),
+                spec.get("invalid_message"),
+            )
+            for param, spec in (contract.get("params") or {}).items()
+        ]
         self.nonce_input = compile_pattern(grammar["nonce_input"]).search
         self.opener = DelimiterTemplate(contract["opener"], grammar["nonce_token"])
         self.closer = DelimiterTemplate(contract["closer"], grammar["nonce_token"])
@@ -121,16 +134,31 @@ class CompiledContract:
             self.fields[key] = FieldPlan(key, spec, parser)
         self.required = frozenset(key for key, plan in self.fields.items() if plan.required)
         # declared keys a field line may carry (checked once here, not on every line)
-        self.field_keys = {key: plan for key, plan in self.fields.items()
-                           if self.field_line(key + "=") == (key, "")}
+        self.field_keys = {
+            key: plan
+            for key, plan in self.fields.items()
+            if self.field_line(key + "=") == (key, "")
+        }
         extra = {"block": name}
         self.rules: list[tuple[str, Check]] = [
-            (rule.get("field") or "",
-             compile_rule(rule, rule.get("field") or "", self.messages, extra))
-            for rule in contract.get("rules") or []]
-        self.loop_settings = (self.report, self.fields, self.field_keys, self.fast_keys,
-                              self.continuation_indent, self.item_prefix, self.header,
-                              self.field_line, self.quote, self.escapes)
+            (
+                rule.get("field") or "",
+                compile_rule(rule, rule.get("field") or "", self.messages, extra),
+            )
+            for rule in contract.get("rules") or []
+        ]
+        self.loop_settings = (
+            self.report,
+            self.fields,
+            self.field_keys,
+            self.fast_keys,
+            self.continuation_indent,
+            self.item_prefix,
+            self.header,
+            self.field_line,
+            self.quote,
+            self.escapes,
+        )
         self.output = [_output_step(spec) for spec in contract.get("output") or []]
         self.warnings = list(contract.get("warnings") or [])
 
@@ -142,10 +170,15 @@ class CompiledContract:
         limit: int | None = item.get("line_limit")
         skip = len(self.item_prefix)
         extra = {"block": self.name, "section": section}
-        rules = [(rule.get("key") or None,
-                  compile_rule(rule, rule.get("key") or section, self.messages, extra,
-                               item_fields=True))
-                 for rule in item.get("rules") or []]
+        rules = [
+            (
+                rule.get("key") or None,
+                compile_rule(
+                    rule, rule.get("key") or section, self.messages, extra, item_fields=True
+                ),
+            )
+            for rule in item.get("rules") or []
+        ]
         value_kind = item.get("value", "tokens")
 
         if value_kind != "tokens":
@@ -153,8 +186,7 @@ class CompiledContract:
 
             def parse_value_item(line: str, number: int) -> Any:
                 if limit is not None and len(line) > limit:
-                    raise report.fail("item_line_too_long", number, section=section,
-                                      limit=limit)
+                    raise report.fail("item_line_too_long", number, section=section, limit=limit)
                 try:
                     text, quoted = parse_value(line[skip:], quote, escapes)
                 except ValueError_ as bad:
@@ -206,12 +238,14 @@ class CompiledContract:
             if found.keys() != key_set:
                 unknown = [k for k in found if k not in key_set]
                 if unknown:
-                    raise report.fail("unknown_item_keys", number, section=section,
-                                      keys=render_list(unknown))
+                    raise report.fail(
+                        "unknown_item_keys", number, section=section, keys=render_list(unknown)
+                    )
                 missing = [k for k in keys if k not in found]
                 if missing:
-                    raise report.fail("missing_item_keys", number, section=section,
-                                      keys=render_list(missing))
+                    raise report.fail(
+                        "missing_item_keys", number, section=section, keys=render_list(missing)
+                    )
             for rule_key, check in rules:
                 message = check(found.get(rule_key, ABSENT) if rule_key else None, found)
                 if message is not None:
@@ -219,7 +253,6 @@ class CompiledContract:
             return {k: found[k] for k in keys}
 
         return parse_token_item
-
 
 
 def _output_step(spec: Mapping[str, Any]) -> tuple[str, str, Any]:

@@ -52,8 +52,9 @@ class DelimiterLine:
             def nonce_of(line: str) -> str | None:
                 if len(line) != size or not line.startswith(head) or not line.endswith(tail):
                     return None
-                nonce = line[start:start + 6]
+                nonce = line[start : start + 6]
                 return None if nonce.strip(_HEX) else nonce
+
         self.nonce_of = nonce_of
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
@@ -107,10 +108,11 @@ class DelimiterTemplate:
             if start < 0 or end < 0:
                 self.parts.append((rest, None))
                 break
-            self.parts.append((rest[:start], rest[start + 1:end]))
-            rest = rest[end + 1:]
-        self.names = tuple(sorted({name for _, name in self.parts
-                                   if name is not None and name != "nonce"}))
+            self.parts.append((rest[:start], rest[start + 1 : end]))
+            rest = rest[end + 1 :]
+        self.names = tuple(
+            sorted({name for _, name in self.parts if name is not None and name != "nonce"})
+        )
         self._bound: dict[tuple[str, ...], DelimiterLine] = {}
 
     def bind(self, params: Mapping[str, str]) -> DelimiterLine:
@@ -146,5 +148,5 @@ class DelimiterTemplate:
                 pieces.append(values.get(name, ""))
         head_tail: tuple[str, str] | None = None
         if self.nonce_token == _DEFAULT_NONCE_TOKEN and len(nonce_at) == 1:
-            head_tail = "".join(pieces[:nonce_at[0]]), "".join(pieces[nonce_at[0]:])
+            head_tail = "".join(pieces[: nonce_at[0]]), "".join(pieces[nonce_at[0] :])
         return DelimiterLine(prefix or "", "^" + "".join(pattern) + "$", head_tail)

@@ -21,19 +21,22 @@ class Reporter:
 
     __slots__ = ("block", "failure_types", "messages")
 
-    def __init__(self, block: str, messages: Mapping[str, str],
-                 failure_types: Mapping[str, str]) -> None:
+    def __init__(
+        self, block: str, messages: Mapping[str, str], failure_types: Mapping[str, str]
+    ) -> None:
         self.block = block
         self.messages = messages
         self.failure_types = failure_types  # kind ("parse", "nonce", "input") -> failure type
 
-    def fail(self, code: str, line: int | None = None, kind: str = "parse",
-             **values: object) -> Reject:
+    def fail(
+        self, code: str, line: int | None = None, kind: str = "parse", **values: object
+    ) -> Reject:
         """The catalogue message ``code`` filled with ``values`` (and the block name)."""
         return self.fail_with(code, values, line, kind)
 
-    def fail_with(self, code: str, values: Mapping[str, object], line: int | None = None,
-                  kind: str = "parse") -> Reject:
+    def fail_with(
+        self, code: str, values: Mapping[str, object], line: int | None = None, kind: str = "parse"
+    ) -> Reject:
         message = fill(self.messages[code], {"block": self.block, **values})
         return self.reject(message, line, kind)
 

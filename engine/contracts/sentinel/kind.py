@@ -53,7 +53,7 @@ def _holes(template: str) -> set[str]:
         end = template.find("}", start) if start >= 0 else -1
         if end < 0:
             return out
-        out.add(template[start + 1:end])
+        out.add(template[start + 1 : end])
         index = end + 1
 
 
@@ -62,8 +62,11 @@ class SentinelKind:
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         grammar = pack.sentinel
-        return [(f"sentinel.{n}", getattr(grammar, n)) for n in _GRAMMAR_FAILURES
-                if n not in grammar.model_fields_set]
+        return [
+            (f"sentinel.{n}", getattr(grammar, n))
+            for n in _GRAMMAR_FAILURES
+            if n not in grammar.model_fields_set
+        ]
 
     def check(self, name: str, contract: SentinelContract, checker: PackChecker) -> None:
         base: KeyPath = ("contracts", name)
@@ -71,11 +74,19 @@ class SentinelKind:
         for which in ("opener", "closer"):
             holes = _holes(getattr(contract, which))
             if "nonce" not in holes:
-                checker.add("delimiter-without-nonce", f"{which} has no {{nonce}} placeholder",
-                            (*base, which), "write NONCE={nonce} into the delimiter")
+                checker.add(
+                    "delimiter-without-nonce",
+                    f"{which} has no {{nonce}} placeholder",
+                    (*base, which),
+                    "write NONCE={nonce} into the delimiter",
+                )
             for hole in sorted(holes - {"nonce"} - set(contract.params)):
-                checker.add("unknown-param", f"{which} uses {{{hole}}}, which is not a param",
-                            (*base, which), "declare it under `params:`")
+                checker.add(
+                    "unknown-param",
+                    f"{which} uses {{{hole}}}, which is not a param",
+                    (*base, which),
+                    "declare it under `params:`",
+                )
         for index, rule in enumerate(contract.rules):
             named = getattr(rule, "field", None)
             if named is not None and named not in fields:
@@ -87,19 +98,35 @@ class SentinelKind:
             if out.field is not None and out.field not in fields:
                 checker.unknown_field(out.field, (*base, "output", index, "field"), fields)
             if out.param is not None and out.param not in contract.params:
-                checker.add("unknown-param", f"output uses param {out.param!r}, not declared",
-                            (*base, "output", index, "param"), "declare it under `params:`")
+                checker.add(
+                    "unknown-param",
+                    f"output uses param {out.param!r}, not declared",
+                    (*base, "output", index, "param"),
+                    "declare it under `params:`",
+                )
         for index, warning in enumerate(contract.warnings):
             spec = fields.get(warning.section)
             if spec is None or spec.form != "section":
-                checker.unknown_field(warning.section, (*base, "warnings", index, "section"),
-                                      {k: v for k, v in fields.items() if v.form == "section"})
+                checker.unknown_field(
+                    warning.section,
+                    (*base, "warnings", index, "section"),
+                    {k: v for k, v in fields.items() if v.form == "section"},
+                )
 
-    def compile(self, name: str, contract: SentinelContract, pack: Rulepack,
-                folder_of: Callable[[KeyPath], Path]) -> CompiledSentinel:
+    def compile(
+        self,
+        name: str,
+        contract: SentinelContract,
+        pack: Rulepack,
+        folder_of: Callable[[KeyPath], Path],
+    ) -> CompiledSentinel:
         severities = {n: ft.severity for n, ft in pack.failure_types.items()}
-        return CompiledSentinel(name, SentinelParser(name, contract, pack.sentinel),
-                                frozenset(contract.params), severities)
+        return CompiledSentinel(
+            name,
+            SentinelParser(name, contract, pack.sentinel),
+            frozenset(contract.params),
+            severities,
+        )
 
 
 KIND = SentinelKind()

@@ -38,8 +38,9 @@ class SentinelParser:
         self._setup(name, CompiledContract(name, contract.model_dump(), grammar.model_dump()))
 
     @classmethod
-    def from_data(cls, name: str, contract: Mapping[str, Any],
-                  grammar: Mapping[str, Any]) -> SentinelParser:
+    def from_data(
+        cls, name: str, contract: Mapping[str, Any], grammar: Mapping[str, Any]
+    ) -> SentinelParser:
         """A parser from plain data: ``contract.model_dump()`` and ``grammar.model_dump()``."""
         parser = cls.__new__(cls)
         parser._setup(name, CompiledContract(name, contract, grammar))
@@ -62,8 +63,9 @@ class SentinelParser:
             return ParseResult(ok=False, failure=rejected.failure)
         return ParseResult.success(data, warnings)
 
-    def _parse(self, text: str, nonce: str,
-               params: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    def _parse(
+        self, text: str, nonce: str, params: Mapping[str, str]
+    ) -> tuple[dict[str, Any], list[str]]:
         contract = self._compiled
         report = contract.report
         key = (nonce, *map(params.get, self._input_names))
@@ -99,13 +101,15 @@ class SentinelParser:
                 continue
             if search(value) is None:
                 template = invalid_message or contract.messages["param_invalid"]
-                raise contract.report.reject(fill(template, {"param": name, "value": value}),
-                                             kind="input")
+                raise contract.report.reject(
+                    fill(template, {"param": name, "value": value}), kind="input"
+                )
         if contract.nonce_input(nonce) is None:
             raise contract.report.fail("nonce_invalid", kind="input", nonce=nonce)
 
-    def _payload(self, text: str, nonce: str, opener: DelimiterLine,
-                 closer: DelimiterLine) -> list[str]:
+    def _payload(
+        self, text: str, nonce: str, opener: DelimiterLine, closer: DelimiterLine
+    ) -> list[str]:
         """The payload lines; the text is scanned for delimiters, never split whole."""
         contract = self._compiled
         report = contract.report
@@ -129,12 +133,13 @@ class SentinelParser:
         size = close_start - 1 - (open_end + 1)  # the payload lines joined with LF
         if size > contract.max_payload_chars:
             raise report.fail("payload_too_large", max=contract.max_payload_chars, size=size)
-        return text[open_end + 1:close_start - 1].split("\n")
+        return text[open_end + 1 : close_start - 1].split("\n")
 
     # ------------------------------------------------------------------ output
 
-    def _output(self, fields: Mapping[str, Any], params: Mapping[str, str],
-                warnings: list[str]) -> dict[str, Any]:
+    def _output(
+        self, fields: Mapping[str, Any], params: Mapping[str, str], warnings: list[str]
+    ) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, kind, argument in self._compiled.output:
             if kind == "value":
@@ -146,8 +151,11 @@ class SentinelParser:
             elif kind == "split":
                 field, separator = argument
                 value = fields.get(field)
-                out[key] = (None if value is None
-                            else [part.strip() for part in str(value).split(separator)])
+                out[key] = (
+                    None
+                    if value is None
+                    else [part.strip() for part in str(value).split(separator)]
+                )
             else:
                 value = fields.get(argument)
                 if value is None:

@@ -28,7 +28,7 @@ def to_int(text: str) -> int | None:
         return None
     result = 0
     for start in range(0, len(text), 1000):
-        chunk = text[start:start + 1000]
+        chunk = text[start : start + 1000]
         result = result * 10 ** len(chunk) + int(chunk)
     return result
 
@@ -37,8 +37,13 @@ def _text(value: Any) -> Any:
     return "" if value is ABSENT or value is None else value
 
 
-def compile_rule(rule: Mapping[str, Any], name: str, messages: Mapping[str, str],
-                 extra: Mapping[str, Any], item_fields: bool = False) -> Check:
+def compile_rule(
+    rule: Mapping[str, Any],
+    name: str,
+    messages: Mapping[str, str],
+    extra: Mapping[str, Any],
+    item_fields: bool = False,
+) -> Check:
     """The check of ``rule`` about the subject ``name``.
 
     Messages get ``extra`` (e.g. the block name) and, for item rules (``item_fields``), the
@@ -48,8 +53,10 @@ def compile_rule(rule: Mapping[str, Any], name: str, messages: Mapping[str, str]
 
     def say(code: str, subject: Any, fields: Mapping[str, Any], /, **values: Any) -> str:
         base = {**extra, **fields} if item_fields else extra
-        return fill(own or messages[code], {**base, "name": name, "field": name, "key": name,
-                                            "value": _text(subject), **values})
+        return fill(
+            own or messages[code],
+            {**base, "name": name, "field": name, "key": name, "value": _text(subject), **values},
+        )
 
     body = _BUILDERS[rule["check"]](rule, say, name, messages, extra, item_fields)
     when = rule.get("when")
@@ -71,6 +78,7 @@ def _applies(condition: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
 # only when the rule applies (its `when`). Each body first skips an absent subject (ABSENT or
 # None), except `required`'s: one call per rule on the happy path.
 
+
 def _enum(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
     values = tuple(rule["values"])
     shown = "/".join(values)
@@ -81,6 +89,7 @@ def _enum(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
         if value in values:
             return None
         return say("rule_enum", value, fields, values=shown)
+
     return body
 
 
@@ -93,6 +102,7 @@ def _pattern(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
         if search(value if type(value) is str else str(value)) is not None:
             return None
         return say("rule_pattern", value, fields)
+
     return body
 
 
@@ -101,6 +111,7 @@ def _non_empty(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
         if value is ABSENT or value is None:
             return None
         return say("rule_non_empty", value, fields) if len(value) == 0 else None
+
     return body
 
 
@@ -112,6 +123,7 @@ def _single_line(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
         if "\n" in text or "\r" in text:
             return say("rule_single_line", value, fields)
         return None
+
     return body
 
 
@@ -123,6 +135,7 @@ def _max_len(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
             return None
         size = len(value)
         return say("rule_max_len", value, fields, max=limit, len=size) if size > limit else None
+
     return body
 
 
@@ -136,6 +149,7 @@ def _min_items(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
         if count < least:
             return say("rule_min_items", value, fields, min=least, count=count)
         return None
+
     return body
 
 
@@ -149,6 +163,7 @@ def _max_items(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
         if count > most:
             return say("rule_max_items", value, fields, max=most, count=count)
         return None
+
     return body
 
 
@@ -165,6 +180,7 @@ def _unique(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
                 return say("rule_unique", value, fields, value=subject)
             seen.add(subject)
         return None
+
     return body
 
 
@@ -175,6 +191,7 @@ def _required(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
         if value is ABSENT or value is None or (non_empty and len(value) == 0):
             return say("rule_required", value, fields)
         return None
+
     return body
 
 
@@ -190,11 +207,13 @@ def _count_matches(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
         if count is None or count == actual:
             return None
         return say("rule_count_matches", value, fields, count=count, n=actual)
+
     return body
 
 
-def _path(rule: Mapping[str, Any], say: _Say, name: str, messages: Mapping[str, str],
-          *_: Any) -> Check:
+def _path(
+    rule: Mapping[str, Any], say: _Say, name: str, messages: Mapping[str, str], *_: Any
+) -> Check:
     search = compile_pattern(rule["chars"]).search
     chars_message = rule.get("chars_message") or messages["rule_path_chars"]
     absolute_message = rule.get("absolute_message") or messages["rule_path_absolute"]
@@ -211,11 +230,18 @@ def _path(rule: Mapping[str, Any], say: _Say, name: str, messages: Mapping[str, 
         if ".." in text and ".." in text.split("/"):
             return fill(traversal_message, {"value": text})
         return None
+
     return body
 
 
-def _each(rule: Mapping[str, Any], say: _Say, name: str, messages: Mapping[str, str],
-          extra: Mapping[str, Any], item_fields: bool) -> Check:
+def _each(
+    rule: Mapping[str, Any],
+    say: _Say,
+    name: str,
+    messages: Mapping[str, str],
+    extra: Mapping[str, Any],
+    item_fields: bool,
+) -> Check:
     separator = rule.get("split", ",")
     strip = rule.get("strip", True)
     inner = [compile_rule(r, name, messages, extra, item_fields) for r in rule["rules"]]
@@ -236,6 +262,7 @@ def _each(rule: Mapping[str, Any], say: _Say, name: str, messages: Mapping[str, 
         if max_parts is not None and len(parts) > max_parts:
             return fill(parts_message, {"name": name, "count": len(parts), "max": max_parts})
         return None
+
     return body
 
 

@@ -28,8 +28,18 @@ def _close(plan: FieldPlan, parts: list[str], line: int, report: Reporter) -> st
 def read_fields(lines: list[str], contract: CompiledContract) -> dict[str, Any]:
     """The fields of a payload (values, multi-line texts, section item lists); raises
     ``Reject`` at the first failing check."""
-    (report, plans, field_keys, fast_keys, indent, item_prefix, header, field_line, quote,
-     escapes) = contract.loop_settings
+    (
+        report,
+        plans,
+        field_keys,
+        fast_keys,
+        indent,
+        item_prefix,
+        header,
+        field_line,
+        quote,
+        escapes,
+    ) = contract.loop_settings
     indent_size = len(indent)
 
     fields: dict[str, Any] = {}
@@ -103,8 +113,9 @@ def read_fields(lines: list[str], contract: CompiledContract) -> dict[str, Any]:
         quoted = False
         if text.startswith(quote):  # only a quoted value needs decoding
             inner = text[1:-1]
-            if (len(text) > 1 and text.endswith(quote) and "\\" not in inner
-                    and quote not in inner):  # fast path: no escape, nothing to check
+            if (
+                len(text) > 1 and text.endswith(quote) and "\\" not in inner and quote not in inner
+            ):  # fast path: no escape, nothing to check
                 text, quoted = inner, True
             else:
                 try:

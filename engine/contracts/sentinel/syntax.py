@@ -57,8 +57,10 @@ def _default_item_key(key: str) -> bool:
 
 _HEADERS: dict[str, HeaderMatcher] = {"^([A-Z_]+):$": _default_header}
 _FIELD_LINES: dict[str, FieldLineMatcher] = {"^([A-Z][A-Z0-9_]*)=": _default_field_line}
-_NAME_CHECKS: dict[str, NameCheck] = {"^[A-Z]": _default_field_name,
-                                      "^[a-z][a-z_]*$": _default_item_key}
+_NAME_CHECKS: dict[str, NameCheck] = {
+    "^[A-Z]": _default_field_name,
+    "^[a-z][a-z_]*$": _default_item_key,
+}
 
 
 def header_matcher(pattern: str) -> HeaderMatcher:
@@ -82,7 +84,7 @@ def field_line_matcher(pattern: str) -> FieldLineMatcher:
 
     def match(line: str) -> tuple[str, str] | None:
         found = search(line)
-        return None if found is None else (str(found.group(1)), line[found.end():])
+        return None if found is None else (str(found.group(1)), line[found.end() :])
 
     return match
 
@@ -99,5 +101,7 @@ def splits_at_first_equals(section_header: str, field_line: str) -> bool:
     """True for the engine's default line syntax: a line holding '=' is never a section
     header, and a field line's key is exactly the text before its first '='. The payload loop
     then recognises a declared key with ``str.partition`` and one dict lookup."""
-    return _HEADERS.get(section_header) is _default_header and \
-        _FIELD_LINES.get(field_line) is _default_field_line
+    return (
+        _HEADERS.get(section_header) is _default_header
+        and _FIELD_LINES.get(field_line) is _default_field_line
+    )

@@ -129,7 +129,7 @@ def _tokenize_escaped(text: str, quote: str) -> list[str]:
             index = backslash + 2
         if closing < 0:
             raise ValueError_("unterminated_token")
-        current += text[opening:closing + 1]
+        current += text[opening : closing + 1]
         position = closing + 1
     if current:
         tokens.append(current)
