@@ -73,7 +73,11 @@ def test_rate_limit_cases(case: dict[str, Any]) -> None:
     payload = decision.to_json()
     jsonschema.validate(payload, DECISION_SCHEMA)
     if expect["action"] == "PROCEED":
-        assert decision.limit is None and "limit" not in payload
+        # No limit holds: the pack's `otherwise` outcome, the round's figures, no prompt.
+        assert decision.limit is not None and payload["limit"]["name"] is None
+        assert payload["limit"]["action"] == expect["outcome"]
+        for key, value in expect.get("figures", {}).items():
+            assert payload["limit"]["figures"][key] == value, key
         assert decision.rule == "pass" and decision.exit_code == 0
         return
     limit = payload["limit"]
@@ -304,3 +308,11 @@ def test_limit_settings_are_checked(tmp_path: Path) -> None:
 def test_the_pack_has_no_no_behaviour_warning() -> None:
     result = engine.check_packs([str(PACK_DIR)])[0]
     assert result.findings == []
+
+
+def test_copy_without_an_otherwise_outcome_reports_no_limit(tmp_path: Path) -> None:
+    copy = pack_copy(tmp_path, ("    otherwise: ALLOW  # reported when no limit holds, as "
+                                "check_disagree_rate returns\n", ""))
+    decision = decide(case("two_rounds_only_allow"), copy)
+    assert decision.action == "PROCEED"
+    assert decision.limit is None and "limit" not in decision.to_json()

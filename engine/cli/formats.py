@@ -114,7 +114,8 @@ def format_evaluation(verdict: Verdict, decision: Decision, output_format: str) 
     rows.append(("reason", decision.reason))
     rows.append(("rule", decision.rule))
     if decision.limit is not None:
-        rows.append(("limit", f"{decision.limit['name']}: {decision.limit['message']}"))
+        name = decision.limit["name"] or decision.limit["action"]
+        rows.append(("limit", f"{name}: {decision.limit['message']}"))
         if decision.limit["recommendation"]:
             rows.append(("recommend", decision.limit["recommendation"]))
     if decision.default is not None:

@@ -751,6 +751,12 @@ class RateLimits(Strict):
     count: RateCount
     window: RateWindow = Field(default_factory=RateWindow)
     limits: list[RateLimit] = Field(min_length=1)
+    otherwise: Name | None = Field(
+        default=None,
+        description="the outcome reported in the decision's `limit` when no limit holds "
+        "(e.g. ALLOW, with the round's figures); the decision's action is unchanged. "
+        "Omitted: no `limit` object then",
+    )
 
 
 class GateSchema(Strict):

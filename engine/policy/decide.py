@@ -211,6 +211,11 @@ def decide(
                     f"limit:{outcome.name}",
                     limit=outcome.to_json(),
                 )
+            allowed = limits.allowed(measured)
+            if allowed is not None:
+                return make(
+                    "PROCEED", "the output meets its contract", "pass", limit=allowed.to_json()
+                )
         return make("PROCEED", "the output meets its contract", "pass")
     after = trigger.after_failure.action
     failure_type = verdict.failure_type or ""

@@ -39,7 +39,7 @@ class Measure:
 class LimitOutcome:
     """A limit that holds: its action, the filled message and recommendation, the figures."""
 
-    name: str
+    name: str | None
     action: str
     message: str
     recommendation: str
@@ -162,6 +162,24 @@ class CompiledRateLimits:
                 measure.items,
             )
         return None
+
+    def allowed(self, measure: Measure) -> LimitOutcome | None:
+        """The pack's ``otherwise`` outcome (no limit holds) with the round's figures, or
+        None when the pack declares none."""
+        if self.spec.otherwise is None:
+            return None
+        ratio = measure.count / measure.total if measure.total > 0 else None
+        figures = {
+            "count": measure.count,
+            "total": measure.total,
+            "ratio": ratio,
+            "threshold": None,
+            "rounds": 1,
+            "round": measure.round,
+        }
+        return LimitOutcome(
+            None, self.spec.otherwise, "no rate limit holds", "", None, figures, measure.items
+        )
 
 
 def compile_rate_limits(spec: RateLimits) -> CompiledRateLimits:
