@@ -23,13 +23,14 @@ BLOCK_NAMES = re.compile(r"\b(PLAN|TRACK|SPEC|VERDICT|REFLECT|QA_REVIEW)\b")
 #   gap, gaps                 the gap-review pack's subject (seeds 000, 003)
 #   reviewer, engineer        its roles (seeds 000, 003)
 #   role                      what seed 003 calls a block; the engine says "block"
-#   DISAGREE                  a reviewer verdict of seed 001
+#   DISAGREE, issue(s)        a reviewer verdict of seed 001 and what it answers (ISSUE-R1-001)
 #   stage                     seed 004's gate stages (the format calls them `gates.steps`)
 #   known_gaps, invalid_ids, original_prompt
 #                             context keys and template variables of the gap-review pack
 # Case-insensitive: "Reviewer" and "GAP" count too.
 SEED_WORDS = re.compile(
-    r"\b(gaps?|reviewer|engineer|role|DISAGREE|stage|known_gaps|invalid_ids|original_prompt)\b",
+    r"\b(gaps?|reviewer|engineer|role|DISAGREE|issues?|stage|known_gaps|invalid_ids|"
+    r"original_prompt)\b",
     re.IGNORECASE,
 )
 
@@ -67,7 +68,7 @@ def test_no_seed_vocabulary_appears_in_engine_code() -> None:
 
 def test_the_patterns_fire_on_what_they_are_for() -> None:
     for text in ("GAP-FLOW-001", "the gaps", "gap-review", "Reviewer", "role",
-                 "known_gaps", "stage", "DISAGREE"):
+                 "known_gaps", "stage", "DISAGREE", "ISSUE-R1-001", "issues"):
         assert SEED_WORDS.search(text), text
     for text in ("gap_count", "roles_of", "stages", "backstage", "overlap"):
         assert not SEED_WORDS.search(text), text

@@ -1,7 +1,7 @@
 """`rules gate`: run a pack's quality gate on JSON outputs; print the reprompt on failure.
 
-The option is called ``--stage`` and the JSON result's key ``stage`` because issue 10 and
-seed 004 name them so; inside the engine the gate's name is just the gate.
+The option is called ``--stage`` and the JSON result's key ``stage`` because seed 004 names
+them so; inside the engine the gate's name is just the gate.
 """
 
 from __future__ import annotations

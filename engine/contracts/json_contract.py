@@ -19,8 +19,8 @@ from engine.contracts.json_document import (
     compile_schema,
     read_documents,
     read_schema_file,
-    schema_issues,
     schema_problems,
+    schema_violations,
 )
 from engine.contracts.kind import EvaluationInput, no_parser_error
 from engine.errors import EvaluationError, PackError
@@ -71,8 +71,8 @@ class CompiledJson:
         failures = []
         for index, document in enumerate(documents):
             prefix = f"item {index + 1}: " if contract.many != "one" else ""
-            for issue in schema_issues(self.validator, document, contract.max_issues):
-                failures.append(Failure(contract.schema_failure, prefix + issue.message))
+            for violation in schema_violations(self.validator, document, contract.max_errors):
+                failures.append(Failure(contract.schema_failure, prefix + violation.message))
         data = documents[0] if contract.many == "one" else documents
         return verdict_from_checks(self.name, failures, [], data, dict(self.severities))
 

@@ -1,5 +1,5 @@
 """JSON documents in model outputs: finding them, reading them within bounds, and checking
-them against JSON Schemas with readable, deterministic issues.
+them against JSON Schemas with readable, deterministic violations.
 
 Used by the ``json`` contract kind and by quality gates. Nothing here raises for anything an
 output can contain: a document that cannot be read is a ``JsonDocumentError`` carrying the
@@ -21,8 +21,8 @@ MAX_CHARS = 8 * 1024 * 1024
 """Default cap on the characters of JSON read from one output."""
 MAX_DEPTH = 200
 """Default cap on nesting (objects and arrays) of one document."""
-MAX_ISSUES = 100
-"""At most this many schema issues are reported per document (the first, in order)."""
+MAX_VIOLATIONS = 100
+"""At most this many schema violations are reported per document (the first, in order)."""
 _MAX_MESSAGE = 300
 _MAX_CANDIDATES = 64
 
@@ -42,7 +42,7 @@ class JsonDocumentError(Exception):
         self.column = column
 
 
-class SchemaIssue(NamedTuple):
+class SchemaViolation(NamedTuple):
     """One way a document breaks its schema: a JSON Pointer and a readable message."""
 
     pointer: str
@@ -248,33 +248,41 @@ def _short(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
-def schema_issues(validator: Any, document: Any, limit: int = MAX_ISSUES) -> list[SchemaIssue]:
+def schema_violations(
+    validator: Any, document: Any, limit: int = MAX_VIOLATIONS
+) -> list[SchemaViolation]:
     """Every way ``document`` breaks the validator's schema, sorted by pointer then message.
 
-    A missing required key reads ``Missing: parent.key``; any other issue reads
+    A missing required key reads ``Missing: parent.key``; any other violation reads
     ``path: message`` (``(root)`` for the document itself).
     """
     from referencing.exceptions import Unresolvable
 
-    issues: list[SchemaIssue] = []
+    violations: list[SchemaViolation] = []
     try:
         for error in validator.iter_errors(document):
             path = list(error.absolute_path)
             if error.validator == "required":
                 missing = _missing_key(error)
-                issues.append(
-                    SchemaIssue(_pointer([*path, missing]), f"Missing: {_dotted([*path, missing])}")
+                violations.append(
+                    SchemaViolation(
+                        _pointer([*path, missing]), f"Missing: {_dotted([*path, missing])}"
+                    )
                 )
             else:
                 where = _dotted(path) or "(root)"
-                issues.append(SchemaIssue(_pointer(path), _short(f"{where}: {error.message}")))
-            if len(issues) >= 10 * limit:
+                violations.append(
+                    SchemaViolation(_pointer(path), _short(f"{where}: {error.message}"))
+                )
+            if len(violations) >= 10 * limit:
                 break
     except RecursionError:
-        issues.append(SchemaIssue("", "(root): JSON nested too deeply to validate"))
+        violations.append(SchemaViolation("", "(root): JSON nested too deeply to validate"))
     except Unresolvable as exc:
-        issues.append(SchemaIssue("", f"(root): {exc} (references must resolve inside the schema)"))
-    return sorted(set(issues))[:limit]
+        violations.append(
+            SchemaViolation("", f"(root): {exc} (references must resolve inside the schema)")
+        )
+    return sorted(set(violations))[:limit]
 
 
 def _missing_key(error: Any) -> str:

@@ -499,7 +499,7 @@ class JsonContract(_Contract):
     """One document, each element of a top-level array, or one document per line."""
     max_chars: int = Field(default=8 * 1024 * 1024, ge=1, le=256 * 1024 * 1024)
     max_depth: int = Field(default=200, ge=1, le=900)
-    max_issues: int = Field(default=100, ge=1, le=10_000)
+    max_errors: int = Field(default=100, ge=1, le=10_000)
     parse_failure: FailureRef = "PARSE_ERROR"
     schema_failure: FailureRef = "SCHEMA_ERROR"
 

@@ -7,7 +7,7 @@ decision expressions, the reprompt, artifact and output-file templates. Running 
 no pack file and compiles nothing.
 
 A gate's result, in the pack's terms: ``checked`` lists the schema of every output that
-matched a detection rule (in output order), ``errors`` holds each output's schema issues
+matched a detection rule (in output order), ``errors`` holds each output's schema violations
 prefixed ``[schema] `` and then ``Missing required schema: NAME`` for each schema the gate
 requires that no output matched. Outputs no detection rule matches are not checked.
 """
@@ -28,8 +28,8 @@ from engine.clock import compact, iso
 from engine.contracts.json_document import (
     compile_schema,
     read_schema_file,
-    schema_issues,
     schema_problems,
+    schema_violations,
 )
 from engine.errors import EngineError, PackError
 from engine.format.model import ActionSpec, Gates, Rulepack
@@ -80,7 +80,7 @@ class CompiledRule:
 
 @dataclass(frozen=True)
 class OutputResult:
-    """One output that matched a schema: which, and its issues."""
+    """One output that matched a schema: which, and its violations."""
 
     schema: str
     valid: bool
@@ -152,7 +152,7 @@ class CompiledGates:
         input_errors: Sequence[str] = (),
     ) -> GateResult:
         """Detect, validate and decide. ``input_errors`` (e.g. unreadable JSON) count as
-        errors of the gate before the schema issues."""
+        errors of the gate before the schema violations."""
         required = self.required(gate)
         values = dict(context or {})
         errors: list[str] = list(input_errors)
@@ -162,13 +162,13 @@ class CompiledGates:
             schema = self.schema_of(output, values)
             if schema is None:
                 continue
-            issues = [
-                f"[{schema}] {issue.message}"
-                for issue in schema_issues(self.validators[schema], output)
+            violations = [
+                f"[{schema}] {violation.message}"
+                for violation in schema_violations(self.validators[schema], output)
             ]
             checked.append(schema)
-            results.append(OutputResult(schema, not issues, tuple(issues)))
-            errors.extend(issues)
+            results.append(OutputResult(schema, not violations, tuple(violations)))
+            errors.extend(violations)
         missing = [name for name in required if name not in checked]
         errors.extend(f"Missing required schema: {name}" for name in missing)
         valid = not errors
@@ -273,9 +273,9 @@ class CompiledGates:
             document = json.loads(text)
         except ValueError as exc:
             raise GateError(f"the {action} artifact template does not give JSON: {exc}") from None
-        issues = schema_issues(self.validators[schema], document)
-        if issues:
-            listed = "; ".join(issue.message for issue in issues[:10])
+        violations = schema_violations(self.validators[schema], document)
+        if violations:
+            listed = "; ".join(violation.message for violation in violations[:10])
             raise GateError(
                 f"the {action} artifact does not validate against schema {schema!r}: {listed}"
             )
