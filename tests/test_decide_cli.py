@@ -100,17 +100,6 @@ def render(block: str, text: str, **params: str) -> str:
 def test_repair_prompt_per_block(block: str, snapshot: SnapshotAssertion, tmp_path: Path) -> None:
     params = {"criterion": "AC1"} if block == "VERDICT" else {}
     pack = "sentinel"
-    if block in ("TRACK", "SPEC"):
-        # The shipped policy does not repair these yet (seed 002): the prompt is refused.
-        result = run_cli("render", *eval_args(block), input=output_of(block, "junk"))
-        assert result.exit_code == 1
-        assert "CYCLE_FAIL" in result.stderr
-        # A team that enables it gets the same universal template with this block's contract.
-        copy = tmp_path / "sentinel"
-        shutil.copytree(REPO / "rules" / "sentinel", copy)
-        edit(copy, f"  {block}:\n    on: []\n",
-             f"  {block}:\n    on: [PARSE_ERROR]\n    template: format_repair\n")
-        pack = str(copy)
     result = run_cli("render", "--pack", pack, "--block", block, "--nonce", NONCE,
                      *(a for k, v in params.items() for a in ("--var", f"{k}={v}")),
                      input=output_of(block, "junk"))

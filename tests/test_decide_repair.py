@@ -32,8 +32,8 @@ def test_table_rows_after_the_one_repair() -> None:
         outcomes[block] = (first.action, second.action)
     assert outcomes == {
         "PLAN": ("REPAIR", "CYCLE_FAIL"),
-        "TRACK": ("CYCLE_FAIL", "CYCLE_FAIL"),
-        "SPEC": ("CYCLE_FAIL", "CYCLE_FAIL"),
+        "TRACK": ("REPAIR", "CYCLE_FAIL"),
+        "SPEC": ("REPAIR", "CYCLE_FAIL"),
         "VERDICT": ("REPAIR", "NEEDS_HUMAN"),
         "REFLECT": ("REPAIR", "DEGRADE"),
         "QA_REVIEW": ("REPAIR", "ACCEPT_WITH_WARNINGS"),
