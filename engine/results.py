@@ -23,7 +23,8 @@ class ParseResult:
     """The outcome of a deterministic parse of one block."""
 
     ok: bool
-    data: dict[str, Any] | None = None
+    data: dict[str, Any] | list[dict[str, Any]] | None = None
+    """The block's data; a list of them for a contract of several blocks."""
     failure: Failure | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -32,7 +33,9 @@ class ParseResult:
         return self.failure.message if self.failure else None
 
     @classmethod
-    def success(cls, data: dict[str, Any], warnings: list[str]) -> ParseResult:
+    def success(
+        cls, data: dict[str, Any] | list[dict[str, Any]], warnings: list[str]
+    ) -> ParseResult:
         """A successful result, built without the frozen dataclass's per-field
         ``object.__setattr__`` calls (a third of a small block's parse otherwise); the object
         is the same as ``ParseResult(ok=True, data=data, warnings=warnings)``."""

@@ -306,14 +306,72 @@ class _Contract(Strict):
 
 class SentinelContract(_Contract):
     kind: Literal["sentinel"]
-    opener: str = Field(min_length=1)
-    closer: str = Field(min_length=1)
+    grammar: Name | None = Field(
+        default=None,
+        description="take opener, closer, params, fields, rules, warnings, output and "
+        "messages from this sentinel contract of the pack (shared, not copied); give none "
+        "of them here but `messages`, which are added to the shared ones",
+    )
+    count: Literal["one", "many"] = Field(
+        default="one",
+        description="`one`: exactly one block (a second opener is an error); `many`: one "
+        "or more complete blocks in order, each parsed on its own, the data a list",
+    )
+    between: Literal["blank", "text"] = Field(
+        default="blank",
+        description="with `count: many`, what may stand between two blocks: only blank "
+        "lines, or any text",
+    )
+    max_blocks: int = Field(default=20, ge=1, le=1000, description="with `count: many`")
+    opener: str = Field(default="", description="required unless `grammar:` is given")
+    closer: str = Field(default="", description="required unless `grammar:` is given")
     params: dict[str, ParamSpec] = Field(default_factory=dict)
-    fields: dict[str, FieldSpec] = Field(min_length=1)
+    fields: dict[str, FieldSpec] = Field(
+        default_factory=dict, description="required unless `grammar:` is given"
+    )
     rules: list[BlockRule] = Field(default_factory=list)
     warnings: list[WordWarning] = Field(default_factory=list)
     output: list[OutputKey] = Field(default_factory=list)
     messages: dict[str, Message] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _own_or_shared_grammar(self) -> SentinelContract:
+        given = sorted((GRAMMAR_KEYS - {"messages"}) & self.model_fields_set)
+        if self.grammar is not None and given:
+            raise ValueError(
+                f"a contract with `grammar: {self.grammar}` takes its grammar from that "
+                f"contract; remove {', '.join(given)}"
+            )
+        if self.grammar is None:
+            missing = [key for key in ("opener", "closer", "fields") if not getattr(self, key)]
+            if missing:
+                raise ValueError(
+                    f"a sentinel contract needs {', '.join(missing)} "
+                    "(or `grammar: NAME` to share another contract's grammar)"
+                )
+        return self
+
+
+GRAMMAR_KEYS = frozenset(
+    {"opener", "closer", "params", "fields", "rules", "warnings", "output", "messages"}
+)
+"""What a sentinel contract with ``grammar:`` takes from the contract it names."""
+
+
+def share_grammars(contracts: dict[str, Any]) -> dict[str, Any]:
+    """The contracts with every ``grammar:`` reference filled in from the contract it names
+    (when that is a sentinel contract with a grammar of its own; otherwise left for
+    ``rules check`` to report)."""
+    out = dict(contracts)
+    for name, contract in contracts.items():
+        if not isinstance(contract, SentinelContract) or contract.grammar is None:
+            continue
+        base = contracts.get(contract.grammar)
+        if isinstance(base, SentinelContract) and base.grammar is None:
+            shared = {key: getattr(base, key) for key in GRAMMAR_KEYS}
+            shared["messages"] = {**base.messages, **contract.messages}
+            out[name] = contract.model_copy(update=shared)
+    return out
 
 
 class _Check(Strict):

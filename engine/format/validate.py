@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from engine.format.findings import Finding
 from engine.format.loader import KeyPath, SourceMap
-from engine.format.model import Rulepack
+from engine.format.model import Rulepack, share_grammars
 
 MAX_PRUNE_ROUNDS = 100
 
@@ -200,7 +200,11 @@ def validate_tree(data: Any, source: SourceMap) -> tuple[Rulepack | None, list[F
     work = copy.deepcopy(data)
     for round_number in range(MAX_PRUNE_ROUNDS):
         try:
-            return Rulepack.model_validate(work), findings
+            model = Rulepack.model_validate(work)
+            shared = share_grammars(model.contracts)
+            if shared != model.contracts:
+                model = model.model_copy(update={"contracts": shared})
+            return model, findings
         except ValidationError as exc:
             errors = exc.errors(include_url=False)
             if round_number == 0:

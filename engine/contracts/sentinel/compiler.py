@@ -92,7 +92,7 @@ class CompiledContract:
             **(contract.get("messages") or {}),
         }
         self.report = Reporter(
-            name,
+            contract.get("grammar") or name,  # messages name the block the grammar is of
             self.messages,
             {
                 "parse": grammar["parse_failure"],
@@ -115,6 +115,9 @@ class CompiledContract:
         self.opener = DelimiterTemplate(contract["opener"], grammar["nonce_token"])
         self.closer = DelimiterTemplate(contract["closer"], grammar["nonce_token"])
         self.max_payload_chars: int = grammar["max_payload_chars"]
+        self.many: bool = contract.get("count", "one") == "many"
+        self.text_between: bool = contract.get("between", "blank") == "text"
+        self.max_blocks: int = contract.get("max_blocks", 20)
         # line syntax
         self.continuation_indent: str = grammar["continuation_indent"]
         self.item_prefix: str = grammar["item_prefix"]

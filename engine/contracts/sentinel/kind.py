@@ -70,6 +70,22 @@ class SentinelKind:
 
     def check(self, name: str, contract: SentinelContract, checker: PackChecker) -> None:
         base: KeyPath = ("contracts", name)
+        if contract.grammar is not None:
+            shared = checker.pack.contracts.get(contract.grammar)
+            if getattr(shared, "kind", None) != "sentinel" or getattr(shared, "grammar", None):
+                own = sorted(
+                    other
+                    for other, spec in checker.pack.contracts.items()
+                    if spec.kind == "sentinel" and getattr(spec, "grammar", None) is None
+                )
+                checker.add(
+                    "unknown-grammar",
+                    f"`grammar: {contract.grammar}` names no sentinel contract with a grammar "
+                    "of its own",
+                    (*base, "grammar"),
+                    f"name one of: {', '.join(own) or '(none in this pack)'}",
+                )
+                return
         fields = contract.fields
         for which in ("opener", "closer"):
             holes = _holes(getattr(contract, which))

@@ -13,6 +13,14 @@ DEFAULT_MESSAGES: dict[str, str] = {
     "nonce_pair": "nonce mismatch: opener={opener}, closer={closer}",
     "nonce_expected": "nonce mismatch: block={found}, expected={expected}",
     "payload_too_large": "block content exceeds {max} chars ({size})",
+    # several blocks (count: many)
+    "block_count": "expected 1 to {max} {block} blocks, found {count}",
+    "closer_count_many": "expected one closer per opener, found {openers} openers and "
+    "{closers} closers",
+    "block_order": "block {index}: opener must appear before closer",
+    "block_nested": "block {index}: opener before the closer of block {previous}",
+    "text_between": "text between blocks {index} and {next}",
+    "block_prefix": "block {index}: {message}",
     # payload lines
     "line_prefix": "line {line}: {message}",
     "tab_start": "tab character at start of line",

@@ -24,7 +24,7 @@ from engine.contracts.sentinel.failures import Reject
 from engine.contracts.sentinel.rules import ABSENT, to_int
 from engine.contracts.sentinel.runtime import read_fields
 from engine.placeholders import fill
-from engine.results import ParseResult
+from engine.results import Failure, ParseResult
 from engine.textio import find_word
 
 if TYPE_CHECKING:
@@ -58,16 +58,19 @@ class SentinelParser:
 
     def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
         try:
+            if self._compiled.many:
+                blocks, warnings = self._parse_many(text, nonce or "", params)
+                return ParseResult.success(blocks, warnings)
             data, warnings = self._parse(text, nonce if nonce is not None else "", params)
         except Reject as rejected:
             return ParseResult(ok=False, failure=rejected.failure)
         return ParseResult.success(data, warnings)
 
-    def _parse(
-        self, text: str, nonce: str, params: Mapping[str, str]
-    ) -> tuple[dict[str, Any], list[str]]:
+    def _delimiters(
+        self, nonce: str, params: Mapping[str, str]
+    ) -> tuple[DelimiterLine, DelimiterLine]:
+        """The opener and closer bound to these inputs, checked once per distinct inputs."""
         contract = self._compiled
-        report = contract.report
         key = (nonce, *map(params.get, self._input_names))
         delimiters = self._checked.get(key)
         if delimiters is None:
@@ -76,6 +79,56 @@ class SentinelParser:
             if len(self._checked) >= 1024:
                 self._checked.clear()
             self._checked[key] = delimiters
+        return delimiters
+
+    def _parse_many(
+        self, text: str, nonce: str, params: Mapping[str, str]
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """One or more complete blocks in order, each parsed as a single block; the first
+        failing block's failure, prefixed with its number."""
+        contract = self._compiled
+        report = contract.report
+        opener, closer = self._delimiters(nonce, params)
+        if "\r" in text:
+            text = text.replace("\r", "")
+        openers = opener.find(text)
+        closers = closer.find(text)
+        if not openers or len(openers) > contract.max_blocks:
+            raise report.fail("block_count", count=len(openers), max=contract.max_blocks)
+        if len(closers) != len(openers):
+            raise report.fail("closer_count_many", openers=len(openers), closers=len(closers))
+        previous_end = -1
+        for index, (start, _, _) in enumerate(openers, 1):
+            close_start, close_end, _ = closers[index - 1]
+            if start <= previous_end:
+                raise report.fail("block_nested", index=index, previous=index - 1)
+            if close_start <= start:
+                raise report.fail("block_order", index=index)
+            if previous_end >= 0 and not contract.text_between and text[previous_end:start].strip():
+                raise report.fail("text_between", index=index - 1, next=index)
+            previous_end = close_end
+        blocks: list[dict[str, Any]] = []
+        warnings: list[str] = []
+        prefix = contract.messages["block_prefix"]
+        for index, ((start, _, _), (_, close_end, _)) in enumerate(
+            zip(openers, closers, strict=True), 1
+        ):
+            try:
+                data, found = self._parse(text[start:close_end], nonce, params)
+            except Reject as rejected:
+                failure = rejected.failure
+                message = fill(prefix, {"index": index, "message": failure.message})
+                raise Reject(Failure(failure.type, message, failure.line)) from None
+            blocks.append(data)
+            warnings.extend(fill(prefix, {"index": index, "message": w}) for w in found)
+        return blocks, warnings
+
+    def _parse(
+        self, text: str, nonce: str, params: Mapping[str, str]
+    ) -> tuple[dict[str, Any], list[str]]:
+        contract = self._compiled
+        report = contract.report
+        delimiters = self._delimiters(nonce, params)
         lines = self._payload(text, nonce, *delimiters)
         fields = read_fields(lines, contract)
         if not contract.required <= fields.keys():
