@@ -25,6 +25,7 @@ from engine.verdict import Verdict, verdict_from_error
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from engine.policy.conflicts import CompiledConflicts
     from engine.policy.decide import CompiledPolicy, Decision
     from engine.policy.gates import CompiledGates, GateOutcome
     from engine.policy.limits import Measure
@@ -49,6 +50,8 @@ class Pack:
     prompts: CompiledPrompts = field(init=False, repr=False)
     gates: CompiledGates | None = field(init=False, repr=False)
     """The quality gates, compiled (None when the pack declares none)."""
+    conflicts: CompiledConflicts | None = field(init=False, repr=False)
+    """The conflict rules, compiled (None when the pack declares none)."""
 
     def __post_init__(self) -> None:
         if not self.contracts:
@@ -64,6 +67,11 @@ class Pack:
             from engine.policy.gates import compile_gates
 
             self.gates = compile_gates(self.model, self._folder_of, self.prompts.templates)
+        self.conflicts = None
+        if self.model.conflicts is not None:
+            from engine.policy.conflicts import compile_conflicts
+
+            self.conflicts = compile_conflicts(self.model.conflicts)
 
     def _folder_of(self, path: tuple[str | int, ...]) -> Path:
         """The folder of the pack file that declared ``path`` (packs it extends included)."""
@@ -216,6 +224,10 @@ class Pack:
             measure=measure,
             earlier=earlier,
         )
+
+    def render_conflicts(self, template: str, variables: Mapping[str, Any]) -> str:
+        """A template of purpose ``conflicts`` (presentation, decisions record) filled."""
+        return self.prompts.templates[template].render(dict(variables))
 
     def present(
         self, verdict: Verdict, decision: Decision, context: Mapping[str, Any] | None = None

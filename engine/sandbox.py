@@ -22,6 +22,8 @@ from engine.textio import find_word
 # Variables the engine provides to a template, by the template's purpose. Generic only:
 # templates may also use every context key their pack declares.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
+    # the conflict presentation and the decisions record (engine.policy.conflicts)
+    "conflicts": frozenset({"conflicts", "total", "rounds", "context"}),
     "repair": frozenset(
         {
             "block_type",

@@ -44,6 +44,10 @@ ALLOWED = {
     # named by issue 10 (after seed 004's CLI and gate_result); the command module maps
     # them to the engine's gate name and nothing below the CLI uses the word.
     ("cli/gate.py", "stage"),
+    # `rules conflicts resolve --engineer-action --gap-action` are named by issue 12 (after
+    # seed 001's decisions record); the command stores them as generic resolution actions.
+    ("cli/conflicts.py", "engineer"),
+    ("cli/conflicts.py", "gap"),
 }
 
 

@@ -453,7 +453,8 @@ def test_a_version_2_ledger_gains_gate_results(tmp_path: Path) -> None:
     Ledger(tmp_path).close()
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
         db.execute("DROP TABLE gate_results")
-        db.execute("DROP TABLE round_counts")
+        for later in ("round_counts", "resolutions", "conflicts"):  # migrations 4 and up
+            db.execute(f"DROP TABLE {later}")
         db.execute("PRAGMA user_version = 2")
     ledger = Ledger(tmp_path)
     try:

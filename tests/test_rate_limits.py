@@ -16,7 +16,7 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import REPO, run_cli
-from engine.state.ledger import LEDGER_FILE
+from engine.state.ledger import LEDGER_FILE, MIGRATIONS
 from engine.state.session import Session
 
 PACK_DIR = REPO / "rules" / "gap-review"
@@ -285,11 +285,12 @@ def test_a_version_3_ledger_gains_round_counts(tmp_path: Path) -> None:
 
     Ledger(tmp_path).close()
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
-        db.execute("DROP TABLE round_counts")
+        for later in ("round_counts", "conflicts", "resolutions"):  # migrations 4 and up
+            db.execute(f"DROP TABLE {later}")
         db.execute("PRAGMA user_version = 3")
     ledger = Ledger(tmp_path)
     try:
-        assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         assert ledger.round_counts("engineer") == []
     finally:
         ledger.close()

@@ -43,7 +43,8 @@ VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs witho
     help="all: every log template of the pack that writes --format (md: the "
     "validation and example logs of the shipped packs); NAME: the pack's log "
     "template NAME, e.g. `--format jsonl --view failures` for seed 004's gate "
-    "failure log (one line per failed evaluation).",
+    "failure log (one line per failed evaluation); decisions: the decisions record of "
+    "the session's resolved conflicts (the pack's `conflicts.decisions` template).",
 )
 @click.option(
     "--pack",
@@ -67,6 +68,9 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
         raise UsageFailure(
             f"{session_dir}: no ledger here (run `rules run` or `rules eval --session` first)"
         )
+    if view == "decisions":
+        click.echo(_decisions(session_dir, pack_ref), nl=False)
+        return
     try:
         ledger = Ledger(Path(session_dir))
         rows = ledger.attempts()
@@ -101,3 +105,27 @@ def _session_pack(rows: list[dict[str, Any]]) -> Pack:
         if any(spec.purpose == "log" for spec in pack.model.templates.values()):
             return pack
     return open_pack(VIEW_PACK)
+
+
+def _decisions(session_dir: str, pack_ref: str | None) -> str:
+    """The decisions record: resolved conflicts grouped by round, in priority order."""
+    from engine.state.conflicts import ConflictBook
+
+    try:
+        book = ConflictBook(Ledger(Path(session_dir)))
+        row = book.ledger.db.execute("SELECT pack FROM conflicts ORDER BY id DESC").fetchone()
+        if pack_ref is None and row is None:
+            return ""
+        pack = open_pack(pack_ref or row[0])
+        if pack.conflicts is None:
+            raise UsageFailure(f"pack {pack.name!r} declares no `conflicts:` section")
+        rounds: dict[Any, list[dict[str, Any]]] = {}
+        for record in book.resolutions(pack.conflicts):
+            rounds.setdefault(record["round"], []).append(record)
+        ordered = sorted(rounds.items(), key=lambda pair: (pair[0] is None, pair[0] or 0))
+        return pack.render_conflicts(
+            pack.conflicts.spec.decisions,
+            {"rounds": [{"round": r, "conflicts": c} for r, c in ordered]},
+        )
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None

@@ -261,7 +261,7 @@ def _field(text: str, pattern: str) -> str | None:
     if match is None:
         return None
     value = match.group(1) if match.groups() else match.group(0)
-    return None if value is None else str(value).strip()
+    return None if value is None else " ".join(str(value).split())  # one line
 
 
 def _where(check: CoverageCheck, item: Any, context: Mapping[str, Any]) -> bool:

@@ -101,6 +101,37 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (block, round)
     );
     """,
+    # 5: conflicts between an output and context items, and their resolutions
+    """
+    CREATE TABLE conflicts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ref TEXT NOT NULL UNIQUE,
+        pack TEXT NOT NULL,
+        block TEXT NOT NULL,
+        type TEXT NOT NULL,
+        converted INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL,
+        severity TEXT NOT NULL,
+        round INTEGER,
+        number INTEGER NOT NULL,
+        fields TEXT NOT NULL,
+        options TEXT NOT NULL,
+        proposal TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE resolutions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conflict_id INTEGER NOT NULL REFERENCES conflicts(id),
+        option TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        rationale TEXT NOT NULL,
+        constraints TEXT NOT NULL,
+        actions TEXT NOT NULL,
+        decided_by TEXT NOT NULL,
+        decided_at TEXT NOT NULL
+    );
+    """,
 ]
 
 

@@ -1,0 +1,319 @@
+"""`rules conflicts`: detect, convert, waive, propose, resolve and list a session's
+conflicts, and check termination against them (the pack's `conflicts:` section).
+
+The options `--engineer-action` and `--gap-action` of `resolve` are named as the request
+for this command names them (seed 001's decisions record); the engine stores them as the
+resolution's actions `engineer` and `gap`, and nothing below the CLI uses the words.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine import clock
+from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.errors import EngineError
+from engine.pack import Pack
+from engine.policy.conflicts import CompiledConflicts
+from engine.state.conflicts import FLAGGED, OPEN, ConflictBook
+from engine.state.ledger import LEDGER_FILE, Ledger
+from engine.state.session import DEFAULT_SESSION
+
+EXIT_BLOCKED = 1
+
+
+def _session_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--session",
+        "session_dir",
+        type=click.Path(file_okay=False),
+        default=str(DEFAULT_SESSION),
+        show_default=True,
+        help="Session folder (its ledger holds the conflicts).",
+    )(command)
+
+
+def _pack_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--pack",
+        "pack_ref",
+        default=None,
+        help="Pack with the `conflicts:` rules. Default: the pack that recorded them.",
+    )(command)
+
+
+def _rules(pack: Pack) -> CompiledConflicts:
+    if pack.conflicts is None:
+        raise UsageFailure(f"pack {pack.name!r} declares no `conflicts:` section")
+    return pack.conflicts
+
+
+def _book(session_dir: str, create: bool = False) -> ConflictBook:
+    if not create and not (Path(session_dir) / LEDGER_FILE).exists():
+        raise UsageFailure(
+            f"{session_dir}: no ledger here (run `rules conflicts detect --session "
+            f"{session_dir} ...` first)"
+        )
+    try:
+        return ConflictBook(Ledger(Path(session_dir)))
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+
+
+def _pack_of(book: ConflictBook, pack_ref: str | None) -> Pack:
+    if pack_ref is not None:
+        return open_pack(pack_ref)
+    row = book.ledger.db.execute("SELECT pack FROM conflicts ORDER BY id DESC").fetchone()
+    if row is None:
+        raise UsageFailure("no conflicts recorded in this session; give --pack")
+    return open_pack(row[0])
+
+
+def _print_conflicts(pack: Pack, rules: CompiledConflicts, records: list[dict[str, Any]]) -> None:
+    shown = [r for r in records if r["status"] == OPEN]
+    if shown:
+        click.echo(
+            pack.render_conflicts(
+                rules.spec.presentation, {"conflicts": shown, "total": len(shown)}
+            ),
+            nl=False,
+        )
+    for record in records:
+        if record["status"] == FLAGGED:
+            click.echo(
+                f"flag {record['ref']} ({record['severity']}): not addressed; "
+                f"`rules conflicts convert {record['ref']}` makes it a conflict, "
+                f"`rules conflicts waive {record['ref']}` drops it"
+            )
+
+
+def _json(records: list[dict[str, Any]]) -> None:
+    click.echo(json.dumps({"conflicts": records}, ensure_ascii=False, indent=2))
+
+
+def _fail(exc: EngineError) -> UsageFailure:
+    return UsageFailure(str(exc))
+
+
+@click.group("conflicts")
+def conflicts_command() -> None:
+    """Conflicts between an output and the items it answers (the pack's `conflicts:`).
+
+    \b
+    Examples:
+      rules conflicts detect --pack gap-review --session runs/1 --context ctx.yaml out.md
+      rules conflicts convert --session runs/1 ID-7
+      rules conflicts propose --session runs/1 ID-3 --synthesis "..." --trade-off "..."
+      rules conflicts resolve --session runs/1 ID-3 --option C --decision "..." \\
+          --rationale "..." --now 2026-01-12T15:30:00Z
+      rules conflicts list --session runs/1 --open
+      rules conflicts termination --session runs/1 COMPLETE
+    """
+
+
+@conflicts_command.command("detect")
+@click.option("--pack", "pack_ref", required=True, help="Pack with a `conflicts:` section.")
+@_session_option
+@click.option("--context", "context_file", type=click.Path(dir_okay=False), default=None)
+@click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
+@click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
+def detect_command(
+    pack_ref: str,
+    session_dir: str,
+    context_file: str | None,
+    var_pairs: tuple[str, ...],
+    output_format: str,
+    source: str,
+) -> None:
+    """Evaluate an output of the pack's conflict block; record its conflicts and flags.
+
+    Prints the open conflicts in priority order (the pack's presentation) and the flags.
+    Exit 1 when the output fails its contract (repair it first).
+    """
+    pack = open_pack(pack_ref)
+    rules = _rules(pack)
+    block = rules.spec.block
+    try:
+        raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        raise UsageFailure(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        variables, context = pack.split_inputs(
+            block, load_context(context_file), parse_vars(var_pairs)
+        )
+        verdict = pack.evaluate(block, raw, vars=variables, context=context, path=source)
+        if verdict.status == "fail":
+            click.echo(
+                f"error: the output fails its contract ({verdict.failure_type}: "
+                f"{verdict.error}); repair it first",
+                err=True,
+            )
+            sys.exit(EXIT_BLOCKED)
+        round_key = pack.model.session.round
+        round_value = context.get(round_key) if round_key else None
+        found = rules.from_verdict(
+            verdict.data, context, round_value if isinstance(round_value, int) else None
+        )
+        book = _book(session_dir, create=True)
+        refs = book.record(rules, found, pack_ref, block)
+        records = [book.get(ref) for ref in refs]
+    except EngineError as exc:
+        raise _fail(exc) from None
+    ordered = list(rules.ordered(records))
+    if output_format == "json":
+        _json(ordered)  # type: ignore[arg-type]
+    else:
+        _print_conflicts(pack, rules, ordered)  # type: ignore[arg-type]
+
+
+@conflicts_command.command("convert")
+@_session_option
+@_pack_option
+@click.argument("ref")
+def convert_command(session_dir: str, pack_ref: str | None, ref: str) -> None:
+    """Make an implicit flag (an unaddressed item) a conflict with options (a user action)."""
+    book = _book(session_dir)
+    pack = _pack_of(book, pack_ref)
+    rules = _rules(pack)
+    try:
+        record = book.convert(rules, ref)
+    except EngineError as exc:
+        raise _fail(exc) from None
+    _print_conflicts(pack, rules, [record])
+
+
+@conflicts_command.command("waive")
+@_session_option
+@click.argument("ref")
+def waive_command(session_dir: str, ref: str) -> None:
+    """Drop a conflict or flag: it blocks nothing and is not resolved."""
+    try:
+        record = _book(session_dir).waive(ref)
+    except EngineError as exc:
+        raise _fail(exc) from None
+    click.echo(f"{record['ref']}: waived")
+
+
+@conflicts_command.command("propose")
+@_session_option
+@_pack_option
+@click.argument("ref")
+@click.option("--synthesis", required=True, help="The mediator's middle-ground option.")
+@click.option("--trade-off", "trade_off", required=True, help="What each side gives up.")
+@click.option("--addresses-both", is_flag=True, help="It answers both positions.")
+def propose_command(
+    session_dir: str,
+    pack_ref: str | None,
+    ref: str,
+    synthesis: str,
+    trade_off: str,
+    addresses_both: bool,
+) -> None:
+    """Add a mediator's synthesis option to an open conflict (replaces a rule's)."""
+    book = _book(session_dir)
+    pack = _pack_of(book, pack_ref)
+    rules = _rules(pack)
+    try:
+        record = book.propose(rules, ref, synthesis, trade_off, addresses_both)
+    except EngineError as exc:
+        raise _fail(exc) from None
+    _print_conflicts(pack, rules, [record])
+
+
+@conflicts_command.command("resolve")
+@_session_option
+@click.argument("ref")
+@click.option("--option", "option", required=True, help="The chosen option's label.")
+@click.option("--decision", required=True, help="What was decided.")
+@click.option("--rationale", required=True, help="Why.")
+@click.option("--constraints", default="", help="Conditions on the implementation.")
+@click.option("--engineer-action", "first_action", default=None, help="Action for the author.")
+@click.option("--gap-action", "second_action", default=None, help="Action for the subject.")
+@click.option("--by", "decided_by", default="User", show_default=True)
+@click.option("--now", default=None, metavar="ISO8601", help="Decision time (default: now).")
+def resolve_command(
+    session_dir: str,
+    ref: str,
+    option: str,
+    decision: str,
+    rationale: str,
+    constraints: str,
+    first_action: str | None,
+    second_action: str | None,
+    decided_by: str,
+    now: str | None,
+) -> None:
+    """Record the user's decision on an open conflict (an option that was offered)."""
+    actions = {
+        name: text
+        for name, text in (("engineer", first_action), ("gap", second_action))
+        if text is not None
+    }
+    try:
+        stamp = clock.iso(clock.now(now))
+        record = _book(session_dir).resolve(
+            ref, option, decision, rationale, constraints, actions, decided_by, stamp
+        )
+    except EngineError as exc:
+        raise _fail(exc) from None
+    click.echo(f"{record['ref']}: resolved with option {option}")
+
+
+@conflicts_command.command("list")
+@_session_option
+@_pack_option
+@click.option("--open", "open_only", is_flag=True, help="Only conflicts and flags not decided.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
+def list_command(
+    session_dir: str, pack_ref: str | None, open_only: bool, output_format: str
+) -> None:
+    """The session's conflicts in priority order."""
+    book = _book(session_dir)
+    pack = _pack_of(book, pack_ref)
+    rules = _rules(pack)
+    records = [r for r in book.all(rules) if not open_only or r["status"] in (OPEN, FLAGGED)]
+    if output_format == "json":
+        _json(records)
+        return
+    for r in records:
+        options = "".join(o["label"] for o in r["options"]) or "-"
+        click.echo(
+            f"{r['ref']}  {r['severity']:<8} round {r['round']}  {r['type']:<8} "
+            f"{r['status']:<8} options {options}"
+        )
+
+
+@conflicts_command.command("termination")
+@_session_option
+@_pack_option
+@click.argument("state")
+def termination_command(session_dir: str, pack_ref: str | None, state: str) -> None:
+    """Whether the unresolved conflicts allow a termination STATE.
+
+    Exit 0 allowed, 1 blocked (reasons listed), the pack's warn exit (4) allowed with a
+    warning that needs acknowledgement.
+    """
+    book = _book(session_dir)
+    pack = _pack_of(book, pack_ref)
+    rules = _rules(pack)
+    table = rules.spec.termination
+    if table is not None and state not in table.states:
+        raise UsageFailure(
+            f"unknown termination state {state!r} (states: {', '.join(table.states)})"
+        )
+    unresolved = [r for r in book.all(rules) if r["status"] == OPEN]
+    outcome = rules.termination(state, unresolved)
+    for reason in outcome.reasons:
+        click.echo(reason)
+    click.echo(f"{state}: {outcome.outcome}")
+    if outcome.outcome == "blocked":
+        sys.exit(EXIT_BLOCKED)
+    if outcome.outcome == "warn" and table is not None:
+        sys.exit(table.warn_exit)

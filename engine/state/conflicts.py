@@ -1,0 +1,234 @@
+"""The conflicts of a session, in its ledger: recorded, converted, waived, given a
+mediator's option, resolved; and the resolutions, for the decisions record and the next
+prompt. What a conflict is, its options and its order come from engine.policy.conflicts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.errors import EngineError
+from engine.policy.conflicts import IMPLICIT, CompiledConflicts
+from engine.state.ledger import Ledger, now
+
+OPEN = "open"
+FLAGGED = "flagged"
+RESOLVED = "resolved"
+WAIVED = "waived"
+
+
+class ConflictError(EngineError):
+    """A conflict command that cannot be done (unknown id, wrong state, option not offered)."""
+
+
+def _row(row: Any) -> dict[str, Any]:
+    record = dict(row)
+    record["fields"] = json.loads(record["fields"])
+    record["options"] = json.loads(record["options"])
+    record["proposal"] = json.loads(record["proposal"]) if record["proposal"] else None
+    record["converted"] = bool(record["converted"])
+    return record
+
+
+class ConflictBook:
+    """The conflicts table of one ledger."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    # ------------------------------------------------------------------ reads
+
+    def all(self, rules: CompiledConflicts | None = None) -> list[dict[str, Any]]:
+        """Every conflict, in priority order when ``rules`` are given, else as recorded."""
+        rows = [_row(r) for r in self.ledger.db.execute("SELECT * FROM conflicts ORDER BY id")]
+        for record in rows:
+            record["resolution"] = self._resolution(record["id"])
+        return list(rules.ordered(rows)) if rules else rows  # type: ignore[arg-type]
+
+    def get(self, ref: str) -> dict[str, Any]:
+        row = self.ledger.db.execute("SELECT * FROM conflicts WHERE ref = ?", (ref,)).fetchone()
+        if row is None:
+            known = [r[0] for r in self.ledger.db.execute("SELECT ref FROM conflicts")]
+            raise ConflictError(
+                f"no conflict {ref!r} in this session"
+                + (f" (conflicts: {', '.join(known)})" if known else " (none recorded yet)")
+            )
+        record = _row(row)
+        record["resolution"] = self._resolution(record["id"])
+        return record
+
+    def _resolution(self, conflict_id: int) -> dict[str, Any] | None:
+        row = self.ledger.db.execute(
+            "SELECT * FROM resolutions WHERE conflict_id = ? ORDER BY id DESC", (conflict_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        record = dict(row)
+        record["actions"] = json.loads(record["actions"])
+        return record
+
+    def resolutions(
+        self, rules: CompiledConflicts, round_number: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The resolved conflicts (of ``round_number``, or all), in priority order, each
+        with its resolution."""
+        return [
+            c
+            for c in self.all(rules)
+            if c["status"] == RESOLVED and (round_number is None or c["round"] == round_number)
+        ]
+
+    # ------------------------------------------------------------------ writes
+
+    def record(
+        self,
+        rules: CompiledConflicts,
+        conflicts: Sequence[Mapping[str, Any]],
+        pack: str,
+        block: str,
+    ) -> list[str]:
+        """Record the conflicts a verdict holds: explicit ones open with their options,
+        implicit ones as flags. One conflict per id: a conflict already decided is kept as
+        it is; an open one or a flag is updated. The ids recorded, in order."""
+        stamp = now()
+        refs = []
+        with self.ledger.transaction() as db:
+            for conflict in conflicts:
+                implicit = conflict["type"] == IMPLICIT
+                options = [] if implicit else rules.options_for(conflict)
+                row = db.execute(
+                    "SELECT status FROM conflicts WHERE ref = ?", (conflict["ref"],)
+                ).fetchone()
+                if row is not None and row[0] in (RESOLVED, WAIVED):
+                    continue
+                if row is not None and row[0] == OPEN and implicit:
+                    continue  # an open conflict is not turned back into a flag
+                values = (
+                    pack,
+                    block,
+                    conflict["type"],
+                    FLAGGED if implicit else OPEN,
+                    conflict["severity"],
+                    conflict["round"],
+                    conflict["number"],
+                    json.dumps(conflict["fields"], ensure_ascii=False),
+                    json.dumps(options, ensure_ascii=False),
+                    stamp,
+                )
+                if row is None:
+                    db.execute(
+                        "INSERT INTO conflicts (pack, block, type, status, severity, round, "
+                        "number, fields, options, updated, ref, created) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*values, conflict["ref"], stamp),
+                    )
+                else:
+                    db.execute(
+                        "UPDATE conflicts SET pack = ?, block = ?, type = ?, status = ?, "
+                        "severity = ?, round = ?, number = ?, fields = ?, options = ?, "
+                        "updated = ?, proposal = NULL WHERE ref = ?",
+                        (*values, conflict["ref"]),
+                    )
+                refs.append(conflict["ref"])
+        return refs
+
+    def convert(self, rules: CompiledConflicts, ref: str) -> dict[str, Any]:
+        """A user turns an implicit flag into a conflict with options."""
+        record = self.get(ref)
+        if record["status"] != FLAGGED:
+            raise ConflictError(f"{ref} is {record['status']}, not a flag: only flags convert")
+        options = rules.options_for(record)
+        self._update(ref, status=OPEN, converted=1, options=json.dumps(options))
+        return self.get(ref)
+
+    def waive(self, ref: str) -> dict[str, Any]:
+        record = self.get(ref)
+        if record["status"] in (RESOLVED, WAIVED):
+            raise ConflictError(f"{ref} is already {record['status']}")
+        self._update(ref, status=WAIVED)
+        return self.get(ref)
+
+    def propose(
+        self,
+        rules: CompiledConflicts,
+        ref: str,
+        synthesis: str,
+        trade_off: str,
+        addresses_both: bool,
+    ) -> dict[str, Any]:
+        """A mediator's synthesis option where no rule gave one."""
+        record = self._open(ref)
+        proposal = {
+            "proposal": synthesis,
+            "trade_off": trade_off,
+            "addresses_both": addresses_both,
+            "source": "mediator",
+        }
+        options = rules.options_for(record, proposal)
+        if not any(
+            o["label"] in {p.label for p in rules.spec.options if p.synthesis} for o in options
+        ):
+            raise ConflictError(
+                f"{ref} has no room for a synthesis option (at most "
+                f"{rules.spec.max_options} options)"
+            )
+        self._update(
+            ref, options=json.dumps(options, ensure_ascii=False), proposal=json.dumps(proposal)
+        )
+        return self.get(ref)
+
+    def resolve(
+        self,
+        ref: str,
+        option: str,
+        decision: str,
+        rationale: str,
+        constraints: str = "",
+        actions: Mapping[str, str] | None = None,
+        decided_by: str = "User",
+        decided_at: str | None = None,
+    ) -> dict[str, Any]:
+        record = self._open(ref)
+        offered = [o["label"] for o in record["options"]]
+        if option not in offered:
+            raise ConflictError(
+                f"option {option} was not offered for {ref} (offered: {', '.join(offered)})"
+            )
+        with self.ledger.transaction() as db:
+            db.execute(
+                "INSERT INTO resolutions (conflict_id, option, decision, rationale, "
+                "constraints, actions, decided_by, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record["id"],
+                    option,
+                    decision,
+                    rationale,
+                    constraints,
+                    json.dumps(dict(actions or {}), ensure_ascii=False),
+                    decided_by,
+                    decided_at or now(),
+                ),
+            )
+            db.execute(
+                "UPDATE conflicts SET status = ?, updated = ? WHERE ref = ?",
+                (RESOLVED, now(), ref),
+            )
+        return self.get(ref)
+
+    def _open(self, ref: str) -> dict[str, Any]:
+        record = self.get(ref)
+        if record["status"] == FLAGGED:
+            raise ConflictError(f"{ref} is a flag: convert it first (`rules conflicts convert`)")
+        if record["status"] != OPEN:
+            raise ConflictError(f"{ref} is already {record['status']}")
+        return record
+
+    def _update(self, ref: str, **values: Any) -> None:
+        columns = ", ".join(f"{name} = ?" for name in values)
+        with self.ledger.transaction() as db:
+            db.execute(
+                f"UPDATE conflicts SET {columns}, updated = ? WHERE ref = ?",
+                (*values.values(), now(), ref),
+            )
