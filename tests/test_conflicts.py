@@ -312,3 +312,22 @@ def test_copies_change_behaviour_without_code(tmp_path: Path) -> None:
                       "gap-review", "COMPLETE")
     copied = run_cli("conflicts", "termination", "--session", str(session), "COMPLETE")
     assert (shipped.exit_code, copied.exit_code) == (1, 0)
+
+
+def test_a_session_enforces_its_decisions(tmp_path: Path) -> None:
+    ctx, out = write_case(tmp_path, 6, CASES[0]["issues"], EXAMPLE_1_SECTION)
+    session = tmp_path / "session"
+    assert detect(session, ctx, out).exit_code == 0
+    args = ["eval", "--pack", "gap-review", "--block", "engineer", "--context", str(ctx),
+            "--session", str(session), "--format", "json", str(out)]
+    before = run_cli(*args)
+    assert json.loads(before.stdout)["verdict"]["status"] == "pass"
+    resolved = run_cli("conflicts", "resolve", "--session", str(session), "ISSUE-R5-003",
+                       "--option", "A", "--decision", "Backoff.", "--rationale", "Safer.")
+    assert resolved.exit_code == 0
+    after = run_cli(*args)
+    assert after.exit_code == 3
+    verdict = json.loads(after.stdout)["verdict"]
+    assert verdict["failures"][0]["type"] == "RE_ARGUED_CONFLICT"
+    assert verdict["failures"][0]["message"] == (
+        "Engineer re-argued ISSUE-R5-003 which was already resolved by user.")

@@ -30,16 +30,22 @@ Some.
 """.format(filler="x" * 220)
 
 
-def context(issues: list[dict[str, Any]] | None) -> dict[str, Any]:
+def context(
+    issues: list[dict[str, Any]] | None, decided: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     ctx: dict[str, Any] = {"known_gaps": ["GAP-FLOW-001"]}
     if issues is not None:
         ctx["known_issues"] = issues
+    if decided is not None:
+        ctx["decided_conflicts"] = decided
     return ctx
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_case(case: dict[str, Any]) -> None:
-    verdict = PACK.evaluate("engineer", BASE + case["output"], context=context(case["issues"]))
+    verdict = PACK.evaluate(
+        "engineer", BASE + case["output"], context=context(case["issues"], case.get("decided"))
+    )
     expect = case["expect"]
     assert verdict.status == expect["status"], verdict.to_json()
     assert verdict.failure_type == expect.get("failure")
@@ -56,7 +62,7 @@ def test_case(case: dict[str, Any]) -> None:
 
 def test_the_cases_cover_every_failure_of_the_checks() -> None:
     failures = {c["expect"].get("failure") for c in CASES}
-    assert {"INVALID_DISAGREE_REF", "MALFORMED_DISAGREE"} <= failures
+    assert {"INVALID_DISAGREE_REF", "MALFORMED_DISAGREE", "RE_ARGUED_CONFLICT"} <= failures
     assert any(c["expect"]["status"] == "warn" for c in CASES)
 
 

@@ -28,6 +28,7 @@ from engine.format.model import (
     RequireTextCheck,
     SectionCharsCheck,
     SectionsCheck,
+    SimilarPosition,
     SoftMatch,
     declared_default_failures,
 )
@@ -240,9 +241,18 @@ def _sections(check: SectionsCheck, out: Output) -> list[dict[str, Any]]:
             for s in sections
         ]
     found: list[dict[str, Any]] = []
+    decided = check.decided
+    decided_items = (
+        [i for i in _context_list(out, decided.items) if isinstance(i, Mapping)]
+        if decided is not None and decided.items in out.context
+        else []
+    )
+    decided_ids = {str(i.get(decided.key)) for i in decided_items} if decided else set()
     for section in sections:
         if check.known is not None and section.id not in known:
             found.append({"id": section.id, "known": check.known})
+        if decided is not None and section.id in decided_ids:
+            found.append({"id": section.id, FAIL: decided.fail, MESSAGE: decided.message})
         for marker in check.markers:
             if marker.text not in section.text:
                 found.append(
@@ -253,6 +263,24 @@ def _sections(check: SectionsCheck, out: Output) -> list[dict[str, Any]]:
                         MESSAGE: marker.message or DEFAULT_MESSAGES["marker"],
                     }
                 )
+    if decided is not None and decided.similar is not None:
+        found.extend(_similar(decided.similar, decided_items, out.text or ""))
+    return found
+
+
+def _similar(
+    rule: SimilarPosition, items: list[Mapping[str, Any]], text: str
+) -> list[dict[str, Any]]:
+    """Warnings for decided items whose rejected position the text seems to propose again."""
+    found: list[dict[str, Any]] = []
+    words = keywords(text, rule.stop_words)
+    for item in items:
+        if rule.unless is not None and item.get(rule.unless.key) in rule.unless.in_:
+            continue
+        wanted = keywords(str(item.get(rule.field) or ""), rule.stop_words)
+        if wanted and len(wanted & words) / len(wanted) >= rule.ratio:
+            values = {k: v for k, v in item.items() if isinstance(k, str)}
+            found.append({**values, LEVEL: "warning", MESSAGE: rule.message})
     return found
 
 

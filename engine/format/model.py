@@ -450,6 +450,37 @@ class SectionMarker(Strict):
     )
 
 
+class ItemWhere(Strict):
+    """A condition on a context-list item: its ``key`` is one of ``in``."""
+
+    key: str = Field(min_length=1)
+    in_: list[Any] = Field(alias="in", min_length=1)
+
+
+class SimilarPosition(Strict):
+    """A warning when the output seems to propose again a position that was decided
+    against: at least ``ratio`` of the keywords of the decision item's ``field`` are in the
+    output (keywords as for soft matching), unless the item's ``unless`` key has one of its
+    values (e.g. the option that took that position)."""
+
+    field: str = Field(min_length=1)
+    unless: ItemWhere | None = None
+    ratio: float = Field(default=0.6, gt=0, le=1)
+    stop_words: list[str] = Field(default_factory=list)
+    message: Message
+
+
+class DecidedSections(Strict):
+    """Sections on ids that were already decided fail: the ids are the ``key`` of the items
+    of the context list ``items`` (absent from the context: nothing is decided)."""
+
+    items: ContextKeyRef
+    key: str = "id"
+    fail: FailureRef
+    message: Message = "{id} was already decided"
+    similar: SimilarPosition | None = None
+
+
 class SectionsCheck(_Check):
     """Sections found by a heading pattern, each checked on its own, in document order.
 
@@ -472,15 +503,13 @@ class SectionsCheck(_Check):
     in_fences: bool = False
     known: ContextKeyRef | None = None
     known_key: str | None = None
+    decided: DecidedSections | None = Field(
+        default=None,
+        description="checked after `known`, before the markers: a section on a decided id "
+        "fails; `similar` warns about a rejected position proposed again",
+    )
     markers: list[SectionMarker] = Field(default_factory=list)
     fields: dict[Name, Pattern] = Field(default_factory=dict)
-
-
-class ItemWhere(Strict):
-    """A condition on a context-list item: its ``key`` is one of ``in``."""
-
-    key: str = Field(min_length=1)
-    in_: list[Any] = Field(alias="in", min_length=1)
 
 
 class SoftMatch(Strict):
@@ -949,6 +978,11 @@ class SessionKeys(Strict):
         default=None,
         description="the current round number: recorded with each attempt "
         "in the ledger, and the start of example tier 2's search",
+    )
+    decided: ContextKeyRef | None = Field(
+        default=None,
+        description="receives the session's resolved conflicts ([{id, option, summary, "
+        "decision, rationale, <fields>...}]) unless the context already gives it",
     )
     history: ContextKeyRef | None = Field(
         default=None,

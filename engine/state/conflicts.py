@@ -232,3 +232,23 @@ class ConflictBook:
                 f"UPDATE conflicts SET {columns}, updated = ? WHERE ref = ?",
                 (*values.values(), now(), ref),
             )
+
+
+def decision_items(book: ConflictBook, rules: CompiledConflicts) -> list[dict[str, Any]]:
+    """The resolved conflicts as context items: the conflict's fields, then id, severity,
+    round, type, and the resolution (option, decision, rationale, constraints, actions,
+    decided_by, decided_at), in priority order."""
+    items = []
+    for record in book.resolutions(rules):
+        resolution = record["resolution"] or {}
+        items.append(
+            {
+                **record["fields"],
+                "id": record["ref"],
+                "severity": record["severity"],
+                "round": record["round"],
+                "type": record["type"],
+                **{k: v for k, v in resolution.items() if k not in ("id", "conflict_id")},
+            }
+        )
+    return items

@@ -62,6 +62,7 @@ class Session:
     ) -> Outcome:
         """Evaluate ``output`` as the next attempt of its item, decide, and record both."""
         params = dict(vars or {})
+        context = self.with_decisions(context)
         if error is not None:
             verdict = self.pack.verdict_for_error(block, error, failure_type)
         else:
@@ -117,6 +118,18 @@ class Session:
             )
             attempt_id = self.ledger.insert(db, record, verdict.warnings)
         return Outcome(verdict, decision, attempt_id)
+
+    def with_decisions(self, context: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``context`` with the pack's ``session.decided`` key filled from the ledger's
+        resolved conflicts, unless the context gives it."""
+        values = dict(context or {})
+        key = self.pack.model.session.decided
+        if key is None or key in values or self.pack.conflicts is None:
+            return values
+        from engine.state.conflicts import ConflictBook, decision_items
+
+        values[key] = decision_items(ConflictBook(self.ledger), self.pack.conflicts)
+        return values
 
     def render_prompt(
         self,
