@@ -225,6 +225,44 @@ class Pack:
             earlier=earlier,
         )
 
+    def initial_prompt(
+        self,
+        block: str,
+        *,
+        vars: Mapping[str, str] | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The first prompt of ``block`` (the pack's ``prompts:`` template) with the
+        decisions of the previous round: the items of the ``session.decided`` context key
+        whose round is the context's round minus one (all of them when no round is known)."""
+        template = self.model.prompts.get(block)
+        if template is None:
+            known = ", ".join(sorted(self.model.prompts)) or "none"
+            raise EngineError(
+                f"pack {self.name!r} declares no first prompt for block {block!r} "
+                f"(`prompts:` has: {known})"
+            )
+        values = build_context(self.model.context, context)
+        decided_key = self.model.session.decided
+        round_key = self.model.session.round
+        decided = values.get(decided_key) if decided_key else None
+        round_value = values.get(round_key) if round_key else None
+        resolutions = [
+            item
+            for item in (decided if isinstance(decided, list) else [])
+            if isinstance(item, Mapping)
+            and (not isinstance(round_value, int) or item.get("round") == round_value - 1)
+        ]
+        return self.prompts.templates[template].render(
+            {
+                **values,
+                "context": values,
+                "block": block,
+                "params": dict(vars or {}),
+                "resolutions": resolutions,
+            }
+        )
+
     def render_conflicts(self, template: str, variables: Mapping[str, Any]) -> str:
         """A template of purpose ``conflicts`` (presentation, decisions record) filled."""
         return self.prompts.templates[template].render(dict(variables))

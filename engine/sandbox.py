@@ -24,6 +24,8 @@ from engine.textio import find_word
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     # the conflict presentation and the decisions record (engine.policy.conflicts)
     "conflicts": frozenset({"conflicts", "total", "rounds", "context"}),
+    # a block's first prompt, with the decisions of the previous round
+    "initial": frozenset({"block", "resolutions", "params", "context"}),
     "repair": frozenset(
         {
             "block_type",

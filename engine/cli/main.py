@@ -24,6 +24,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "gate": ("engine.cli.gate", "gate_command"),
     "log": ("engine.cli.log", "log_command"),
     "parse": ("engine.cli.parse", "parse_command"),
+    "prompt": ("engine.cli.prompt", "prompt_command"),
     "render": ("engine.cli.evaluate", "render_command"),
     "run": ("engine.cli.run", "run_command"),
 }

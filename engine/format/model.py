@@ -100,6 +100,7 @@ class TemplateSpec(Strict):
         "log",
         "presentation",
         "conflicts",
+        "initial",
     ] = "repair"
     format: Literal["md", "jsonl", "json", "text"] = Field(
         default="md",
@@ -1102,6 +1103,11 @@ class Rulepack(Strict):
     )
     gates: Gates = Field(default_factory=Gates)
     conflicts: ConflictRules | None = None
+    prompts: dict[ContractRef, TemplateRef] = Field(
+        default_factory=dict,
+        description="per block: the template (purpose `initial`) of its first prompt, which "
+        "`rules prompt` renders with the decisions of the previous round",
+    )
     tests: list[PackTest] = Field(default_factory=list)
 
 

@@ -1,0 +1,56 @@
+"""`rules prompt`: a block's first prompt, with the decisions of the previous round."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.errors import EngineError
+
+
+@click.command("prompt")
+@click.option("--pack", "pack_ref", required=True, help="Pack name or path.")
+@click.option("--block", required=True, help="The block whose first prompt to print.")
+@click.option(
+    "--session",
+    "session_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Session folder: its resolved conflicts become the decisions section.",
+)
+@click.option("--context", "context_file", type=click.Path(dir_okay=False), default=None)
+@click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE")
+def prompt_command(
+    pack_ref: str,
+    block: str,
+    session_dir: str | None,
+    context_file: str | None,
+    var_pairs: tuple[str, ...],
+) -> None:
+    """Print BLOCK's first prompt (the pack's `prompts:` template).
+
+    With --session, the decisions the user made on the previous round's conflicts are
+    taken from the session's ledger (else from the context key the pack names in
+    `session.decided`).
+
+    \b
+    Examples:
+      rules prompt --pack gap-review --block engineer --session runs/1 --context round7.yaml
+      rules prompt --pack gap-review --block engineer --context round1.yaml | model-cli
+    """
+    pack = open_pack(pack_ref)
+    try:
+        variables, context = pack.split_inputs(
+            block, load_context(context_file), parse_vars(var_pairs)
+        )
+        if session_dir is not None:
+            from engine.state.session import Session
+
+            with Session(pack, session_dir) as session:
+                context = session.with_decisions(context)
+        text: Any = pack.initial_prompt(block, vars=variables, context=context)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    click.echo(text, nl=False)
