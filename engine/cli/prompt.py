@@ -37,8 +37,8 @@ def prompt_command(
 
     \b
     Examples:
-      rules prompt --pack gap-review --block engineer --session runs/1 --context round7.yaml
-      rules prompt --pack gap-review --block engineer --context round1.yaml | model-cli
+      rules prompt --pack my-pack --block author --session runs/1 --context round7.yaml
+      rules prompt --pack my-pack --block author --context round1.yaml | model-cli
     """
     pack = open_pack(pack_ref)
     try:
