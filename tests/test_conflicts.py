@@ -331,3 +331,21 @@ def test_a_session_enforces_its_decisions(tmp_path: Path) -> None:
     assert verdict["failures"][0]["type"] == "RE_ARGUED_CONFLICT"
     assert verdict["failures"][0]["message"] == (
         "Engineer re-argued ISSUE-R5-003 which was already resolved by user.")
+
+
+@pytest.mark.parametrize(("old", "new", "rule"), [
+    ("  explicit: disagree ", "  explicit: addressed ", "unknown-check"),
+    ("      - {severity: HIGH, blocks: [COMPLETE, GOOD_ENOUGH], warns: [USER_APPROVED]}\n",
+     "      - {severity: SEVERE, blocks: [COMPLETE]}\n", "unknown-severity"),
+    ("      - {severity: HIGH, blocks: [COMPLETE, GOOD_ENOUGH], warns: [USER_APPROVED]}\n",
+     "      - {severity: HIGH, blocks: [DONE]}\n", "unknown-state"),
+    ("    - label: D\n", "    - label: A\n", "duplicate-option"),
+    ("  presentation: conflict_presentation\n", "  presentation: escalation\n",
+     "wrong-template-purpose"),
+])
+def test_rules_check_catches_bad_conflict_rules(tmp_path: Path, old: str, new: str,
+                                               rule: str) -> None:
+    pack = copy_pack(tmp_path, (old, new))
+    result = run_cli("check", "--format", "json", pack)
+    assert result.exit_code == 1, result.output
+    assert rule in {f["rule"] for f in json.loads(result.stdout)["packs"][0]["findings"]}

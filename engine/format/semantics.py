@@ -154,6 +154,7 @@ class PackChecker:
             checks[ref.kind](ref)
         self._templates()
         self._rate_limits()
+        self._conflicts()
         self._requires()
         self._without_behaviour()
         return self.findings
@@ -291,6 +292,68 @@ class PackChecker:
             )
 
     # ----------------------------------------------------------------- rate limits
+
+    def _purpose(self, name: str, purpose: str, path: KeyPath) -> None:
+        template = self.pack.templates.get(name)
+        if template is not None and template.purpose != purpose:
+            self.add(
+                "wrong-template-purpose",
+                f"template {name!r} is a {template.purpose} template, not a {purpose} template",
+                path,
+                f"declare it with `purpose: {purpose}`",
+            )
+
+    def _conflicts(self) -> None:
+        """First prompts and conflict templates have the right purpose; the conflict rules
+        name checks of their block, unique option labels, known severities."""
+        for block, name in self.pack.prompts.items():
+            self._purpose(name, "initial", ("prompts", block))
+        spec = self.pack.conflicts
+        if spec is None:
+            return
+        base: KeyPath = ("conflicts",)
+        self._purpose(spec.presentation, "conflicts", (*base, "presentation"))
+        self._purpose(spec.decisions, "conflicts", (*base, "decisions"))
+        contract = self.pack.contracts.get(spec.block)
+        checks = getattr(contract, "checks", None) or []
+        named = {getattr(c, "name", None): getattr(c, "check", None) for c in checks}
+        for key, kind in (("explicit", "sections"), ("implicit", "coverage")):
+            value = getattr(spec, key)
+            if value is not None and contract is not None and named.get(value) != kind:
+                self.add(
+                    "unknown-check",
+                    f"conflicts.{key} names {value!r}, which is no {kind} check of "
+                    f"block {spec.block!r}",
+                    (*base, key),
+                    f"name the `name:` of a `check: {kind}` of that block's contract",
+                )
+        labels = [option.label for option in spec.options]
+        for label in sorted({x for x in labels if labels.count(x) > 1}):
+            self.add("duplicate-option", f"option {label} is declared twice", (*base, "options"))
+        if spec.synthesis and not any(option.synthesis for option in spec.options):
+            self.add(
+                "no-behaviour",
+                "synthesis rules are declared but no option has `synthesis: true`",
+                (*base, "synthesis"),
+                "add an option with `synthesis: true`",
+                level="warning",
+            )
+        if spec.termination is not None:
+            for index, rule in enumerate(spec.termination.rules):
+                if rule.severity not in spec.severity_order:
+                    self.add(
+                        "unknown-severity",
+                        f"termination rule for {rule.severity!r}, which is not in severity_order",
+                        (*base, "termination", "rules", index, "severity"),
+                        f"severities: {', '.join(spec.severity_order)}",
+                    )
+                for state in sorted({*rule.blocks, *rule.warns} - set(spec.termination.states)):
+                    self.add(
+                        "unknown-state",
+                        f"termination state {state!r} is not in termination.states",
+                        (*base, "termination", "rules", index),
+                        f"states: {', '.join(spec.termination.states)}",
+                    )
 
     def _rate_limits(self) -> None:
         """Limit messages name known figures with valid format specs; presentations are
