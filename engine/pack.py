@@ -253,6 +253,8 @@ class Pack:
             if isinstance(item, Mapping)
             and (not isinstance(round_value, int) or item.get("round") == round_value - 1)
         ]
+        from engine.prompts.render import initial_example
+
         return self.prompts.templates[template].render(
             {
                 **values,
@@ -260,6 +262,7 @@ class Pack:
                 "block": block,
                 "params": dict(vars or {}),
                 "resolutions": resolutions,
+                **initial_example(self.prompts, self.model, block, values),
             }
         )
 

@@ -25,7 +25,18 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     # the conflict presentation and the decisions record (engine.policy.conflicts)
     "conflicts": frozenset({"conflicts", "total", "rounds", "context"}),
     # a block's first prompt, with the decisions of the previous round
-    "initial": frozenset({"block", "resolutions", "params", "context"}),
+    "initial": frozenset(
+        {
+            "block",
+            "resolutions",
+            "params",
+            "context",
+            "example",
+            "example_source",
+            "example_tier",
+            "example_truncated",
+        }
+    ),
     "repair": frozenset(
         {
             "block_type",

@@ -136,3 +136,27 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert "declares no first prompt for block 'reviewer'" in unknown.stderr
     missing = run_cli("prompt", "--pack", "gap-review", "--block", "nope")
     assert missing.exit_code == 2 and "nope" in missing.stderr
+
+
+def test_the_example_fits_the_initial_budget(tmp_path: Path) -> None:
+    import shutil
+
+    from conftest import REPO
+
+    full = prompt(tmp_path, 1, None)
+    assert "EXAMPLE OF THE EXPECTED FORMAT (Default template):\n" in full.stdout
+    copy = tmp_path / "gap-review"
+    shutil.copytree(REPO / "rules" / "gap-review", copy)
+    pack_file = copy / "pack.yaml"
+    text = pack_file.read_text(encoding="utf-8")
+    old = "  budgets: {retry_tokens: 2000, chars_per_token: 4}\n"
+    assert old in text
+    pack_file.write_text(text.replace(
+        old, "  budgets: {retry_tokens: 2000, initial_tokens: 40, chars_per_token: 4}\n"),
+        encoding="utf-8")
+    ctx = tmp_path / "ctx.yaml"
+    small = run_cli("prompt", "--pack", str(copy), "--block", "engineer", "--context", str(ctx))
+    assert small.exit_code == 0, small.output
+    example = small.stdout.split("EXAMPLE OF THE EXPECTED FORMAT (Default template):\n")[1]
+    assert len(example) < len(full.stdout.split("(Default template):\n")[1])
+    assert len(example) <= 160 + 200  # 40 tokens x 4 chars, plus the truncation notice

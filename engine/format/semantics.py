@@ -480,10 +480,6 @@ def _display(path: Path) -> str:
 # Keys the format declares ahead of their behaviour, and what is missing.
 WITHOUT_BEHAVIOUR: list[tuple[KeyPath, str]] = [
     (("tests",), "pack tests are not run by this engine version (no `rules test` yet)"),
-    (
-        ("examples", "budgets", "initial_tokens"),
-        "initial prompts are not rendered, so no budget applies to them",
-    ),
 ]
 
 

@@ -249,3 +249,30 @@ def render_repair(
     compiles every template once and calls ``repair_prompt``)."""
     prompts = compile_prompts(pack, root, only={decision.template or ""})
     return repair_prompt(prompts, verdict, decision, output=output, nonce=nonce, params=params)
+
+
+def initial_example(
+    prompts: CompiledPrompts,
+    pack: Rulepack,
+    block: str,
+    context: Mapping[str, Any],
+    accepted_rounds: Collection[int] | None = None,
+) -> dict[str, Any]:
+    """The example of a block's first prompt: the tiers' first example (no failure type
+    yet), fitted to ``examples.budgets.initial_tokens`` (seed 000: examples matter less on
+    a first try)."""
+    rounds = earlier_rounds(pack.session, context, accepted_rounds)
+    ids = prompts.id_kinds.get(block, {})
+    chosen = select_example(pack.examples, prompts.files, block, "", context, ids, rounds)
+    budgets = pack.examples.budgets
+    text, cut = chosen.fitted(
+        budgets.initial_tokens * budgets.chars_per_token,
+        pack.examples.priority_sections,
+        pack.examples.truncation_notice,
+    )
+    return {
+        "example": text,
+        "example_source": chosen.source,
+        "example_tier": chosen.tier,
+        "example_truncated": cut,
+    }
