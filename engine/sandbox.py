@@ -3,19 +3,31 @@
 A shared pack cannot run code (``SandboxedEnvironment``) and a misspelt variable fails
 loudly (``StrictUndefined``). What each kind of template may use is declared here, once,
 so `rules check` can name a variable that the engine will never provide.
+
+Bounds: ``*`` and ``**`` are intercepted (so nothing is constant-folded at compile time)
+and refuse results over ``MAX_RENDER_CHARS`` characters or ``MAX_POWER_BITS`` bits;
+``range`` gives at most ``MAX_RANGE`` numbers and checks the render's deadline as it goes;
+a render stops after ``MAX_RENDER_SECONDS`` or ``MAX_RENDER_CHARS`` characters of output.
+A sandbox violation or a bound reached is a ``RenderError`` naming the template and line.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
+import jinja2
 from jinja2 import StrictUndefined, meta, nodes
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from engine.clock import add_minutes
+from engine.errors import RenderError
 from engine.patterns import PatternError, compile_pattern
 from engine.textio import find_word
 
@@ -208,8 +220,113 @@ def _percent(value: Any, digits: int = 0) -> str:
         return str(value)
 
 
+MAX_RENDER_SECONDS = 5.0
+MAX_RENDER_CHARS = 4 * 1024 * 1024
+MAX_RANGE = 100_000
+MAX_POWER_BITS = 4096
+
+_DEADLINE: ContextVar[float | None] = ContextVar("render_deadline", default=None)
+
+
+def _past_deadline() -> bool:
+    deadline = _DEADLINE.get()
+    return deadline is not None and time.monotonic() > deadline
+
+
+class _BoundedRange:
+    """``range`` for templates: at most MAX_RANGE numbers, the deadline checked as it runs."""
+
+    def __init__(self, *args: int) -> None:
+        self.numbers = range(*args)
+        if len(self.numbers) > MAX_RANGE:
+            raise SecurityError(f"range of {len(self.numbers)} numbers (at most {MAX_RANGE})")
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __getitem__(self, index: int) -> int:
+        return self.numbers[index]
+
+    def __iter__(self) -> Iterator[int]:
+        for count, number in enumerate(self.numbers):
+            if count % 1024 == 0 and _past_deadline():
+                raise SecurityError(f"render ran over {MAX_RENDER_SECONDS:g} s")
+            yield number
+
+
+def _size(value: Any) -> int | None:
+    return len(value) if isinstance(value, str | list | tuple) else None
+
+
+class BoundedEnvironment(SandboxedEnvironment):
+    """The sandbox with bounded ``*`` and ``**`` (intercepted, so never constant-folded)."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                size = _size(seq)
+                if (
+                    size is not None
+                    and isinstance(times, int)
+                    and size * times > (MAX_RENDER_CHARS)
+                ):
+                    raise SecurityError(
+                        f"a repetition of {size * times} items (at most {MAX_RENDER_CHARS})"
+                    )
+        if operator == "**" and isinstance(left, int | float) and isinstance(right, int | float):
+            base = abs(float(left))
+            if base > 1 and float(right) * math.log2(base) > MAX_POWER_BITS:
+                raise SecurityError(f"a power over {MAX_POWER_BITS} bits")
+        return super().call_binop(context, operator, left, right)
+
+
+class BoundedTemplate(jinja2.Template):
+    """A template whose render is bounded in time and output, and whose sandbox violations
+    are ``RenderError``s naming the template (``origin``, set when it is loaded) and line."""
+
+    origin: str = "template"
+
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        deadline = time.monotonic() + MAX_RENDER_SECONDS
+        token = _DEADLINE.set(deadline)
+        parts: list[str] = []
+        size = 0
+        try:
+            for chunk in self.generate(*args, **kwargs):
+                size += len(chunk)
+                if size > MAX_RENDER_CHARS:
+                    raise RenderError(
+                        f"{self.origin}: output over {MAX_RENDER_CHARS} characters; "
+                        "bound the template's loops"
+                    )
+                if time.monotonic() > deadline:
+                    raise RenderError(
+                        f"{self.origin}: render ran over {MAX_RENDER_SECONDS:g} s; "
+                        "bound the template's loops"
+                    )
+                parts.append(chunk)
+        except SecurityError as exc:
+            raise RenderError(f"{self.origin}:{_template_line(exc)}: {exc}") from None
+        finally:
+            _DEADLINE.reset(token)
+        return "".join(parts)
+
+
+def _template_line(exc: BaseException) -> int:
+    """The template line of an error (the last ``<template>`` frame), 1 when unknown."""
+    line = 1
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
 def make_environment() -> SandboxedEnvironment:
-    env = SandboxedEnvironment(
+    env = BoundedEnvironment(
         undefined=StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -222,6 +339,8 @@ def make_environment() -> SandboxedEnvironment:
     env.filters["json_pretty"] = _json_pretty
     env.filters["add_minutes"] = add_minutes
     env.filters["percent"] = _percent
+    env.globals["range"] = _BoundedRange
+    env.template_class = BoundedTemplate
     return env
 
 
@@ -258,3 +377,47 @@ def first_use(source: str, name: str) -> tuple[int, int]:
 def expression_source(expression: str) -> str:
     """A condition as a template, so its names can be listed like a template's."""
     return "{{ (" + expression + ") }}"
+
+
+_IMPORTS = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+
+
+def _range_length(node: nodes.Call) -> int | None:
+    """The length of ``range(...)`` with constant arguments, else None."""
+    if not isinstance(node.node, nodes.Name) or node.node.name != "range":
+        return None
+    values = [a.value for a in node.args if isinstance(a, nodes.Const)]
+    if len(values) != len(node.args) or not all(isinstance(v, int) for v in values):
+        return None
+    try:
+        return len(range(*values))
+    except (TypeError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=1024)
+def unsafe_constructs(source: str) -> tuple[tuple[int, str], ...]:
+    """(line, problem) for what the sandbox refuses or cannot bound, seen without rendering:
+    names starting with ``_``, include/import/extends, ``range`` over MAX_RANGE, and nested
+    constant loops of more than MAX_RANGE iterations in all."""
+    tree = ENVIRONMENT.parse(source)
+    found: list[tuple[int, str]] = []
+    for access in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        name = getattr(access, "attr", None) or getattr(getattr(access, "arg", None), "value", None)
+        if isinstance(name, str) and name.startswith("_"):
+            found.append((access.lineno, f"attribute {name!r} is refused by the sandbox"))
+    for statement in tree.find_all(_IMPORTS):
+        found.append((statement.lineno, "templates cannot include, import or extend other files"))
+    for call in tree.find_all(nodes.Call):
+        length = _range_length(call)
+        if length is not None and length > MAX_RANGE:
+            found.append((call.lineno, f"range of {length} numbers (at most {MAX_RANGE})"))
+    for loop in tree.find_all(nodes.For):
+        total = 1
+        for inner in [loop, *loop.find_all(nodes.For)]:
+            length = _range_length(inner.iter) if isinstance(inner.iter, nodes.Call) else None
+            total *= length or 1
+        if total > MAX_RANGE * 10:
+            found.append((loop.lineno, f"nested loops of {total} iterations"))
+            break
+    return tuple(sorted(set(found)))

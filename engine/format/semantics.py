@@ -36,6 +36,7 @@ from engine.sandbox import (
     expression_source,
     first_use,
     undeclared_names,
+    unsafe_constructs,
 )
 
 MAX_TEMPLATE_BYTES = 1024 * 1024
@@ -279,6 +280,13 @@ class PackChecker:
                 "conditions use Jinja2 expression syntax",
             )
             return
+        for _, problem in unsafe_constructs(expression_source(ref.value)):
+            self.add(
+                "unsafe-expression",
+                f"expression {ref.value!r}: {problem}",
+                ref.path,
+                "use only the variables conditions may use",
+            )
         allowed = variables | self.context_names
         for name in sorted(names - allowed):
             close = difflib.get_close_matches(name, sorted(allowed), n=1)
@@ -435,6 +443,14 @@ class PackChecker:
                     position=Position(shown, exc.lineno or 1, 1),
                 )
                 continue
+            for line, problem in unsafe_constructs(source):
+                self.add(
+                    "unsafe-template",
+                    f"template {name!r}: {problem}",
+                    path,
+                    "use only the variables the engine provides, and bounded loops",
+                    position=Position(shown, line, 1),
+                )
             allowed = TEMPLATE_VARIABLES[spec.purpose] | self.context_names
             for unknown in sorted(names - allowed):
                 line, column = first_use(source, unknown)

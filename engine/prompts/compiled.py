@@ -104,7 +104,9 @@ def compile_prompts(
             log_sources[name] = source
             continue
         try:
-            templates[name] = ENVIRONMENT.from_string(source)
+            template = ENVIRONMENT.from_string(source)
+            template.origin = f"template {name!r} ({spec.file})"  # type: ignore[attr-defined]
+            templates[name] = template
         except jinja2.TemplateError as exc:
             raise PackError(f"{base / spec.file}: template {name!r}: {exc}") from None
     contract_texts = {}

@@ -1,0 +1,124 @@
+"""Hostile templates and expressions (issue 13's rows): `rules check` refuses what the
+sandbox would refuse or cannot bound, and a render that reaches a bound is a clear error
+(exit 2, the template and line), never a hang, never "internal error". Each run is a real
+`rules` process with a timeout; peak memory is read from the children's rusage."""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_script, script
+
+PACK = """\
+rulepack: hostile
+extends: [builtin:core]
+contracts:
+  doc: {kind: text, min_chars: 5}
+triggers:
+  doc: {on: [WRONG_FORMAT], max_attempts: 1, template: rep}
+templates:
+  rep: {file: rep.j2, purpose: repair}
+"""
+GIB = 1024 * 1024  # ru_maxrss is in KiB on Linux
+
+
+def hostile_pack(tmp_path: Path, template: str, guard: str | None = None) -> Path:
+    folder = tmp_path / "pack"
+    folder.mkdir()
+    text = PACK
+    if guard is not None:
+        text = text.replace("max_attempts: 1, template: rep}",
+                            "max_attempts: 1, template: rep,\n        skip_when: [{name: g, "
+                            f"when: {guard!r}}}]}}")
+    (folder / "pack.yaml").write_text(text, encoding="utf-8")
+    (folder / "rep.j2").write_text(template, encoding="utf-8")
+    (folder / "out.txt").write_text("hi\n", encoding="utf-8")
+    return folder
+
+
+def bounded(*args: str, cwd: Path) -> tuple[int, str, float]:
+    start = time.monotonic()
+    done = run_script(script("rules"), *args, cwd=cwd, timeout=30)
+    elapsed = time.monotonic() - start
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < GIB  # under 1 GiB
+    stderr = done.stderr.decode()
+    assert "internal error" not in stderr and "Traceback" not in stderr
+    return done.returncode, done.stdout.decode() + stderr, elapsed
+
+
+@pytest.mark.parametrize(("template", "problem"), [
+    ("{{ ''.__class__ }}", "attribute '__class__' is refused by the sandbox"),
+    ("{{ cycler.__init__.__globals__ }}", "attribute '__globals__' is refused"),
+    ("{% include 'other.j2' %}", "templates cannot include, import or extend other files"),
+    ("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+     "nested loops of 10000000000 iterations"),
+    ("{{ range(200000) | length }}", "range of 200000 numbers (at most 100000)"),
+])
+def test_check_refuses_unsafe_templates(tmp_path: Path, template: str, problem: str) -> None:
+    folder = hostile_pack(tmp_path, template)
+    code, output, elapsed = bounded("check", ".", cwd=folder)
+    assert code == 1 and "(unsafe-template)" in output and problem in output
+    assert "rep.j2:1:1:" in output
+    assert elapsed < 10
+
+
+def test_constant_folding_does_not_hang_check(tmp_path: Path) -> None:
+    folder = hostile_pack(tmp_path, "{{ 'x' * 10**10 }}")
+    code, output, elapsed = bounded("check", ".", cwd=folder)
+    assert code == 0, output  # nothing to see without rendering: the render refuses it
+    assert elapsed < 10
+    code, output, elapsed = bounded("render", "--pack", ".", "--block", "doc", "out.txt",
+                                    cwd=folder)
+    assert code == 2
+    assert "error: template 'rep' (rep.j2):1: a repetition of 10000000000 items" in output
+    assert elapsed < 10
+
+
+@pytest.mark.parametrize(("template", "message"), [
+    ("{{ 'x' * 10**10 }}", "a repetition of 10000000000 items"),
+    ("{{ 7 ** 100000 }}", "a power over 4096 bits"),
+    ("{{ range(10**9) | length }}", "range of 1000000000 numbers"),
+    ("line 1\n{{ ''.__class__ }}", ":2: access to attribute '__class__'"),
+])
+def test_render_bounds_are_errors(tmp_path: Path, template: str, message: str) -> None:
+    from engine.errors import RenderError
+    from engine.sandbox import ENVIRONMENT
+
+    compiled = ENVIRONMENT.from_string(template)
+    with pytest.raises(RenderError, match="template"):
+        compiled.render()
+    try:
+        compiled.render()
+    except RenderError as exc:
+        assert message in str(exc)
+
+
+@pytest.mark.slow
+def test_a_loop_without_output_stops_at_the_time_budget(tmp_path: Path) -> None:
+    # `n` is not a constant, so `rules check` cannot see the size; the render's budget stops it.
+    folder = hostile_pack(tmp_path, "{% set n = 100000 %}{% for i in range(n) %}"
+                                    "{% for j in range(n) %}{% endfor %}{% endfor %}")
+    code, output, elapsed = bounded("render", "--pack", ".", "--block", "doc", "out.txt",
+                                    cwd=folder)
+    assert code == 2 and "render ran over 5 s" in output
+    assert elapsed < 15
+
+
+def test_output_cap(tmp_path: Path) -> None:
+    from engine.errors import RenderError
+    from engine.sandbox import ENVIRONMENT
+
+    compiled = ENVIRONMENT.from_string("{% for i in range(100000) %}{{ 'y' * 100 }}{% endfor %}")
+    with pytest.raises(RenderError, match="output over 4194304 characters"):
+        compiled.render()
+
+
+def test_unsafe_expressions_are_findings(tmp_path: Path) -> None:
+    folder = hostile_pack(tmp_path, "{{ parser_error }}", guard="output.__class__")
+    code, output, _ = bounded("check", ".", cwd=folder)
+    assert code == 1 and "(unsafe-expression)" in output
+    assert "attribute '__class__' is refused by the sandbox" in output
