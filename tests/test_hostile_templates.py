@@ -122,3 +122,52 @@ def test_unsafe_expressions_are_findings(tmp_path: Path) -> None:
     code, output, _ = bounded("check", ".", cwd=folder)
     assert code == 1 and "(unsafe-expression)" in output
     assert "attribute '__class__' is refused by the sandbox" in output
+
+
+# ---------------------------------------------------------------- packs stay in their workspace
+
+def test_extends_outside_the_workspace_is_refused_before_reading(tmp_path: Path) -> None:
+    folder = tmp_path / "work" / "a"
+    folder.mkdir(parents=True)
+    (folder / "pack.yaml").write_text(
+        "rulepack: a\nextends: [../../../../../../../../etc/passwd]\n", encoding="utf-8")
+    code, output, elapsed = bounded("check", ".", cwd=folder)
+    assert code == 1 and "(extends-outside-workspace)" in output and elapsed < 10
+    assert "is not a pack" in output and "root:" not in output  # /etc/passwd never parsed
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("rulepack: secret\n", encoding="utf-8")
+    (folder / "pack.yaml").write_text("rulepack: a\nextends: [../../secret.yaml]\n",
+                                      encoding="utf-8")
+    code, output, _ = bounded("check", ".", cwd=folder)
+    assert code == 1 and "is outside the workspace" in output
+
+
+def test_siblings_and_git_workspaces_may_be_extended(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "shared" / "base").mkdir(parents=True)
+    (repo / "shared" / "base" / "pack.yaml").write_text(
+        "rulepack: base\nextends: [builtin:core]\n", encoding="utf-8")
+    child = repo / "teams" / "x" / "child"
+    child.mkdir(parents=True)
+    (child / "pack.yaml").write_text("rulepack: child\nextends: [../../../shared/base]\n",
+                                     encoding="utf-8")
+    code, output, _ = bounded("check", ".", cwd=child)
+    assert code == 0, output
+
+
+def test_a_derived_pack_finds_the_base_packs_files(tmp_path: Path) -> None:
+    from conftest import REPO
+
+    folder = tmp_path / "derived"
+    folder.mkdir()
+    (folder / "pack.yaml").write_text(
+        "rulepack: der\nextends: [builtin:sentinel]\n"
+        "templates:\n  format_repair: {file: mine.j2, purpose: repair}\n", encoding="utf-8")
+    (folder / "mine.j2").write_text("MINE {{ parser_error }}\n{{ format_contract }}",
+                                    encoding="utf-8")
+    bad = REPO / "examples" / "sentinel" / "verdict_bad.txt"
+    code, output, _ = bounded("render", "--pack", ".", "--block", "VERDICT", "--nonce",
+                              "4F2C9A", "--var", "criterion=AC1", str(bad), cwd=folder)
+    assert code == 0, output
+    assert output.startswith("MINE line 1: ANSWER must be unquoted\nVERDICT block")

@@ -21,7 +21,7 @@ from engine.format.locate import (
     display_path,
     resolve_pack_file,
 )
-from engine.resources import builtin_pack_names
+from engine.resources import builtin_pack_names, data_dir
 
 MAX_YAML_BYTES = 1024 * 1024
 MAX_NODES = 100_000
@@ -456,6 +456,40 @@ def _load(pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
     return PackTree(pack_file, merged, merged_source, findings, files)
 
 
+_WORKSPACE_HINT = (
+    "extend a `builtin:` pack, or a pack.yaml / .yaml file inside the workspace (the "
+    "nearest folder with .git above the pack, else the folder above the pack's own)"
+)
+
+
+def workspace_root(pack_file: Path) -> Path:
+    """The folder a pack's `extends` may reach: the nearest folder holding ``.git`` above
+    the pack file, else the folder above the pack's own (so sibling packs can share)."""
+    folder = pack_file.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder.parent
+
+
+def _outside_workspace(ref: str, declaring: Path, stack: list[Path]) -> str | None:
+    """Why ``ref`` may not be opened (not a pack file, outside the workspace), or None.
+    Decided from the path alone: nothing outside is opened or read to decide it."""
+    top = stack[0] if stack else declaring
+    builtin = data_dir("rules").resolve()
+    if declaring.resolve().is_relative_to(builtin):
+        return None  # builtin packs extend each other
+    target = (declaring.parent / ref).resolve()
+    if not target.exists():
+        return None  # reported as not found
+    if target.suffix not in (".yaml", ".yml") and not target.is_dir():
+        return f"extends {ref!r} is not a pack (a pack.yaml, a folder holding one, or .yaml)"
+    root = workspace_root(top)
+    if not target.is_relative_to(root):
+        return f"extends {ref!r} is outside the workspace {root}"
+    return None
+
+
 def _load_extended(
     ref: str, declaring: Path, stack: list[Path], where: Position, findings: list[Finding]
 ) -> PackTree | None:
@@ -469,6 +503,11 @@ def _load_extended(
             )
         )
         return None
+    if not ref.startswith(BUILTIN_PREFIX):
+        outside = _outside_workspace(ref, declaring, stack)
+        if outside is not None:
+            findings.append(Finding("extends-outside-workspace", outside, where, _WORKSPACE_HINT))
+            return None
     target = resolve_pack_file(ref, declaring.parent)
     if target is None:
         known = ", ".join(BUILTIN_PREFIX + n for n in builtin_pack_names())
