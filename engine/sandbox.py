@@ -347,6 +347,26 @@ def make_environment() -> SandboxedEnvironment:
 ENVIRONMENT = make_environment()
 
 
+MAX_EXPRESSION_CHARS = 4000
+MAX_EXPRESSION_DEPTH = 40
+
+
+def expression_problem(expression: str) -> str | None:
+    """Why an expression is too big to compile safely (length, bracket depth), or None."""
+    if len(expression) > MAX_EXPRESSION_CHARS:
+        return f"{len(expression)} characters (at most {MAX_EXPRESSION_CHARS})"
+    depth = deepest = 0
+    for char in expression:
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}":
+            depth -= 1
+    if deepest > MAX_EXPRESSION_DEPTH:
+        return f"brackets nested {deepest} deep (at most {MAX_EXPRESSION_DEPTH})"
+    return None
+
+
 @lru_cache(maxsize=4096)
 def compile_condition(expression: str) -> Callable[..., Any]:
     """A condition expression compiled once per process: checking a pack and compiling it

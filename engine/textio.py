@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import IO, Any
+
 
 def decode_output(data: bytes | str) -> str:
     """UTF-8 with invalid bytes replaced (U+FFFD); NUL, CR and BOM are kept for the grammar."""
@@ -11,6 +13,28 @@ def decode_output(data: bytes | str) -> str:
 
 
 _CHUNK = 1 << 20
+
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+"""The default cap on a model output read from a file or stdin (``--max-output-bytes``)."""
+
+
+def read_capped(stream: IO[Any], cap: int = MAX_OUTPUT_BYTES) -> tuple[bytes, bool]:
+    """At most ``cap`` bytes of ``stream``, read in chunks, and whether there was more
+    (one byte past the cap is read to know; nothing further: /dev/zero ends at once)."""
+    parts: list[bytes] = []
+    size = 0
+    while size <= cap:
+        chunk = stream.read(min(_CHUNK, cap + 1 - size))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+    data = b"".join(parts)
+    return data[:cap], len(data) > cap
+
+
+def too_large_message(cap: int) -> str:
+    return f"output is larger than {cap} bytes (the --max-output-bytes limit); it was not read"
 
 
 def clean_text(text: str) -> str:

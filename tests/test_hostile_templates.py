@@ -171,3 +171,46 @@ def test_a_derived_pack_finds_the_base_packs_files(tmp_path: Path) -> None:
                               "4F2C9A", "--var", "criterion=AC1", str(bad), cwd=folder)
     assert code == 0, output
     assert output.startswith("MINE line 1: ANSWER must be unquoted\nVERDICT block")
+
+
+# ---------------------------------------------------------------- pack bytes and expressions
+
+def test_a_nul_byte_in_a_pack_is_a_finding(tmp_path: Path) -> None:
+    (tmp_path / "pack.yaml").write_bytes(b"rulepack: x\nextends: [builtin:core]\x00\n")
+    code, output, _ = bounded("check", ".", cwd=tmp_path)
+    assert code == 1
+    assert "pack.yaml:2:24: [error] invalid YAML: control character '\\x00'" in output
+
+
+@pytest.mark.parametrize("expression", [
+    "(" * 300 + "attempt" + ")" * 300,
+    " or ".join(["attempt > 1"] * 1000),
+])
+def test_huge_or_deep_expressions_are_findings(tmp_path: Path, expression: str) -> None:
+    folder = hostile_pack(tmp_path, "{{ parser_error }}", guard=expression)
+    code, output, elapsed = bounded("check", ".", cwd=folder)
+    assert code == 1 and "(expression-too-large)" in output
+    assert elapsed < 10
+
+
+# ---------------------------------------------------------------- outputs past the cap
+
+def test_an_endless_output_is_not_read_past_the_cap(tmp_path: Path) -> None:
+    args = ["--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A",
+            "--var", "criterion=AC1", "/dev/zero"]
+    code, output, elapsed = bounded("parse", *args, cwd=tmp_path)
+    assert code == 1 and elapsed < 10
+    assert "error: output is larger than 67108864 bytes" in output
+    code, output, elapsed = bounded("eval", *args, cwd=tmp_path)
+    assert code == 1 and elapsed < 10
+    assert "failure  OUTPUT_TOO_LARGE (HIGH): output is larger than 67108864 bytes" in output
+
+
+def test_the_cap_is_an_option(tmp_path: Path) -> None:
+    from conftest import REPO
+
+    verdict = str(REPO / "examples" / "sentinel" / "verdict.txt")
+    code, output, _ = bounded("parse", "--pack", "sentinel", "--block", "VERDICT", "--nonce",
+                              "4F2C9A", "--var", "criterion=AC1", "--max-output-bytes", "10",
+                              "--format", "json", verdict, cwd=tmp_path)
+    assert code == 1 and '"type": "OUTPUT_TOO_LARGE"' in output

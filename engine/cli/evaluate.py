@@ -14,6 +14,7 @@ from engine.errors import EngineError
 from engine.pack import Pack
 from engine.policy.decide import Decision
 from engine.state.session import Session, ledger_accepted_rounds
+from engine.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
 from engine.verdict import Verdict
 
 EXIT_STATUS_HELP = """\b
@@ -75,6 +76,13 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="Failure type of --error.",
         ),
+        click.option(
+            "--max-output-bytes",
+            type=click.IntRange(min=1),
+            default=MAX_OUTPUT_BYTES,
+            show_default=True,
+            help="A bigger output is not read: its verdict is OUTPUT_TOO_LARGE.",
+        ),
         click.argument(
             "source", type=click.Path(dir_okay=False, allow_dash=True), default="-", required=False
         ),
@@ -96,10 +104,13 @@ def _run(
     previous_errors: tuple[str, ...],
     external_error: str | None,
     failure_type: str,
+    max_output_bytes: int,
     source: str,
 ) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str], dict[str, Any]]:
     pack = open_pack(pack_ref)
-    output = _read_output(source)
+    output, too_large = _read_output(source, max_output_bytes)
+    if too_large:
+        external_error, failure_type = too_large_message(max_output_bytes), "OUTPUT_TOO_LARGE"
     try:
         variables, context = pack.split_inputs(
             block, load_context(context_file), parse_vars(var_pairs)
@@ -144,17 +155,18 @@ def _run(
     return pack, verdict, decision, output or b"", variables, context
 
 
-def _read_output(source: str) -> bytes | None:
-    """The output's bytes; None when the file does not exist (a FILE_MISSING verdict)."""
+def _read_output(source: str, cap: int) -> tuple[bytes | None, bool]:
+    """The output's bytes (None when the file does not exist: a FILE_MISSING verdict),
+    at most ``cap`` of them, and whether there was more."""
     if source == "-":
         with click.open_file("-", "rb") as stream:
-            data: bytes = stream.read()
-        return data
+            return read_capped(stream, cap)
     path = Path(source)
     if not path.exists():
-        return None
+        return None, False
     try:
-        return path.read_bytes()
+        with path.open("rb") as stream:
+            return read_capped(stream, cap)
     except OSError as exc:
         raise UsageFailure(f"{source}: cannot read: {exc.strerror or exc}") from None
 

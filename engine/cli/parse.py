@@ -10,6 +10,8 @@ import click
 
 from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, parse_vars
 from engine.errors import EngineError
+from engine.results import Failure, ParseResult
+from engine.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
 
 
 @click.command("parse")
@@ -38,6 +40,13 @@ from engine.errors import EngineError
     default="text",
     help="text: the data, or 'error: MESSAGE' on stderr; json: the whole result.",
 )
+@click.option(
+    "--max-output-bytes",
+    type=click.IntRange(min=1),
+    default=MAX_OUTPUT_BYTES,
+    show_default=True,
+    help="A bigger output is not read: its result is OUTPUT_TOO_LARGE.",
+)
 @click.argument("source", type=click.File("rb"), default="-", required=False)
 def parse_command(
     pack_ref: str,
@@ -46,6 +55,7 @@ def parse_command(
     var_pairs: tuple[str, ...],
     jsonl: BinaryIO | None,
     output_format: str,
+    max_output_bytes: int,
     source: BinaryIO,
 ) -> None:
     """Parse one block deterministically: JSON data on stdout, or the error.
@@ -89,10 +99,16 @@ def parse_command(
         raise SystemExit(EXIT_FINDINGS if failed else EXIT_OK)
     if block is None:
         raise click.UsageError("--block is required (or use --jsonl)")
-    try:
-        result = pack.parse(block, source.read(), nonce=nonce, vars=variables)
-    except EngineError as exc:
-        raise UsageFailure(str(exc)) from None
+    data, too_large = read_capped(source, max_output_bytes)
+    if too_large:
+        result = ParseResult(
+            ok=False, failure=Failure("OUTPUT_TOO_LARGE", too_large_message(max_output_bytes))
+        )
+    else:
+        try:
+            result = pack.parse(block, data, nonce=nonce, vars=variables)
+        except EngineError as exc:
+            raise UsageFailure(str(exc)) from None
     if output_format == "json":
         click.echo(json.dumps(result.to_json(), ensure_ascii=False))
     elif result.ok:

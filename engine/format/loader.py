@@ -270,6 +270,8 @@ def read_yaml(path: Path, display: str | None = None) -> Document:
 
 
 _REFUSED = object()
+# What YAML's reader refuses (its printable set): C0 controls but tab, LF, CR; DEL; C1 but NEL.
+_NON_PRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ufffe\uffff]")
 
 
 def _fast_node(text: str) -> Any:
@@ -287,8 +289,24 @@ def _fast_node(text: str) -> Any:
 
 def parse_yaml(text: str, display: str) -> Document:
     builder = _TreeBuilder(display)
-    loader = _Loader(text)
+    special = _NON_PRINTABLE.search(text)
+    if special is not None:
+        line = text.count("\n", 0, special.start()) + 1
+        column = special.start() - (text.rfind("\n", 0, special.start()) + 1) + 1
+        return Document(
+            None,
+            builder.source,
+            [
+                Finding(
+                    "yaml-syntax",
+                    f"invalid YAML: control character {special.group()!r} (YAML allows none)",
+                    Position(display, line, column),
+                    "remove the character (a NUL byte often means a binary or UTF-16 file)",
+                )
+            ],
+        )
     try:
+        loader = _Loader(text)
         node = _fast_node(text)
         if node is _REFUSED:
             node = loader.get_single_node()

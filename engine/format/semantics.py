@@ -33,6 +33,7 @@ from engine.sandbox import (
     ITEM_VARIABLES,
     TEMPLATE_VARIABLES,
     compile_condition,
+    expression_problem,
     expression_source,
     first_use,
     undeclared_names,
@@ -269,10 +270,19 @@ class PackChecker:
             )
 
     def _expression(self, ref: Reference, variables: frozenset[str] = CONDITION_VARIABLES) -> None:
+        problem = expression_problem(ref.value)
+        if problem is not None:
+            self.add(
+                "expression-too-large",
+                f"expression is too large: {problem}",
+                ref.path,
+                "split the condition into several guards or simplify it",
+            )
+            return
         try:
             compile_condition(ref.value)
             names = undeclared_names(expression_source(ref.value))
-        except jinja2.TemplateError as exc:
+        except (jinja2.TemplateError, RecursionError) as exc:
             self.add(
                 "invalid-expression",
                 f"expression {ref.value!r} does not compile: {exc}",
@@ -426,6 +436,14 @@ class PackChecker:
             try:
                 source = target.read_text(encoding="utf-8")
                 names = undeclared_names(source)
+            except RecursionError:
+                self.add(
+                    "template-syntax",
+                    f"template {name!r} is nested too deeply to compile",
+                    path,
+                    "flatten the template",
+                )
+                continue
             except UnicodeDecodeError:
                 self.add(
                     "template-encoding",
