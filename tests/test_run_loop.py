@@ -128,3 +128,47 @@ def test_failure_log_jsonl(tmp_path: Path) -> None:
         "expected exactly 1 <<<VERDICT: block, found 0"]
     missing = run_cli("log", "--session", str(tmp_path / "nowhere"))
     assert missing.exit_code == 2
+
+
+# ---------------------------------------------------------------- hostile model commands
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers: read its state
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+
+
+def test_a_hanging_model_and_its_children_are_ended(tmp_path: Path) -> None:
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    start = time.monotonic()
+    done = run_script(script("rules"), "run", *VERDICT, "--timeout", "1", "--session",
+                      str(tmp_path / "s"), "--", "sh", "-c",
+                      f"sleep 300 & echo $! > {pidfile}; wait", timeout=60)
+    assert time.monotonic() - start < 15
+    assert done.returncode == 1
+    assert "model command timed out after 1 s" in done.stderr.decode()
+    time.sleep(0.2)
+    assert not _alive(int(pidfile.read_text()))
+
+
+def test_endless_stdout_is_capped_and_stderr_is_drained(tmp_path: Path) -> None:
+    import resource
+
+    done = run_script(script("rules"), "run", *VERDICT, "--max-output-bytes", "1000000",
+                      "--session", str(tmp_path / "s"), "--", "sh", "-c",
+                      "head -c 1073741824 /dev/zero", timeout=120)
+    assert done.returncode == 1
+    assert "model command printed more than 1000000 bytes on stdout" in done.stderr.decode()
+    noisy = run_script(script("rules"), "run", *VERDICT, "--session", str(tmp_path / "t"),
+                       "--", "sh", "-c", "head -c 209715200 /dev/zero >&2; cat "
+                       f"{REPO / 'examples' / 'sentinel' / 'verdict.txt'}", timeout=120)
+    assert noisy.returncode == 0, noisy.stderr[-2000:]
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1024 * 1024  # < 1 GiB

@@ -9,7 +9,7 @@ import click
 
 from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
 from engine.errors import EngineError
-from engine.state.runner import run_loop
+from engine.state.runner import DEFAULT_TIMEOUT, MAX_OUTPUT_BYTES, run_loop
 from engine.state.session import DEFAULT_SESSION, Outcome, Session
 
 
@@ -47,8 +47,17 @@ from engine.state.session import DEFAULT_SESSION, Outcome, Session
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Seconds before the model command is stopped (an execution failure).",
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="Seconds before the model command and its children are stopped (TERM, then KILL "
+    "after 2 s; an execution failure).",
+)
+@click.option(
+    "--max-output-bytes",
+    type=click.IntRange(min=1),
+    default=MAX_OUTPUT_BYTES,
+    show_default=True,
+    help="A model command printing more is stopped (an execution failure).",
 )
 @click.option("--model", help="Model id, recorded and carried into repairs.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -60,7 +69,8 @@ def run_command(
     context_file: str | None,
     prompt_file: str | None,
     session_dir: str,
-    timeout: float | None,
+    timeout: float,
+    max_output_bytes: int,
     model: str | None,
     command: tuple[str, ...],
 ) -> None:
@@ -99,6 +109,7 @@ def run_command(
                 context=context,
                 model=model,
                 timeout=timeout,
+                max_output_bytes=max_output_bytes,
                 progress=_report,
             )
     except EngineError as exc:

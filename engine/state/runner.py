@@ -7,7 +7,11 @@ failure type), never a parse error, and its stderr never goes into a prompt.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -18,6 +22,10 @@ from engine.state.session import EXECUTION_FAILURE, Outcome, Session
 from engine.verdict import Verdict
 
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+"""What a model command may print on stdout; more stops it (an execution failure)."""
+DEFAULT_TIMEOUT = 600.0
+GRACE_SECONDS = 2.0
+_READ = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -34,28 +42,102 @@ class Execution:
     error: str | None  # why the command failed, None when it ran fine
 
 
-def execute(command: Sequence[str], prompt: str, timeout: float | None) -> Execution:
-    """Run ``command`` with ``prompt`` on stdin; never raises for what the command does."""
+def _end_group(process: subprocess.Popen[bytes]) -> None:
+    """End the command's whole process group: TERM, then KILL after the grace period."""
+    if not hasattr(os, "killpg"):  # no process groups here: the command alone
+        process.kill()
+        return
+    for sig, wait in ((signal.SIGTERM, GRACE_SECONDS), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            try:
+                os.killpg(process.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.02)
+
+
+def execute(
+    command: Sequence[str],
+    prompt: str,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    max_output: int = MAX_OUTPUT_BYTES,
+) -> Execution:
+    """Run ``command`` in its own process group with ``prompt`` on stdin; stdout and stderr
+    are read at the same time (stdout kept up to ``max_output``, stderr drained and never
+    kept: it never goes into a prompt); on timeout or too much output the whole
+    group is ended. Never raises for what the command does."""
     try:
-        done = subprocess.run(
+        process = subprocess.Popen(
             list(command),
-            input=prompt.encode("utf-8"),
-            capture_output=True,
-            timeout=timeout,
-            check=False,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        return Execution(b"", f"model command timed out after {timeout:g} s")
     except OSError as exc:
         return Execution(b"", f"model command could not start: {exc.strerror or exc}")
-    if done.returncode != 0:
+    assert process.stdin and process.stdout and process.stderr
+    stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
+    out = bytearray()
+    too_much = threading.Event()
+
+    def read_stdout() -> None:
+        while chunk := os.read(stdout.fileno(), _READ):
+            room = max_output - len(out)
+            out.extend(chunk[:room])
+            if len(chunk) > room:
+                too_much.set()
+                return
+
+    def read_stderr() -> None:  # drained so the command never blocks on it; not kept
+        while os.read(stderr.fileno(), _READ):
+            pass
+
+    def write_stdin() -> None:
+        try:
+            stdin.write(prompt.encode("utf-8"))
+            stdin.close()
+        except OSError:  # the command does not read its stdin: fine
+            pass
+
+    threads = [
+        threading.Thread(target=f, daemon=True) for f in (read_stdout, read_stderr, write_stdin)
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout if timeout else None
+    reason = None
+    while process.poll() is None:
+        if too_much.is_set():
+            reason = f"model command printed more than {max_output} bytes on stdout"
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            reason = f"model command timed out after {timeout:g} s"
+            break
+        time.sleep(0.01)
+    _end_group(process)  # also ends children the command left behind
+    process.wait()
+    for thread in threads:
+        thread.join(timeout=GRACE_SECONDS)
+    for stream in (stdout, stderr):
+        stream.close()
+    if reason is None and too_much.is_set():
+        reason = f"model command printed more than {max_output} bytes on stdout"
+    if reason is not None:
+        return Execution(b"", reason)
+    if process.returncode != 0:
         how = (
-            f"was killed by signal {-done.returncode}"
-            if done.returncode < 0
-            else f"exited with status {done.returncode}"
+            f"was killed by signal {-process.returncode}"
+            if process.returncode < 0
+            else f"exited with status {process.returncode}"
         )
-        return Execution(done.stdout[:MAX_OUTPUT_BYTES], f"model command {how}")
-    return Execution(done.stdout[:MAX_OUTPUT_BYTES], None)
+        return Execution(bytes(out), f"model command {how}")
+    return Execution(bytes(out), None)
 
 
 def run_loop(
@@ -68,14 +150,15 @@ def run_loop(
     vars: Mapping[str, str] | None = None,
     context: Mapping[str, Any] | None = None,
     model: str | None = None,
-    timeout: float | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    max_output_bytes: int = MAX_OUTPUT_BYTES,
     progress: Callable[[Outcome], None] = lambda outcome: None,
 ) -> RunResult:
     attempts = 0
     current_prompt = prompt
     while True:
         attempts += 1
-        run = execute(command, current_prompt, timeout)
+        run = execute(command, current_prompt, timeout, max_output_bytes)
         outcome = session.evaluate(
             block,
             run.output,
