@@ -348,6 +348,7 @@ APPENDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_concurrent_log_appends_lose_nothing(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "gate_failures.jsonl"
     writers, each = 6, 150

@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 from syrupy.assertion import SnapshotAssertion
 
 import engine
@@ -69,6 +70,7 @@ def test_always_failing_model_ends_with_the_after_failure_action(tmp_path: Path)
     assert json.loads(reflect.stdout) == {"action": "NOP"}
 
 
+@pytest.mark.slow
 def test_hanging_model_times_out(tmp_path: Path) -> None:
     done = run_script(script("rules"), "run", *VERDICT, "--timeout", "1", "--session",
                       str(tmp_path / "s"), "--", PY, str(MODELS / "hang.py"), timeout=60)
@@ -144,6 +146,7 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
+@pytest.mark.slow
 def test_a_hanging_model_and_its_children_are_ended(tmp_path: Path) -> None:
     import time
 
@@ -159,6 +162,7 @@ def test_a_hanging_model_and_its_children_are_ended(tmp_path: Path) -> None:
     assert not _alive(int(pidfile.read_text()))
 
 
+@pytest.mark.slow
 def test_endless_stdout_is_capped_and_stderr_is_drained(tmp_path: Path) -> None:
     import resource
 
