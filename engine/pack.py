@@ -123,6 +123,23 @@ class Pack:
         rest = {k: v for k, v in (strings or {}).items() if k not in param_names}
         return params, build_context(self.model.context, context, rest)
 
+    def missing_inputs(
+        self, block: str, nonce: str | None, vars: Mapping[str, str] | None
+    ) -> list[str]:
+        """What the caller must give for ``block`` and did not: the nonce of a delimited
+        block, its required params (as the command-line options that give them)."""
+        contract = self.model.contracts.get(block)
+        if contract is None or contract.kind != "sentinel":
+            return []
+        missing = ["--nonce"] if nonce is None else []
+        params = getattr(contract, "params", {})
+        missing += [
+            f"--var {name}=..."
+            for name, spec in params.items()
+            if spec.required and name not in (vars or {})
+        ]
+        return missing
+
     def evaluate(
         self,
         block: str,

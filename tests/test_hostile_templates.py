@@ -214,3 +214,19 @@ def test_the_cap_is_an_option(tmp_path: Path) -> None:
                               "4F2C9A", "--var", "criterion=AC1", "--max-output-bytes", "10",
                               "--format", "json", verdict, cwd=tmp_path)
     assert code == 1 and '"type": "OUTPUT_TOO_LARGE"' in output
+
+
+# ---------------------------------------------------------------- caller mistakes
+
+@pytest.mark.parametrize(("extra", "needs"), [
+    ([], "--nonce and --var criterion=..."),
+    (["--nonce", "4F2C9A"], "--var criterion=..."),
+])
+def test_missing_caller_inputs_are_usage_errors(extra: list[str], needs: str) -> None:
+    from conftest import REPO, run_cli
+
+    verdict = str(REPO / "examples" / "sentinel" / "verdict.txt")
+    for command in ("eval", "render"):
+        result = run_cli(command, "--pack", "sentinel", "--block", "VERDICT", *extra, verdict)
+        assert result.exit_code == 2, result.output
+        assert f"block 'VERDICT' needs {needs}" in result.stderr

@@ -115,6 +115,12 @@ def _run(
         variables, context = pack.split_inputs(
             block, load_context(context_file), parse_vars(var_pairs)
         )
+        missing = pack.missing_inputs(block, nonce, variables) if external_error is None else []
+        if missing:
+            raise UsageFailure(
+                f"block {block!r} needs {' and '.join(missing)} (a caller's input, not the "
+                "model's: nothing was evaluated)"
+            )
         if session_dir is not None:
             if attempt is not None:
                 raise UsageFailure(
