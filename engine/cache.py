@@ -60,6 +60,11 @@ class ParsingPack:
             for block, contract in data["sentinel"].items()
         }
 
+    def param_names(self, block: str) -> frozenset[str]:
+        """The params a block's delimiters take (none for a block without a parser)."""
+        parser = self.parsers.get(block)
+        return parser.param_names if parser is not None else frozenset()
+
     def parse(
         self,
         block: str,

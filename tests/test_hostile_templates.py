@@ -230,3 +230,15 @@ def test_missing_caller_inputs_are_usage_errors(extra: list[str], needs: str) ->
         result = run_cli(command, "--pack", "sentinel", "--block", "VERDICT", *extra, verdict)
         assert result.exit_code == 2, result.output
         assert f"block 'VERDICT' needs {needs}" in result.stderr
+
+
+def test_parse_and_eval_refuse_unknown_vars_alike() -> None:
+    from conftest import REPO, run_cli
+
+    verdict = str(REPO / "examples" / "sentinel" / "verdict.txt")
+    args = ["--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A", "--var",
+            "criterion=AC1", "--var", "bogus=1", verdict]
+    parsed = run_cli("parse", *args)
+    evaluated = run_cli("eval", *args)
+    assert (parsed.exit_code, evaluated.exit_code) == (2, 2)
+    assert "bogus" in parsed.stderr and "bogus" in evaluated.stderr

@@ -99,6 +99,12 @@ def parse_command(
         raise SystemExit(EXIT_FINDINGS if failed else EXIT_OK)
     if block is None:
         raise click.UsageError("--block is required (or use --jsonl)")
+    unknown = sorted(set(variables) - pack.param_names(block))
+    if unknown and block in pack.parsers:
+        known = ", ".join(sorted(pack.param_names(block))) or "none"
+        raise UsageFailure(
+            f"unknown --var {', '.join(unknown)} for block {block!r} (its params: {known})"
+        )
     data, too_large = read_capped(source, max_output_bytes)
     if too_large:
         result = ParseResult(

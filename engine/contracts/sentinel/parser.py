@@ -54,6 +54,7 @@ class SentinelParser:
         names = {param[0] for param in compiled.params}
         names.update(compiled.opener.names, compiled.closer.names)
         self._input_names = tuple(sorted(names))
+        self.param_names = frozenset(param[0] for param in compiled.params)
         self._checked: dict[Any, tuple[DelimiterLine, DelimiterLine]] = {}
 
     def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
