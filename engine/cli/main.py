@@ -18,6 +18,7 @@ from engine.errors import EngineError
 # Commands defined in their own modules, imported only when invoked: `rules --version` and
 # `rules parse` do not pay for the imports of the others.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "backtest": ("engine.cli.backtest", "backtest_command"),
     "eval": ("engine.cli.evaluate", "eval_command"),
     "explain": ("engine.cli.explain", "explain_command"),
     "gate": ("engine.cli.gate", "gate_command"),

@@ -1,0 +1,174 @@
+"""`rules backtest`: flips between a pack and its baseline over logged records."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from types import ModuleType
+
+import jsonschema
+import pytest
+
+from conftest import run_cli
+from engine.backtest import backtest, local_executor
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((REPO / "contracts" / "backtest-report.schema.json").read_text())
+
+
+def _benchmark() -> ModuleType:
+    path = REPO / "benchmarks" / "backtest.py"
+    spec = importlib.util.spec_from_file_location("bench_backtest", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_backtest"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = _benchmark()
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, int]:
+    folder = tmp_path_factory.mktemp("backtest")
+    records = folder / "verdicts.jsonl"
+    expected = BENCH.generate(records, 2000)
+    return records, BENCH.strict_copy(folder), expected
+
+
+def test_lower_reason_limit_flips_exactly_the_long_reasons(
+    generated: tuple[Path, Path, int],
+) -> None:
+    records, strict, expected = generated
+    result = run_cli(
+        "backtest",
+        "--pack",
+        str(strict),
+        "--baseline",
+        "sentinel",
+        "--format",
+        "json",
+        str(records),
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert expected == 280
+    assert report["total"] == 2000
+    assert report["flips"] == {"pass->fail": expected, "PROCEED->REPAIR": expected}
+    assert report["flipped"] == expected
+    assert report["flips_by_block"] == {"VERDICT": report["flips"]}
+    assert report["flips_by_failure_type"]["pass->fail"] == {"PARSE_ERROR": expected}
+    first = report["examples"]["pass->fail"][0]
+    assert first["where"] == f"{records}:4"
+    assert first["pack"]["error"] == "REASON exceeds 300 chars"
+    assert first["baseline"] == {
+        "status": "pass",
+        "action": "PROCEED",
+        "failure_type": None,
+        "error": None,
+    }
+    pack, baseline = report["summary"]["pack"], report["summary"]["baseline"]
+    unparseable = 2000 // 50
+    assert baseline["status"] == {"fail": unparseable, "pass": 2000 - unparseable}
+    assert pack["status"] == {"fail": unparseable + expected, "pass": 2000 - unparseable - expected}
+    assert pack["further_attempts"] - baseline["further_attempts"] == expected
+
+
+def test_results_do_not_depend_on_workers_or_chunks(generated: tuple[Path, Path, int]) -> None:
+    records, strict, _ = generated
+    reports = [
+        backtest(
+            str(strict),
+            [str(records)],
+            baseline="sentinel",
+            executor=local_executor(workers),
+            chunk_bytes=chunk,
+        ).to_json()
+        for workers, chunk in [(1, 1 << 30), (1, 997), (2, 4096), (2, 65536)]
+    ]
+    assert all(report == reports[0] for report in reports[1:])
+    cli = run_cli(
+        "backtest",
+        "--pack",
+        str(strict),
+        "--baseline",
+        "sentinel",
+        "--workers",
+        "2",
+        "--format",
+        "json",
+        str(records),
+    )
+    assert json.loads(cli.stdout) == reports[0]
+
+
+def test_max_flips_fails_the_check(generated: tuple[Path, Path, int]) -> None:
+    records, strict, expected = generated
+    over = run_cli(
+        "backtest",
+        "--pack",
+        str(strict),
+        "--baseline",
+        "sentinel",
+        "--max-flips",
+        str(expected - 1),
+        str(records),
+    )
+    assert over.exit_code == 1
+    assert f"max flips {expected - 1}: exceeded" in over.stdout
+    within = run_cli(
+        "backtest",
+        "--pack",
+        str(strict),
+        "--baseline",
+        "sentinel",
+        "--max-flips",
+        str(expected),
+        "--format",
+        "junit",
+        str(records),
+    )
+    assert within.exit_code == 0
+    suite = ET.fromstring(within.stdout)
+    assert suite.get("failures") == "2"
+    assert {case.get("name") for case in suite} == {"pass->fail", "PROCEED->REPAIR"}
+
+
+def test_without_baseline_one_pack_statistics(tmp_path: Path) -> None:
+    records = REPO / "examples" / "sentinel" / "records.jsonl"
+    result = run_cli("backtest", "--pack", "sentinel", "--format", "json", str(records))
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert set(report["summary"]) == {"pack"}
+    assert report["summary"]["pack"]["status"] == {"fail": 1, "pass": 1}
+    assert report["flips"] == {} and report["flipped"] == 0
+    md = run_cli("backtest", "--pack", "sentinel", "--format", "md", str(records))
+    assert "| pack `sentinel` | 1 | 1 |" in md.stdout
+
+
+def test_bad_lines_are_reported_with_their_place(tmp_path: Path) -> None:
+    records = tmp_path / "mixed.jsonl"
+    good = (REPO / "examples" / "sentinel" / "records.jsonl").read_text().splitlines()[0]
+    records.write_text(
+        "\n".join([good, "{not json", "", '{"block": 3}', '{"block": "NOPE", "text": "x"}', good])
+        + "\n"
+    )
+    result = run_cli("backtest", "--pack", "sentinel", "--format", "json", str(records))
+    report = json.loads(result.stdout)
+    assert report["total"] == 3 and report["invalid"] == 2
+    assert [e["where"] for e in report["invalid_examples"]] == [f"{records}:2", f"{records}:4"]
+    assert report["summary"]["pack"]["errors"] == 1
+
+
+def test_missing_file_and_bad_pack_are_usage_errors(tmp_path: Path) -> None:
+    missing = run_cli("backtest", "--pack", "sentinel", str(tmp_path / "none.jsonl"))
+    assert missing.exit_code == 2
+    assert "none.jsonl: cannot read" in missing.stderr
+    records = REPO / "examples" / "sentinel" / "records.jsonl"
+    bad = run_cli("backtest", "--pack", str(tmp_path / "nopack"), str(records))
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: ")
