@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from engine.pack import Pack
 
 CHUNK_BYTES = 4 << 20
+SESSION_CHUNK = 20_000
 EXAMPLES_PER_FLIP = 3
 EXAMPLE_TEXT_CHARS = 200
 
@@ -36,12 +37,14 @@ class BacktestError(EngineError):
 
 @dataclass(frozen=True)
 class Chunk:
-    """Lines starting in ``[start, end)`` of ``path``; ``index`` orders chunks."""
+    """Lines starting in ``[start, end)`` of the file ``path``, or for a session folder
+    the kept attempts with ids in ``(start, end]``; ``index`` orders chunks."""
 
     index: int
     path: str
     start: int
     end: int
+    session: bool = False
 
 
 @dataclass(frozen=True)
@@ -303,7 +306,16 @@ def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
 
 
 def read_chunk(chunk: Chunk) -> list[bytes]:
-    """The lines that start in the chunk's byte range."""
+    """The lines that start in the chunk's byte range (a session's kept attempts: one
+    JSON line each)."""
+    if chunk.session:
+        from engine.state.export import export_records
+
+        encode = json.JSONEncoder(ensure_ascii=False).encode
+        return [
+            encode(record).encode("utf-8", errors="surrogatepass")
+            for record in export_records(chunk.path, chunk.start, chunk.end)
+        ]
     with open(chunk.path, "rb") as handle:
         if chunk.start > 0:
             handle.seek(chunk.start - 1)
@@ -327,9 +339,13 @@ def run_chunk(task: Task) -> Tally:
 
 
 def plan_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> list[Chunk]:
-    """Cut the files into byte ranges of about ``chunk_bytes``."""
+    """Cut the files into byte ranges of about ``chunk_bytes`` (session folders: into
+    ranges of ``SESSION_CHUNK`` attempt ids)."""
     chunks: list[Chunk] = []
     for path in paths:
+        if os.path.isdir(path):
+            chunks += _session_chunks(path, len(chunks))
+            continue
         try:
             size = os.path.getsize(path)
         except OSError as exc:
@@ -342,6 +358,18 @@ def plan_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> list[Ch
                 break
             start = end
     return chunks
+
+
+def _session_chunks(path: str, first_index: int) -> list[Chunk]:
+    from engine.state.export import kept_id_range
+
+    count, first, last = kept_id_range(path)
+    if count == 0:
+        raise BacktestError(f"{path}: the session kept no outputs (run it with --keep-outputs)")
+    return [
+        Chunk(first_index + n, path, after, min(after + SESSION_CHUNK, last), session=True)
+        for n, after in enumerate(range(first - 1, last, SESSION_CHUNK))
+    ]
 
 
 Executor = Callable[[Sequence[Task]], Iterator[Tally]]

@@ -172,3 +172,53 @@ def test_missing_file_and_bad_pack_are_usage_errors(tmp_path: Path) -> None:
     records = REPO / "examples" / "sentinel" / "records.jsonl"
     bad = run_cli("backtest", "--pack", str(tmp_path / "nopack"), str(records))
     assert bad.exit_code == 2 and bad.stderr.startswith("error: ")
+
+
+FAKE_MODEL = REPO / "examples" / "fake_model.py"
+
+
+def _run_fake(session: Path, nonce: str, *extra: str) -> None:
+    result = run_cli("run", "--pack", "sentinel", "--block", "VERDICT", "--nonce", nonce,
+                     "--var", "criterion=AC1", "--session", str(session), *extra,
+                     "--", sys.executable, str(FAKE_MODEL))
+    assert result.exit_code == 0, result.output
+
+
+def test_kept_outputs_export_and_backtest(tmp_path: Path) -> None:
+    session = tmp_path / "session"
+    _run_fake(session, "4F2C9A")  # not kept: the session has not opted in yet
+    _run_fake(session, "4F2C9B", "--keep-outputs")
+    _run_fake(session, "4F2C9C")  # kept: the session opted in
+    exported = run_cli("export", "--session", str(session))
+    assert exported.exit_code == 0
+    records = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert [(r["nonce"], r["attempt"]) for r in records] == [
+        ("4F2C9B", 1), ("4F2C9B", 2), ("4F2C9C", 1), ("4F2C9C", 2)]
+    assert records[1]["text"] == (
+        "<<<VERDICT:V1:AC1:NONCE=4F2C9B>>>\nANSWER=YES\n"
+        'REASON="All acceptance criteria are satisfied"\n<<<END_VERDICT:AC1:NONCE=4F2C9B>>>\n')
+    assert records[0]["vars"] == {"criterion": "AC1"} and records[0]["context"] == {}
+    # the export is a valid --jsonl input, and the session folder itself is a RECORDS input
+    jsonl = tmp_path / "attempts.jsonl"
+    jsonl.write_text(exported.stdout)
+    parsed = run_cli("parse", "--pack", "sentinel", "--jsonl", str(jsonl))
+    assert [json.loads(line)["ok"] for line in parsed.stdout.splitlines()] == [
+        False, True, False, True]
+    from_file = json.loads(run_cli("backtest", "--pack", "sentinel", "--format", "json",
+                                   str(jsonl)).stdout)
+    from_session = json.loads(run_cli("backtest", "--pack", "sentinel", "--format", "json",
+                                      str(session)).stdout)
+    assert from_session["summary"] == from_file["summary"]
+    assert from_session["summary"]["pack"]["actions"] == {"PROCEED": 2, "REPAIR": 2}
+
+
+def test_session_without_kept_outputs_is_a_clear_error(tmp_path: Path) -> None:
+    session = tmp_path / "session"
+    _run_fake(session, "4F2C9A")
+    result = run_cli("backtest", "--pack", "sentinel", str(session))
+    assert result.exit_code == 2
+    assert "kept no outputs (run it with --keep-outputs)" in result.stderr
+    assert run_cli("export", "--session", str(tmp_path / "nothing")).exit_code == 2
+    plain = run_cli("eval", "--pack", "sentinel", "--block", "VERDICT", "--keep-outputs",
+                    str(REPO / "examples" / "sentinel" / "verdict.txt"))
+    assert plain.exit_code == 2 and "--keep-outputs needs --session" in plain.stderr

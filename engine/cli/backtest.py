@@ -53,7 +53,7 @@ def _progress_bar(total: int) -> Callable[[int], None] | None:
     default="text",
     show_default=True,
 )
-@click.argument("records", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("records", nargs=-1, required=True, type=click.Path())
 def backtest_command(
     pack_ref: str,
     baseline: str | None,
@@ -66,10 +66,12 @@ def backtest_command(
 
     RECORDS are JSON Lines files of the `rules parse --jsonl` record format
     ({"id", "block", "nonce", "vars", "text"}), with optional "context" (an object) and
-    "attempt" (the attempt number the output was, default 1). Each record is evaluated and
-    decided under both packs; the report gives verdicts, actions, failure types and the
-    repairs/retries each pack asks for, and the flips: verdict changes ("pass->fail") and
-    action changes ("PROCEED->REPAIR"), by block and failure type, with first examples.
+    "attempt" (the attempt number the output was, default 1), or session folders whose
+    ledger kept outputs (`--keep-outputs`; places are then FOLDER:N, the N-th kept one).
+    Each record is evaluated and decided under both packs; the report gives verdicts,
+    actions, failure types and the repairs/retries each pack asks for, and the flips:
+    verdict changes ("pass->fail") and action changes ("PROCEED->REPAIR"), by block and
+    failure type, with first examples.
     Without --baseline it reports the one pack's statistics. Memory stays constant
     whatever the input size; a progress bar shows on stderr when it is a terminal.
 
@@ -79,6 +81,7 @@ def backtest_command(
       rules backtest --pack ./my-pack --baseline main-pack --max-flips 0 --format junit \\
           logs/week.jsonl > backtest.xml
       rules backtest --pack sentinel --workers 2 --format json logs/week.jsonl
+      rules backtest --pack ./new-pack --baseline sentinel .rules-session
 
     \b
     Exit status: 0 done (flips within --max-flips), 1 more flips than --max-flips,

@@ -21,6 +21,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "backtest": ("engine.cli.backtest", "backtest_command"),
     "eval": ("engine.cli.evaluate", "eval_command"),
     "explain": ("engine.cli.explain", "explain_command"),
+    "export": ("engine.cli.export", "export_command"),
     "gate": ("engine.cli.gate", "gate_command"),
     "log": ("engine.cli.log", "log_command"),
     "parse": ("engine.cli.parse", "parse_command"),

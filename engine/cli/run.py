@@ -50,6 +50,12 @@ from engine.state.session import DEFAULT_SESSION, Outcome, Session
     default=None,
     help="Seconds before the model command is stopped (an execution failure).",
 )
+@click.option(
+    "--keep-outputs",
+    is_flag=True,
+    help="Keep the outputs in the session's ledger from now on (compressed), for "
+    "`rules export` and `rules backtest`.",
+)
 @click.option("--model", help="Model id, recorded and carried into repairs.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(
@@ -61,6 +67,7 @@ def run_command(
     prompt_file: str | None,
     session_dir: str,
     timeout: float | None,
+    keep_outputs: bool,
     model: str | None,
     command: tuple[str, ...],
 ) -> None:
@@ -88,7 +95,7 @@ def run_command(
         prompt_key = pack.model.session.prompt
         if prompt and prompt_key:
             context.setdefault(prompt_key, prompt)
-        with Session(pack, session_dir) as session:
+        with Session(pack, session_dir, keep_outputs=keep_outputs) as session:
             result = run_loop(
                 session,
                 block,
