@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from conftest import run_cli
-from engine.backtest import backtest, local_executor
+from engine.backtest import backtest, dask_executor, local_executor
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "contracts" / "backtest-report.schema.json").read_text())
@@ -222,3 +222,27 @@ def test_session_without_kept_outputs_is_a_clear_error(tmp_path: Path) -> None:
     plain = run_cli("eval", "--pack", "sentinel", "--block", "VERDICT", "--keep-outputs",
                     str(REPO / "examples" / "sentinel" / "verdict.txt"))
     assert plain.exit_code == 2 and "--keep-outputs needs --session" in plain.stderr
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_gives_the_local_report(generated: tuple[Path, Path, int]) -> None:
+    pytest.importorskip(
+        "distributed", reason="Dask is not installed (pip install -e '.[dev,dask]')"
+    )
+    records, strict, expected = generated
+    args = ["backtest", "--pack", str(strict), "--baseline", "sentinel", "--format", "json"]
+    local = run_cli(*args, "--workers", "2", str(records))
+    dask = run_cli(*args, "--executor", "dask", "--workers", "2", str(records))
+    assert dask.exit_code == 0, dask.output
+    assert json.loads(dask.stdout) == json.loads(local.stdout)
+    assert json.loads(dask.stdout)["flips"]["pass->fail"] == expected
+    # the same with chunks small enough that every worker gets several
+    report = backtest(str(strict), [str(records)], baseline="sentinel", chunk_bytes=8192,
+                      executor=dask_executor(None, 2)).to_json()
+    assert report == json.loads(local.stdout)
+
+
+def test_scheduler_needs_the_dask_executor() -> None:
+    records = REPO / "examples" / "sentinel" / "records.jsonl"
+    result = run_cli("backtest", "--pack", "sentinel", "--scheduler", "tcp://x:1", str(records))
+    assert result.exit_code == 2 and "--scheduler needs --executor dask" in result.output

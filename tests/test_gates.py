@@ -454,6 +454,8 @@ def test_a_version_2_ledger_gains_gate_results(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
         db.execute("DROP TABLE gate_results")
         db.execute("DROP TABLE round_counts")
+        db.execute("DROP TABLE kept_outputs")
+        db.execute("DROP TABLE settings")
         db.execute("PRAGMA user_version = 2")
     ledger = Ledger(tmp_path)
     try:

@@ -281,15 +281,17 @@ def test_messages_are_checked_at_load(tmp_path: Path, message: str, rule: str) -
 
 
 def test_a_version_3_ledger_gains_round_counts(tmp_path: Path) -> None:
-    from engine.state.ledger import Ledger
+    from engine.state.ledger import MIGRATIONS, Ledger
 
     Ledger(tmp_path).close()
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
         db.execute("DROP TABLE round_counts")
+        db.execute("DROP TABLE kept_outputs")
+        db.execute("DROP TABLE settings")
         db.execute("PRAGMA user_version = 3")
     ledger = Ledger(tmp_path)
     try:
-        assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         assert ledger.round_counts("engineer") == []
     finally:
         ledger.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import TextIO
 
 import click
 
@@ -41,6 +42,19 @@ def _progress_bar(total: int) -> Callable[[int], None] | None:
     help="Local worker processes.",
 )
 @click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="local: processes of this machine; dask: a Dask cluster (pip install "
+    "'rules-engine[dask]').",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    help="Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a local cluster of --workers).",
+)
+@click.option(
     "--max-flips",
     type=click.IntRange(min=0),
     default=None,
@@ -53,13 +67,23 @@ def _progress_bar(total: int) -> Callable[[int], None] | None:
     default="text",
     show_default=True,
 )
+@click.option(
+    "-o",
+    "--output",
+    type=click.File("w", encoding="utf-8"),
+    default="-",
+    help="File to write the report to (default: stdout).",
+)
 @click.argument("records", nargs=-1, required=True, type=click.Path())
 def backtest_command(
     pack_ref: str,
     baseline: str | None,
     workers: int,
+    executor: str,
+    scheduler: str | None,
     max_flips: int | None,
     output_format: str,
+    output: TextIO,
     records: tuple[str, ...],
 ) -> None:
     """Evaluate and decide logged outputs under a pack and a baseline pack; report the flips.
@@ -81,7 +105,11 @@ def backtest_command(
       rules backtest --pack ./my-pack --baseline main-pack --max-flips 0 --format junit \\
           logs/week.jsonl > backtest.xml
       rules backtest --pack sentinel --workers 2 --format json logs/week.jsonl
+      rules backtest --pack ./new-pack --baseline sentinel --format html -o flips.html \\
+          logs/week.jsonl
       rules backtest --pack ./new-pack --baseline sentinel .rules-session
+      rules backtest --pack ./new-pack --baseline sentinel --executor dask \\
+          --scheduler tcp://scheduler:8786 /shared/logs/*.jsonl
 
     \b
     Exit status: 0 done (flips within --max-flips), 1 more flips than --max-flips,
@@ -89,18 +117,22 @@ def backtest_command(
     """
     import os
 
-    from engine.backtest import BacktestError, backtest, local_executor
+    from engine.backtest import BacktestError, backtest, dask_executor, local_executor
 
+    if scheduler is not None and executor != "dask":
+        raise click.UsageError("--scheduler needs --executor dask")
     try:
+        run = dask_executor(scheduler, workers) if executor == "dask" else local_executor(workers)
         report = backtest(
             pack_ref,
             records,
             baseline=baseline,
-            executor=local_executor(workers),
+            executor=run,
             max_flips=max_flips,
             progress=_progress_bar(sum(os.path.getsize(p) for p in records if os.path.isfile(p))),
         )
     except (BacktestError, EngineError) as exc:
         raise UsageFailure(str(exc)) from None
-    sys.stdout.write(BACKTEST_FORMATS[output_format](report.to_json()))
+    output.write(BACKTEST_FORMATS[output_format](report.to_json()))
+    output.flush()
     raise SystemExit(EXIT_FINDINGS if report.exceeded else EXIT_OK)

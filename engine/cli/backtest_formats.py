@@ -120,7 +120,14 @@ def format_junit(report: dict[str, Any]) -> str:
     )
 
 
+def format_html(report: dict[str, Any]) -> str:
+    from engine.state.report import backtest_page
+
+    return backtest_page(report)
+
+
 BACKTEST_FORMATS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "html": format_html,
     "text": format_text,
     "json": format_json,
     "md": format_md,

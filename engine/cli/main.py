@@ -26,6 +26,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "log": ("engine.cli.log", "log_command"),
     "parse": ("engine.cli.parse", "parse_command"),
     "render": ("engine.cli.evaluate", "render_command"),
+    "report": ("engine.cli.report", "report_command"),
     "run": ("engine.cli.run", "run_command"),
 }
 CHECK_FORMATS = ("github", "json", "text")
