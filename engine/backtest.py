@@ -390,7 +390,7 @@ def local_executor(workers: int) -> Executor:
         import multiprocessing
 
         context = multiprocessing.get_context("spawn" if os.name == "nt" else "fork")
-        with context.Pool(workers) as pool:
+        with context.Pool(min(workers, len(tasks)) or 1) as pool:
             yield from pool.imap(run_chunk, tasks, chunksize=1)
 
     return run

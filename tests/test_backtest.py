@@ -246,3 +246,13 @@ def test_scheduler_needs_the_dask_executor() -> None:
     records = REPO / "examples" / "sentinel" / "records.jsonl"
     result = run_cli("backtest", "--pack", "sentinel", "--scheduler", "tcp://x:1", str(records))
     assert result.exit_code == 2 and "--scheduler needs --executor dask" in result.output
+
+
+@pytest.mark.slow
+def test_benchmark_at_volume_reports_the_built_flips(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert BENCH.main(["--records", "30000", "--keep", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "4,200 reasons of 301-500 chars" in out
+    assert out.count("pass->fail 4,200 (as built)") == 2
