@@ -12,6 +12,7 @@ on how many workers ran, and memory stays constant whatever the input size.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import Counter
@@ -37,14 +38,16 @@ class BacktestError(EngineError):
 
 @dataclass(frozen=True)
 class Chunk:
-    """Lines starting in ``[start, end)`` of the file ``path``, or for a session folder
-    the kept attempts with ids in ``(start, end]``; ``index`` orders chunks."""
+    """Lines starting in ``[start, end)`` of the JSONL file ``path``; for a session folder
+    the kept attempts with ids in ``(start, end]``; for a Parquet file the row groups
+    ``[start, end)``. ``index`` orders chunks."""
 
     index: int
     path: str
     start: int
     end: int
-    session: bool = False
+    source: str = "jsonl"
+    """jsonl, session or parquet"""
 
 
 @dataclass(frozen=True)
@@ -308,13 +311,19 @@ def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
 def read_chunk(chunk: Chunk) -> list[bytes]:
     """The lines that start in the chunk's byte range (a session's kept attempts: one
     JSON line each)."""
-    if chunk.session:
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    if chunk.source == "session":
         from engine.state.export import export_records
 
-        encode = json.JSONEncoder(ensure_ascii=False).encode
         return [
             encode(record).encode("utf-8", errors="surrogatepass")
             for record in export_records(chunk.path, chunk.start, chunk.end)
+        ]
+    if chunk.source == "parquet":
+        table = _parquet(chunk.path).read_row_groups(list(range(chunk.start, chunk.end)))
+        return [
+            encode(_parquet_record(row)).encode("utf-8", errors="surrogatepass")
+            for row in table.to_pylist()
         ]
     with open(chunk.path, "rb") as handle:
         if chunk.start > 0:
@@ -346,6 +355,9 @@ def plan_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> list[Ch
         if os.path.isdir(path):
             chunks += _session_chunks(path, len(chunks))
             continue
+        if path.endswith(".parquet"):
+            chunks += _parquet_chunks(path, len(chunks))
+            continue
         try:
             size = os.path.getsize(path)
         except OSError as exc:
@@ -360,6 +372,39 @@ def plan_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> list[Ch
     return chunks
 
 
+def _parquet(path: str) -> Any:
+    """The Parquet file at ``path`` (pyarrow, optional: Any-typed on purpose)."""
+    import importlib
+
+    try:
+        parquet = importlib.import_module("pyarrow.parquet")
+    except ImportError:
+        raise BacktestError(f"{path}: Parquet input needs pyarrow (pip install pyarrow)") from None
+    try:
+        return parquet.ParquetFile(path)
+    except (OSError, ValueError) as exc:
+        raise BacktestError(f"{path}: not a readable Parquet file ({exc})") from None
+
+
+def _parquet_record(row: dict[str, Any]) -> dict[str, Any]:
+    """A Parquet row as a record: null columns left out, map columns (lists of key/value
+    pairs) and JSON text in ``vars``/``context`` made objects."""
+    record = {key: value for key, value in row.items() if value is not None}
+    for key in ("vars", "context"):
+        value = record.get(key)
+        if isinstance(value, list):
+            record[key] = dict(value)
+        elif isinstance(value, str):
+            with contextlib.suppress(ValueError):  # else reported as a bad record
+                record[key] = json.loads(value)
+    return record
+
+
+def _parquet_chunks(path: str, first_index: int) -> list[Chunk]:
+    groups = _parquet(path).num_row_groups
+    return [Chunk(first_index + n, path, n, n + 1, source="parquet") for n in range(int(groups))]
+
+
 def _session_chunks(path: str, first_index: int) -> list[Chunk]:
     from engine.state.export import kept_id_range
 
@@ -367,7 +412,7 @@ def _session_chunks(path: str, first_index: int) -> list[Chunk]:
     if count == 0:
         raise BacktestError(f"{path}: the session kept no outputs (run it with --keep-outputs)")
     return [
-        Chunk(first_index + n, path, after, min(after + SESSION_CHUNK, last), session=True)
+        Chunk(first_index + n, path, after, min(after + SESSION_CHUNK, last), source="session")
         for n, after in enumerate(range(first - 1, last, SESSION_CHUNK))
     ]
 
@@ -477,12 +522,13 @@ def backtest(
     executor: Executor = run_inline,
     max_flips: int | None = None,
     chunk_bytes: int = CHUNK_BYTES,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Backtest ``pack`` (against ``baseline``) on the JSONL files ``records``.
 
     The packs are loaded here first, so a pack that does not load is a BacktestError
-    before any worker starts. ``progress`` receives the bytes done after each chunk.
+    before any worker starts. ``progress`` receives the chunks done and the chunk count
+    after each chunk.
     """
     refs = (pack,) if baseline is None else (pack, baseline)
     for ref in refs:
@@ -494,11 +540,11 @@ def backtest(
     tasks = [Task(refs, chunk) for chunk in chunks]
     total = empty_tally(len(refs))
     lines_before: dict[str, int] = {}
-    for task, tally in zip(tasks, executor(tasks), strict=True):
+    for done, (task, tally) in enumerate(zip(tasks, executor(tasks), strict=True), start=1):
         path = task.chunk.path
         offset = lines_before.get(path, 0)
         total.merge(tally, path, offset)
         lines_before[path] = offset + tally.lines
         if progress is not None:
-            progress(task.chunk.end - task.chunk.start)
+            progress(done, len(tasks))
     return Report(pack, baseline, total, max_flips)

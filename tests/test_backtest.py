@@ -256,3 +256,45 @@ def test_benchmark_at_volume_reports_the_built_flips(
     out = capsys.readouterr().out
     assert "4,200 reasons of 301-500 chars" in out
     assert out.count("pass->fail 4,200 (as built)") == 2
+
+
+def test_parquet_records_give_the_jsonl_report(
+    generated: tuple[Path, Path, int], tmp_path: Path
+) -> None:
+    parquet = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed")
+    import pyarrow
+
+    records, strict, _ = generated
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    table = pyarrow.Table.from_pylist(rows)
+    target = tmp_path / "verdicts.parquet"
+    parquet.write_table(table, target, row_group_size=300)
+    args = ["backtest", "--pack", str(strict), "--baseline", "sentinel", "--format", "json"]
+    from_jsonl = json.loads(run_cli(*args, str(records)).stdout)
+    from_parquet = json.loads(run_cli(*args, "--workers", "2", str(target)).stdout)
+    for report in (from_jsonl, from_parquet):
+        for examples in report["examples"].values():
+            for example in examples:
+                example["where"] = example["where"].rsplit(":", 1)[1]
+    assert from_parquet == from_jsonl
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+
+    records = REPO / "examples" / "sentinel" / "records.jsonl"
+    command = [sys.executable, "-m", "engine", "backtest", "--pack", "sentinel", str(records)]
+    piped = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert piped.stderr == ""
+    leader, follower = pty.openpty()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower) as process:
+        os.close(follower)
+        assert process.stdout is not None
+        out = process.stdout.read()
+        process.wait()
+    seen = os.read(leader, 4096).decode()
+    os.close(leader)
+    assert b"records  2" in out
+    assert "[" + "#" * 30 + "] 100%" in seen

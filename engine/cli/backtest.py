@@ -13,15 +13,12 @@ from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
 from engine.errors import EngineError
 
 
-def _progress_bar(total: int) -> Callable[[int], None] | None:
+def _progress_bar() -> Callable[[int, int], None] | None:
     """A progress line on stderr when it is a terminal; None otherwise."""
-    if not sys.stderr.isatty() or total <= 0:
+    if not sys.stderr.isatty():
         return None
-    done = 0
 
-    def advance(amount: int) -> None:
-        nonlocal done
-        done += amount
+    def advance(done: int, total: int) -> None:
         filled = int(30 * done / total)
         sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {100 * done // total:3d}%")
         if done >= total:
@@ -115,8 +112,6 @@ def backtest_command(
     Exit status: 0 done (flips within --max-flips), 1 more flips than --max-flips,
     2 usage or pack error.
     """
-    import os
-
     from engine.backtest import BacktestError, backtest, dask_executor, local_executor
 
     if scheduler is not None and executor != "dask":
@@ -129,7 +124,7 @@ def backtest_command(
             baseline=baseline,
             executor=run,
             max_flips=max_flips,
-            progress=_progress_bar(sum(os.path.getsize(p) for p in records if os.path.isfile(p))),
+            progress=_progress_bar(),
         )
     except (BacktestError, EngineError) as exc:
         raise UsageFailure(str(exc)) from None
