@@ -48,6 +48,8 @@ class Chunk:
     end: int
     source: str = "jsonl"
     """jsonl, session or parquet"""
+    first: bool = True
+    """The first chunk of its input (line numbers start again)."""
 
 
 @dataclass(frozen=True)
@@ -365,7 +367,7 @@ def plan_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> list[Ch
         start = 0
         while True:
             end = min(size, start + chunk_bytes)
-            chunks.append(Chunk(len(chunks), path, start, end))
+            chunks.append(Chunk(len(chunks), path, start, end, first=start == 0))
             if end >= size:
                 break
             start = end
@@ -402,7 +404,10 @@ def _parquet_record(row: dict[str, Any]) -> dict[str, Any]:
 
 def _parquet_chunks(path: str, first_index: int) -> list[Chunk]:
     groups = _parquet(path).num_row_groups
-    return [Chunk(first_index + n, path, n, n + 1, source="parquet") for n in range(int(groups))]
+    return [
+        Chunk(first_index + n, path, n, n + 1, source="parquet", first=n == 0)
+        for n in range(int(groups))
+    ]
 
 
 def _session_chunks(path: str, first_index: int) -> list[Chunk]:
@@ -412,7 +417,14 @@ def _session_chunks(path: str, first_index: int) -> list[Chunk]:
     if count == 0:
         raise BacktestError(f"{path}: the session kept no outputs (run it with --keep-outputs)")
     return [
-        Chunk(first_index + n, path, after, min(after + SESSION_CHUNK, last), source="session")
+        Chunk(
+            first_index + n,
+            path,
+            after,
+            min(after + SESSION_CHUNK, last),
+            source="session",
+            first=n == 0,
+        )
         for n, after in enumerate(range(first - 1, last, SESSION_CHUNK))
     ]
 
@@ -539,12 +551,12 @@ def backtest(
     chunks = plan_chunks(records, chunk_bytes)
     tasks = [Task(refs, chunk) for chunk in chunks]
     total = empty_tally(len(refs))
-    lines_before: dict[str, int] = {}
+    offset = 0
     for done, (task, tally) in enumerate(zip(tasks, executor(tasks), strict=True), start=1):
-        path = task.chunk.path
-        offset = lines_before.get(path, 0)
-        total.merge(tally, path, offset)
-        lines_before[path] = offset + tally.lines
+        if task.chunk.first:
+            offset = 0
+        total.merge(tally, task.chunk.path, offset)
+        offset += tally.lines
         if progress is not None:
             progress(done, len(tasks))
     return Report(pack, baseline, total, max_flips)

@@ -298,3 +298,11 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     os.close(leader)
     assert b"records  2" in out
     assert "[" + "#" * 30 + "] 100%" in seen
+
+
+def test_places_count_lines_per_input(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"block": "VERDICT", "text": "x"}\n{oops\n')
+    result = run_cli("backtest", "--pack", "sentinel", "--format", "json", str(bad), str(bad))
+    report = json.loads(result.stdout)
+    assert [e["where"] for e in report["invalid_examples"]] == [f"{bad}:2", f"{bad}:2"]

@@ -87,8 +87,9 @@ def backtest_command(
 
     RECORDS are JSON Lines files of the `rules parse --jsonl` record format
     ({"id", "block", "nonce", "vars", "text"}), with optional "context" (an object) and
-    "attempt" (the attempt number the output was, default 1), or session folders whose
-    ledger kept outputs (`--keep-outputs`; places are then FOLDER:N, the N-th kept one).
+    "attempt" (the attempt number the output was, default 1); Parquet files (*.parquet,
+    the same columns; needs pyarrow); or session folders whose ledger kept outputs
+    (`--keep-outputs`; places are then FOLDER:N, the N-th kept one).
     Each record is evaluated and decided under both packs; the report gives verdicts,
     actions, failure types and the repairs/retries each pack asks for, and the flips:
     verdict changes ("pass->fail") and action changes ("PROCEED->REPAIR"), by block and
