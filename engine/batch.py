@@ -39,7 +39,7 @@ def _record_error(record_id: Any, message: str) -> dict[str, Any]:
     }
 
 
-def _text_of(record: Mapping[str, Any]) -> str | bytes:
+def text_of_record(record: Mapping[str, Any]) -> str | bytes:
     if "text_base64" in record:
         encoded = record["text_base64"]
         if not isinstance(encoded, str):
@@ -81,7 +81,7 @@ def parse_record(
         for key, value in variables.items():
             if not (isinstance(key, str) and isinstance(value, str)):
                 raise ValueError("'vars' must be an object of strings")
-        text = _text_of(record)
+        text = text_of_record(record)
         result = pack.parse(block, text, nonce=nonce, vars=variables)
     except (ValueError, binascii.Error, EngineError) as exc:
         return _record_error(record_id, f"input line {number}: {exc}")

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("engine.policy",),
     ("engine.prompts",),
     ("engine.pack", "engine.cache"),
-    ("engine.state", "engine.batch"),
+    ("engine.state", "engine.batch", "engine.backtest"),
     ("engine.cli", "engine.__main__"),
 ]
 

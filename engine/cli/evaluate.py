@@ -58,6 +58,12 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Path(file_okay=False),
             help="Session folder: attempts are counted and recorded in its ledger.",
         ),
+        click.option(
+            "--keep-outputs",
+            is_flag=True,
+            help="Keep the outputs in the session's ledger from now on (compressed), for "
+            "`rules export` and `rules backtest`.",
+        ),
         click.option("--model", help="The model that produced the output (carried along)."),
         click.option(
             "--previous-error",
@@ -100,6 +106,7 @@ def _run(
     context_file: str | None,
     attempt: int | None,
     session_dir: str | None,
+    keep_outputs: bool,
     model: str | None,
     previous_errors: tuple[str, ...],
     external_error: str | None,
@@ -127,7 +134,7 @@ def _run(
                     "--attempt and --session exclude each other: with a "
                     "session the ledger counts attempts"
                 )
-            with Session(pack, session_dir) as session:
+            with Session(pack, session_dir, keep_outputs=keep_outputs) as session:
                 outcome = session.evaluate(
                     block,
                     output,
@@ -140,6 +147,8 @@ def _run(
                     failure_type=failure_type,
                 )
             return (pack, outcome.verdict, outcome.decision, output or b"", variables, context)
+        if keep_outputs:
+            raise UsageFailure("--keep-outputs needs --session: outputs are kept in its ledger")
         attempt = attempt or 1
         if external_error is not None:
             verdict = pack.verdict_for_error(block, external_error, failure_type)

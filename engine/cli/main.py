@@ -18,14 +18,17 @@ from engine.errors import EngineError
 # Commands defined in their own modules, imported only when invoked: `rules --version` and
 # `rules parse` do not pay for the imports of the others.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "backtest": ("engine.cli.backtest", "backtest_command"),
     "conflicts": ("engine.cli.conflicts", "conflicts_command"),
     "eval": ("engine.cli.evaluate", "eval_command"),
     "explain": ("engine.cli.explain", "explain_command"),
+    "export": ("engine.cli.export", "export_command"),
     "gate": ("engine.cli.gate", "gate_command"),
     "log": ("engine.cli.log", "log_command"),
     "parse": ("engine.cli.parse", "parse_command"),
     "prompt": ("engine.cli.prompt", "prompt_command"),
     "render": ("engine.cli.evaluate", "render_command"),
+    "report": ("engine.cli.report", "report_command"),
     "run": ("engine.cli.run", "run_command"),
 }
 CHECK_FORMATS = ("github", "json", "text")

@@ -59,6 +59,12 @@ from engine.state.session import DEFAULT_SESSION, Outcome, Session
     show_default=True,
     help="A model command printing more is stopped (an execution failure).",
 )
+@click.option(
+    "--keep-outputs",
+    is_flag=True,
+    help="Keep the outputs in the session's ledger from now on (compressed), for "
+    "`rules export` and `rules backtest`.",
+)
 @click.option("--model", help="Model id, recorded and carried into repairs.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(
@@ -71,6 +77,7 @@ def run_command(
     session_dir: str,
     timeout: float,
     max_output_bytes: int,
+    keep_outputs: bool,
     model: str | None,
     command: tuple[str, ...],
 ) -> None:
@@ -98,7 +105,7 @@ def run_command(
         prompt_key = pack.model.session.prompt
         if prompt and prompt_key:
             context.setdefault(prompt_key, prompt)
-        with Session(pack, session_dir) as session:
+        with Session(pack, session_dir, keep_outputs=keep_outputs) as session:
             result = run_loop(
                 session,
                 block,

@@ -14,6 +14,7 @@ import hashlib
 import json
 import sqlite3
 import time
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -131,6 +132,17 @@ MIGRATIONS: list[str] = [
         decided_by TEXT NOT NULL,
         decided_at TEXT NOT NULL
     );
+    """,
+    # 6: kept outputs (opt-in, `--keep-outputs`): the evaluated text (zlib) and what a replay
+    # needs besides the attempt's row; session settings.
+    """
+    CREATE TABLE kept_outputs (
+        attempt_id INTEGER PRIMARY KEY REFERENCES attempts (id),
+        vars TEXT NOT NULL,
+        context TEXT NOT NULL,
+        output BLOB NOT NULL
+    );
+    CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
 ]
 
@@ -296,6 +308,14 @@ class Ledger:
     def close(self) -> None:
         self.db.close()
 
+    def setting(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row["value"])
+
+    def set_setting(self, key: str, value: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", (key, value))
+
     # ------------------------------------------------------------------ reads
 
     def history(self, block: str, item: str) -> list[sqlite3.Row]:
@@ -396,6 +416,46 @@ class Ledger:
                 (attempt_id, values["ts"], message),
             )
         return attempt_id
+
+
+def keep_output(
+    db: sqlite3.Connection,
+    attempt_id: int,
+    text: str,
+    vars: Mapping[str, str],
+    context: Mapping[str, Any],
+) -> None:
+    """Keep an attempt's output (zlib-compressed) and its vars and context, inside a
+    transaction the caller holds."""
+    db.execute(
+        "INSERT INTO kept_outputs (attempt_id, vars, context, output) VALUES (?, ?, ?, ?)",
+        (
+            attempt_id,
+            json.dumps(dict(vars), ensure_ascii=False),
+            json.dumps(dict(context), ensure_ascii=False, default=str),
+            zlib.compress(text.encode("utf-8", errors="surrogatepass")),
+        ),
+    )
+
+
+def kept_records(ledger: Ledger, after: int = 0, limit: int = -1) -> Iterator[dict[str, Any]]:
+    """Kept attempts with ids above ``after`` as ``--jsonl`` records, oldest first."""
+    rows = ledger.db.execute(
+        "SELECT a.id, a.block, a.nonce, a.attempt, k.vars, k.context, k.output"
+        " FROM kept_outputs k JOIN attempts a ON a.id = k.attempt_id"
+        " WHERE a.id > ? ORDER BY a.id LIMIT ?",
+        (after, limit),
+    )
+    for row in rows:
+        yield {
+            "id": row["id"],
+            "block": row["block"],
+            "nonce": row["nonce"],
+            "vars": json.loads(row["vars"]),
+            "context": json.loads(row["context"]),
+            "attempt": row["attempt"],
+            "text": zlib.decompress(row["output"]).decode("utf-8", errors="surrogatepass"),
+        }
 
 
 def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:

@@ -15,9 +15,18 @@ from typing import Any
 from engine.pack import Pack
 from engine.policy.decide import Decision
 from engine.prompts.render import RenderedPrompt
-from engine.state.ledger import AttemptRecord, Ledger, accepted_rounds, item_key, sha256
+from engine.state.ledger import (
+    AttemptRecord,
+    Ledger,
+    accepted_rounds,
+    item_key,
+    keep_output,
+    sha256,
+)
 from engine.textio import decode_output
 from engine.verdict import Verdict
+
+KEEP_OUTPUTS = "keep_outputs"
 
 EXECUTION_FAILURE = "EXECUTION_FAILED"
 DEFAULT_SESSION = Path(".rules-session")
@@ -33,10 +42,15 @@ class Outcome:
 class Session:
     """Evaluations of one session folder, recorded in its ledger."""
 
-    def __init__(self, pack: Pack, directory: str | Path) -> None:
+    def __init__(self, pack: Pack, directory: str | Path, *, keep_outputs: bool = False) -> None:
+        """``keep_outputs`` turns on keeping evaluated outputs in the ledger for this
+        session folder, from now on (it stays on for later calls without it)."""
         self.pack = pack
         self.directory = Path(directory)
         self.ledger = Ledger(self.directory)
+        if keep_outputs and self.ledger.setting(KEEP_OUTPUTS) != "1":
+            self.ledger.set_setting(KEEP_OUTPUTS, "1")
+        self.keep_outputs = keep_outputs or self.ledger.setting(KEEP_OUTPUTS) == "1"
 
     def close(self) -> None:
         self.ledger.close()
@@ -117,6 +131,8 @@ class Session:
                 data_summary=_summary(verdict),
             )
             attempt_id = self.ledger.insert(db, record, verdict.warnings)
+            if self.keep_outputs and output is not None:
+                keep_output(db, attempt_id, text, params, context or {})
         return Outcome(verdict, decision, attempt_id)
 
     def with_decisions(self, context: Mapping[str, Any] | None) -> dict[str, Any]:

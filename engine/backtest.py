@@ -1,0 +1,562 @@
+"""Backtests: every logged record evaluated and decided under a pack and a baseline pack.
+
+The records are the ``--jsonl`` records of engine.batch (``id``, ``block``, ``nonce``,
+``vars``, ``text`` or ``text_base64``) with two optional keys: ``context`` (an object) and
+``attempt`` (the attempt number the output was, default 1).
+
+The work is cut into chunks (byte ranges of the input files, cut at line starts) and
+``run_chunk`` turns one chunk into a ``Tally``: pure, picklable, the same function for
+every executor. Tallies are small and merge in input order, so the report does not depend
+on how many workers ran, and memory stays constant whatever the input size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.batch import text_of_record
+from engine.errors import EngineError
+
+if TYPE_CHECKING:
+    from engine.pack import Pack
+
+CHUNK_BYTES = 4 << 20
+SESSION_CHUNK = 20_000
+EXAMPLES_PER_FLIP = 3
+EXAMPLE_TEXT_CHARS = 200
+
+
+class BacktestError(EngineError):
+    """A backtest cannot run: a pack does not load, an input cannot be read."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Lines starting in ``[start, end)`` of the JSONL file ``path``; for a session folder
+    the kept attempts with ids in ``(start, end]``; for a Parquet file the row groups
+    ``[start, end)``. ``index`` orders chunks."""
+
+    index: int
+    path: str
+    start: int
+    end: int
+    source: str = "jsonl"
+    """jsonl, session or parquet"""
+    first: bool = True
+    """The first chunk of its input (line numbers start again)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of work for an executor: the packs (references) and a chunk."""
+
+    packs: tuple[str, ...]
+    chunk: Chunk
+
+
+@dataclass
+class PackTally:
+    """Verdicts, actions and failure types under one pack."""
+
+    status: Counter[str] = field(default_factory=Counter)
+    actions: Counter[str] = field(default_factory=Counter)
+    failure_types: Counter[str] = field(default_factory=Counter)
+    further_attempts: int = 0
+    """Decisions that ask for another attempt (a repair or a retry)."""
+    errors: int = 0
+    """Records this pack could not evaluate (unknown block, context that does not fit)."""
+
+    def merge(self, other: PackTally) -> None:
+        self.status.update(other.status)
+        self.actions.update(other.actions)
+        self.failure_types.update(other.failure_types)
+        self.further_attempts += other.further_attempts
+        self.errors += other.errors
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": dict(sorted(self.status.items())),
+            "actions": dict(sorted(self.actions.items())),
+            "failure_types": dict(sorted(self.failure_types.items())),
+            "further_attempts": self.further_attempts,
+            "errors": self.errors,
+        }
+
+
+@dataclass
+class Tally:
+    """What a chunk (or a whole run, after merging) found."""
+
+    packs: list[PackTally]
+    records: int = 0
+    lines: int = 0
+    invalid: int = 0
+    flipped: int = 0
+    flips: Counter[str] = field(default_factory=Counter)
+    by_block: dict[str, Counter[str]] = field(default_factory=dict)
+    by_failure_type: dict[str, Counter[str]] = field(default_factory=dict)
+    examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    first_invalid: list[dict[str, Any]] = field(default_factory=list)
+
+    def merge(self, other: Tally, path: str, line_offset: int) -> None:
+        """Add ``other`` (the next chunk in input order, whose lines start after
+        ``line_offset`` lines of ``path``)."""
+        for mine, theirs in zip(self.packs, other.packs, strict=True):
+            mine.merge(theirs)
+        self.records += other.records
+        self.lines += other.lines
+        self.invalid += other.invalid
+        self.flipped += other.flipped
+        self.flips.update(other.flips)
+        for key, counts in other.by_block.items():
+            self.by_block.setdefault(key, Counter()).update(counts)
+        for key, counts in other.by_failure_type.items():
+            self.by_failure_type.setdefault(key, Counter()).update(counts)
+        for kind, examples in other.examples.items():
+            kept = self.examples.setdefault(kind, [])
+            for example in examples[: EXAMPLES_PER_FLIP - len(kept)]:
+                kept.append(_placed(example, path, line_offset))
+        for example in other.first_invalid[: EXAMPLES_PER_FLIP - len(self.first_invalid)]:
+            self.first_invalid.append(_placed(example, path, line_offset))
+
+
+def _placed(example: dict[str, Any], path: str, line_offset: int) -> dict[str, Any]:
+    placed = dict(example)
+    placed["where"] = f"{path}:{line_offset + placed.pop('line')}"
+    return placed
+
+
+def empty_tally(pack_count: int) -> Tally:
+    return Tally([PackTally() for _ in range(pack_count)])
+
+
+# --- the per-record work -------------------------------------------------------------------
+
+_LOADED: dict[str, Pack] = {}
+
+
+def loaded_pack(ref: str) -> Pack:
+    """The pack ``ref``, loaded once per process (workers keep theirs between chunks)."""
+    pack = _LOADED.get(ref)
+    if pack is None:
+        from engine.pack import load_pack
+
+        pack = _LOADED[ref] = load_pack(ref)
+    return pack
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One record under one pack."""
+
+    status: str
+    failure_type: str | None
+    error: str | None
+    action: str
+    further: bool
+
+
+class InvalidRecord(ValueError):
+    """A line that is not a record (reported, counted, skipped)."""
+
+
+def read_record(line: bytes) -> tuple[dict[str, Any], str | bytes]:
+    """A record of a JSONL line, its keys checked, and its text; InvalidRecord otherwise."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidRecord(f"not valid JSON ({exc})") from None
+    if not isinstance(record, dict):
+        raise InvalidRecord("expected a JSON object")
+    if not isinstance(record.get("block"), str):
+        raise InvalidRecord("'block' is missing")
+    nonce = record.get("nonce")
+    if nonce is not None and not isinstance(nonce, str):
+        raise InvalidRecord("'nonce' must be a string")
+    variables = record.get("vars") or {}
+    if not isinstance(variables, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in variables.items()
+    ):
+        raise InvalidRecord("'vars' must be an object of strings")
+    context = record.get("context") or {}
+    if not isinstance(context, dict):
+        raise InvalidRecord("'context' must be an object")
+    attempt = record.get("attempt", 1)
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+        raise InvalidRecord("'attempt' must be a whole number from 1")
+    try:
+        return record, text_of_record(record)
+    except ValueError as exc:
+        raise InvalidRecord(str(exc)) from None
+
+
+def judge(pack: Pack, record: Mapping[str, Any], text: str | bytes) -> Outcome | None:
+    """Evaluate and decide ``record`` (its ``text``) under ``pack``; None when the pack
+    cannot (e.g. it has no such block)."""
+    nonce = record.get("nonce")
+    context = record.get("context") or None
+    try:
+        verdict = pack.evaluate(
+            record["block"], text, nonce, record.get("vars") or None, context=context
+        )
+        decision = pack.decide(
+            verdict,
+            output=text,
+            attempt=record.get("attempt", 1),
+            nonce=nonce,
+            context=context,
+        )
+    except EngineError:
+        return None
+    failure = verdict.failures[0] if verdict.failures else None
+    return Outcome(
+        verdict.status,
+        failure.type if failure else None,
+        failure.message if failure else None,
+        decision.action,
+        not decision.final,
+    )
+
+
+def _count(tally: PackTally, outcome: Outcome | None) -> None:
+    if outcome is None:
+        tally.errors += 1
+        return
+    tally.status[outcome.status] += 1
+    tally.actions[outcome.action] += 1
+    if outcome.failure_type:
+        tally.failure_types[outcome.failure_type] += 1
+    if outcome.further:
+        tally.further_attempts += 1
+
+
+def _side(outcome: Outcome | None) -> dict[str, Any]:
+    if outcome is None:
+        return {"status": "error", "action": None, "failure_type": None, "error": None}
+    return {
+        "status": outcome.status,
+        "action": outcome.action,
+        "failure_type": outcome.failure_type,
+        "error": outcome.error,
+    }
+
+
+def _flip(
+    tally: Tally,
+    kind: str,
+    record: Mapping[str, Any],
+    text: str | bytes,
+    line: int,
+    new: Outcome | None,
+    old: Outcome | None,
+) -> None:
+    tally.flips[kind] += 1
+    tally.by_block.setdefault(record["block"], Counter())[kind] += 1
+    failure = (new and new.failure_type) or (old and old.failure_type) or "none"
+    tally.by_failure_type.setdefault(kind, Counter())[failure] += 1
+    examples = tally.examples.setdefault(kind, [])
+    if len(examples) < EXAMPLES_PER_FLIP:
+        shown = text if isinstance(text, str) else text.decode("utf-8", errors="replace")
+        examples.append(
+            {
+                "line": line,
+                "id": record.get("id"),
+                "block": record["block"],
+                "text": shown[:EXAMPLE_TEXT_CHARS],
+                "baseline": _side(old),
+                "pack": _side(new),
+            }
+        )
+
+
+def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
+    """The tally of JSONL ``lines`` under ``packs`` (the pack first, then the baseline)."""
+    tally = empty_tally(len(packs))
+    for number, line in enumerate(lines, start=1):
+        tally.lines = number
+        if not line.strip():
+            continue
+        try:
+            record, text = read_record(line)
+        except InvalidRecord as exc:
+            tally.invalid += 1
+            if len(tally.first_invalid) < EXAMPLES_PER_FLIP:
+                tally.first_invalid.append({"line": number, "error": str(exc)})
+            continue
+        tally.records += 1
+        outcomes = [judge(pack, record, text) for pack in packs]
+        for pack_tally, outcome in zip(tally.packs, outcomes, strict=True):
+            _count(pack_tally, outcome)
+        if len(outcomes) < 2:
+            continue
+        new, old = outcomes[0], outcomes[1]
+        new_status = new.status if new else "error"
+        old_status = old.status if old else "error"
+        new_action = new.action if new else "error"
+        old_action = old.action if old else "error"
+        if new_status == old_status and new_action == old_action:
+            continue
+        tally.flipped += 1
+        if new_status != old_status:
+            _flip(tally, f"{old_status}->{new_status}", record, text, number, new, old)
+        if new_action != old_action:
+            _flip(tally, f"{old_action}->{new_action}", record, text, number, new, old)
+    return tally
+
+
+def read_chunk(chunk: Chunk) -> list[bytes]:
+    """The lines that start in the chunk's byte range (a session's kept attempts: one
+    JSON line each)."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    if chunk.source == "session":
+        from engine.state.export import export_records
+
+        return [
+            encode(record).encode("utf-8", errors="surrogatepass")
+            for record in export_records(chunk.path, chunk.start, chunk.end)
+        ]
+    if chunk.source == "parquet":
+        table = _parquet(chunk.path).read_row_groups(list(range(chunk.start, chunk.end)))
+        return [
+            encode(_parquet_record(row)).encode("utf-8", errors="surrogatepass")
+            for row in table.to_pylist()
+        ]
+    with open(chunk.path, "rb") as handle:
+        if chunk.start > 0:
+            handle.seek(chunk.start - 1)
+            handle.readline()  # the line that began before the chunk belongs to another
+        begin = handle.tell()
+        if begin >= chunk.end:
+            return []
+        data = handle.read(chunk.end - begin)
+        if not data.endswith(b"\n"):
+            data += handle.readline()
+    return data.splitlines()
+
+
+def run_chunk(task: Task) -> Tally:
+    """The tally of one chunk: the function every executor runs (pure, picklable)."""
+    packs = [loaded_pack(ref) for ref in task.packs]
+    return tally_lines(packs, read_chunk(task.chunk))
+
+
+# --- planning and executors ----------------------------------------------------------------
+
+
+def plan_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> list[Chunk]:
+    """Cut the files into byte ranges of about ``chunk_bytes`` (session folders: into
+    ranges of ``SESSION_CHUNK`` attempt ids)."""
+    chunks: list[Chunk] = []
+    for path in paths:
+        if os.path.isdir(path):
+            chunks += _session_chunks(path, len(chunks))
+            continue
+        if path.endswith(".parquet"):
+            chunks += _parquet_chunks(path, len(chunks))
+            continue
+        try:
+            size = os.path.getsize(path)
+        except OSError as exc:
+            raise BacktestError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        start = 0
+        while True:
+            end = min(size, start + chunk_bytes)
+            chunks.append(Chunk(len(chunks), path, start, end, first=start == 0))
+            if end >= size:
+                break
+            start = end
+    return chunks
+
+
+def _parquet(path: str) -> Any:
+    """The Parquet file at ``path`` (pyarrow, optional: Any-typed on purpose)."""
+    import importlib
+
+    try:
+        parquet = importlib.import_module("pyarrow.parquet")
+    except ImportError:
+        raise BacktestError(f"{path}: Parquet input needs pyarrow (pip install pyarrow)") from None
+    try:
+        return parquet.ParquetFile(path)
+    except (OSError, ValueError) as exc:
+        raise BacktestError(f"{path}: not a readable Parquet file ({exc})") from None
+
+
+def _parquet_record(row: dict[str, Any]) -> dict[str, Any]:
+    """A Parquet row as a record: null columns left out, map columns (lists of key/value
+    pairs) and JSON text in ``vars``/``context`` made objects."""
+    record = {key: value for key, value in row.items() if value is not None}
+    for key in ("vars", "context"):
+        value = record.get(key)
+        if isinstance(value, list):
+            record[key] = dict(value)
+        elif isinstance(value, str):
+            with contextlib.suppress(ValueError):  # else reported as a bad record
+                record[key] = json.loads(value)
+    return record
+
+
+def _parquet_chunks(path: str, first_index: int) -> list[Chunk]:
+    groups = _parquet(path).num_row_groups
+    return [
+        Chunk(first_index + n, path, n, n + 1, source="parquet", first=n == 0)
+        for n in range(int(groups))
+    ]
+
+
+def _session_chunks(path: str, first_index: int) -> list[Chunk]:
+    from engine.state.export import kept_id_range
+
+    count, first, last = kept_id_range(path)
+    if count == 0:
+        raise BacktestError(f"{path}: the session kept no outputs (run it with --keep-outputs)")
+    return [
+        Chunk(
+            first_index + n,
+            path,
+            after,
+            min(after + SESSION_CHUNK, last),
+            source="session",
+            first=n == 0,
+        )
+        for n, after in enumerate(range(first - 1, last, SESSION_CHUNK))
+    ]
+
+
+Executor = Callable[[Sequence[Task]], Iterator[Tally]]
+"""Runs tasks and yields their tallies in task order."""
+
+
+def run_inline(tasks: Sequence[Task]) -> Iterator[Tally]:
+    for task in tasks:
+        yield run_chunk(task)
+
+
+def local_executor(workers: int) -> Executor:
+    """Tasks on ``workers`` local processes (in this process for one)."""
+    if workers <= 1:
+        return run_inline
+
+    def run(tasks: Sequence[Task]) -> Iterator[Tally]:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn" if os.name == "nt" else "fork")
+        with context.Pool(min(workers, len(tasks)) or 1) as pool:
+            yield from pool.imap(run_chunk, tasks, chunksize=1)
+
+    return run
+
+
+def dask_executor(scheduler: str | None = None, workers: int = 2) -> Executor:
+    """Tasks on a Dask cluster: the one at ``scheduler`` (its workers must import this
+    engine and read the record files at the same paths), or a local cluster of
+    ``workers`` processes. BacktestError when Dask is not installed."""
+    import importlib
+
+    try:
+        # Any-typed on purpose: Dask is optional and ships no type information.
+        distributed: Any = importlib.import_module("distributed")
+    except ImportError:
+        raise BacktestError(
+            "the dask executor needs Dask: pip install 'rules-engine[dask]'"
+        ) from None
+
+    def run(tasks: Sequence[Task]) -> Iterator[Tally]:
+        cluster = None
+        if scheduler is None:
+            cluster = distributed.LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            )
+        try:
+            with distributed.Client(cluster or scheduler) as client:
+                futures = client.map(run_chunk, tasks, pure=False)
+                for future in futures:
+                    yield future.result()
+                    future.release()
+        except OSError as exc:
+            raise BacktestError(f"dask scheduler {scheduler}: {exc}") from None
+        finally:
+            if cluster is not None:
+                cluster.close()
+
+    return run
+
+
+@dataclass
+class Report:
+    """A finished backtest: the pack references and the merged tally."""
+
+    pack: str
+    baseline: str | None
+    tally: Tally
+    max_flips: int | None = None
+
+    @property
+    def exceeded(self) -> bool:
+        return self.max_flips is not None and self.tally.flipped > self.max_flips
+
+    def to_json(self) -> dict[str, Any]:
+        tally = self.tally
+        summary = {"pack": {"ref": self.pack, **tally.packs[0].to_json()}}
+        if self.baseline is not None:
+            summary["baseline"] = {"ref": self.baseline, **tally.packs[1].to_json()}
+        return {
+            "total": tally.records,
+            "invalid": tally.invalid,
+            "invalid_examples": tally.first_invalid,
+            "summary": summary,
+            "flipped": tally.flipped,
+            "max_flips": self.max_flips,
+            "flips": dict(sorted(tally.flips.items())),
+            "flips_by_block": {
+                block: dict(sorted(counts.items()))
+                for block, counts in sorted(tally.by_block.items())
+            },
+            "flips_by_failure_type": {
+                kind: dict(sorted(counts.items()))
+                for kind, counts in sorted(tally.by_failure_type.items())
+            },
+            "examples": {kind: tally.examples[kind] for kind in sorted(tally.examples)},
+        }
+
+
+def backtest(
+    pack: str,
+    records: Sequence[str],
+    *,
+    baseline: str | None = None,
+    executor: Executor = run_inline,
+    max_flips: int | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    progress: Callable[[int, int], None] | None = None,
+) -> Report:
+    """Backtest ``pack`` (against ``baseline``) on the JSONL files ``records``.
+
+    The packs are loaded here first, so a pack that does not load is a BacktestError
+    before any worker starts. ``progress`` receives the chunks done and the chunk count
+    after each chunk.
+    """
+    refs = (pack,) if baseline is None else (pack, baseline)
+    for ref in refs:
+        try:
+            loaded_pack(ref)
+        except EngineError as exc:
+            raise BacktestError(str(exc)) from None
+    chunks = plan_chunks(records, chunk_bytes)
+    tasks = [Task(refs, chunk) for chunk in chunks]
+    total = empty_tally(len(refs))
+    offset = 0
+    for done, (task, tally) in enumerate(zip(tasks, executor(tasks), strict=True), start=1):
+        if task.chunk.first:
+            offset = 0
+        total.merge(tally, task.chunk.path, offset)
+        offset += tally.lines
+        if progress is not None:
+            progress(done, len(tasks))
+    return Report(pack, baseline, total, max_flips)

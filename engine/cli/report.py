@@ -1,0 +1,61 @@
+"""`rules report`: a session as one self-contained HTML page."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+import click
+
+from engine.cli.common import EXIT_OK, UsageFailure
+from engine.errors import EngineError
+
+
+@click.command("report")
+@click.option(
+    "--session",
+    "session_dir",
+    default=".rules-session",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Session folder whose ledger to show.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.File("w", encoding="utf-8"),
+    default="-",
+    help="HTML file to write (default: stdout).",
+)
+@click.option("--title", default=None, help="Page title (default: the session folder).")
+def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
+    """Write a session's attempts as one HTML page: inline CSS and SVG, no script, no network.
+
+    Per item the attempts as a timeline (verdict, failure type, action), the pass rate by
+    attempt number, failures by type and the example tiers used with their success (the
+    next attempt of the item was accepted). The figures are those of `rules log --format
+    json` on the same session.
+
+    \b
+    Examples:
+      rules run --pack sentinel --block "$BLOCK" -- model-cli
+      rules report -o report.html                 # the session of .rules-session/
+      rules report --session runs/42 -o runs/42/report.html
+
+    \b
+    Exit status: 0 written, 2 not a session folder or unreadable ledger.
+    """
+    from engine.state.export import session_ledger
+    from engine.state.report import session_page
+
+    try:
+        ledger = session_ledger(session_dir)
+        try:
+            rows = ledger.attempts()
+        finally:
+            ledger.close()
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    output.write(session_page(rows, title or f"Session {session_dir}"))
+    output.flush()
+    sys.exit(EXIT_OK)

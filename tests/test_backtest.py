@@ -1,0 +1,309 @@
+"""`rules backtest`: flips between a pack and its baseline over logged records."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from types import ModuleType
+
+import jsonschema
+import pytest
+
+from conftest import run_cli
+from engine.backtest import backtest, dask_executor, local_executor
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((REPO / "contracts" / "backtest-report.schema.json").read_text())
+
+
+def _benchmark() -> ModuleType:
+    path = REPO / "benchmarks" / "backtest.py"
+    spec = importlib.util.spec_from_file_location("bench_backtest", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_backtest"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = _benchmark()
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, int]:
+    folder = tmp_path_factory.mktemp("backtest")
+    records = folder / "verdicts.jsonl"
+    expected = BENCH.generate(records, 2000)
+    return records, BENCH.strict_copy(folder), expected
+
+
+def test_lower_reason_limit_flips_exactly_the_long_reasons(
+    generated: tuple[Path, Path, int],
+) -> None:
+    records, strict, expected = generated
+    result = run_cli(
+        "backtest",
+        "--pack",
+        str(strict),
+        "--baseline",
+        "sentinel",
+        "--format",
+        "json",
+        str(records),
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert expected == 280
+    assert report["total"] == 2000
+    assert report["flips"] == {"pass->fail": expected, "PROCEED->REPAIR": expected}
+    assert report["flipped"] == expected
+    assert report["flips_by_block"] == {"VERDICT": report["flips"]}
+    assert report["flips_by_failure_type"]["pass->fail"] == {"PARSE_ERROR": expected}
+    first = report["examples"]["pass->fail"][0]
+    assert first["where"] == f"{records}:4"
+    assert first["pack"]["error"] == "REASON exceeds 300 chars"
+    assert first["baseline"] == {
+        "status": "pass",
+        "action": "PROCEED",
+        "failure_type": None,
+        "error": None,
+    }
+    pack, baseline = report["summary"]["pack"], report["summary"]["baseline"]
+    unparseable = 2000 // 50
+    assert baseline["status"] == {"fail": unparseable, "pass": 2000 - unparseable}
+    assert pack["status"] == {"fail": unparseable + expected, "pass": 2000 - unparseable - expected}
+    assert pack["further_attempts"] - baseline["further_attempts"] == expected
+
+
+def test_results_do_not_depend_on_workers_or_chunks(generated: tuple[Path, Path, int]) -> None:
+    records, strict, _ = generated
+    reports = [
+        backtest(
+            str(strict),
+            [str(records)],
+            baseline="sentinel",
+            executor=local_executor(workers),
+            chunk_bytes=chunk,
+        ).to_json()
+        for workers, chunk in [(1, 1 << 30), (1, 997), (2, 4096), (2, 65536)]
+    ]
+    assert all(report == reports[0] for report in reports[1:])
+    cli = run_cli(
+        "backtest",
+        "--pack",
+        str(strict),
+        "--baseline",
+        "sentinel",
+        "--workers",
+        "2",
+        "--format",
+        "json",
+        str(records),
+    )
+    assert json.loads(cli.stdout) == reports[0]
+
+
+def test_max_flips_fails_the_check(generated: tuple[Path, Path, int]) -> None:
+    records, strict, expected = generated
+    over = run_cli(
+        "backtest",
+        "--pack",
+        str(strict),
+        "--baseline",
+        "sentinel",
+        "--max-flips",
+        str(expected - 1),
+        str(records),
+    )
+    assert over.exit_code == 1
+    assert f"max flips {expected - 1}: exceeded" in over.stdout
+    within = run_cli(
+        "backtest",
+        "--pack",
+        str(strict),
+        "--baseline",
+        "sentinel",
+        "--max-flips",
+        str(expected),
+        "--format",
+        "junit",
+        str(records),
+    )
+    assert within.exit_code == 0
+    suite = ET.fromstring(within.stdout)
+    assert suite.get("failures") == "2"
+    assert {case.get("name") for case in suite} == {"pass->fail", "PROCEED->REPAIR"}
+
+
+def test_without_baseline_one_pack_statistics(tmp_path: Path) -> None:
+    records = REPO / "examples" / "sentinel" / "records.jsonl"
+    result = run_cli("backtest", "--pack", "sentinel", "--format", "json", str(records))
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, SCHEMA)
+    assert set(report["summary"]) == {"pack"}
+    assert report["summary"]["pack"]["status"] == {"fail": 1, "pass": 1}
+    assert report["flips"] == {} and report["flipped"] == 0
+    md = run_cli("backtest", "--pack", "sentinel", "--format", "md", str(records))
+    assert "| pack `sentinel` | 1 | 1 |" in md.stdout
+
+
+def test_bad_lines_are_reported_with_their_place(tmp_path: Path) -> None:
+    records = tmp_path / "mixed.jsonl"
+    good = (REPO / "examples" / "sentinel" / "records.jsonl").read_text().splitlines()[0]
+    records.write_text(
+        "\n".join([good, "{not json", "", '{"block": 3}', '{"block": "NOPE", "text": "x"}', good])
+        + "\n"
+    )
+    result = run_cli("backtest", "--pack", "sentinel", "--format", "json", str(records))
+    report = json.loads(result.stdout)
+    assert report["total"] == 3 and report["invalid"] == 2
+    assert [e["where"] for e in report["invalid_examples"]] == [f"{records}:2", f"{records}:4"]
+    assert report["summary"]["pack"]["errors"] == 1
+
+
+def test_missing_file_and_bad_pack_are_usage_errors(tmp_path: Path) -> None:
+    missing = run_cli("backtest", "--pack", "sentinel", str(tmp_path / "none.jsonl"))
+    assert missing.exit_code == 2
+    assert "none.jsonl: cannot read" in missing.stderr
+    records = REPO / "examples" / "sentinel" / "records.jsonl"
+    bad = run_cli("backtest", "--pack", str(tmp_path / "nopack"), str(records))
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: ")
+
+
+FAKE_MODEL = REPO / "examples" / "fake_model.py"
+
+
+def _run_fake(session: Path, nonce: str, *extra: str) -> None:
+    result = run_cli("run", "--pack", "sentinel", "--block", "VERDICT", "--nonce", nonce,
+                     "--var", "criterion=AC1", "--session", str(session), *extra,
+                     "--", sys.executable, str(FAKE_MODEL))
+    assert result.exit_code == 0, result.output
+
+
+def test_kept_outputs_export_and_backtest(tmp_path: Path) -> None:
+    session = tmp_path / "session"
+    _run_fake(session, "4F2C9A")  # not kept: the session has not opted in yet
+    _run_fake(session, "4F2C9B", "--keep-outputs")
+    _run_fake(session, "4F2C9C")  # kept: the session opted in
+    exported = run_cli("export", "--session", str(session))
+    assert exported.exit_code == 0
+    records = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert [(r["nonce"], r["attempt"]) for r in records] == [
+        ("4F2C9B", 1), ("4F2C9B", 2), ("4F2C9C", 1), ("4F2C9C", 2)]
+    assert records[1]["text"] == (
+        "<<<VERDICT:V1:AC1:NONCE=4F2C9B>>>\nANSWER=YES\n"
+        'REASON="All acceptance criteria are satisfied"\n<<<END_VERDICT:AC1:NONCE=4F2C9B>>>\n')
+    assert records[0]["vars"] == {"criterion": "AC1"} and records[0]["context"] == {}
+    # the export is a valid --jsonl input, and the session folder itself is a RECORDS input
+    jsonl = tmp_path / "attempts.jsonl"
+    jsonl.write_text(exported.stdout)
+    parsed = run_cli("parse", "--pack", "sentinel", "--jsonl", str(jsonl))
+    assert [json.loads(line)["ok"] for line in parsed.stdout.splitlines()] == [
+        False, True, False, True]
+    from_file = json.loads(run_cli("backtest", "--pack", "sentinel", "--format", "json",
+                                   str(jsonl)).stdout)
+    from_session = json.loads(run_cli("backtest", "--pack", "sentinel", "--format", "json",
+                                      str(session)).stdout)
+    assert from_session["summary"] == from_file["summary"]
+    assert from_session["summary"]["pack"]["actions"] == {"PROCEED": 2, "REPAIR": 2}
+
+
+def test_session_without_kept_outputs_is_a_clear_error(tmp_path: Path) -> None:
+    session = tmp_path / "session"
+    _run_fake(session, "4F2C9A")
+    result = run_cli("backtest", "--pack", "sentinel", str(session))
+    assert result.exit_code == 2
+    assert "kept no outputs (run it with --keep-outputs)" in result.stderr
+    assert run_cli("export", "--session", str(tmp_path / "nothing")).exit_code == 2
+    plain = run_cli("eval", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A",
+                    "--var", "criterion=AC1", "--keep-outputs",
+                    str(REPO / "examples" / "sentinel" / "verdict.txt"))
+    assert plain.exit_code == 2 and "--keep-outputs needs --session" in plain.stderr
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_gives_the_local_report(generated: tuple[Path, Path, int]) -> None:
+    pytest.importorskip(
+        "distributed", reason="Dask is not installed (pip install -e '.[dev,dask]')"
+    )
+    records, strict, expected = generated
+    args = ["backtest", "--pack", str(strict), "--baseline", "sentinel", "--format", "json"]
+    local = run_cli(*args, "--workers", "2", str(records))
+    dask = run_cli(*args, "--executor", "dask", "--workers", "2", str(records))
+    assert dask.exit_code == 0, dask.output
+    assert json.loads(dask.stdout) == json.loads(local.stdout)
+    assert json.loads(dask.stdout)["flips"]["pass->fail"] == expected
+    # the same with chunks small enough that every worker gets several
+    report = backtest(str(strict), [str(records)], baseline="sentinel", chunk_bytes=8192,
+                      executor=dask_executor(None, 2)).to_json()
+    assert report == json.loads(local.stdout)
+
+
+def test_scheduler_needs_the_dask_executor() -> None:
+    records = REPO / "examples" / "sentinel" / "records.jsonl"
+    result = run_cli("backtest", "--pack", "sentinel", "--scheduler", "tcp://x:1", str(records))
+    assert result.exit_code == 2 and "--scheduler needs --executor dask" in result.output
+
+
+@pytest.mark.slow
+def test_benchmark_at_volume_reports_the_built_flips(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert BENCH.main(["--records", "30000", "--keep", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "4,200 reasons of 301-500 chars" in out
+    assert out.count("pass->fail 4,200 (as built)") == 2
+
+
+def test_parquet_records_give_the_jsonl_report(
+    generated: tuple[Path, Path, int], tmp_path: Path
+) -> None:
+    parquet = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed")
+    import pyarrow
+
+    records, strict, _ = generated
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    table = pyarrow.Table.from_pylist(rows)
+    target = tmp_path / "verdicts.parquet"
+    parquet.write_table(table, target, row_group_size=300)
+    args = ["backtest", "--pack", str(strict), "--baseline", "sentinel", "--format", "json"]
+    from_jsonl = json.loads(run_cli(*args, str(records)).stdout)
+    from_parquet = json.loads(run_cli(*args, "--workers", "2", str(target)).stdout)
+    for report in (from_jsonl, from_parquet):
+        for examples in report["examples"].values():
+            for example in examples:
+                example["where"] = example["where"].rsplit(":", 1)[1]
+    assert from_parquet == from_jsonl
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+
+    records = REPO / "examples" / "sentinel" / "records.jsonl"
+    command = [sys.executable, "-m", "engine", "backtest", "--pack", "sentinel", str(records)]
+    piped = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert piped.stderr == ""
+    leader, follower = pty.openpty()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower) as process:
+        os.close(follower)
+        assert process.stdout is not None
+        out = process.stdout.read()
+        process.wait()
+    seen = os.read(leader, 4096).decode()
+    os.close(leader)
+    assert b"records  2" in out
+    assert "[" + "#" * 30 + "] 100%" in seen
+
+
+def test_places_count_lines_per_input(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"block": "VERDICT", "text": "x"}\n{oops\n')
+    result = run_cli("backtest", "--pack", "sentinel", "--format", "json", str(bad), str(bad))
+    report = json.loads(result.stdout)
+    assert [e["where"] for e in report["invalid_examples"]] == [f"{bad}:2", f"{bad}:2"]

@@ -1,0 +1,113 @@
+"""`rules report` and `rules backtest --format html`: self-contained pages, checked in a
+headless Chromium when one is installed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+FAKE_MODEL = REPO / "examples" / "fake_model.py"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FIGURE = re.compile(r'data-figure="([^"]+)">([^<]*)<')
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Path:
+    folder = tmp_path / "session"
+    for nonce, criterion in [("4F2C9A", "AC1"), ("4F2C9B", "AC2"), ("4F2C9C", "AC3")]:
+        result = run_cli("run", "--pack", "sentinel", "--block", "VERDICT", "--nonce", nonce,
+                         "--var", f"criterion={criterion}", "--session", str(folder),
+                         "--", sys.executable, str(FAKE_MODEL))
+        assert result.exit_code == 0, result.output
+    return folder
+
+
+def _expected(session: Path) -> dict[str, str]:
+    """The page's figures, computed here from `rules log --format json`."""
+    rows = json.loads(run_cli("log", "--session", str(session), "--format", "json").stdout)
+    figures = {
+        "session:attempts:value": str(len(rows)),
+        "session:items:value": str(len({(r["block"], r["item"]) for r in rows})),
+    }
+    attempts = Counter(r["attempt"] for r in rows)
+    accepted = Counter(r["attempt"] for r in rows if r["status"] in ("pass", "warn"))
+    for n in attempts:
+        figures[f"by_attempt:{n}:attempts"] = str(attempts[n])
+        figures[f"by_attempt:{n}:accepted"] = str(accepted[n])
+    for failure, count in Counter(r["failure_type"] for r in rows if r["failure_type"]).items():
+        figures[f"failures:{failure}:attempts"] = str(count)
+    return figures
+
+
+def test_session_page_is_self_contained_and_shows_the_log_figures(
+    session: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "report.html"
+    result = run_cli("report", "--session", str(session), "-o", str(target))
+    assert result.exit_code == 0, result.output
+    html = target.read_text(encoding="utf-8")
+    assert dict(FIGURE.findall(html)) == _expected(session)
+    assert "<script" not in html and "http://" not in html.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in html
+    assert html.count('class="a fail"') == 3 and "#2 pass &rarr; PROCEED" in html
+
+
+def test_backtest_html_has_the_flip_matrix(tmp_path: Path) -> None:
+    records = tmp_path / "r.jsonl"
+    line = {"id": 1, "block": "VERDICT", "nonce": "4F2C9A", "vars": {"criterion": "AC1"},
+            "text": '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\nREASON="ok"\n'
+                    "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>"}
+    records.write_text(json.dumps(line) + "\n")
+    strict = tmp_path / "strict"
+    shutil.copytree(REPO / "rules" / "sentinel", strict)
+    pack_file = strict / "pack.yaml"
+    pack_file.write_text(pack_file.read_text().replace(
+        "{check: non_empty, field: REASON}",
+        "{check: pattern, field: REASON, pattern: '^.{5,}$', message: REASON too short}"))
+    out = tmp_path / "flips.html"
+    result = run_cli("backtest", "--pack", str(strict), "--baseline", "sentinel",
+                     "--format", "html", "-o", str(out), str(records))
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert '<span data-figure="total">1</span>' in html
+    assert "<h2>Verdict flips</h2>" in html and "<h2>Flipped records: 1</h2>" in html
+    assert "REASON too short" in html
+
+
+def test_report_of_a_folder_without_ledger_is_a_usage_error(tmp_path: Path) -> None:
+    result = run_cli("report", "--session", str(tmp_path))
+    assert result.exit_code == 2 and "not a session folder" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y "
+                    "chromium); the page is checked without it by the other tests")
+def test_session_page_renders_in_chromium(session: Path, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    run_cli("report", "--session", str(session), "-o", str(page))
+    base = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+            "--enable-logging=stderr", "--v=0"]
+    shot = tmp_path / "report.png"
+    screenshot = subprocess.run([*base, f"--screenshot={shot}", "--window-size=1200,1600",
+                                 page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert screenshot.returncode == 0, screenshot.stderr
+    assert shot.stat().st_size > 10_000
+    console = [line for line in screenshot.stderr.splitlines()
+               if "CONSOLE" in line or "Uncaught" in line]
+    assert console == []
+    dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=120)
+    assert dom.returncode == 0, dom.stderr
+    assert dict(FIGURE.findall(dom.stdout)) == _expected(session)
