@@ -214,3 +214,39 @@ def test_the_cap_is_an_option(tmp_path: Path) -> None:
                               "4F2C9A", "--var", "criterion=AC1", "--max-output-bytes", "10",
                               "--format", "json", verdict, cwd=tmp_path)
     assert code == 1 and '"type": "OUTPUT_TOO_LARGE"' in output
+
+
+@pytest.mark.parametrize(("template", "message"), [
+    ("{{ 'x'|center(1000000000) }}", "a width of 1000000000"),
+    ("{{ 'a b'|indent(100000000) }}", "a width of 100000000"),
+    ("{{ ('x' * 4000000)|wordwrap(1) }}", "wordwrap of more than"),
+    ("{{ '%1000000000s' % 'x' }}", "format width or precision"),
+    ("{{ '%*s'|format(1000000000, 'x') }}", "format width or precision"),
+    ("{{ '{:>1000000000}'.format('x') }}", "format width or precision"),
+    ("{% macro f() %}{{ f() }}{% endmacro %}\n{{ f() }}", "recursion too deep"),
+])
+def test_size_taking_filters_and_recursion_are_bounded(template: str, message: str) -> None:
+    from engine.errors import RenderError
+    from engine.sandbox import ENVIRONMENT
+
+    compiled = ENVIRONMENT.from_string(template)  # compiling computes nothing
+    with pytest.raises(RenderError, match=message):
+        compiled.render()
+
+
+def test_no_constant_folding_of_filters_at_check(tmp_path: Path) -> None:
+    """`{{ 'x'|center(10**9) }}` was folded while compiling: 19 s and 3 GB at check."""
+    folder = hostile_pack(tmp_path, "{{ 'x'|center(1000000000) }}")
+    code, _, elapsed = bounded("check", str(folder), cwd=tmp_path)
+    assert code == 0 and elapsed < 10
+    code, text, elapsed = bounded("render", "--pack", str(folder), "--block", "doc",
+                                  "out.txt", cwd=folder)
+    assert code == 2 and "rep.j2):1: a width of 1000000000" in text and elapsed < 10
+
+
+def test_lipsum_cycler_joiner_are_not_provided(tmp_path: Path) -> None:
+    folder = hostile_pack(tmp_path, "{{ lipsum(1000000) }}{{ cycler(1) }}{{ joiner() }}")
+    code, text, elapsed = bounded("check", str(folder), cwd=tmp_path)
+    assert code == 1 and elapsed < 10
+    for name in ("lipsum", "cycler", "joiner"):
+        assert f"uses {name!r}, which the engine does not provide" in text
