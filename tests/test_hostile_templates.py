@@ -250,3 +250,13 @@ def test_lipsum_cycler_joiner_are_not_provided(tmp_path: Path) -> None:
     assert code == 1 and elapsed < 10
     for name in ("lipsum", "cycler", "joiner"):
         assert f"uses {name!r}, which the engine does not provide" in text
+
+
+def test_a_nul_byte_in_a_template_is_a_finding(tmp_path: Path) -> None:
+    folder = hostile_pack(tmp_path, "line 1\nab\x00c{{ 1 }}")
+    code, text, elapsed = bounded("check", str(folder), cwd=tmp_path)
+    assert code == 1 and elapsed < 10
+    assert "rep.j2:2:3: [error] template 'rep' holds a NUL byte (template-encoding)" in text
+    code, text, _ = bounded("render", "--pack", str(folder), "--block", "doc", "out.txt",
+                            cwd=folder)
+    assert code == 2 and "holds a NUL byte" in text
