@@ -28,6 +28,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from engine.clock import add_minutes
 from engine.errors import RenderError
+from engine.jinja_bounds import NoFoldingGenerator, harden, refuse_wide_format
 from engine.patterns import PatternError, compile_pattern
 from engine.textio import find_word
 
@@ -261,9 +262,16 @@ def _size(value: Any) -> int | None:
 class BoundedEnvironment(SandboxedEnvironment):
     """The sandbox with bounded ``*`` and ``**`` (intercepted, so never constant-folded)."""
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"*", "**", "%"})
+    code_generator_class = NoFoldingGenerator
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        refuse_wide_format(getattr(value, "__self__", None))
+        return super().wrap_str_format(value)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "%":
+            refuse_wide_format(left)
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
                 size = _size(seq)
@@ -309,6 +317,10 @@ class BoundedTemplate(jinja2.Template):
                 parts.append(chunk)
         except SecurityError as exc:
             raise RenderError(f"{self.origin}:{_template_line(exc)}: {exc}") from None
+        except RecursionError as exc:
+            raise RenderError(
+                f"{self.origin}:{_template_line(exc)}: recursion too deep (a macro calling itself?)"
+            ) from None
         finally:
             _DEADLINE.reset(token)
         return "".join(parts)
@@ -327,6 +339,7 @@ def _template_line(exc: BaseException) -> int:
 
 def make_environment() -> SandboxedEnvironment:
     env = BoundedEnvironment(
+        optimized=False,
         undefined=StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -340,6 +353,7 @@ def make_environment() -> SandboxedEnvironment:
     env.filters["add_minutes"] = add_minutes
     env.filters["percent"] = _percent
     env.globals["range"] = _BoundedRange
+    harden(env)
     env.template_class = BoundedTemplate
     return env
 

@@ -242,3 +242,48 @@ def test_parse_and_eval_refuse_unknown_vars_alike() -> None:
     evaluated = run_cli("eval", *args)
     assert (parsed.exit_code, evaluated.exit_code) == (2, 2)
     assert "bogus" in parsed.stderr and "bogus" in evaluated.stderr
+
+@pytest.mark.parametrize(("template", "message"), [
+    ("{{ 'x'|center(1000000000) }}", "a width of 1000000000"),
+    ("{{ 'a b'|indent(100000000) }}", "a width of 100000000"),
+    ("{{ ('x' * 4000000)|wordwrap(1) }}", "wordwrap of more than"),
+    ("{{ '%1000000000s' % 'x' }}", "format width or precision"),
+    ("{{ '%*s'|format(1000000000, 'x') }}", "format width or precision"),
+    ("{{ '{:>1000000000}'.format('x') }}", "format width or precision"),
+    ("{% macro f() %}{{ f() }}{% endmacro %}\n{{ f() }}", "recursion too deep"),
+])
+def test_size_taking_filters_and_recursion_are_bounded(template: str, message: str) -> None:
+    from engine.errors import RenderError
+    from engine.sandbox import ENVIRONMENT
+
+    compiled = ENVIRONMENT.from_string(template)  # compiling computes nothing
+    with pytest.raises(RenderError, match=message):
+        compiled.render()
+
+
+def test_no_constant_folding_of_filters_at_check(tmp_path: Path) -> None:
+    """`{{ 'x'|center(10**9) }}` was folded while compiling: 19 s and 3 GB at check."""
+    folder = hostile_pack(tmp_path, "{{ 'x'|center(1000000000) }}")
+    code, _, elapsed = bounded("check", str(folder), cwd=tmp_path)
+    assert code == 0 and elapsed < 10
+    code, text, elapsed = bounded("render", "--pack", str(folder), "--block", "doc",
+                                  "out.txt", cwd=folder)
+    assert code == 2 and "rep.j2):1: a width of 1000000000" in text and elapsed < 10
+
+
+def test_lipsum_cycler_joiner_are_not_provided(tmp_path: Path) -> None:
+    folder = hostile_pack(tmp_path, "{{ lipsum(1000000) }}{{ cycler(1) }}{{ joiner() }}")
+    code, text, elapsed = bounded("check", str(folder), cwd=tmp_path)
+    assert code == 1 and elapsed < 10
+    for name in ("lipsum", "cycler", "joiner"):
+        assert f"uses {name!r}, which the engine does not provide" in text
+
+
+def test_a_nul_byte_in_a_template_is_a_finding(tmp_path: Path) -> None:
+    folder = hostile_pack(tmp_path, "line 1\nab\x00c{{ 1 }}")
+    code, text, elapsed = bounded("check", str(folder), cwd=tmp_path)
+    assert code == 1 and elapsed < 10
+    assert "rep.j2:2:3: [error] template 'rep' holds a NUL byte (template-encoding)" in text
+    code, text, _ = bounded("render", "--pack", str(folder), "--block", "doc", "out.txt",
+                            cwd=folder)
+    assert code == 2 and "holds a NUL byte" in text

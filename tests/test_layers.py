@@ -14,8 +14,8 @@ ENGINE_DIR = Path(engine.__file__).parent
 # Lowest first. A module may import its own layer and any layer below it.
 LAYERS: list[tuple[str, ...]] = [
     ("engine.errors", "engine.textio", "engine.patterns", "engine.resources",
-     "engine.placeholders", "engine.sandbox", "engine.results", "engine.verdict",
-     "engine.clock"),
+     "engine.placeholders", "engine.sandbox", "engine.jinja_bounds", "engine.results",
+     "engine.verdict", "engine.clock"),
     ("engine.format",),
     ("engine.contracts",),
     ("engine.policy",),

@@ -461,6 +461,18 @@ class PackChecker:
                     position=Position(shown, exc.lineno or 1, 1),
                 )
                 continue
+            if "\x00" in source:
+                before = source[: source.index("\x00")]
+                self.add(
+                    "template-encoding",
+                    f"template {name!r} holds a NUL byte",
+                    path,
+                    "remove it (a NUL byte often means a binary or UTF-16 file)",
+                    position=Position(
+                        shown, before.count("\n") + 1, len(before) - before.rfind("\n")
+                    ),
+                )
+                continue
             for line, problem in unsafe_constructs(source):
                 self.add(
                     "unsafe-template",
