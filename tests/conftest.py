@@ -58,8 +58,9 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     yield
 
 
-def run_cli(*args: str, input: str | bytes | None = None,
-            env: dict[str, str] | None = None) -> Result:
+def run_cli(
+    *args: str, input: str | bytes | None = None, env: dict[str, str] | None = None
+) -> Result:
     runner = CliRunner()
     return runner.invoke(cli, list(args), input=input, env=env, catch_exceptions=False)
 
@@ -96,8 +97,10 @@ def script(name: str) -> str:
     return str(path) if path.exists() else shutil.which(name) or name
 
 
-def run_script(*args: str, cwd: Path | None = None, input: bytes | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+def run_script(
+    *args: str, cwd: Path | None = None, input: bytes | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
-    return subprocess.run(list(args), cwd=cwd, input=input, capture_output=True,
-                          timeout=timeout, env=env, check=False)
+    return subprocess.run(
+        list(args), cwd=cwd, input=input, capture_output=True, timeout=timeout, env=env, check=False
+    )

@@ -53,7 +53,7 @@ def build_text(case: dict[str, Any]) -> str:
         lines = [line for line in lines if not line.startswith(prefix)]
     for prefix, replacement in (case.get("set") or {}).items():
         index = next(i for i, line in enumerate(lines) if line.startswith(prefix))
-        lines[index:index + 1] = _lines(expand(replacement))
+        lines[index : index + 1] = _lines(expand(replacement))
     lines.extend(_lines(expand(case.get("add", []))))
     opener, closer = delimiters(case["block"])
     return "\n".join([opener, *lines, closer])

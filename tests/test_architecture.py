@@ -44,10 +44,6 @@ ALLOWED = {
     # named by issue 10 (after seed 004's CLI and gate_result); the command module maps
     # them to the engine's gate name and nothing below the CLI uses the word.
     ("cli/gate.py", "stage"),
-    # `rules conflicts resolve --engineer-action --gap-action` are named by issue 12 (after
-    # seed 001's decisions record); the command stores them as generic resolution actions.
-    ("cli/conflicts.py", "engineer"),
-    ("cli/conflicts.py", "gap"),
 }
 
 
@@ -71,8 +67,18 @@ def test_no_seed_vocabulary_appears_in_engine_code() -> None:
 
 
 def test_the_patterns_fire_on_what_they_are_for() -> None:
-    for text in ("GAP-FLOW-001", "the gaps", "gap-review", "Reviewer", "role",
-                 "known_gaps", "stage", "DISAGREE", "ISSUE-R1-001", "issues"):
+    for text in (
+        "GAP-FLOW-001",
+        "the gaps",
+        "gap-review",
+        "Reviewer",
+        "role",
+        "known_gaps",
+        "stage",
+        "DISAGREE",
+        "ISSUE-R1-001",
+        "issues",
+    ):
         assert SEED_WORDS.search(text), text
     for text in ("gap_count", "roles_of", "stages", "backstage", "overlap"):
         assert not SEED_WORDS.search(text), text

@@ -178,9 +178,23 @@ FAKE_MODEL = REPO / "examples" / "fake_model.py"
 
 
 def _run_fake(session: Path, nonce: str, *extra: str) -> None:
-    result = run_cli("run", "--pack", "sentinel", "--block", "VERDICT", "--nonce", nonce,
-                     "--var", "criterion=AC1", "--session", str(session), *extra,
-                     "--", sys.executable, str(FAKE_MODEL))
+    result = run_cli(
+        "run",
+        "--pack",
+        "sentinel",
+        "--block",
+        "VERDICT",
+        "--nonce",
+        nonce,
+        "--var",
+        "criterion=AC1",
+        "--session",
+        str(session),
+        *extra,
+        "--",
+        sys.executable,
+        str(FAKE_MODEL),
+    )
     assert result.exit_code == 0, result.output
 
 
@@ -193,21 +207,32 @@ def test_kept_outputs_export_and_backtest(tmp_path: Path) -> None:
     assert exported.exit_code == 0
     records = [json.loads(line) for line in exported.stdout.splitlines()]
     assert [(r["nonce"], r["attempt"]) for r in records] == [
-        ("4F2C9B", 1), ("4F2C9B", 2), ("4F2C9C", 1), ("4F2C9C", 2)]
+        ("4F2C9B", 1),
+        ("4F2C9B", 2),
+        ("4F2C9C", 1),
+        ("4F2C9C", 2),
+    ]
     assert records[1]["text"] == (
         "<<<VERDICT:V1:AC1:NONCE=4F2C9B>>>\nANSWER=YES\n"
-        'REASON="All acceptance criteria are satisfied"\n<<<END_VERDICT:AC1:NONCE=4F2C9B>>>\n')
+        'REASON="All acceptance criteria are satisfied"\n<<<END_VERDICT:AC1:NONCE=4F2C9B>>>\n'
+    )
     assert records[0]["vars"] == {"criterion": "AC1"} and records[0]["context"] == {}
     # the export is a valid --jsonl input, and the session folder itself is a RECORDS input
     jsonl = tmp_path / "attempts.jsonl"
     jsonl.write_text(exported.stdout)
     parsed = run_cli("parse", "--pack", "sentinel", "--jsonl", str(jsonl))
     assert [json.loads(line)["ok"] for line in parsed.stdout.splitlines()] == [
-        False, True, False, True]
-    from_file = json.loads(run_cli("backtest", "--pack", "sentinel", "--format", "json",
-                                   str(jsonl)).stdout)
-    from_session = json.loads(run_cli("backtest", "--pack", "sentinel", "--format", "json",
-                                      str(session)).stdout)
+        False,
+        True,
+        False,
+        True,
+    ]
+    from_file = json.loads(
+        run_cli("backtest", "--pack", "sentinel", "--format", "json", str(jsonl)).stdout
+    )
+    from_session = json.loads(
+        run_cli("backtest", "--pack", "sentinel", "--format", "json", str(session)).stdout
+    )
     assert from_session["summary"] == from_file["summary"]
     assert from_session["summary"]["pack"]["actions"] == {"PROCEED": 2, "REPAIR": 2}
 
@@ -219,9 +244,19 @@ def test_session_without_kept_outputs_is_a_clear_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "kept no outputs (run it with --keep-outputs)" in result.stderr
     assert run_cli("export", "--session", str(tmp_path / "nothing")).exit_code == 2
-    plain = run_cli("eval", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A",
-                    "--var", "criterion=AC1", "--keep-outputs",
-                    str(REPO / "examples" / "sentinel" / "verdict.txt"))
+    plain = run_cli(
+        "eval",
+        "--pack",
+        "sentinel",
+        "--block",
+        "VERDICT",
+        "--nonce",
+        "4F2C9A",
+        "--var",
+        "criterion=AC1",
+        "--keep-outputs",
+        str(REPO / "examples" / "sentinel" / "verdict.txt"),
+    )
     assert plain.exit_code == 2 and "--keep-outputs needs --session" in plain.stderr
 
 
@@ -238,8 +273,13 @@ def test_dask_local_cluster_gives_the_local_report(generated: tuple[Path, Path, 
     assert json.loads(dask.stdout) == json.loads(local.stdout)
     assert json.loads(dask.stdout)["flips"]["pass->fail"] == expected
     # the same with chunks small enough that every worker gets several
-    report = backtest(str(strict), [str(records)], baseline="sentinel", chunk_bytes=8192,
-                      executor=dask_executor(None, 2)).to_json()
+    report = backtest(
+        str(strict),
+        [str(records)],
+        baseline="sentinel",
+        chunk_bytes=8192,
+        executor=dask_executor(None, 2),
+    ).to_json()
     assert report == json.loads(local.stdout)
 
 

@@ -21,8 +21,10 @@ extends: [builtin:core]
 
 def findings(folder: Path) -> list[tuple[str, str]]:
     result = check_pack_file(folder / "pack.yaml")
-    return [(f.rule, f"{Path(f.position.file).name}:{f.position.line}:{f.position.column}")
-            for f in result.findings]
+    return [
+        (f.rule, f"{Path(f.position.file).name}:{f.position.line}:{f.position.column}")
+        for f in result.findings
+    ]
 
 
 def test_shipped_packs_are_clean() -> None:
@@ -76,46 +78,58 @@ def test_unknown_key_suggests_the_close_one(make_pack: PackMaker) -> None:
 
 
 def test_key_of_another_contract_kind_is_a_finding(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + """\
+    folder = make_pack(
+        HEADER
+        + """\
         contracts:
           doc:
             kind: markdown
             max_chars: 10
-        """.replace("        ", ""))
+        """.replace("        ", "")
+    )
     assert findings(folder) == [("unknown-key", "pack.yaml:6:5")]
 
 
 def test_unknown_kind_and_out_of_range(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + """\
+    folder = make_pack(
+        HEADER
+        + """\
 contracts:
   doc: {kind: yaml}
 triggers:
   doc: {max_attempts: -1}
-""")
+"""
+    )
     rules = [r for r, _ in findings(folder)]
     assert "unknown-kind" in rules
     assert "out-of-range" in rules
 
 
 def test_union_errors_collapse_to_the_most_specific(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + """\
+    folder = make_pack(
+        HEADER
+        + """\
 contracts:
   doc: {kind: text}
 triggers:
   doc: {after_failure: {action: STOP, log: loud}}
-""")
+"""
+    )
     result = check_pack_file(folder / "pack.yaml")
     assert [f.rule for f in result.findings] == ["invalid-value"]
     assert "triggers.doc.after_failure.log" in result.findings[0].message
 
 
 def test_references_resolve(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + """\
+    folder = make_pack(
+        HEADER
+        + """\
 contracts:
   doc: {kind: text, fail: WRONG_FORMT}
 triggers:
   dok: {on: [PARSE_ERROR], template: nope, after_failure: GIVE_UP}
-""")
+"""
+    )
     result = check_pack_file(folder / "pack.yaml")
     got = {(f.rule, f.hint) for f in result.findings}
     assert ("unknown-failure-type", "did you mean 'WRONG_FORMAT'?") in got
@@ -124,12 +138,15 @@ triggers:
     assert any(rule == "unknown-action" for rule, _ in got)
 
 
-@pytest.mark.parametrize(("path", "rule"), [
-    ("/etc/passwd", "path-absolute"),
-    ("../outside.md", "path-traversal"),
-    ("sub/../../outside.md", "path-traversal"),
-    ("missing.md", "file-missing"),
-])
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("/etc/passwd", "path-absolute"),
+        ("../outside.md", "path-traversal"),
+        ("sub/../../outside.md", "path-traversal"),
+        ("missing.md", "file-missing"),
+    ],
+)
 def test_paths_stay_inside_the_pack(make_pack: PackMaker, path: str, rule: str) -> None:
     folder = make_pack(HEADER + f"contracts:\n  doc: {{kind: text, contract_text: '{path}'}}\n")
     assert findings(folder) == [(rule, "pack.yaml:4:36")]
@@ -144,13 +161,16 @@ def test_symlink_escape_is_refused(make_pack: PackMaker, tmp_path: Path) -> None
 
 
 def test_patterns_must_run_on_the_linear_time_engine(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + r"""
+    folder = make_pack(
+        HEADER
+        + r"""
 hints:
   - {match: '(a)\1', hint: backref}
   - {match: 'ok(?!x)', hint: lookahead}
   - {match: '[unclosed', hint: broken}
   - {match: 'fine \d+', hint: fine}
-""")
+"""
+    )
     result = check_pack_file(folder / "pack.yaml")
     messages = [f.message for f in result.findings]
     assert len(messages) == 3
@@ -160,7 +180,9 @@ hints:
 
 
 def test_expressions_compile_and_use_known_variables(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + """\
+    folder = make_pack(
+        HEADER
+        + """\
 contracts:
   doc: {kind: text}
 triggers:
@@ -171,7 +193,8 @@ triggers:
       - {name: typo, when: "outptu | length < 50"}
       - {name: broken, when: "output | length <"}
       - {name: nofilter, when: "output | no_such_filter"}
-""")
+"""
+    )
     result = check_pack_file(folder / "pack.yaml")
     got = [(f.rule, f.position.line, f.hint) for f in result.findings]
     assert ("unknown-variable", 10, "did you mean 'output'?") in got
@@ -181,24 +204,32 @@ triggers:
 
 
 def test_template_syntax_error_points_into_the_template(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + "templates:\n  r: {file: r.j2, purpose: repair}\n",
-                       files={"r.j2": "line one\n{{ nonce }\n"})
+    folder = make_pack(
+        HEADER + "templates:\n  r: {file: r.j2, purpose: repair}\n",
+        files={"r.j2": "line one\n{{ nonce }\n"},
+    )
     assert findings(folder) == [("template-syntax", "r.j2:2:1")]
 
 
 def test_template_variables_depend_on_the_purpose(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + """\
+    folder = make_pack(
+        HEADER
+        + """\
 context:
   team: {type: string}
 templates:
   r: {file: r.j2, purpose: repair}
   q: {file: q.j2, purpose: retry}
-""", files={"r.j2": "{{ nonce }} {{ team }}\n", "q.j2": "{{ nonce }}\n"})
+""",
+        files={"r.j2": "{{ nonce }} {{ team }}\n", "q.j2": "{{ nonce }}\n"},
+    )
     assert findings(folder) == [("unknown-template-variable", "q.j2:1:4")]
 
 
 def test_sentinel_contract_references(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + """\
+    folder = make_pack(
+        HEADER
+        + """\
 contracts:
   blk:
     kind: sentinel
@@ -210,14 +241,16 @@ contracts:
       - {check: enum, field: B, values: [x]}
     output:
       - {key: a, field: AA}
-""")
+"""
+    )
     rules = [r for r, _ in findings(folder)]
-    assert rules == ["delimiter-without-nonce", "unknown-param", "unknown-field",
-                     "unknown-field"]
+    assert rules == ["delimiter-without-nonce", "unknown-param", "unknown-field", "unknown-field"]
 
 
 def test_all_findings_of_a_pack_are_reported(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + """\
+    folder = make_pack(
+        HEADER
+        + """\
 bogus: 1
 failure_types:
   A: {severity: NOPE}
@@ -225,10 +258,16 @@ hints:
   - {match: '(?=x)', hint: h}
 contracts:
   doc: {kind: text, contract_text: gone.md, pattern: '(?<=y)'}
-""")
+"""
+    )
     rules = sorted(r for r, _ in findings(folder))
-    assert rules == ["file-missing", "invalid-pattern", "invalid-pattern", "unknown-key",
-                     "unknown-severity"]
+    assert rules == [
+        "file-missing",
+        "invalid-pattern",
+        "invalid-pattern",
+        "unknown-key",
+        "unknown-severity",
+    ]
 
 
 def test_requires_is_compared_with_the_engine_version(make_pack: PackMaker) -> None:
@@ -241,13 +280,17 @@ def test_requires_is_compared_with_the_engine_version(make_pack: PackMaker) -> N
 
 
 def test_keys_without_behaviour_are_reported_as_warnings(make_pack: PackMaker) -> None:
-    folder = make_pack(HEADER + """\
+    folder = make_pack(
+        HEADER
+        + """\
 contracts:
   doc: {kind: text}
 tests:
   - {name: c, block: doc, input: x, expect: {status: pass}}
-""")
+"""
+    )
     result = check_pack_file(folder / "pack.yaml")
     assert result.ok
-    assert [(f.rule, f.level, f.position.line) for f in result.findings] \
-        == [("no-behaviour", "warning", 5)]
+    assert [(f.rule, f.level, f.position.line) for f in result.findings] == [
+        ("no-behaviour", "warning", 5)
+    ]

@@ -49,7 +49,8 @@ def test_checked_in_schema_is_fresh() -> None:
     checked_in = (REPO / "contracts" / "rulepack.schema.json").read_text(encoding="utf-8")
     assert checked_in == rulepack_schema_text(), (
         "contracts/rulepack.schema.json is stale: run `rules schema > "
-        "contracts/rulepack.schema.json`")
+        "contracts/rulepack.schema.json`"
+    )
 
 
 def test_help_has_examples() -> None:

@@ -15,9 +15,12 @@ from engine.sandbox import ENVIRONMENT
 RULES = Path(engine.__file__).resolve().parent.parent / "rules"
 SENTINEL = engine.load_pack("sentinel")
 GAP_REVIEW = engine.load_pack("gap-review")
-GAP_CONTEXT: dict[str, Any] = {"known_gaps": ["GAP-FLOW-001"], "round": 2,
-                               "original_prompt": "Write round 2.",
-                               "expected_path": "round_002/engineer.md"}
+GAP_CONTEXT: dict[str, Any] = {
+    "known_gaps": ["GAP-FLOW-001"],
+    "round": 2,
+    "original_prompt": "Write round 2.",
+    "expected_path": "round_002/engineer.md",
+}
 
 
 @pytest.fixture
@@ -46,19 +49,20 @@ def test_sentinel_decide_and_repair_prompt(pack_reads: list[Path]) -> None:
     verdict = pack.evaluate("VERDICT", text, nonce=NONCE, vars={"criterion": "AC1"})
     decision = pack.decide(verdict, output=text, nonce=NONCE)
     assert decision.action == "REPAIR"
-    prompt = pack.render(verdict, decision, output=text, nonce=NONCE,
-                         vars={"criterion": "AC1"})
+    prompt = pack.render(verdict, decision, output=text, nonce=NONCE, vars={"criterion": "AC1"})
     assert "FORMAT" in prompt
     assert pack_reads == []
 
 
-@pytest.mark.parametrize(("text", "attempt"), [
-    ("# no headers\n", 1),                                   # canonical example, file
-    ("## Gap Resolution: GAP-FLOW-404\n\n**Confidence:** LOW\n", 1),  # template tier
-    ("# no headers\n", 3),                                   # escalation
-])
-def test_gap_review_retry_and_escalation(pack_reads: list[Path], text: str,
-                                         attempt: int) -> None:
+@pytest.mark.parametrize(
+    ("text", "attempt"),
+    [
+        ("# no headers\n", 1),  # canonical example, file
+        ("## Gap Resolution: GAP-FLOW-404\n\n**Confidence:** LOW\n", 1),  # template tier
+        ("# no headers\n", 3),  # escalation
+    ],
+)
+def test_gap_review_retry_and_escalation(pack_reads: list[Path], text: str, attempt: int) -> None:
     pack = GAP_REVIEW
     verdict = pack.evaluate("engineer", text, context=GAP_CONTEXT)
     decision = pack.decide(verdict, output=text, attempt=attempt, context=GAP_CONTEXT)
@@ -75,5 +79,7 @@ def test_files_a_base_pack_names_are_read_from_its_folder(tmp_path: Path) -> Non
     decision = pack.decide(verdict, output=text, context=GAP_CONTEXT)
     rendered = pack.render_prompt(verdict, decision, output=text, context=GAP_CONTEXT)
     assert rendered.example_tier == "canonical"
-    assert rendered.text == GAP_REVIEW.render_prompt(verdict, decision, output=text,
-                                                     context=GAP_CONTEXT).text
+    assert (
+        rendered.text
+        == GAP_REVIEW.render_prompt(verdict, decision, output=text, context=GAP_CONTEXT).text
+    )

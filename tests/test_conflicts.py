@@ -80,8 +80,9 @@ def section(ref: str, position: str, rationale: str) -> str:
     )
 
 
-def write_case(tmp_path: Path, round_number: int, issues: list[dict[str, Any]],
-               text: str) -> tuple[Path, Path]:
+def write_case(
+    tmp_path: Path, round_number: int, issues: list[dict[str, Any]], text: str
+) -> tuple[Path, Path]:
     context = {"known_gaps": ["GAP-FLOW-001"], "round": round_number, "known_issues": issues}
     ctx = tmp_path / f"ctx{round_number}.yaml"
     ctx.write_text(yaml.safe_dump(context), encoding="utf-8")
@@ -91,8 +92,17 @@ def write_case(tmp_path: Path, round_number: int, issues: list[dict[str, Any]],
 
 
 def detect(session: Path, ctx: Path, out: Path, pack: str = "gap-review") -> Any:
-    return run_cli("conflicts", "detect", "--pack", pack, "--session", str(session),
-                   "--context", str(ctx), str(out))
+    return run_cli(
+        "conflicts",
+        "detect",
+        "--pack",
+        pack,
+        "--session",
+        str(session),
+        "--context",
+        str(ctx),
+        str(out),
+    )
 
 
 def listed(session: Path, pack: str | None = None) -> list[dict[str, Any]]:
@@ -105,8 +115,9 @@ def listed(session: Path, pack: str | None = None) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_conflict_cases(case: dict[str, Any], tmp_path: Path) -> None:
-    text = "".join(section(ref, s["position"], s["rationale"])
-                   for ref, s in case["disagree"].items())
+    text = "".join(
+        section(ref, s["position"], s["rationale"]) for ref, s in case["disagree"].items()
+    )
     ctx, out = write_case(tmp_path, case["round"], case["issues"], text)
     session = tmp_path / "session"
     result = detect(session, ctx, out)
@@ -121,8 +132,9 @@ def test_conflict_cases(case: dict[str, Any], tmp_path: Path) -> None:
         assert conflict["status"] == expect["status"]
         options = {o["label"]: o for o in conflict["options"]}
         assert list(options) == expect["options"]
-        assert [o["label"] for o in conflict["options"] if o["recommended"]] == \
-            expect["recommended"]
+        assert [o["label"] for o in conflict["options"] if o["recommended"]] == expect[
+            "recommended"
+        ]
         for label in "ABCD":
             if label in expect:
                 assert options[label]["text"] == expect[label]
@@ -137,39 +149,83 @@ def test_example_1_end_to_end(tmp_path: Path, snapshot: SnapshotAssertion) -> No
     assert "**Synthesized Option (Option C):**" not in detected.stdout
     assert detected.stdout == snapshot(name="detected")
     # C was not offered yet: a usage error, nothing recorded.
-    early = run_cli("conflicts", "resolve", "--session", str(session), "ISSUE-R5-003",
-                    "--option", "C", "--decision", "x", "--rationale", "y")
+    early = run_cli(
+        "conflicts",
+        "resolve",
+        "--session",
+        str(session),
+        "ISSUE-R5-003",
+        "--option",
+        "C",
+        "--decision",
+        "x",
+        "--rationale",
+        "y",
+    )
     assert early.exit_code == 2
     assert "option C was not offered for ISSUE-R5-003 (offered: A, B)" in early.stderr
     proposed = run_cli(
-        "conflicts", "propose", "--session", str(session), "ISSUE-R5-003", "--synthesis",
+        "conflicts",
+        "propose",
+        "--session",
+        str(session),
+        "ISSUE-R5-003",
+        "--synthesis",
         "Implement context-aware retry timing:\n- File operations: Instant retry (no delay)\n"
         "- Remote operations (future): Exponential backoff\nAdd configuration flag for "
-        "override.", "--trade-off", "Documentation overhead + future implementation complexity")
+        "override.",
+        "--trade-off",
+        "Documentation overhead + future implementation complexity",
+    )
     assert proposed.exit_code == 0, proposed.output
     assert proposed.stdout == snapshot(name="proposed")
     resolved = run_cli(
-        "conflicts", "resolve", "--session", str(session), "ISSUE-R5-003", "--option", "C",
-        "--decision", "Context-aware retry timing. Instant for file ops, note that remote\n"
+        "conflicts",
+        "resolve",
+        "--session",
+        str(session),
+        "ISSUE-R5-003",
+        "--option",
+        "C",
+        "--decision",
+        "Context-aware retry timing. Instant for file ops, note that remote\n"
         "  operations should use backoff when implemented.",
-        "--rationale", "Both concerns valid - file ops are fast, remote ops need backoff",
-        "--constraints", "Must document which operations use which strategy",
-        "--engineer-action", "Update retry implementation to note context-awareness. Add "
+        "--rationale",
+        "Both concerns valid - file ops are fast, remote ops need backoff",
+        "--constraints",
+        "Must document which operations use which strategy",
+        "--action",
+        "engineer=Update retry implementation to note context-awareness. Add "
         "comment\n  for future remote operation backoff.",
-        "--gap-action", "GAP-FLOW-001 may proceed with this approach.",
-        "--now", "2026-01-12T15:30:00Z")
+        "--action",
+        "gap=GAP-FLOW-001 may proceed with this approach.",
+        "--now",
+        "2026-01-12T15:30:00Z",
+    )
     assert resolved.exit_code == 0, resolved.output
     decisions = run_cli("log", "--session", str(session), "--view", "decisions")
     assert decisions.exit_code == 0, decisions.output
     assert decisions.stdout == EXAMPLE_1_DECISIONS
-    again = run_cli("conflicts", "resolve", "--session", str(session), "ISSUE-R5-003",
-                    "--option", "A", "--decision", "x", "--rationale", "y")
+    again = run_cli(
+        "conflicts",
+        "resolve",
+        "--session",
+        str(session),
+        "ISSUE-R5-003",
+        "--option",
+        "A",
+        "--decision",
+        "x",
+        "--rationale",
+        "y",
+    )
     assert again.exit_code == 2 and "already resolved" in again.stderr
     assert listed(session)[0]["resolution"]["option"] == "C"
 
 
-def test_example_2_converted_and_resolved_with_a(tmp_path: Path,
-                                                 snapshot: SnapshotAssertion) -> None:
+def test_example_2_converted_and_resolved_with_a(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
     case = CASES[-1]
     ctx, out = write_case(tmp_path, 5, case["issues"], "")
     session = tmp_path / "session"
@@ -177,24 +233,49 @@ def test_example_2_converted_and_resolved_with_a(tmp_path: Path,
     assert detected.exit_code == 0
     assert detected.stdout.startswith("flag ISSUE-R4-007 (CRITICAL): not addressed")
     # A flag blocks nothing and cannot be resolved before it is converted.
-    flag = run_cli("conflicts", "resolve", "--session", str(session), "ISSUE-R4-007",
-                   "--option", "A", "--decision", "x", "--rationale", "y")
+    flag = run_cli(
+        "conflicts",
+        "resolve",
+        "--session",
+        str(session),
+        "ISSUE-R4-007",
+        "--option",
+        "A",
+        "--decision",
+        "x",
+        "--rationale",
+        "y",
+    )
     assert flag.exit_code == 2 and "convert it first" in flag.stderr
     converted = run_cli("conflicts", "convert", "--session", str(session), "ISSUE-R4-007")
     assert converted.exit_code == 0
     text = converted.stdout
     assert "**Reviewer Position (Option A):** [RECOMMENDED]\n" in text
-    assert "Not explicitly stated - Engineer did not address this issue\n\nNOTE: This " \
+    assert (
+        "Not explicitly stated - Engineer did not address this issue\n\nNOTE: This "
         "conflict was detected automatically" in text
+    )
     assert "**Option D: User Specifies Alternative**\n(Available for CRITICAL severity)" in text
     assert text == snapshot(name="converted")
     resolved = run_cli(
-        "conflicts", "resolve", "--session", str(session), "ISSUE-R4-007", "--option", "A",
-        "--decision", "Implement strict mode validation. Fail on unexpected keys.",
-        "--rationale", "CRITICAL severity - cannot risk silent data loss",
-        "--engineer-action", "Implement strict validation. Must reject unknown fields.",
-        "--gap-action", "GAP-COMM-004 must include strict validation before ACCEPTED.",
-        "--now", "2026-01-12T16:00:00Z")
+        "conflicts",
+        "resolve",
+        "--session",
+        str(session),
+        "ISSUE-R4-007",
+        "--option",
+        "A",
+        "--decision",
+        "Implement strict mode validation. Fail on unexpected keys.",
+        "--rationale",
+        "CRITICAL severity - cannot risk silent data loss",
+        "--action",
+        "engineer=Implement strict validation. Must reject unknown fields.",
+        "--action",
+        "gap=GAP-COMM-004 must include strict validation before ACCEPTED.",
+        "--now",
+        "2026-01-12T16:00:00Z",
+    )
     assert resolved.exit_code == 0
     record = run_cli("log", "--session", str(session), "--view", "decisions").stdout
     assert "**Conflict Type:** Implicit (converted)\n" in record
@@ -207,16 +288,40 @@ def three_conflicts(tmp_path: Path, pack: str = "gap-review") -> Path:
     """Two CRITICAL conflicts (rounds 3 and 2) and one HIGH (round 2), in one session."""
     session = tmp_path / "session"
     issues = [
-        {"id": "ISSUE-R1-004", "severity": "HIGH", "summary": "s4", "suggestion": "x",
-         "impact": "y", "gap": "GAP-FLOW-001"},
-        {"id": "ISSUE-R1-009", "severity": "CRITICAL", "summary": "s9", "suggestion": "x",
-         "impact": "y", "gap": "GAP-FLOW-001"},
+        {
+            "id": "ISSUE-R1-004",
+            "severity": "HIGH",
+            "summary": "s4",
+            "suggestion": "x",
+            "impact": "y",
+            "gap": "GAP-FLOW-001",
+        },
+        {
+            "id": "ISSUE-R1-009",
+            "severity": "CRITICAL",
+            "summary": "s9",
+            "suggestion": "x",
+            "impact": "y",
+            "gap": "GAP-FLOW-001",
+        },
     ]
-    ctx, out = write_case(tmp_path, 2, issues, section("ISSUE-R1-004", "No.", "Because.")
-                          + section("ISSUE-R1-009", "No.", "Because."))
+    ctx, out = write_case(
+        tmp_path,
+        2,
+        issues,
+        section("ISSUE-R1-004", "No.", "Because.") + section("ISSUE-R1-009", "No.", "Because."),
+    )
     assert detect(session, ctx, out, pack).exit_code == 0
-    later = [{"id": "ISSUE-R2-001", "severity": "CRITICAL", "summary": "s1",
-              "suggestion": "x", "impact": "y", "gap": "GAP-FLOW-001"}]
+    later = [
+        {
+            "id": "ISSUE-R2-001",
+            "severity": "CRITICAL",
+            "summary": "s1",
+            "suggestion": "x",
+            "impact": "y",
+            "gap": "GAP-FLOW-001",
+        }
+    ]
     ctx, out = write_case(tmp_path, 3, later, section("ISSUE-R2-001", "No.", "Because."))
     assert detect(session, ctx, out, pack).exit_code == 0
     return session
@@ -225,25 +330,43 @@ def three_conflicts(tmp_path: Path, pack: str = "gap-review") -> Path:
 def test_priority_order_critical_first_older_round_first(tmp_path: Path) -> None:
     session = three_conflicts(tmp_path)
     order = [(c["ref"], c["severity"], c["round"]) for c in listed(session)]
-    assert order == [("ISSUE-R1-009", "CRITICAL", 2), ("ISSUE-R2-001", "CRITICAL", 3),
-                     ("ISSUE-R1-004", "HIGH", 2)]
+    assert order == [
+        ("ISSUE-R1-009", "CRITICAL", 2),
+        ("ISSUE-R2-001", "CRITICAL", 3),
+        ("ISSUE-R1-004", "HIGH", 2),
+    ]
 
 
-@pytest.mark.parametrize(("resolve", "state", "code", "outcome"), [
-    ([], "COMPLETE", 1, "blocked"),
-    ([], "USER_APPROVED", 1, "blocked"),
-    ([], "ABANDONED", 0, "allowed"),
-    (["ISSUE-R1-009", "ISSUE-R2-001"], "COMPLETE", 1, "blocked"),
-    (["ISSUE-R1-009", "ISSUE-R2-001"], "GOOD_ENOUGH", 1, "blocked"),
-    (["ISSUE-R1-009", "ISSUE-R2-001"], "USER_APPROVED", 4, "warn"),
-    (["ISSUE-R1-009", "ISSUE-R2-001", "ISSUE-R1-004"], "COMPLETE", 0, "allowed"),
-])
-def test_termination_table(tmp_path: Path, resolve: list[str], state: str, code: int,
-                           outcome: str) -> None:
+@pytest.mark.parametrize(
+    ("resolve", "state", "code", "outcome"),
+    [
+        ([], "COMPLETE", 1, "blocked"),
+        ([], "USER_APPROVED", 1, "blocked"),
+        ([], "ABANDONED", 0, "allowed"),
+        (["ISSUE-R1-009", "ISSUE-R2-001"], "COMPLETE", 1, "blocked"),
+        (["ISSUE-R1-009", "ISSUE-R2-001"], "GOOD_ENOUGH", 1, "blocked"),
+        (["ISSUE-R1-009", "ISSUE-R2-001"], "USER_APPROVED", 4, "warn"),
+        (["ISSUE-R1-009", "ISSUE-R2-001", "ISSUE-R1-004"], "COMPLETE", 0, "allowed"),
+    ],
+)
+def test_termination_table(
+    tmp_path: Path, resolve: list[str], state: str, code: int, outcome: str
+) -> None:
     session = three_conflicts(tmp_path)
     for ref in resolve:
-        done = run_cli("conflicts", "resolve", "--session", str(session), ref, "--option", "A",
-                       "--decision", "d", "--rationale", "r")
+        done = run_cli(
+            "conflicts",
+            "resolve",
+            "--session",
+            str(session),
+            ref,
+            "--option",
+            "A",
+            "--decision",
+            "d",
+            "--rationale",
+            "r",
+        )
         assert done.exit_code == 0, done.output
     result = run_cli("conflicts", "termination", "--session", str(session), state)
     assert result.exit_code == code, result.output
@@ -256,14 +379,24 @@ def test_a_waived_conflict_blocks_nothing(tmp_path: Path) -> None:
     session = three_conflicts(tmp_path)
     for ref in ("ISSUE-R1-009", "ISSUE-R2-001", "ISSUE-R1-004"):
         assert run_cli("conflicts", "waive", "--session", str(session), ref).exit_code == 0
-    assert run_cli("conflicts", "termination", "--session", str(session),
-                   "COMPLETE").exit_code == 0
+    assert run_cli("conflicts", "termination", "--session", str(session), "COMPLETE").exit_code == 0
 
 
 def test_usage_errors(tmp_path: Path) -> None:
     session = three_conflicts(tmp_path)
-    unknown = run_cli("conflicts", "resolve", "--session", str(session), "ISSUE-R9-999",
-                      "--option", "A", "--decision", "d", "--rationale", "r")
+    unknown = run_cli(
+        "conflicts",
+        "resolve",
+        "--session",
+        str(session),
+        "ISSUE-R9-999",
+        "--option",
+        "A",
+        "--decision",
+        "d",
+        "--rationale",
+        "r",
+    )
     assert unknown.exit_code == 2 and "no conflict 'ISSUE-R9-999'" in unknown.stderr
     state = run_cli("conflicts", "termination", "--session", str(session), "DONE")
     assert state.exit_code == 2 and "unknown termination state 'DONE'" in state.stderr
@@ -287,10 +420,14 @@ def test_copies_change_behaviour_without_code(tmp_path: Path) -> None:
         tmp_path,
         ("      contains: [complexity]\n", "      contains: [local file]\n"),
         ("      trade_off: Maximum flexibility\n", "      trade_off: Your call\n"),
-        ("  severity_order: [CRITICAL, HIGH, MEDIUM, LOW]\n",
-         "  severity_order: [HIGH, CRITICAL, MEDIUM, LOW]\n"),
-        ("      - {severity: HIGH, blocks: [COMPLETE, GOOD_ENOUGH], warns: [USER_APPROVED]}\n",
-         "      - {severity: HIGH, blocks: []}\n"),
+        (
+            "  severity_order: [CRITICAL, HIGH, MEDIUM, LOW]\n",
+            "  severity_order: [HIGH, CRITICAL, MEDIUM, LOW]\n",
+        ),
+        (
+            "      - {severity: HIGH, blocks: [COMPLETE, GOOD_ENOUGH], warns: [USER_APPROVED]}\n",
+            "      - {severity: HIGH, blocks: []}\n",
+        ),
     )
     # Another synthesis rule: Example 1's rationale now gets a C on its own.
     ctx, out = write_case(tmp_path, 6, CASES[0]["issues"], EXAMPLE_1_SECTION)
@@ -306,10 +443,22 @@ def test_copies_change_behaviour_without_code(tmp_path: Path) -> None:
     d = next(o for o in conflicts[1]["options"] if o["label"] == "D")
     assert d["trade_off"] == "Your call"
     for ref in ("ISSUE-R1-009", "ISSUE-R2-001"):
-        run_cli("conflicts", "resolve", "--session", str(session), ref, "--option", "A",
-                "--decision", "d", "--rationale", "r")
-    shipped = run_cli("conflicts", "termination", "--session", str(session), "--pack",
-                      "gap-review", "COMPLETE")
+        run_cli(
+            "conflicts",
+            "resolve",
+            "--session",
+            str(session),
+            ref,
+            "--option",
+            "A",
+            "--decision",
+            "d",
+            "--rationale",
+            "r",
+        )
+    shipped = run_cli(
+        "conflicts", "termination", "--session", str(session), "--pack", "gap-review", "COMPLETE"
+    )
     copied = run_cli("conflicts", "termination", "--session", str(session), "COMPLETE")
     assert (shipped.exit_code, copied.exit_code) == (1, 0)
 
@@ -318,34 +467,111 @@ def test_a_session_enforces_its_decisions(tmp_path: Path) -> None:
     ctx, out = write_case(tmp_path, 6, CASES[0]["issues"], EXAMPLE_1_SECTION)
     session = tmp_path / "session"
     assert detect(session, ctx, out).exit_code == 0
-    args = ["eval", "--pack", "gap-review", "--block", "engineer", "--context", str(ctx),
-            "--session", str(session), "--format", "json", str(out)]
+    args = [
+        "eval",
+        "--pack",
+        "gap-review",
+        "--block",
+        "engineer",
+        "--context",
+        str(ctx),
+        "--session",
+        str(session),
+        "--format",
+        "json",
+        str(out),
+    ]
     before = run_cli(*args)
     assert json.loads(before.stdout)["verdict"]["status"] == "pass"
-    resolved = run_cli("conflicts", "resolve", "--session", str(session), "ISSUE-R5-003",
-                       "--option", "A", "--decision", "Backoff.", "--rationale", "Safer.")
+    resolved = run_cli(
+        "conflicts",
+        "resolve",
+        "--session",
+        str(session),
+        "ISSUE-R5-003",
+        "--option",
+        "A",
+        "--decision",
+        "Backoff.",
+        "--rationale",
+        "Safer.",
+    )
     assert resolved.exit_code == 0
     after = run_cli(*args)
     assert after.exit_code == 3
     verdict = json.loads(after.stdout)["verdict"]
     assert verdict["failures"][0]["type"] == "RE_ARGUED_CONFLICT"
     assert verdict["failures"][0]["message"] == (
-        "Engineer re-argued ISSUE-R5-003 which was already resolved by user.")
+        "Engineer re-argued ISSUE-R5-003 which was already resolved by user."
+    )
 
 
-@pytest.mark.parametrize(("old", "new", "rule"), [
-    ("  explicit: disagree ", "  explicit: addressed ", "unknown-check"),
-    ("      - {severity: HIGH, blocks: [COMPLETE, GOOD_ENOUGH], warns: [USER_APPROVED]}\n",
-     "      - {severity: SEVERE, blocks: [COMPLETE]}\n", "unknown-severity"),
-    ("      - {severity: HIGH, blocks: [COMPLETE, GOOD_ENOUGH], warns: [USER_APPROVED]}\n",
-     "      - {severity: HIGH, blocks: [DONE]}\n", "unknown-state"),
-    ("    - label: D\n", "    - label: A\n", "duplicate-option"),
-    ("  presentation: conflict_presentation\n", "  presentation: escalation\n",
-     "wrong-template-purpose"),
-])
-def test_rules_check_catches_bad_conflict_rules(tmp_path: Path, old: str, new: str,
-                                               rule: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "rule"),
+    [
+        ("  explicit: disagree ", "  explicit: addressed ", "unknown-check"),
+        (
+            "      - {severity: HIGH, blocks: [COMPLETE, GOOD_ENOUGH], warns: [USER_APPROVED]}\n",
+            "      - {severity: SEVERE, blocks: [COMPLETE]}\n",
+            "unknown-severity",
+        ),
+        (
+            "      - {severity: HIGH, blocks: [COMPLETE, GOOD_ENOUGH], warns: [USER_APPROVED]}\n",
+            "      - {severity: HIGH, blocks: [DONE]}\n",
+            "unknown-state",
+        ),
+        ("    - label: D\n", "    - label: A\n", "duplicate-option"),
+        (
+            "  presentation: conflict_presentation\n",
+            "  presentation: escalation\n",
+            "wrong-template-purpose",
+        ),
+    ],
+)
+def test_rules_check_catches_bad_conflict_rules(
+    tmp_path: Path, old: str, new: str, rule: str
+) -> None:
     pack = copy_pack(tmp_path, (old, new))
     result = run_cli("check", "--format", "json", pack)
     assert result.exit_code == 1, result.output
     assert rule in {f["rule"] for f in json.loads(result.stdout)["packs"][0]["findings"]}
+
+
+def test_resolution_actions_are_the_packs(tmp_path: Path) -> None:
+    session = three_conflicts(tmp_path)
+    unknown = run_cli(
+        "conflicts",
+        "resolve",
+        "--session",
+        str(session),
+        "ISSUE-R1-004",
+        "--option",
+        "A",
+        "--decision",
+        "d",
+        "--rationale",
+        "r",
+        "--action",
+        "author=x",
+    )
+    assert unknown.exit_code == 2
+    assert (
+        "--action author: not an action of the pack (conflicts.actions: engineer, gap)"
+        in unknown.stderr
+    )
+    bad = run_cli(
+        "conflicts",
+        "resolve",
+        "--session",
+        str(session),
+        "ISSUE-R1-004",
+        "--option",
+        "A",
+        "--decision",
+        "d",
+        "--rationale",
+        "r",
+        "--action",
+        "x",
+    )
+    assert bad.exit_code == 2 and "--action expects KEY=VALUE" in bad.stderr

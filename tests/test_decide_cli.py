@@ -28,8 +28,9 @@ def output_of(block: str, kind: str, nonce: str = NONCE) -> str:
     return "ANSWER=YES\n"
 
 
-def eval_args(block: str, *, nonce: str = NONCE, attempt: int = 1,
-              extra: tuple[str, ...] = ()) -> list[str]:
+def eval_args(
+    block: str, *, nonce: str = NONCE, attempt: int = 1, extra: tuple[str, ...] = ()
+) -> list[str]:
     args = ["--pack", "sentinel", "--block", block, "--nonce", nonce, "--attempt", str(attempt)]
     if block == "VERDICT":
         args += ["--var", "criterion=AC1"]
@@ -42,8 +43,13 @@ def test_decision_case(case: dict[str, Any]) -> None:
     extra: tuple[str, ...] = ("--model", "m-1", "--format", "json")
     if "error" in case:
         extra += ("--error", case["error"])
-    result = run_cli("eval", *eval_args(case["block"], nonce=case.get("nonce", NONCE),
-                                        attempt=case["attempt"], extra=extra), input=text)
+    result = run_cli(
+        "eval",
+        *eval_args(
+            case["block"], nonce=case.get("nonce", NONCE), attempt=case["attempt"], extra=extra
+        ),
+        input=text,
+    )
     assert result.exit_code == case["exit"], result.output
     payload = json.loads(result.stdout)
     jsonschema.validate(payload["verdict"], VERDICT_SCHEMA)
@@ -66,8 +72,10 @@ def test_text_table_and_exit_statuses() -> None:
     assert lines[0] == "block    VERDICT"
     assert "action   REPAIR (attempt 1 of 2; 0 repairs left after this one)" in lines
     assert run_cli("eval", *eval_args("NOPE"), input="").exit_code == 2
-    assert run_cli("eval", *eval_args("PLAN", extra=("--context", "missing.yaml")),
-                   input="").exit_code == 2
+    assert (
+        run_cli("eval", *eval_args("PLAN", extra=("--context", "missing.yaml")), input="").exit_code
+        == 2
+    )
 
 
 def test_context_file_errors_name_the_place(tmp_path: Path) -> None:
@@ -84,8 +92,9 @@ def test_render_prints_the_prompt_or_says_none_is_due() -> None:
     assert due.stdout.startswith("IDENTITY\n")
     none = run_cli("render", *eval_args("PLAN"), input=output_of("PLAN", "valid"))
     assert none.exit_code == 1
-    assert none.stderr == ("error: no prompt is due: the decision is PROCEED "
-                           "(the output meets its contract)\n")
+    assert none.stderr == (
+        "error: no prompt is due: the decision is PROCEED (the output meets its contract)\n"
+    )
 
 
 def render(block: str, text: str, **params: str) -> str:
@@ -100,9 +109,17 @@ def render(block: str, text: str, **params: str) -> str:
 def test_repair_prompt_per_block(block: str, snapshot: SnapshotAssertion, tmp_path: Path) -> None:
     params = {"criterion": "AC1"} if block == "VERDICT" else {}
     pack = "sentinel"
-    result = run_cli("render", "--pack", pack, "--block", block, "--nonce", NONCE,
-                     *(a for k, v in params.items() for a in ("--var", f"{k}={v}")),
-                     input=output_of(block, "junk"))
+    result = run_cli(
+        "render",
+        "--pack",
+        pack,
+        "--block",
+        block,
+        "--nonce",
+        NONCE,
+        *(a for k, v in params.items() for a in ("--var", f"{k}={v}")),
+        input=output_of(block, "junk"),
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout == snapshot
 
@@ -125,8 +142,9 @@ def test_micro_hint_line_disappears_when_empty(snapshot: SnapshotAssertion) -> N
     assert prompt == snapshot(name="empty hint")
     hinted = no_hint.replace("answer=YES", 'ANSWER="YES"')
     prompt = render("VERDICT", hinted, criterion="AC1")
-    assert ("line 1: ANSWER must be unquoted\n\nRemove the quotes around ANSWER.\n\n"
-            "ORIGINAL OUTPUT") in prompt
+    assert (
+        "line 1: ANSWER must be unquoted\n\nRemove the quotes around ANSWER.\n\nORIGINAL OUTPUT"
+    ) in prompt
     assert prompt == snapshot(name="with hint")
 
 
@@ -166,10 +184,22 @@ def edit(pack: Path, old: str, new: str, count: int = 1) -> None:
     path.write_text(text.replace(old, new, count), encoding="utf-8")
 
 
-def decide_with(pack: Path | str, block: str, text: str, attempt: int = 1,
-                *extra: str) -> dict[str, Any]:
-    args = ["--pack", str(pack), "--block", block, "--nonce", NONCE, "--attempt", str(attempt),
-            "--format", "json", *extra]
+def decide_with(
+    pack: Path | str, block: str, text: str, attempt: int = 1, *extra: str
+) -> dict[str, Any]:
+    args = [
+        "--pack",
+        str(pack),
+        "--block",
+        block,
+        "--nonce",
+        NONCE,
+        "--attempt",
+        str(attempt),
+        "--format",
+        "json",
+        *extra,
+    ]
     if block == "VERDICT":
         args += ["--var", "criterion=AC1"]
     result = run_cli("eval", *args, input=text)
@@ -204,10 +234,23 @@ def test_after_failure_action_in_a_copy(pack_copy: Path) -> None:
 def test_micro_hint_in_a_copy(pack_copy: Path) -> None:
     opener, closer = delimiters("VERDICT")
     text = "\n".join([opener, 'ANSWER="YES"', 'REASON="a long enough reason here"', closer])
-    edit(pack_copy, 'hint: "Remove the quotes around ANSWER."',
-         'hint: "Write ANSWER=YES or ANSWER=NO, bare."')
-    result = run_cli("render", "--pack", str(pack_copy), "--block", "VERDICT", "--nonce", NONCE,
-                     "--var", "criterion=AC1", input=text)
+    edit(
+        pack_copy,
+        'hint: "Remove the quotes around ANSWER."',
+        'hint: "Write ANSWER=YES or ANSWER=NO, bare."',
+    )
+    result = run_cli(
+        "render",
+        "--pack",
+        str(pack_copy),
+        "--block",
+        "VERDICT",
+        "--nonce",
+        NONCE,
+        "--var",
+        "criterion=AC1",
+        input=text,
+    )
     assert "\n\nWrite ANSWER=YES or ANSWER=NO, bare.\n\n" in result.stdout
 
 
@@ -224,10 +267,13 @@ def test_repeated_error_stops_early(pack_copy: Path) -> None:
 
 
 def test_policy_changes_with_the_attempt_number(pack_copy: Path) -> None:
-    edit(pack_copy, "    max_attempts: 1\n    template: format_repair\n",
-         "    max_attempts: 2\n    template: format_repair\n    attempts:\n"
-         "      - {attempt: 1, action: REPAIR, hint: true}\n"
-         "      - {attempt: 2, action: RETRY, template: format_repair, hint: false}\n")
+    edit(
+        pack_copy,
+        "    max_attempts: 1\n    template: format_repair\n",
+        "    max_attempts: 2\n    template: format_repair\n    attempts:\n"
+        "      - {attempt: 1, action: REPAIR, hint: true}\n"
+        "      - {attempt: 2, action: RETRY, template: format_repair, hint: false}\n",
+    )
     junk = output_of("PLAN", "junk")
     assert decide_with(pack_copy, "PLAN", junk, 1)["action"] == "REPAIR"
     second = decide_with(pack_copy, "PLAN", junk, 2)
@@ -248,13 +294,23 @@ def test_explain_patterns_names_the_engine_of_each_pack_pattern(make_pack: PackM
         """)
     result = run_cli("explain", "--pack", str(folder), "--patterns")
     assert result.exit_code == 0, result.output
-    rows = {cells[1]: cells for cells in (
-        [c.strip() for c in line.strip("|").split("|")]
-        for line in result.stdout.splitlines()[2:])}
+    rows = {
+        cells[1]: cells
+        for cells in (
+            [c.strip() for c in line.strip("|").split("|")]
+            for line in result.stdout.splitlines()[2:]
+        )
+    }
     assert rows["contracts.doc.ids.safe.pattern"][:3] == [
-        "ID-[0-9]{3}", "contracts.doc.ids.safe.pattern", "re"]
+        "ID-[0-9]{3}",
+        "contracts.doc.ids.safe.pattern",
+        "re",
+    ]
     assert rows["contracts.doc.ids.nested.pattern"][:3] == [
-        "(a+)+b", "contracts.doc.ids.nested.pattern", "re2"]
+        "(a+)+b",
+        "contracts.doc.ids.nested.pattern",
+        "re2",
+    ]
 
 
 def test_explain_of_an_unknown_block_is_a_usage_error() -> None:

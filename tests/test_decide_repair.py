@@ -14,8 +14,9 @@ SEVERITIES = {name: ft.severity for name, ft in PACK.model.failure_types.items()
 
 
 def evaluate(block: str, text: str, attempt: int = 1, **params: str):  # type: ignore[no-untyped-def]
-    verdict = verdict_from_parse(block, PACK.parse(block, text, nonce=NONCE, vars=params),
-                                 SEVERITIES)
+    verdict = verdict_from_parse(
+        block, PACK.parse(block, text, nonce=NONCE, vars=params), SEVERITIES
+    )
     return verdict, decide(PACK.model, verdict, output=text, attempt=attempt)
 
 
@@ -52,8 +53,15 @@ def test_repair_prompt_for_a_20000_char_verdict() -> None:
     text = ("a" * 10_000) + "“quoted”" + ("b" * 9_992)
     verdict, decision = evaluate("VERDICT", text, criterion="AC1")
     assert decision.action == "REPAIR"
-    prompt = render_repair(PACK.model, PACK.root, verdict, decision, output=text,
-                           nonce=NONCE, params={"criterion": "AC1"})
+    prompt = render_repair(
+        PACK.model,
+        PACK.root,
+        verdict,
+        decision,
+        output=text,
+        nonce=NONCE,
+        params={"criterion": "AC1"},
+    )
     expected_original = "a" * 4000 + "[...truncated...]" + "b" * 4000
     assert f"ORIGINAL OUTPUT (verbatim, may be truncated)\n{expected_original}\n" in prompt
     assert "expected exactly 1 <<<VERDICT: block, found 0\n\nEnsure exactly one" in prompt

@@ -15,7 +15,8 @@ from conftest import REPO, run_cli
 
 PACK = engine.load_pack("gap-review")
 CASES: list[dict[str, Any]] = yaml.safe_load(
-    (Path(__file__).parent / "cases" / "disagree_cases.yaml").read_text(encoding="utf-8"))
+    (Path(__file__).parent / "cases" / "disagree_cases.yaml").read_text(encoding="utf-8")
+)
 
 BASE = """## Gap Resolution: GAP-FLOW-001
 
@@ -68,7 +69,7 @@ def test_the_cases_cover_every_failure_of_the_checks() -> None:
 
 def test_seed_001_itself_still_passes() -> None:
     """Its DISAGREE examples sit in fenced code blocks: they are not sections."""
-    seed = (Path(__file__).parent / "fixtures" / "seeds")
+    seed = Path(__file__).parent / "fixtures" / "seeds"
     text = next(seed.glob("001*.txt")).read_text(encoding="utf-8")
     ctx = yaml.safe_load((REPO / "examples" / "gap-review" / "ctx-001.yaml").read_text())
     verdict = PACK.evaluate("engineer", text, context=ctx)
@@ -106,12 +107,18 @@ Because.
 
 
 def test_a_copy_with_other_heading_markers_and_wording(pack_copy: Path) -> None:
-    edit(pack_copy,
-         ("'## DISAGREE:\\s*ISSUE-R(\\d{1,2})-(\\d{3})'",
-          "'## OBJECTION:\\s*ISSUE-R(\\d{1,2})-(\\d{3})'"),
-         ('text: "**Rationale:**"', 'text: "**Why:**"'),
-         ("message: \"DISAGREE references {id} which does not exist\"",
-          "message: \"Objection to unknown {id}\""))
+    edit(
+        pack_copy,
+        (
+            "'## DISAGREE:\\s*ISSUE-R(\\d{1,2})-(\\d{3})'",
+            "'## OBJECTION:\\s*ISSUE-R(\\d{1,2})-(\\d{3})'",
+        ),
+        ('text: "**Rationale:**"', 'text: "**Why:**"'),
+        (
+            'message: "DISAGREE references {id} which does not exist"',
+            'message: "Objection to unknown {id}"',
+        ),
+    )
     copy = engine.load_pack(pack_copy)
     issues = [{"id": "ISSUE-R5-003", "severity": "HIGH"}]
     assert copy.evaluate("engineer", BASE + SECTION, context=context(issues)).status == "pass"
@@ -121,39 +128,55 @@ def test_a_copy_with_other_heading_markers_and_wording(pack_copy: Path) -> None:
 
 
 def test_a_copy_with_other_severities_ratio_and_effect(pack_copy: Path) -> None:
-    edit(pack_copy,
-         ("where: {key: severity, in: [HIGH, CRITICAL]}",
-          "where: \"item.severity == 'MEDIUM'\""),
-         ("effect: suppress", "effect: warn\n          message: \"{id} may be addressed\""),
-         ("ratio: 0.5", "ratio: 0.2"))
+    edit(
+        pack_copy,
+        ("where: {key: severity, in: [HIGH, CRITICAL]}", "where: \"item.severity == 'MEDIUM'\""),
+        ("effect: suppress", 'effect: warn\n          message: "{id} may be addressed"'),
+        ("ratio: 0.5", "ratio: 0.2"),
+    )
     copy = engine.load_pack(pack_copy)
-    issues = [{"id": "ISSUE-R4-007", "severity": "CRITICAL", "summary": "a b c d e"},
-              {"id": "ISSUE-R4-008", "severity": "MEDIUM", "summary": "schema one two three"}]
+    issues = [
+        {"id": "ISSUE-R4-007", "severity": "CRITICAL", "summary": "a b c d e"},
+        {"id": "ISSUE-R4-008", "severity": "MEDIUM", "summary": "schema one two three"},
+    ]
     verdict = copy.evaluate("engineer", BASE + "The schema.\n", context=context(issues))
     assert verdict.warnings == ["ISSUE-R4-008 may be addressed"]
     assert verdict.data["addressed"][0]["match"] == "soft"
     original = PACK.evaluate("engineer", BASE + "The schema.\n", context=context(issues))
     assert original.warnings == [
-        "Engineer output contains no reference to ISSUE-R4-007 (CRITICAL issue)"]
+        "Engineer output contains no reference to ISSUE-R4-007 (CRITICAL issue)"
+    ]
 
 
 # ------------------------------------------------------------------ rules check
 
 
-@pytest.mark.parametrize(("old", "new", "rule"), [
-    ("'## DISAGREE:\\s*ISSUE-R(\\d{1,2})-(\\d{3})'", "'## DISAGREE:(?=x)'", "invalid-pattern"),
-    ("fail: MALFORMED_DISAGREE\n            message: \"DISAGREE for {id} missing "
-     "'**Rationale:**'\"", "fail: MALFORMED_DISAGRE", "unknown-failure-type"),
-    ("fail: INVALID_DISAGREE_REF\n        message", "fail: INVALID_REF\n        message",
-     "unknown-failure-type"),
-    ('id: "ISSUE-R{1}-{2}"', 'id: "ISSUE-R{1}-{3}"', "unknown-group"),
-    ("sections: [disagree]", "sections: [disagreement]", "unknown-sections"),
-    ("where: {key: severity, in: [HIGH, CRITICAL]}", "where: \"issue.severity == 'HIGH'\"",
-     "unknown-variable"),
-    ("items: known_issues", "items: known_isues", "unknown-context-key"),
-])
-def test_rules_check_catches_bad_checks(pack_copy: Path, old: str, new: str,
-                                        rule: str) -> None:
+@pytest.mark.parametrize(
+    ("old", "new", "rule"),
+    [
+        ("'## DISAGREE:\\s*ISSUE-R(\\d{1,2})-(\\d{3})'", "'## DISAGREE:(?=x)'", "invalid-pattern"),
+        (
+            'fail: MALFORMED_DISAGREE\n            message: "DISAGREE for {id} missing '
+            "'**Rationale:**'\"",
+            "fail: MALFORMED_DISAGRE",
+            "unknown-failure-type",
+        ),
+        (
+            "fail: INVALID_DISAGREE_REF\n        message",
+            "fail: INVALID_REF\n        message",
+            "unknown-failure-type",
+        ),
+        ('id: "ISSUE-R{1}-{2}"', 'id: "ISSUE-R{1}-{3}"', "unknown-group"),
+        ("sections: [disagree]", "sections: [disagreement]", "unknown-sections"),
+        (
+            "where: {key: severity, in: [HIGH, CRITICAL]}",
+            "where: \"issue.severity == 'HIGH'\"",
+            "unknown-variable",
+        ),
+        ("items: known_issues", "items: known_isues", "unknown-context-key"),
+    ],
+)
+def test_rules_check_catches_bad_checks(pack_copy: Path, old: str, new: str, rule: str) -> None:
     edit(pack_copy, (old, new))
     result = run_cli("check", str(pack_copy), "--format", "json")
     assert result.exit_code != 0
@@ -164,12 +187,23 @@ def test_keywords_are_lower_case_words_minus_stop_words() -> None:
     from engine.contracts.markdown import keywords
 
     assert keywords("Schema validation MUST reject unknown_fields (v2)!", ["must"]) == {
-        "schema", "validation", "reject", "unknown", "fields", "v2"}
+        "schema",
+        "validation",
+        "reject",
+        "unknown",
+        "fields",
+        "v2",
+    }
 
 
 def test_a_where_expression_failing_on_an_item_is_a_context_error(pack_copy: Path) -> None:
-    edit(pack_copy, ("where: {key: severity, in: [HIGH, CRITICAL]}",
-                     "where: \"item.severity.upper() == 'HIGH'\""))
+    edit(
+        pack_copy,
+        (
+            "where: {key: severity, in: [HIGH, CRITICAL]}",
+            "where: \"item.severity.upper() == 'HIGH'\"",
+        ),
+    )
     copy = engine.load_pack(pack_copy)
     with pytest.raises(engine.EngineError, match="on an item of 'known_issues' failed"):
         copy.evaluate("engineer", BASE, context=context([{"id": "ISSUE-R1-001"}]))
@@ -179,8 +213,9 @@ def test_a_malformed_disagree_is_retried_with_the_mandatory_format(tmp_path: Pat
     output = tmp_path / "engineer.md"
     output.write_text(BASE + "## DISAGREE: ISSUE-R4-001\n\nno markers\n", encoding="utf-8")
     ctx = tmp_path / "ctx.yaml"
-    ctx.write_text(yaml.safe_dump(context([{"id": "ISSUE-R4-001", "severity": "HIGH"}])),
-                   encoding="utf-8")
+    ctx.write_text(
+        yaml.safe_dump(context([{"id": "ISSUE-R4-001", "severity": "HIGH"}])), encoding="utf-8"
+    )
     args = ("--pack", "gap-review", "--block", "engineer", "--context", str(ctx), str(output))
     decided = run_cli("eval", *args)
     assert "RETRY" in decided.stdout

@@ -24,9 +24,18 @@ def test_ci_runs_exactly_the_readme_commands() -> None:
 def test_readme_parse_examples_print_what_the_readme_shows() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for name in ("verdict.txt", "verdict_bad.txt"):
-        result = run_cli("parse", "--pack", "sentinel", "--block", "VERDICT", "--nonce",
-                         "4F2C9A", "--var", "criterion=AC1",
-                         str(REPO / "examples" / "sentinel" / name))
+        result = run_cli(
+            "parse",
+            "--pack",
+            "sentinel",
+            "--block",
+            "VERDICT",
+            "--nonce",
+            "4F2C9A",
+            "--var",
+            "criterion=AC1",
+            str(REPO / "examples" / "sentinel" / name),
+        )
         shown = (result.stdout or result.stderr).strip()
         assert shown in readme
 
@@ -34,14 +43,32 @@ def test_readme_parse_examples_print_what_the_readme_shows() -> None:
 def test_readme_render_one_liner_works_with_a_model_command(tmp_path: Path) -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     line = next(x for x in readme.splitlines() if x.startswith("rules render ") and "|" in x)
-    command = (line.replace("model-cli", f"{sys.executable} {REPO / 'examples' / 'fake_model.py'}")
-               .replace("out.txt", str(REPO / "examples" / "sentinel" / "verdict_bad.txt")))
+    command = line.replace(
+        "model-cli", f"{sys.executable} {REPO / 'examples' / 'fake_model.py'}"
+    ).replace("out.txt", str(REPO / "examples" / "sentinel" / "verdict_bad.txt"))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
-    repaired = run_cli("parse", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A",
-                       "--var", "criterion=AC1", str(tmp_path / "repaired.txt"))
+    repaired = run_cli(
+        "parse",
+        "--pack",
+        "sentinel",
+        "--block",
+        "VERDICT",
+        "--nonce",
+        "4F2C9A",
+        "--var",
+        "criterion=AC1",
+        str(tmp_path / "repaired.txt"),
+    )
     assert repaired.exit_code == 0, repaired.stderr
     assert json.loads(repaired.stdout)["answer"] == "YES"
 
@@ -108,8 +135,15 @@ def test_every_console_example_of_the_readme_prints_what_it_shows(tmp_path: Path
         script = ["__s=0"]
         for command, _ in block:
             script += [f"echo '{MARK}'", "(exit $__s)", f"{command} 2>&1", "__s=$?"]
-        done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=300, check=False)
+        done = subprocess.run(
+            ["bash", "-c", "\n".join(script)],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         outputs = done.stdout.split(MARK + "\n")[1:]
         assert len(outputs) == len(block), done.stdout + done.stderr
         for (command, expected), output in zip(block, outputs, strict=True):

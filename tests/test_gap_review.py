@@ -17,16 +17,27 @@ SEEDS = {p.name[:3]: p for p in (FIXTURES / "seeds").glob("*.txt")}
 
 
 def context_for(seed: str) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load((REPO / "examples" / "gap-review" /
-                                           f"ctx-{seed}.yaml").read_text())
+    data: dict[str, Any] = yaml.safe_load(
+        (REPO / "examples" / "gap-review" / f"ctx-{seed}.yaml").read_text()
+    )
     return data
 
 
 @pytest.mark.parametrize("seed", ["000", "001", "003"])
 def test_real_engineer_outputs_pass(seed: str) -> None:
     ctx = REPO / "examples" / "gap-review" / f"ctx-{seed}.yaml"
-    result = run_cli("eval", "--pack", "gap-review", "--block", "engineer", "--context",
-                     str(ctx), "--format", "json", str(SEEDS[seed]))
+    result = run_cli(
+        "eval",
+        "--pack",
+        "gap-review",
+        "--block",
+        "engineer",
+        "--context",
+        str(ctx),
+        "--format",
+        "json",
+        str(SEEDS[seed]),
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["verdict"]["status"] == "pass"
@@ -53,22 +64,38 @@ Some.
 """
 
 
-@pytest.mark.parametrize(("text", "failure", "message"), [
-    (None, "FILE_MISSING", "Expected file not found: round_003/engineer.md"),
-    ("  \n\t\n", "EMPTY_OUTPUT", "File exists but is empty"),
-    ("# Proposal\n**Confidence:** LOW\n", "WRONG_FORMAT",
-     "Missing required header: '## Gap Resolution:'"),
-    ("## Gap Resolution: GAP-FLOW-001\n", "WRONG_FORMAT",
-     "Missing required: '**Confidence:**' statement"),
-    ("## Gap Resolution: the flow\n**Confidence:** LOW\n", "NO_GAPS_ADDRESSED",
-     "No gap IDs found in output. Expected references like GAP-FLOW-001."),
-    (GOOD.format(body="See GAP-FLOW-777 and GAP-ZZ-001.") , "INCONSISTENT_REFS",
-     "Invalid gap references: ['GAP-FLOW-777', 'GAP-ZZ-001']. These do not exist in "
-     "status.md."),
-])
+@pytest.mark.parametrize(
+    ("text", "failure", "message"),
+    [
+        (None, "FILE_MISSING", "Expected file not found: round_003/engineer.md"),
+        ("  \n\t\n", "EMPTY_OUTPUT", "File exists but is empty"),
+        (
+            "# Proposal\n**Confidence:** LOW\n",
+            "WRONG_FORMAT",
+            "Missing required header: '## Gap Resolution:'",
+        ),
+        (
+            "## Gap Resolution: GAP-FLOW-001\n",
+            "WRONG_FORMAT",
+            "Missing required: '**Confidence:**' statement",
+        ),
+        (
+            "## Gap Resolution: the flow\n**Confidence:** LOW\n",
+            "NO_GAPS_ADDRESSED",
+            "No gap IDs found in output. Expected references like GAP-FLOW-001.",
+        ),
+        (
+            GOOD.format(body="See GAP-FLOW-777 and GAP-ZZ-001."),
+            "INCONSISTENT_REFS",
+            "Invalid gap references: ['GAP-FLOW-777', 'GAP-ZZ-001']. These do not exist in "
+            "status.md.",
+        ),
+    ],
+)
 def test_a_failing_case_per_failure_type(text: str | None, failure: str, message: str) -> None:
-    verdict = PACK.evaluate("engineer", text, context={"known_gaps": ["GAP-FLOW-001"]},
-                            path="round_003/engineer.md")
+    verdict = PACK.evaluate(
+        "engineer", text, context={"known_gaps": ["GAP-FLOW-001"]}, path="round_003/engineer.md"
+    )
     assert (verdict.status, verdict.failure_type, verdict.error) == ("fail", failure, message)
 
 
@@ -82,20 +109,26 @@ def test_warnings_never_fail() -> None:
     thin = GOOD.format(body="Short.").replace("### Trade-offs\nSome.\n", "")
     verdict = PACK.evaluate("engineer", thin, context={"known_gaps": ["GAP-FLOW-001"]})
     assert verdict.status == "warn"
-    assert verdict.warnings == ["Gap GAP-FLOW-001 section is thin (50 chars)",
-                                "Missing ### Trade-offs section (recommended)"]
+    assert verdict.warnings == [
+        "Gap GAP-FLOW-001 section is thin (50 chars)",
+        "Missing ### Trade-offs section (recommended)",
+    ]
     full = GOOD.format(body="x" * 200)
-    assert PACK.evaluate("engineer", full, context={"known_gaps": ["GAP-FLOW-001"]}).status \
-        == "pass"
+    assert (
+        PACK.evaluate("engineer", full, context={"known_gaps": ["GAP-FLOW-001"]}).status == "pass"
+    )
 
 
-@pytest.mark.parametrize(("text", "failure"), [
-    ("## Review: GAP-FLOW-001\nNO_ISSUES_FOUND\n", None),
-    ("## Review: GAP-FLOW-001\n### High Priority\n- fix it\n", None),
-    ("## Review: GAP-FLOW-001\nLooks fine.\n", "WRONG_FORMAT"),
-    ("Looks fine. NO_ISSUES_FOUND\n", "WRONG_FORMAT"),
-    ("## Review: GAP-FLOW-002\nNo Issues Found\n", "INCONSISTENT_REFS"),
-])
+@pytest.mark.parametrize(
+    ("text", "failure"),
+    [
+        ("## Review: GAP-FLOW-001\nNO_ISSUES_FOUND\n", None),
+        ("## Review: GAP-FLOW-001\n### High Priority\n- fix it\n", None),
+        ("## Review: GAP-FLOW-001\nLooks fine.\n", "WRONG_FORMAT"),
+        ("Looks fine. NO_ISSUES_FOUND\n", "WRONG_FORMAT"),
+        ("## Review: GAP-FLOW-002\nNo Issues Found\n", "INCONSISTENT_REFS"),
+    ],
+)
 def test_reviewer(text: str, failure: str | None) -> None:
     verdict = PACK.evaluate("reviewer", text, context={"known_gaps": ["GAP-FLOW-001"]})
     assert verdict.failure_type == failure
@@ -106,8 +139,18 @@ def test_retries_twice_then_escalates(tmp_path: Path) -> None:
     bad.write_text("# nothing useful\n")
     actions = []
     for attempt in (1, 2, 3):
-        result = run_cli("eval", "--pack", "gap-review", "--block", "engineer", "--attempt",
-                         str(attempt), "--var", "known_gaps=GAP-FLOW-001", str(bad))
+        result = run_cli(
+            "eval",
+            "--pack",
+            "gap-review",
+            "--block",
+            "engineer",
+            "--attempt",
+            str(attempt),
+            "--var",
+            "known_gaps=GAP-FLOW-001",
+            str(bad),
+        )
         actions.append((result.exit_code, result.stdout.split("action")[1].split()[0]))
     assert actions == [(3, "RETRY"), (3, "RETRY"), (1, "ESCALATE")]
 
@@ -117,8 +160,9 @@ def test_context_is_declared_and_typed() -> None:
         PACK.evaluate("engineer", "x", context={"known_gap": []})
     with pytest.raises(engine.EngineError, match="'round' must be an int"):
         PACK.evaluate("engineer", "x", context={"round": "3"})
-    result = run_cli("eval", "--pack", "gap-review", "--block", "engineer", "--var",
-                     "round=three", input="x")
+    result = run_cli(
+        "eval", "--pack", "gap-review", "--block", "engineer", "--var", "round=three", input="x"
+    )
     assert result.exit_code == 2
     assert result.stderr == "error: context key 'round' must be an int, got 'three'\n"
 

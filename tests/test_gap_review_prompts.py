@@ -38,14 +38,16 @@ def session(tmp_path: Path, rounds: dict[int, str], role: str = "engineer") -> P
 
 
 def proposal(gaps: list[str], extra: str = "", size: int = 0) -> str:
-    parts = [f"## Gap Resolution: {g}\n\n**Confidence:** HIGH\n\n### Proposed Solution\n"
-             f"Solve {g}.{extra}\n" for g in gaps]
+    parts = [
+        f"## Gap Resolution: {g}\n\n**Confidence:** HIGH\n\n### Proposed Solution\n"
+        f"Solve {g}.{extra}\n"
+        for g in gaps
+    ]
     text = "\n".join(parts)
     return text + "x" * max(size - len(text), 0)
 
 
-def prompt_for(failure: str, context: dict[str, Any], pack: Any = PACK,
-               attempt: int = 1) -> str:
+def prompt_for(failure: str, context: dict[str, Any], pack: Any = PACK, attempt: int = 1) -> str:
     text = FAILING[failure]
     verdict = pack.evaluate("engineer", text, context=context, path="round_004/engineer.md")
     assert verdict.failure_type == failure
@@ -54,40 +56,62 @@ def prompt_for(failure: str, context: dict[str, Any], pack: Any = PACK,
     return rendered
 
 
-BASE_CONTEXT: dict[str, Any] = {"known_gaps": GAPS, "round": 4,
-                                "original_prompt": "You are the Engineer. Write round 4.",
-                                "expected_path": "round_004/engineer.md"}
+BASE_CONTEXT: dict[str, Any] = {
+    "known_gaps": GAPS,
+    "round": 4,
+    "original_prompt": "You are the Engineer. Write round 4.",
+    "expected_path": "round_004/engineer.md",
+}
 
 
 @pytest.mark.parametrize("failure", list(FAILING))
-def test_retry_prompt_per_failure_type(failure: str, snapshot: SnapshotAssertion,
-                                       tmp_path: Path) -> None:
-    context = {**BASE_CONTEXT, "session_dir": str(session(tmp_path, {
-        2: proposal(["GAP-FLOW-001"], " Details." * 80),
-        3: proposal(["GAP-FLOW-002"], " More." * 80)}))}
+def test_retry_prompt_per_failure_type(
+    failure: str, snapshot: SnapshotAssertion, tmp_path: Path
+) -> None:
+    context = {
+        **BASE_CONTEXT,
+        "session_dir": str(
+            session(
+                tmp_path,
+                {
+                    2: proposal(["GAP-FLOW-001"], " Details." * 80),
+                    3: proposal(["GAP-FLOW-002"], " More." * 80),
+                },
+            )
+        ),
+    }
     assert prompt_for(failure, context) == snapshot
 
 
 # ------------------------------------------------------------------ seed 000 §5, row by row
 
 
-def choose(failure: str, context: dict[str, Any], examples: Any = EXAMPLES,
-           root: Path = PACK.root, accepted: Any = None) -> Any:
+def choose(
+    failure: str,
+    context: dict[str, Any],
+    examples: Any = EXAMPLES,
+    root: Path = PACK.root,
+    accepted: Any = None,
+) -> Any:
     rounds = earlier_rounds(PACK.model.session, context, accepted)
     return select_example(examples, root, "engineer", failure, context, IDS, rounds)
 
 
-@pytest.mark.parametrize(("failure", "with_session", "tier", "source"), [
-    ("FILE_MISSING", True, "none", "No example attached - file creation issue"),
-    ("EMPTY_OUTPUT", True, "canonical", "Canonical example from workflow spec"),
-    ("WRONG_FORMAT", True, "canonical", "Canonical example - note required headers"),
-    ("NO_GAPS_ADDRESSED", True, "session", "Example showing gap references in context"),
-    ("NO_GAPS_ADDRESSED", False, "canonical", "Canonical example + gap list for reference"),
-    ("INCONSISTENT_REFS", True, "session", "Valid gap list + successful example"),
-    ("INCONSISTENT_REFS", False, "template", "Valid gap list + template"),
-])
-def test_selection_table(tmp_path: Path, failure: str, with_session: bool, tier: str,
-                         source: str) -> None:
+@pytest.mark.parametrize(
+    ("failure", "with_session", "tier", "source"),
+    [
+        ("FILE_MISSING", True, "none", "No example attached - file creation issue"),
+        ("EMPTY_OUTPUT", True, "canonical", "Canonical example from workflow spec"),
+        ("WRONG_FORMAT", True, "canonical", "Canonical example - note required headers"),
+        ("NO_GAPS_ADDRESSED", True, "session", "Example showing gap references in context"),
+        ("NO_GAPS_ADDRESSED", False, "canonical", "Canonical example + gap list for reference"),
+        ("INCONSISTENT_REFS", True, "session", "Valid gap list + successful example"),
+        ("INCONSISTENT_REFS", False, "template", "Valid gap list + template"),
+    ],
+)
+def test_selection_table(
+    tmp_path: Path, failure: str, with_session: bool, tier: str, source: str
+) -> None:
     rounds = {2: proposal(["GAP-FLOW-001"])} if with_session else {}
     context = {**BASE_CONTEXT, "session_dir": str(session(tmp_path, rounds))}
     chosen = choose(failure, context)
@@ -98,9 +122,10 @@ def test_selection_table(tmp_path: Path, failure: str, with_session: bool, tier:
     if source.startswith("Valid gap list"):
         assert shown.startswith("Valid gap IDs for this session:\n")
     if tier == "session":
-        assert ("---\nExample from this session (Round 2):\nThis output successfully "
-                "addressed GAP-FLOW-001 and was approved by Reviewer.\n---\n## Gap Resolution"
-                ) in shown
+        assert (
+            "---\nExample from this session (Round 2):\nThis output successfully "
+            "addressed GAP-FLOW-001 and was approved by Reviewer.\n---\n## Gap Resolution"
+        ) in shown
 
 
 def test_template_tier_is_the_fallback(tmp_path: Path) -> None:
@@ -109,16 +134,20 @@ def test_template_tier_is_the_fallback(tmp_path: Path) -> None:
     (copy / "examples" / "engineer.md").write_text("")  # no canonical example
     pack = engine.load_pack(copy)
     chosen = choose("WRONG_FORMAT", BASE_CONTEXT, pack.model.examples, pack.root)
-    assert (chosen.tier, chosen.source) == ("template",
-                                            "Structural template - follow this format exactly")
+    assert (chosen.tier, chosen.source) == (
+        "template",
+        "Structural template - follow this format exactly",
+    )
     assert chosen.text.startswith("## Gap Resolution: [GAP-ID]")
 
 
 def test_canonical_example_from_a_spec_document(tmp_path: Path) -> None:
     spec = tmp_path / "source.md"
-    spec.write_text("# Spec\n## 7. Examples\n#### Engineer example\nThe engineer writes:\n"
-                    "```markdown\n## Gap Resolution: GAP-AB-001\n**Confidence:** HIGH\n```\n"
-                    "#### Reviewer example\n```markdown\n## Review: x\n```\n# Appendix\n")
+    spec.write_text(
+        "# Spec\n## 7. Examples\n#### Engineer example\nThe engineer writes:\n"
+        "```markdown\n## Gap Resolution: GAP-AB-001\n**Confidence:** HIGH\n```\n"
+        "#### Reviewer example\n```markdown\n## Review: x\n```\n# Appendix\n"
+    )
     chosen = choose("EMPTY_OUTPUT", {**BASE_CONTEXT, "spec_path": str(spec)})
     assert chosen.tier == "canonical"
     assert chosen.text == "## Gap Resolution: GAP-AB-001\n**Confidence:** HIGH\n"
@@ -131,8 +160,14 @@ def test_canonical_example_from_a_spec_document(tmp_path: Path) -> None:
 
 
 def test_rolled_back_and_unvalidated_rounds_are_skipped(tmp_path: Path) -> None:
-    root = session(tmp_path, {1: proposal(["GAP-FLOW-001"]), 2: proposal(["GAP-FLOW-001"]),
-                              3: proposal(["GAP-FLOW-002"])})
+    root = session(
+        tmp_path,
+        {
+            1: proposal(["GAP-FLOW-001"]),
+            2: proposal(["GAP-FLOW-001"]),
+            3: proposal(["GAP-FLOW-002"]),
+        },
+    )
     (root / "round_003" / "ROLLED_BACK").write_text("")
     context = {**BASE_CONTEXT, "session_dir": str(root)}
     assert choose("NO_GAPS_ADDRESSED", context).round == 2
@@ -141,10 +176,9 @@ def test_rolled_back_and_unvalidated_rounds_are_skipped(tmp_path: Path) -> None:
 
 
 def test_higher_score_wins_and_recency_breaks_ties(tmp_path: Path) -> None:
-    rich = proposal(GAPS)                  # two gap refs: 4 points for NO_GAPS_ADDRESSED
-    poor = proposal(["GAP-FLOW-001"])      # one gap ref: 2 points
-    context = {**BASE_CONTEXT, "session_dir": str(session(tmp_path, {1: rich, 2: poor,
-                                                                     3: poor}))}
+    rich = proposal(GAPS)  # two gap refs: 4 points for NO_GAPS_ADDRESSED
+    poor = proposal(["GAP-FLOW-001"])  # one gap ref: 2 points
+    context = {**BASE_CONTEXT, "session_dir": str(session(tmp_path, {1: rich, 2: poor, 3: poor}))}
     assert choose("NO_GAPS_ADDRESSED", context).round == 1
     tied = {**BASE_CONTEXT, "session_dir": str(session(tmp_path / "b", {1: poor, 2: poor}))}
     assert choose("NO_GAPS_ADDRESSED", tied).round == 2
@@ -158,10 +192,12 @@ def test_higher_score_wins_and_recency_breaks_ties(tmp_path: Path) -> None:
 def test_fifty_thousand_char_session_example_is_cut_structurally(
     tmp_path: Path, snapshot: SnapshotAssertion
 ) -> None:
-    big = ("## Gap Resolution: GAP-FLOW-001\n\n**Confidence:** HIGH\n\n"
-           "### Examples\n" + "e" * 20_000 + "\n\n"
-           "### Proposed Solution\nFirst paragraph of the solution.\n\n" + "p" * 3_000 + "\n\n"
-           "### Trade-offs\n" + "t" * 20_000 + "\n\n### New Gaps Introduced\nNone\n")
+    big = (
+        "## Gap Resolution: GAP-FLOW-001\n\n**Confidence:** HIGH\n\n"
+        "### Examples\n" + "e" * 20_000 + "\n\n"
+        "### Proposed Solution\nFirst paragraph of the solution.\n\n" + "p" * 3_000 + "\n\n"
+        "### Trade-offs\n" + "t" * 20_000 + "\n\n### New Gaps Introduced\nNone\n"
+    )
     big += "\n\n### Appendix\n" + "z" * (50_000 - len(big))
     assert len(big) >= 50_000
     context = {**BASE_CONTEXT, "session_dir": str(session(tmp_path, {3: big}))}
@@ -170,8 +206,9 @@ def test_fifty_thousand_char_session_example_is_cut_structurally(
     example = example.split("\n\n═", 1)[0].split("\n", 2)[2]
     assert len(example) <= 8000
     assert example.startswith("---\nExample from this session (Round 3):\n")
-    order = [example.find(h) for h in ("## Gap Resolution", "### Proposed Solution",
-                                        "### Trade-offs")]
+    order = [
+        example.find(h) for h in ("## Gap Resolution", "### Proposed Solution", "### Trade-offs")
+    ]
     assert -1 not in order and order == sorted(order)
     assert "p" * 3_000 in example  # Proposed Solution fits whole
     assert "### Examples" not in example  # lower priority than the section that overflowed
@@ -181,13 +218,15 @@ def test_fifty_thousand_char_session_example_is_cut_structurally(
 
 @pytest.mark.parametrize("size", [10, 7_999, 8_000, 8_001, 30_000, 200_000])
 def test_examples_never_exceed_their_budget(size: int) -> None:
-    text = ("## Gap Resolution: GAP-FLOW-001\n" + "a" * size)
-    cut, truncated = truncate_example(text, 8000, EXAMPLES.priority_sections,
-                                      EXAMPLES.truncation_notice)
+    text = "## Gap Resolution: GAP-FLOW-001\n" + "a" * size
+    cut, truncated = truncate_example(
+        text, 8000, EXAMPLES.priority_sections, EXAMPLES.truncation_notice
+    )
     assert len(cut) <= 8000
     assert truncated == (len(text) > 8000)
-    unstructured, _ = truncate_example("z" * size, 8000, EXAMPLES.priority_sections,
-                                       EXAMPLES.truncation_notice)
+    unstructured, _ = truncate_example(
+        "z" * size, 8000, EXAMPLES.priority_sections, EXAMPLES.truncation_notice
+    )
     assert len(unstructured) <= 8000
     if size > 8000:
         assert unstructured.endswith("[Example truncated for length]")
@@ -211,9 +250,12 @@ def edit(pack: Path, old: str, new: str) -> None:
 
 def test_selection_order_in_a_copy(tmp_path: Path) -> None:
     copy = copy_pack(tmp_path)
-    edit(copy, "    WRONG_FORMAT:\n      - {tier: canonical, source: Canonical example - note "
-               "required headers}\n",
-         "    WRONG_FORMAT:\n")
+    edit(
+        copy,
+        "    WRONG_FORMAT:\n      - {tier: canonical, source: Canonical example - note "
+        "required headers}\n",
+        "    WRONG_FORMAT:\n",
+    )
     pack = engine.load_pack(copy)
     assert choose("WRONG_FORMAT", BASE_CONTEXT).tier == "canonical"
     assert choose("WRONG_FORMAT", BASE_CONTEXT, pack.model.examples, pack.root).tier == "template"
@@ -230,8 +272,10 @@ def test_scoring_weight_in_a_copy(tmp_path: Path) -> None:
 
 
 def test_budget_in_a_copy(tmp_path: Path) -> None:
-    context = {**BASE_CONTEXT, "session_dir": str(session(tmp_path, {
-        3: proposal(["GAP-FLOW-001"], " Words." * 300)}))}
+    context = {
+        **BASE_CONTEXT,
+        "session_dir": str(session(tmp_path, {3: proposal(["GAP-FLOW-001"], " Words." * 300)})),
+    }
     full = prompt_for("NO_GAPS_ADDRESSED", context)
     copy = copy_pack(tmp_path)
     edit(copy, "retry_tokens: 2000", "retry_tokens: 100")
@@ -255,8 +299,18 @@ def test_render_cli_with_context_file(tmp_path: Path) -> None:
     bad.write_text("# no headers\n")
     ctx = tmp_path / "ctx.yaml"
     ctx.write_text("known_gaps: [GAP-FLOW-001]\nround: 2\noriginal_prompt: Do the work.\n")
-    result = run_cli("render", "--pack", "gap-review", "--block", "engineer", "--context",
-                     str(ctx), "--attempt", "2", str(bad))
+    result = run_cli(
+        "render",
+        "--pack",
+        "gap-review",
+        "--block",
+        "engineer",
+        "--context",
+        str(ctx),
+        "--attempt",
+        "2",
+        str(bad),
+    )
     assert result.exit_code == 0, result.output
     assert "RETRY ATTEMPT 2 of 2" in result.stdout
     assert result.stdout.endswith("\n\nDo the work.")
@@ -281,8 +335,11 @@ def test_rounds_the_ledger_did_not_accept_are_skipped(tmp_path: Path) -> None:
     with Session(PACK, root) as ledger_session:
         for n in (2, 3):
             text = (root / f"round_{n:03d}" / "engineer.md").read_text()
-            ledger_session.evaluate("engineer", text if n == 2 else "# rejected\n",
-                                    context={"known_gaps": GAPS, "round": n})
+            ledger_session.evaluate(
+                "engineer",
+                text if n == 2 else "# rejected\n",
+                context={"known_gaps": GAPS, "round": n},
+            )
     accepted = ledger_accepted_rounds(PACK, "engineer", context)
     assert choose("NO_GAPS_ADDRESSED", context, accepted=accepted).round == 2
     # the plain Pack API reads no ledger; a session passes the rounds it accepted
@@ -294,6 +351,7 @@ def retry_prompt(context: dict[str, Any], accepted: Any) -> str:
     text = FAILING["NO_GAPS_ADDRESSED"] or ""
     verdict = PACK.evaluate("engineer", text, context=context)
     decision = PACK.decide(verdict, output=text, context=context)
-    rendered: str = PACK.render(verdict, decision, output=text, context=context,
-                                accepted_rounds=accepted)
+    rendered: str = PACK.render(
+        verdict, decision, output=text, context=context, accepted_rounds=accepted
+    )
     return rendered

@@ -69,8 +69,9 @@ def gate(*args: str, pack: Path = PACK, env: dict[str, str] | None = None) -> An
 def gate_json(*args: str, pack: Path = PACK) -> tuple[int, dict[str, Any]]:
     result = gate("--format", "json", "--now", NOW, *args, pack=pack)
     payload = json.loads(result.output)
-    result_schema = json.loads((REPO / "contracts" / "gate-result.schema.json")
-                               .read_text(encoding="utf-8"))
+    result_schema = json.loads(
+        (REPO / "contracts" / "gate-result.schema.json").read_text(encoding="utf-8")
+    )
     jsonschema.validate(payload, result_schema)
     return result.exit_code, payload
 
@@ -82,8 +83,19 @@ def test_the_pack_checks_clean() -> None:
 
 def test_the_seed_example_output_byte_for_byte(tmp_path: Path) -> None:
     todo = write(tmp_path / "todo.json", [todo_without_criteria()])
-    done = run_script(script("rules"), "gate", "--pack", str(PACK), "--stage", "IMPLEMENT",
-                      "--retry", "1", "--now", NOW, todo)
+    done = run_script(
+        script("rules"),
+        "gate",
+        "--pack",
+        str(PACK),
+        "--stage",
+        "IMPLEMENT",
+        "--retry",
+        "1",
+        "--now",
+        NOW,
+        todo,
+    )
     assert done.returncode == 3, done.stderr
     assert done.stdout == EXAMPLE_OUTPUT.read_bytes()
     assert done.stderr == b""
@@ -101,12 +113,13 @@ def test_a_passing_set_proceeds(step: str, tmp_path: Path) -> None:
     assert (payload["reprompt"], payload["artifact"]) == (None, None)
 
 
-@pytest.mark.parametrize(("step", "missing"),
-                         [(step, name) for step, names in sorted(STEPS.items())
-                          for name in names])
+@pytest.mark.parametrize(
+    ("step", "missing"), [(step, name) for step, names in sorted(STEPS.items()) for name in names]
+)
 def test_each_missing_output_is_named(step: str, missing: str, tmp_path: Path) -> None:
-    outputs = write(tmp_path / "out.json",
-                    [example(name) for name in STEPS[step] if name != missing])
+    outputs = write(
+        tmp_path / "out.json", [example(name) for name in STEPS[step] if name != missing]
+    )
     code, payload = gate_json("--stage", step, outputs)
     assert code == 3
     assert payload["errors"] == [f"Missing required schema: {missing}"]
@@ -124,8 +137,10 @@ def test_retry_3_escalates_with_a_handoff_that_validates(step: str, tmp_path: Pa
     assert handoff["context"]["current_stage"] == step
     assert handoff["context"]["blockers"] == payload["errors"]
     assert handoff["deadline"] == "2026-01-04T07:00:00Z"
-    assert json.dumps(payload["artifact"], indent=2, ensure_ascii=False).replace(
-        "\n", "\n  ") in payload["reprompt"]
+    assert (
+        json.dumps(payload["artifact"], indent=2, ensure_ascii=False).replace("\n", "\n  ")
+        in payload["reprompt"]
+    )
 
 
 @pytest.mark.parametrize("step", sorted(STEPS))
@@ -152,8 +167,10 @@ def eleven_errors_for(step: str) -> list[Any]:
 def test_the_seed_order_when_both_rules_apply(tmp_path: Path) -> None:
     outputs = write(tmp_path / "out.json", eleven_errors_for("IMPLEMENT"))
     cases = {"3": "ESCALATE", "4": "ESCALATE", "2": "STOP", "0": "STOP"}
-    got = {retry: gate_json("--stage", "IMPLEMENT", "--retry", retry, outputs)[1]["action"]
-           for retry in cases}
+    got = {
+        retry: gate_json("--stage", "IMPLEMENT", "--retry", retry, outputs)[1]["action"]
+        for retry in cases
+    }
     assert got == cases
     few = write(tmp_path / "few.json", [todo_without_criteria()])
     assert gate_json("--stage", "IMPLEMENT", "--retry", "2", few)[1]["action"] == "REVISE"
@@ -198,8 +215,10 @@ def test_a_changed_gate_table(tmp_path: Path) -> None:
 def test_a_changed_max_retry(tmp_path: Path) -> None:
     copy = pack_copy(tmp_path, lambda data, _: data["gates"].update(max_retry=1))
     todo = write(tmp_path / "todo.json", [todo_without_criteria()])
-    assert gate_json("--stage", "IMPLEMENT", "--retry", "1", todo,
-                     pack=copy)[1]["action"] == "ESCALATE"
+    assert (
+        gate_json("--stage", "IMPLEMENT", "--retry", "1", todo, pack=copy)[1]["action"]
+        == "ESCALATE"
+    )
     assert gate_json("--stage", "IMPLEMENT", "--retry", "1", todo)[1]["action"] == "REVISE"
 
 
@@ -215,29 +234,34 @@ def test_a_changed_error_threshold(tmp_path: Path) -> None:
 
 def test_a_changed_detection_rule(tmp_path: Path) -> None:
     def change(data: dict[str, Any], _: Path) -> None:
-        data["gates"]["detect"] = [{"key": "type", "equals": "todo", "schema": "todo"},
-                                   {"when": "output.claim is defined", "schema": "evidence"}]
+        data["gates"]["detect"] = [
+            {"key": "type", "equals": "todo", "schema": "todo"},
+            {"when": "output.claim is defined", "schema": "evidence"},
+        ]
 
     copy = pack_copy(tmp_path, change)
     plain = write(tmp_path / "plain.json", [example("todo"), example("evidence")])
-    tagged = write(tmp_path / "tagged.json",
-                   [{**example("todo"), "type": "todo"}, example("evidence")])
+    tagged = write(
+        tmp_path / "tagged.json", [{**example("todo"), "type": "todo"}, example("evidence")]
+    )
     assert gate_json("--stage", "IMPLEMENT", plain, pack=copy)[1]["checked"] == ["evidence"]
-    assert gate_json("--stage", "IMPLEMENT", tagged,
-                     pack=copy)[1]["checked"] == ["todo", "evidence"]
+    assert gate_json("--stage", "IMPLEMENT", tagged, pack=copy)[1]["checked"] == [
+        "todo",
+        "evidence",
+    ]
 
 
 def test_a_changed_template(tmp_path: Path) -> None:
     def change(data: dict[str, Any], copy: Path) -> None:
         path = copy / "templates" / "reprompt.txt.j2"
-        path.write_text("{{ gate }} {{ action }}: {{ errors | join('; ') }}\n",
-                        encoding="utf-8")
+        path.write_text("{{ gate }} {{ action }}: {{ errors | join('; ') }}\n", encoding="utf-8")
 
     copy = pack_copy(tmp_path, change)
     todo = write(tmp_path / "todo.json", [todo_without_criteria()])
     assert gate("--stage", "IMPLEMENT", todo, pack=copy).output == (
         "IMPLEMENT REVISE: [todo] Missing: metadata.success_criteria; "
-        "Missing required schema: evidence\n")
+        "Missing required schema: evidence\n"
+    )
 
 
 # ---------------------------------------------------------------- inputs, clock, context
@@ -245,14 +269,15 @@ def test_a_changed_template(tmp_path: Path) -> None:
 
 def test_list_jsonl_and_several_files(tmp_path: Path) -> None:
     jsonl = tmp_path / "out.jsonl"
-    jsonl.write_text(json.dumps(example("todo")) + "\n\n" + json.dumps(example("evidence"))
-                     + "\n", encoding="utf-8")
+    jsonl.write_text(
+        json.dumps(example("todo")) + "\n\n" + json.dumps(example("evidence")) + "\n",
+        encoding="utf-8",
+    )
     assert gate_json("--stage", "IMPLEMENT", str(jsonl))[1]["checked"] == ["todo", "evidence"]
     one = tmp_path / "one.json"
     one.write_bytes(b"\xef\xbb\xbf" + json.dumps(example("evidence")).encode())
     todo = write(tmp_path / "todo.json", [example("todo")])
-    assert gate_json("--stage", "IMPLEMENT", str(one), todo)[1]["checked"] == [
-        "evidence", "todo"]
+    assert gate_json("--stage", "IMPLEMENT", str(one), todo)[1]["checked"] == ["evidence", "todo"]
 
 
 def test_invalid_json_is_an_error_of_the_gate(tmp_path: Path) -> None:
@@ -280,11 +305,20 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 def test_source_date_epoch_fixes_the_clock(tmp_path: Path) -> None:
     epoch = int(datetime(2026, 1, 4, 6, 30, tzinfo=timezone.utc).timestamp())
     todo = write(tmp_path / "todo.json", [todo_without_criteria()])
-    result = gate("--stage", "IMPLEMENT", "--retry", "1", todo,
-                  env={"SOURCE_DATE_EPOCH": str(epoch)})
+    result = gate(
+        "--stage", "IMPLEMENT", "--retry", "1", todo, env={"SOURCE_DATE_EPOCH": str(epoch)}
+    )
     assert result.output == EXAMPLE_OUTPUT.read_text(encoding="utf-8")
-    later = gate("--stage", "IMPLEMENT", "--retry", "1", "--now", "2026-01-04T08:30:00+01:00",
-                 todo, env={"SOURCE_DATE_EPOCH": "0"})
+    later = gate(
+        "--stage",
+        "IMPLEMENT",
+        "--retry",
+        "1",
+        "--now",
+        "2026-01-04T08:30:00+01:00",
+        todo,
+        env={"SOURCE_DATE_EPOCH": "0"},
+    )
     assert "TIMESTAMP:    2026-01-04T07:30:00Z\n" in later.output
 
 
@@ -293,8 +327,11 @@ def test_context_from_declared_environment_only(tmp_path: Path) -> None:
     args = ("--stage", "IMPLEMENT", "--retry", "3", "--now", NOW, "--format", "json", todo)
     env = {"AGENT_ID": "Haiku", "USER_OBJECTIVE": "ship it", "escalate_to": "Nobody"}
     handoff = json.loads(gate(*args, env=env).output)["artifact"]["handoff"]
-    assert (handoff["from_agent"], handoff["context"]["user_objective"],
-            handoff["to_agent"]) == ("Haiku", "ship it", "Opus")
+    assert (handoff["from_agent"], handoff["context"]["user_objective"], handoff["to_agent"]) == (
+        "Haiku",
+        "ship it",
+        "Opus",
+    )
     given = json.loads(gate(*args, "--var", "agent_id=Given", env=env).output)
     assert given["artifact"]["handoff"]["from_agent"] == "Given"
     declared = {"a": ContextKey(env="A", default="d"), "b": ContextKey(default="e")}
@@ -304,8 +341,9 @@ def test_context_from_declared_environment_only(tmp_path: Path) -> None:
 
 def test_an_artifact_that_does_not_validate_is_an_error(tmp_path: Path) -> None:
     def change(data: dict[str, Any], copy: Path) -> None:
-        (copy / "templates" / "recovery.json.j2").write_text('{"recovery": {"id": "R-x"}}\n',
-                                                             encoding="utf-8")
+        (copy / "templates" / "recovery.json.j2").write_text(
+            '{"recovery": {"id": "R-x"}}\n', encoding="utf-8"
+        )
 
     copy = pack_copy(tmp_path, change)
     many = write(tmp_path / "many.json", eleven_errors_for("IMPLEMENT"))
@@ -324,15 +362,31 @@ def test_failures_go_to_the_log_and_the_ledger(tmp_path: Path) -> None:
     good = write(tmp_path / "good.json", [example("todo"), example("evidence")])
     for args in (("--retry", "1", todo), (good,), ("--retry", "3", todo)):
         gate("--stage", "IMPLEMENT", "--session", str(session), "--now", NOW, *args)
-    lines = (session / ".workflow" / "logs" / "gate_failures.jsonl").read_text(
-        encoding="utf-8").splitlines()
+    lines = (
+        (session / ".workflow" / "logs" / "gate_failures.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()
+    )
     records = [json.loads(line) for line in lines]
     assert [(r["gate_result"]["action"], r["gate_result"]["retry"]) for r in records] == [
-        ("REVISE", 1), ("ESCALATE", 3)]
-    assert records[0] == {"timestamp": NOW, "reprompt_generated": True, "gate_result": {
-        "stage": "IMPLEMENT", "valid": False, "checked": ["todo"],
-        "errors": ["[todo] Missing: metadata.success_criteria",
-                   "Missing required schema: evidence"], "action": "REVISE", "retry": 1}}
+        ("REVISE", 1),
+        ("ESCALATE", 3),
+    ]
+    assert records[0] == {
+        "timestamp": NOW,
+        "reprompt_generated": True,
+        "gate_result": {
+            "stage": "IMPLEMENT",
+            "valid": False,
+            "checked": ["todo"],
+            "errors": [
+                "[todo] Missing: metadata.success_criteria",
+                "Missing required schema: evidence",
+            ],
+            "action": "REVISE",
+            "retry": 1,
+        },
+    }
     view = run_cli("log", "--session", str(session), "--format", "jsonl", "--view", "failures")
     assert view.exit_code == 0, view.output
     assert [json.loads(line) for line in view.output.splitlines()] == records
@@ -352,12 +406,15 @@ APPENDER = textwrap.dedent("""
 def test_concurrent_log_appends_lose_nothing(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "gate_failures.jsonl"
     writers, each = 6, 150
-    processes = [subprocess.Popen([sys.executable, "-c", APPENDER, str(log), str(w),
-                                   str(each)]) for w in range(writers)]
+    processes = [
+        subprocess.Popen([sys.executable, "-c", APPENDER, str(log), str(w), str(each)])
+        for w in range(writers)
+    ]
     assert [p.wait(timeout=120) for p in processes] == [0] * writers
     records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert sorted((r["writer"], r["i"]) for r in records) == sorted(
-        (str(w), i) for w in range(writers) for i in range(each))
+        (str(w), i) for w in range(writers) for i in range(each)
+    )
 
 
 def test_the_engine_api() -> None:
@@ -407,23 +464,37 @@ def test_rules_check_checks_the_gates(make_pack: Any) -> None:
     folder = make_pack(GATES_PACK, files=GATES_FILES)
     found = sorted((f.rule, f.message) for f in check_pack_file(folder / "pack.yaml").findings)
     assert found == [
-        ("invalid-schema", "schema 'broken': not a valid JSON Schema: 12 is not valid under "
-         "any of the given schemas"),
-        ("invalid-schema", "schema 'remote': $ref 'https://example.com/s.json' points outside "
-         "the schema (only local '#...' references are resolved; nothing is fetched)"),
+        (
+            "invalid-schema",
+            "schema 'broken': not a valid JSON Schema: 12 is not valid under "
+            "any of the given schemas",
+        ),
+        (
+            "invalid-schema",
+            "schema 'remote': $ref 'https://example.com/s.json' points outside "
+            "the schema (only local '#...' references are resolved; nothing is fetched)",
+        ),
         ("path-traversal", "gates.log '../outside.jsonl' must stay inside the session folder"),
-        ("template-purpose", "template 'other' has purpose 'repair'; this needs purpose "
-         "'reprompt'"),
-        ("template-purpose", "template 'reprompt' has purpose 'reprompt'; this needs purpose "
-         "'artifact'"),
+        (
+            "template-purpose",
+            "template 'other' has purpose 'repair'; this needs purpose 'reprompt'",
+        ),
+        (
+            "template-purpose",
+            "template 'reprompt' has purpose 'reprompt'; this needs purpose 'artifact'",
+        ),
         ("unknown-action", "unknown action 'REVIZE'"),
         ("unknown-schema", "unknown gate schema 'itme'"),
         ("unknown-schema", "unknown gate schema 'nothing'"),
         ("unknown-template-variable", "gates.output_file uses 'attempt'"),
-        ("unknown-template-variable", "template 'other' uses 'errors', which the engine does "
-         "not provide to repair templates"),
-        ("unknown-template-variable", "template 'other' uses 'gate', which the engine does "
-         "not provide to repair templates"),
+        (
+            "unknown-template-variable",
+            "template 'other' uses 'errors', which the engine does not provide to repair templates",
+        ),
+        (
+            "unknown-template-variable",
+            "template 'other' uses 'gate', which the engine does not provide to repair templates",
+        ),
         ("unknown-variable", "expression uses unknown variable 'outptu'"),
         ("unknown-variable", "expression uses unknown variable 'retyr'"),
     ]
@@ -431,8 +502,9 @@ def test_rules_check_checks_the_gates(make_pack: Any) -> None:
 
 def test_the_shipped_pack_by_builtin_name(tmp_path: Path) -> None:
     todo = write(tmp_path / "todo.json", [todo_without_criteria()])
-    result = run_cli("gate", "--pack", "quality-gate", "--stage", "IMPLEMENT", "--retry", "1",
-                     "--now", NOW, todo)
+    result = run_cli(
+        "gate", "--pack", "quality-gate", "--stage", "IMPLEMENT", "--retry", "1", "--now", NOW, todo
+    )
     assert (result.exit_code, result.output) == (3, EXAMPLE_OUTPUT.read_text(encoding="utf-8"))
 
 
@@ -443,7 +515,9 @@ def test_a_detection_expression_that_cannot_apply_does_not_match(tmp_path: Path)
     copy = pack_copy(tmp_path, change)
     outputs = write(tmp_path / "out.json", [example("todo"), example("evidence"), [1], "s"])
     assert gate_json("--stage", "IMPLEMENT", outputs, pack=copy)[1]["checked"] == [
-        "todo", "evidence"]
+        "todo",
+        "evidence",
+    ]
 
 
 def test_a_version_2_ledger_gains_gate_results(tmp_path: Path) -> None:
@@ -477,11 +551,14 @@ def test_huge_and_odd_inputs_get_a_result(tmp_path: Path) -> None:
 
 
 def test_gates_without_steps_are_reported(make_pack: Any) -> None:
-    folder = make_pack("""\
+    folder = make_pack(
+        """\
         rulepack: g
         gates:
           schemas:
             item: {file: item.schema.json}
-        """, files={"item.schema.json": "{}"})
+        """,
+        files={"item.schema.json": "{}"},
+    )
     found = [(f.rule, f.level) for f in check_pack_file(folder / "pack.yaml").findings]
     assert found == [("no-behaviour", "warning")]

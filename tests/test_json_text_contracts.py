@@ -30,7 +30,9 @@ def test_a_valid_document_passes_and_is_the_verdict_data() -> None:
 def test_a_missing_nested_key_reads_as_in_seed_004() -> None:
     bad = {**GOOD, "metadata": {}}
     assert verdict("task", json.dumps(bad)) == (
-        "fail", [("SCHEMA_ERROR", "Missing: metadata.success_criteria", None)])
+        "fail",
+        [("SCHEMA_ERROR", "Missing: metadata.success_criteria", None)],
+    )
 
 
 def test_every_schema_error_is_one_failure_in_pointer_order() -> None:
@@ -48,15 +50,19 @@ def test_every_schema_error_is_one_failure_in_pointer_order() -> None:
     assert again == (status, failures)
 
 
-@pytest.mark.parametrize(("text", "message", "line"), [
-    ('{"id": "T-1",\n  "status": }', "line 2 column 13: Expecting value", 2),
-    ('{"id": "T-1"} and then prose', "line 1 column 15: extra data after the JSON value", 1),
-    ("", "line 1 column 1: Expecting value", 1),
-    ("[" * 100_000, "JSON nested too deeply", None),
-    ("[" * 300 + "]" * 300, "JSON nested deeper than 200 levels", None),
-])
-def test_unreadable_json_is_a_parse_error_with_its_place(text: str, message: str,
-                                                         line: int | None) -> None:
+@pytest.mark.parametrize(
+    ("text", "message", "line"),
+    [
+        ('{"id": "T-1",\n  "status": }', "line 2 column 13: Expecting value", 2),
+        ('{"id": "T-1"} and then prose', "line 1 column 15: extra data after the JSON value", 1),
+        ("", "line 1 column 1: Expecting value", 1),
+        ("[" * 100_000, "JSON nested too deeply", None),
+        ("[" * 300 + "]" * 300, "JSON nested deeper than 200 levels", None),
+    ],
+)
+def test_unreadable_json_is_a_parse_error_with_its_place(
+    text: str, message: str, line: int | None
+) -> None:
     assert verdict("task", text) == ("fail", [("PARSE_ERROR", message, line)])
 
 
@@ -71,15 +77,19 @@ def test_an_output_over_the_size_cap_fails_without_being_read() -> None:
     huge = '{"pad": "' + "x" * (9 * 1024 * 1024) + '"}'
     status, failures = verdict("task", huge)
     assert status == "fail"
-    assert failures[0][1] == f"the output is {len(huge)} characters, over the limit of " \
-                             f"{8 * 1024 * 1024} for JSON"
+    assert (
+        failures[0][1] == f"the output is {len(huge)} characters, over the limit of "
+        f"{8 * 1024 * 1024} for JSON"
+    )
 
 
 def test_fenced_and_first_extraction_ignore_the_prose_around() -> None:
     body = json.dumps(GOOD, indent=2)
     assert PACK.evaluate("fenced_task", f"Here:\n```json\n{body}\n```\nDone.").status == "pass"
     assert verdict("fenced_task", "no fence here") == (
-        "fail", [("PARSE_ERROR", "no ```json fenced block in the output", None)])
+        "fail",
+        [("PARSE_ERROR", "no ```json fenced block in the output", None)],
+    )
     assert PACK.evaluate("first_task", f"Sure! {body} Hope it helps {{").status == "pass"
 
 
@@ -95,8 +105,9 @@ def test_many_documents_as_a_list_or_as_lines() -> None:
 def test_rules_eval_repairs_a_json_output_with_the_pack_template(tmp_path: Path) -> None:
     output = tmp_path / "out.json"
     output.write_text(json.dumps({**GOOD, "metadata": {}}), encoding="utf-8")
-    evaluated = run_cli("eval", "--pack", str(PACK_DIR), "--block", "task", "--format",
-                        "json", str(output))
+    evaluated = run_cli(
+        "eval", "--pack", str(PACK_DIR), "--block", "task", "--format", "json", str(output)
+    )
     assert evaluated.exit_code == 3
     decision = json.loads(evaluated.stdout)["decision"]
     assert (decision["action"], decision["template"]) == ("REPAIR", "json_repair")
@@ -108,36 +119,52 @@ def test_rules_eval_repairs_a_json_output_with_the_pack_template(tmp_path: Path)
 
 def test_text_bounds_and_patterns_with_pack_messages() -> None:
     assert PACK.evaluate("summary", "Summary: all good\n").status == "pass"
-    assert verdict("summary", "a\nb\nc\nd\nTODO") == ("fail", [
-        ("WRONG_FORMAT", "keep it to 3 lines, not 5", None),
-        ("WRONG_FORMAT", "start with 'Summary:'", None),
-        ("EMPTY_OUTPUT", "output must not match TODO (found 'TODO')", None),
-    ])
+    assert verdict("summary", "a\nb\nc\nd\nTODO") == (
+        "fail",
+        [
+            ("WRONG_FORMAT", "keep it to 3 lines, not 5", None),
+            ("WRONG_FORMAT", "start with 'Summary:'", None),
+            ("EMPTY_OUTPUT", "output must not match TODO (found 'TODO')", None),
+        ],
+    )
     assert verdict("summary", "Summary:")[1] == [
-        ("WRONG_FORMAT", "output has 8 characters (at least 10)", None)]
+        ("WRONG_FORMAT", "output has 8 characters (at least 10)", None)
+    ]
 
 
 def test_rules_check_refuses_a_schema_that_reaches_outside(make_pack: PackMaker) -> None:
-    folder = make_pack("""
+    folder = make_pack(
+        """
         rulepack: t
         extends: [builtin:core]
         contracts:
           doc: {kind: json, schema_file: remote.json}
           other: {kind: json, schema_file: broken.json}
           lines: {kind: text, min_lines: 5, max_lines: 2, messages: {too_long: x}}
-        """, files={"remote.json": '{"$ref": "https://example.invalid/s.json"}',
-                    "broken.json": '{"type": 12}'})
+        """,
+        files={
+            "remote.json": '{"$ref": "https://example.invalid/s.json"}',
+            "broken.json": '{"type": 12}',
+        },
+    )
     result = run_cli("check", str(folder), "--format", "json")
     assert result.exit_code == 1
-    found = sorted((f["rule"], f["message"]) for f in json.loads(result.stdout)["packs"][0]
-                   ["findings"])
+    found = sorted(
+        (f["rule"], f["message"]) for f in json.loads(result.stdout)["packs"][0]["findings"]
+    )
     assert found == [
         ("invalid-range", "min_lines (5) is over max_lines (2)"),
-        ("invalid-schema", "schema file 'broken.json': not a valid JSON Schema: 12 is not "
-                           "valid under any of the given schemas"),
-        ("invalid-schema", "schema file 'remote.json': $ref 'https://example.invalid/s.json' "
-                           "points outside the schema (only local '#...' references are "
-                           "resolved; nothing is fetched)"),
+        (
+            "invalid-schema",
+            "schema file 'broken.json': not a valid JSON Schema: 12 is not "
+            "valid under any of the given schemas",
+        ),
+        (
+            "invalid-schema",
+            "schema file 'remote.json': $ref 'https://example.invalid/s.json' "
+            "points outside the schema (only local '#...' references are "
+            "resolved; nothing is fetched)",
+        ),
         ("unknown-message", "unknown message id 'too_long'"),
     ]
 
@@ -161,13 +188,20 @@ def test_a_50_mb_json_output_gets_a_verdict_in_bounded_memory(tmp_path: Path) ->
 
     big = tmp_path / "big.json"
     big.write_text('{"id": "T-1", "pad": "' + "x" * (50 * 1024 * 1024) + '"}', encoding="utf-8")
-    probe = (f"import resource, subprocess, sys; done = subprocess.run([{sys.executable!r}, "
-             f"'-m', 'engine', 'eval', '--pack', {str(PACK_DIR)!r}, '--block', 'task', "
-             f"{str(big)!r}], capture_output=True, text=True); "
-             "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
-             "done.stdout.splitlines()[2] if done.stdout else done.stderr)")
-    measured = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True,
-                              text=True, timeout=120, check=True).stdout.split(" ", 2)
+    probe = (
+        f"import resource, subprocess, sys; done = subprocess.run([{sys.executable!r}, "
+        f"'-m', 'engine', 'eval', '--pack', {str(PACK_DIR)!r}, '--block', 'task', "
+        f"{str(big)!r}], capture_output=True, text=True); "
+        "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
+        "done.stdout.splitlines()[2] if done.stdout else done.stderr)"
+    )
+    measured = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split(" ", 2)
     code, peak_kib, failure = int(measured[0]), int(measured[1]), measured[2]
     assert code == 3
     assert "over the limit of" in failure

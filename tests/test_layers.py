@@ -13,9 +13,18 @@ ENGINE_DIR = Path(engine.__file__).parent
 
 # Lowest first. A module may import its own layer and any layer below it.
 LAYERS: list[tuple[str, ...]] = [
-    ("engine.errors", "engine.textio", "engine.patterns", "engine.resources",
-     "engine.placeholders", "engine.sandbox", "engine.jinja_bounds", "engine.results",
-     "engine.verdict", "engine.clock"),
+    (
+        "engine.errors",
+        "engine.textio",
+        "engine.patterns",
+        "engine.resources",
+        "engine.placeholders",
+        "engine.sandbox",
+        "engine.jinja_bounds",
+        "engine.results",
+        "engine.verdict",
+        "engine.clock",
+    ),
     ("engine.format",),
     ("engine.contracts",),
     ("engine.policy",),
@@ -56,8 +65,10 @@ def _engine_imports(tree: ast.AST) -> list[tuple[int, str]]:
 
 
 def _sources() -> list[tuple[str, Path, ast.AST]]:
-    return [(_module_name(p), p, ast.parse(p.read_text(encoding="utf-8")))
-            for p in sorted(ENGINE_DIR.rglob("*.py"))]
+    return [
+        (_module_name(p), p, ast.parse(p.read_text(encoding="utf-8")))
+        for p in sorted(ENGINE_DIR.rglob("*.py"))
+    ]
 
 
 def test_every_module_has_a_layer() -> None:

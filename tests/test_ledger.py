@@ -16,8 +16,17 @@ from engine.state.ledger import LEDGER_FILE, Ledger, LedgerError
 from engine.state.session import Session
 
 BAD = REPO / "examples" / "sentinel" / "verdict_bad.txt"
-EVAL = ("eval", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A",
-        "--var", "criterion=AC1")
+EVAL = (
+    "eval",
+    "--pack",
+    "sentinel",
+    "--block",
+    "VERDICT",
+    "--nonce",
+    "4F2C9A",
+    "--var",
+    "criterion=AC1",
+)
 
 
 def count(directory: Path) -> int:
@@ -29,10 +38,12 @@ def count(directory: Path) -> int:
 def test_the_cap_holds_across_processes(tmp_path: Path) -> None:
     actions = []
     for _ in range(3):
-        done = run_script(script("rules"), *EVAL, "--session", str(tmp_path / "s"),
-                          "--format", "json", str(BAD))
-        actions.append((done.returncode, done.stdout.decode().split('"action": "')[1]
-                        .split('"')[0]))
+        done = run_script(
+            script("rules"), *EVAL, "--session", str(tmp_path / "s"), "--format", "json", str(BAD)
+        )
+        actions.append(
+            (done.returncode, done.stdout.decode().split('"action": "')[1].split('"')[0])
+        )
     assert actions == [(3, "REPAIR"), (1, "NEEDS_HUMAN"), (1, "NEEDS_HUMAN")]
     assert count(tmp_path / "s") == 3
 
@@ -40,10 +51,15 @@ def test_the_cap_holds_across_processes(tmp_path: Path) -> None:
 def test_a_new_nonce_is_a_new_item(tmp_path: Path) -> None:
     pack = engine.load_pack("sentinel")
     with Session(pack, tmp_path) as session:
-        first = session.evaluate("VERDICT", BAD.read_bytes(), nonce="4F2C9A",
-                                 vars={"criterion": "AC1"})
-        other = session.evaluate("VERDICT", BAD.read_bytes().replace(b"4F2C9A", b"ABCDEF"),
-                                 nonce="ABCDEF", vars={"criterion": "AC1"})
+        first = session.evaluate(
+            "VERDICT", BAD.read_bytes(), nonce="4F2C9A", vars={"criterion": "AC1"}
+        )
+        other = session.evaluate(
+            "VERDICT",
+            BAD.read_bytes().replace(b"4F2C9A", b"ABCDEF"),
+            nonce="ABCDEF",
+            vars={"criterion": "AC1"},
+        )
     assert (first.decision.attempt, other.decision.attempt) == (1, 1)
 
 
@@ -65,8 +81,13 @@ def test_eight_processes_writing_at_once_lose_no_row(tmp_path: Path) -> None:
     writer = tmp_path / "writer.py"
     writer.write_text(WRITER)
     session = tmp_path / "session"
-    processes = [subprocess.Popen([sys.executable, str(writer), str(session), str(BAD), "500",
-                                   str(n)], stderr=subprocess.PIPE) for n in range(8)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, str(writer), str(session), str(BAD), "500", str(n)],
+            stderr=subprocess.PIPE,
+        )
+        for n in range(8)
+    ]
     errors = [p.communicate(timeout=600)[1] for p in processes]
     assert [p.returncode for p in processes] == [0] * 8, errors
     assert count(session) == 4000
@@ -75,9 +96,14 @@ def test_eight_processes_writing_at_once_lose_no_row(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_twenty_concurrent_evals_leave_twenty_rows(tmp_path: Path) -> None:
     session = tmp_path / "session"
-    processes = [subprocess.Popen([script("rules"), *EVAL, "--session", str(session), str(BAD)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                 for _ in range(20)]
+    processes = [
+        subprocess.Popen(
+            [script("rules"), *EVAL, "--session", str(session), str(BAD)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(20)
+    ]
     errors = [p.communicate(timeout=600)[1] for p in processes]
     assert sorted(p.returncode for p in processes) == [1] * 19 + [3], errors
     assert count(session) == 20
@@ -113,10 +139,16 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 def test_records_hold_what_the_seeds_ask_for(tmp_path: Path) -> None:
     pack = engine.load_pack("sentinel")
     with Session(pack, tmp_path) as session:
-        session.evaluate("VERDICT", BAD.read_bytes(), nonce="4F2C9A",
-                         vars={"criterion": "AC1"}, model="m-1")
+        session.evaluate(
+            "VERDICT", BAD.read_bytes(), nonce="4F2C9A", vars={"criterion": "AC1"}, model="m-1"
+        )
         [row] = session.ledger.attempts()
     assert row["ts"].endswith("Z") and row["ts"][10] == "T" and len(row["ts"]) == 20
-    assert (row["block"], row["attempt"], row["failure_type"], row["action"], row["model"]) == \
-        ("VERDICT", 1, "PARSE_ERROR", "REPAIR", "m-1")
+    assert (row["block"], row["attempt"], row["failure_type"], row["action"], row["model"]) == (
+        "VERDICT",
+        1,
+        "PARSE_ERROR",
+        "REPAIR",
+        "m-1",
+    )
     assert len(row["output_sha256"]) == 64

@@ -22,8 +22,13 @@ def test_positions_are_one_based_for_keys_and_values() -> None:
 
 def test_yaml_12_scalars_keep_yes_no_on_and_times_as_strings() -> None:
     doc = parse_yaml("v: [YES, NO, on, off, y]\nt: 12:30\nb: true\nn: ~\ni: 0x1f\n", "f.yaml")
-    assert doc.data == {"v": ["YES", "NO", "on", "off", "y"], "t": "12:30", "b": True,
-                        "n": None, "i": 31}
+    assert doc.data == {
+        "v": ["YES", "NO", "on", "off", "y"],
+        "t": "12:30",
+        "b": True,
+        "n": None,
+        "i": 31,
+    }
 
 
 def test_duplicate_key_names_both_positions() -> None:
@@ -79,7 +84,9 @@ def test_merge_semantics() -> None:
     base = {"maps": {"a": 1, "b": {"x": 1, "y": 2}}, "list": [1, 2, 3], "gone": 1}
     over = {"maps": {"b": {"y": 20}, "c": 3}, "list": [9], "gone": None}
     assert merge_trees(base, over) == {
-        "maps": {"a": 1, "b": {"x": 1, "y": 20}, "c": 3}, "list": [9]}
+        "maps": {"a": 1, "b": {"x": 1, "y": 20}, "c": 3},
+        "list": [9],
+    }
 
 
 def test_extends_resolves_from_the_declaring_file_not_the_cwd(
@@ -87,10 +94,12 @@ def test_extends_resolves_from_the_declaring_file_not_the_cwd(
 ) -> None:
     (tmp_path / "packs" / "base").mkdir(parents=True)
     (tmp_path / "packs" / "base" / "pack.yaml").write_text(
-        "rulepack: base\nseverities: {HIGH: 1}\nfailure_types: {A: {severity: HIGH}}\n")
+        "rulepack: base\nseverities: {HIGH: 1}\nfailure_types: {A: {severity: HIGH}}\n"
+    )
     (tmp_path / "packs" / "child").mkdir()
     (tmp_path / "packs" / "child" / "pack.yaml").write_text(
-        "rulepack: child\nextends: [../base]\nfailure_types: {B: {severity: HIGH}}\n")
+        "rulepack: child\nextends: [../base]\nfailure_types: {B: {severity: HIGH}}\n"
+    )
     tree = load_pack_tree(tmp_path / "packs" / "child" / "pack.yaml")
     assert tree.findings == []
     assert tree.data["rulepack"] == "child"
@@ -121,9 +130,7 @@ def test_extends_cycle_reports_the_whole_cycle(tmp_path: Path) -> None:
 
 
 def test_extends_missing_and_absolute(tmp_path: Path) -> None:
-    (tmp_path / "pack.yaml").write_text(
-        "rulepack: x\nextends: [nowhere, /etc, builtin:nope]\n")
+    (tmp_path / "pack.yaml").write_text("rulepack: x\nextends: [nowhere, /etc, builtin:nope]\n")
     tree = load_pack_tree(tmp_path / "pack.yaml")
-    assert rules_of(tree.findings) == ["extends-not-found", "extends-absolute",
-                                       "extends-not-found"]
+    assert rules_of(tree.findings) == ["extends-not-found", "extends-absolute", "extends-not-found"]
     assert "builtin:core" in tree.findings[2].hint

@@ -23,10 +23,12 @@ def test_a_pack_renders_its_own_log_template(tmp_path: Path) -> None:
     (pack / "templates").mkdir(parents=True)
     (pack / "templates" / "summary.md.j2").write_text(
         "{% for row in entries %}{{ row.block }} {{ row.attempt }} {{ row.action }}\n"
-        "{% endfor %}{{ rounds | length }} round(s)\n")
+        "{% endfor %}{{ rounds | length }} round(s)\n"
+    )
     (pack / "pack.yaml").write_text(
         "rulepack: mine\nextends: [builtin:session-logs]\n"
-        "templates:\n  summary: {file: templates/summary.md.j2, purpose: log}\n")
+        "templates:\n  summary: {file: templates/summary.md.j2, purpose: log}\n"
+    )
     result = run_cli("log", "--session", str(folder), "--pack", str(pack), "--view", "summary")
     assert result.exit_code == 0, result.output
     assert result.stdout == "VERDICT 1 NEEDS_HUMAN\n1 round(s)\n"

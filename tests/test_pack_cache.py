@@ -14,17 +14,35 @@ import pytest
 
 from conftest import REPO, SCRIPTS
 
-VERDICT = ("<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\nREASON=\"" + "r" * 400 + "\"\n"
-           "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>\n")
+VERDICT = (
+    '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\nREASON="' + "r" * 400 + '"\n'
+    "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>\n"
+)
 
 
-def _parse(pack: str, text: str, cache: Path, *extra: str,
-           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _parse(
+    pack: str, text: str, cache: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(SCRIPTS / "rules"), "parse", "--pack", pack, "--block", "VERDICT", "--nonce",
-         "4F2C9A", "--var", "criterion=AC1", *extra],
-        input=text, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "RULES_CACHE_DIR": str(cache), **(env or {})})
+        [
+            str(SCRIPTS / "rules"),
+            "parse",
+            "--pack",
+            pack,
+            "--block",
+            "VERDICT",
+            "--nonce",
+            "4F2C9A",
+            "--var",
+            "criterion=AC1",
+            *extra,
+        ],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache), **(env or {})},
+    )
 
 
 def _entries(cache: Path) -> list[Path]:
@@ -40,7 +58,6 @@ def test_a_cache_hit_parses_exactly_like_a_load(tmp_path: Path) -> None:
     assert cold.returncode == warm.returncode == off.returncode == 0
     assert cold.stdout == warm.stdout == off.stdout
     assert json.loads(warm.stdout)["data"]["reason"] == "r" * 400
-
 
 
 def test_editing_the_pack_invalidates_its_entry(tmp_path: Path) -> None:
@@ -89,18 +106,26 @@ def test_no_cache_writes_nothing_and_an_unwritable_folder_is_ignored(tmp_path: P
     done = _parse("sentinel", VERDICT, blocker / "cache")
     assert (done.returncode, done.stderr) == (0, "")
 
+
 def test_a_warm_parse_imports_no_yaml_pydantic_or_jinja2(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     _parse("sentinel", VERDICT, cache)
-    probe = ("import sys; from engine.cli.main import main; sys.argv = ['rules', 'parse', "
-             "'--pack', 'sentinel', '--block', 'VERDICT', '--nonce', '4F2C9A', '--var', "
-             "'criterion=AC1']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
-             "heavy = sorted(m for m in ('yaml', 'pydantic', 'jinja2', 'jsonschema') "
-             "if m in sys.modules)\nprint('HEAVY', heavy, file=sys.stderr)")
-    done = subprocess.run([sys.executable, "-c", probe], input=VERDICT, capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "RULES_CACHE_DIR": str(cache)})
+    probe = (
+        "import sys; from engine.cli.main import main; sys.argv = ['rules', 'parse', "
+        "'--pack', 'sentinel', '--block', 'VERDICT', '--nonce', '4F2C9A', '--var', "
+        "'criterion=AC1']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in ('yaml', 'pydantic', 'jinja2', 'jsonschema') "
+        "if m in sys.modules)\nprint('HEAVY', heavy, file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=VERDICT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache)},
+    )
     assert "HEAVY []" in done.stderr, done.stderr
-
 
 
 def test_every_sentinel_case_parses_the_same_from_cached_data() -> None:
@@ -115,14 +140,19 @@ def test_every_sentinel_case_parses_the_same_from_cached_data() -> None:
     cached = ParsingPack(json.loads(json.dumps(parsing_data(pack))))
     for case in CASES:
         text, args = build_text(case), call_args(case)
-        assert cached.parse(case["block"], text, **args) == pack.parse(case["block"], text,
-                                                                       **args), case
+        assert cached.parse(case["block"], text, **args) == pack.parse(
+            case["block"], text, **args
+        ), case
 
 
 def _check(target: str, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPTS / "rules"), "check", target, *extra],
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "RULES_CACHE_DIR": str(cache)})
+    return subprocess.run(
+        [str(SCRIPTS / "rules"), "check", target, *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache)},
+    )
 
 
 def test_rules_check_remembers_a_clean_pack_until_a_file_of_it_changes(tmp_path: Path) -> None:
@@ -132,12 +162,19 @@ def test_rules_check_remembers_a_clean_pack_until_a_file_of_it_changes(tmp_path:
     first = _check(str(pack), cache, "--format", "json")
     assert first.returncode == 0
     assert len(list(cache.glob("check-*.json"))) == 1
-    probe = ("import sys; from engine.cli.main import main; sys.argv = ['rules', 'check', "
-             f"{str(pack)!r}, '--format', 'json']\ntry:\n    main()\nexcept SystemExit:\n"
-             "    pass\nprint('HEAVY', sorted(m for m in ('yaml', 'pydantic', 'jinja2') "
-             "if m in sys.modules), file=sys.stderr)")
-    warm = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "RULES_CACHE_DIR": str(cache)})
+    probe = (
+        "import sys; from engine.cli.main import main; sys.argv = ['rules', 'check', "
+        f"{str(pack)!r}, '--format', 'json']\ntry:\n    main()\nexcept SystemExit:\n"
+        "    pass\nprint('HEAVY', sorted(m for m in ('yaml', 'pydantic', 'jinja2') "
+        "if m in sys.modules), file=sys.stderr)"
+    )
+    warm = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache)},
+    )
     assert warm.stdout == first.stdout
     assert "HEAVY []" in warm.stderr, warm.stderr
     # a template of the pack breaks: the entry no longer holds, the finding is reported

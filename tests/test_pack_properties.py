@@ -14,33 +14,125 @@ from hypothesis import strategies as st
 
 from engine.pack import check_pack_file
 
-SECTIONS = ["rulepack", "version", "requires", "extends", "severities", "failure_types",
-            "contracts", "triggers", "templates", "hints", "examples", "rate_limits",
-            "gates", "context", "tests"]
-FRAGMENTS = ["{{ ", " }}", "{% for i in range(", "100000", ") %}", "{% endfor %}", "x",
-             "'a' * ", "10**10", "__class__", ".", "|center(", "|format(", "'%*s'", "(",
-             ")", "[", "]", "output", "error", " and ", " not ", "{% include 'a' %}",
-             "lipsum()", "\x00", "\r", "\ufeff", "{#", "#}", "{% macro f() %}{{ f() }}"]
+SECTIONS = [
+    "rulepack",
+    "version",
+    "requires",
+    "extends",
+    "severities",
+    "failure_types",
+    "contracts",
+    "triggers",
+    "templates",
+    "hints",
+    "examples",
+    "rate_limits",
+    "gates",
+    "context",
+    "tests",
+]
+FRAGMENTS = [
+    "{{ ",
+    " }}",
+    "{% for i in range(",
+    "100000",
+    ") %}",
+    "{% endfor %}",
+    "x",
+    "'a' * ",
+    "10**10",
+    "__class__",
+    ".",
+    "|center(",
+    "|format(",
+    "'%*s'",
+    "(",
+    ")",
+    "[",
+    "]",
+    "output",
+    "error",
+    " and ",
+    " not ",
+    "{% include 'a' %}",
+    "lipsum()",
+    "\x00",
+    "\r",
+    "\ufeff",
+    "{#",
+    "#}",
+    "{% macro f() %}{{ f() }}",
+]
 SNIPPET = st.lists(st.sampled_from(FRAGMENTS), max_size=12).map("".join)
-SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**12), SNIPPET,
-                   st.sampled_from(["builtin:core", "builtin:sentinel", "../x", "t.j2",
-                                    "kind", "text", "sentinel", "json", "markdown"]))
-VALUE = st.recursive(SCALAR, lambda inner: st.one_of(
-    st.lists(inner, max_size=3),
-    st.dictionaries(st.sampled_from(["kind", "on", "when", "file", "purpose", "template",
-                                     "max_attempts", "skip_when", "name", "doc", "t"]) | SNIPPET,
-                    inner, max_size=3)), max_leaves=12)
+SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**12),
+    SNIPPET,
+    st.sampled_from(
+        [
+            "builtin:core",
+            "builtin:sentinel",
+            "../x",
+            "t.j2",
+            "kind",
+            "text",
+            "sentinel",
+            "json",
+            "markdown",
+        ]
+    ),
+)
+VALUE = st.recursive(
+    SCALAR,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "kind",
+                    "on",
+                    "when",
+                    "file",
+                    "purpose",
+                    "template",
+                    "max_attempts",
+                    "skip_when",
+                    "name",
+                    "doc",
+                    "t",
+                ]
+            )
+            | SNIPPET,
+            inner,
+            max_size=3,
+        ),
+    ),
+    max_leaves=12,
+)
 PACK = st.fixed_dictionaries(
-    {"rulepack": st.just("p"),
-     # A template and a condition that reach the template and expression checks.
-     "templates": st.just({"rep": {"file": "t.j2", "purpose": "repair"}}),
-     "triggers": st.fixed_dictionaries({"doc": st.fixed_dictionaries(
-         {"on": st.just(["WRONG_FORMAT"]), "template": st.just("rep"),
-          "skip_when": st.lists(st.fixed_dictionaries({"name": st.just("g"),
-                                                       "when": SNIPPET}), max_size=1)})})},
-    optional={name: VALUE for name in SECTIONS[1:] if name not in ("templates", "triggers")})
-FAST = settings(max_examples=40, deadline=2000,
-                suppress_health_check=[HealthCheck.too_slow])
+    {
+        "rulepack": st.just("p"),
+        # A template and a condition that reach the template and expression checks.
+        "templates": st.just({"rep": {"file": "t.j2", "purpose": "repair"}}),
+        "triggers": st.fixed_dictionaries(
+            {
+                "doc": st.fixed_dictionaries(
+                    {
+                        "on": st.just(["WRONG_FORMAT"]),
+                        "template": st.just("rep"),
+                        "skip_when": st.lists(
+                            st.fixed_dictionaries({"name": st.just("g"), "when": SNIPPET}),
+                            max_size=1,
+                        ),
+                    }
+                )
+            }
+        ),
+    },
+    optional={name: VALUE for name in SECTIONS[1:] if name not in ("templates", "triggers")},
+)
+FAST = settings(max_examples=40, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.slow  # about 4 s

@@ -25,17 +25,25 @@ def readme_commands() -> list[str]:
     section = text.split("## Set up and run", 1)[1]
     block = re.search(r"```sh\n(.*?)```", section, re.S)
     assert block, "README needs a ```sh block under '## Set up and run'"
-    commands = [line for line in block.group(1).splitlines()
-                if line.strip() and not line.startswith("#")]
+    commands = [
+        line for line in block.group(1).splitlines() if line.strip() and not line.startswith("#")
+    ]
     assert len(commands) == 2, commands
     return commands
 
 
 def fresh_copy(dest: Path) -> Path:
     """The files a fresh clone would have (tracked or not ignored), nothing installed."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         source = REPO / rel
         if source.is_file():
@@ -46,8 +54,15 @@ def fresh_copy(dest: Path) -> Path:
 
 
 def run_shell(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900, check=False)
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
 
 
 def test_readme_commands_work_as_written(tmp_path: Path) -> None:
@@ -64,27 +79,57 @@ def test_readme_commands_work_as_written(tmp_path: Path) -> None:
 def test_wheel_installs_and_finds_builtin_packs(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
-         str(fresh_copy(tmp_path / "src"))],
-        capture_output=True, text=True, timeout=600, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(wheels),
+            str(fresh_copy(tmp_path / "src")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert build.returncode == 0, build.stderr[-3000:]
     [wheel] = wheels.glob("*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)],
-                             capture_output=True, text=True, timeout=600, check=False)
+    install = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "GITHUB_ACTIONS")}
     for name in ("core",):
-        result = subprocess.run([str(venv / "bin" / "rules"), "check", f"builtin:{name}"],
-                                cwd=empty, env=env, capture_output=True, text=True,
-                                timeout=300, check=False)
+        result = subprocess.run(
+            [str(venv / "bin" / "rules"), "check", f"builtin:{name}"],
+            cwd=empty,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         assert "_data/rules" in result.stdout or "0 errors" in result.stdout
-    result = subprocess.run([str(venv / "bin" / "rules-check"), "builtin:core", "--format",
-                             "json"], cwd=empty, env=env, capture_output=True, text=True,
-                            timeout=300, check=False)
+    result = subprocess.run(
+        [str(venv / "bin" / "rules-check"), "builtin:core", "--format", "json"],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert "site-packages" in result.stdout

@@ -11,17 +11,26 @@ from sentinel_cases import NONCE, delimiters
 
 from conftest import run_cli, run_script, script
 
-VERDICT_OK = "\n".join([delimiters("VERDICT")[0], "ANSWER=YES", 'REASON="fine"',
-                        delimiters("VERDICT")[1]])
-ARGS = ("parse", "--pack", "sentinel", "--block", "VERDICT", "--nonce", NONCE,
-        "--var", "criterion=AC1")
+VERDICT_OK = "\n".join(
+    [delimiters("VERDICT")[0], "ANSWER=YES", 'REASON="fine"', delimiters("VERDICT")[1]]
+)
+ARGS = (
+    "parse",
+    "--pack",
+    "sentinel",
+    "--block",
+    "VERDICT",
+    "--nonce",
+    NONCE,
+    "--var",
+    "criterion=AC1",
+)
 
 
 def test_success_prints_the_data() -> None:
     result = run_cli(*ARGS, input=VERDICT_OK)
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == {"criterion_id": "AC1", "answer": "YES",
-                                         "reason": "fine"}
+    assert json.loads(result.stdout) == {"criterion_id": "AC1", "answer": "YES", "reason": "fine"}
     assert result.stderr == ""
 
 
@@ -44,16 +53,30 @@ def test_nonce_mismatch_is_its_own_failure_type() -> None:
 
 def test_file_argument_and_warnings(tmp_path: Path) -> None:
     opener, closer = delimiters("PLAN")
-    plan = "\n".join([opener, "TASK_ID=t", 'TITLE="x"', "SUMMARY=", "  s", "FILES:",
-                      '- path=a.py action=add rationale="r"', "ACCEPTANCE:",
-                      '- id=AC1 text="optimize it"', "ESTIMATED_DIFF=3", closer])
+    plan = "\n".join(
+        [
+            opener,
+            "TASK_ID=t",
+            'TITLE="x"',
+            "SUMMARY=",
+            "  s",
+            "FILES:",
+            '- path=a.py action=add rationale="r"',
+            "ACCEPTANCE:",
+            '- id=AC1 text="optimize it"',
+            "ESTIMATED_DIFF=3",
+            closer,
+        ]
+    )
     source = tmp_path / "plan.txt"
     source.write_text(plan)
-    result = run_cli("parse", "--pack", "sentinel", "--block", "PLAN", "--nonce", NONCE,
-                     str(source))
+    result = run_cli(
+        "parse", "--pack", "sentinel", "--block", "PLAN", "--nonce", NONCE, str(source)
+    )
     assert result.exit_code == 0
     assert json.loads(result.stdout)["warnings"] == [
-        "AC1 uses vague verb 'optimize' without metrics"]
+        "AC1 uses vague verb 'optimize' without metrics"
+    ]
     assert result.stderr == "warning: AC1 uses vague verb 'optimize' without metrics\n"
 
 
@@ -71,8 +94,14 @@ def test_usage_errors_exit_2_without_traceback() -> None:
 
 
 def test_hostile_inputs_get_a_verdict() -> None:
-    for data in (b"", b"\x00" * 100, b"\xff\xfe\xfd", VERDICT_OK.encode().replace(b"\n", b"\r"),
-                 b"\xef\xbb\xbf" + VERDICT_OK.encode(), VERDICT_OK.encode() + b"\x00"):
+    for data in (
+        b"",
+        b"\x00" * 100,
+        b"\xff\xfe\xfd",
+        VERDICT_OK.encode().replace(b"\n", b"\r"),
+        b"\xef\xbb\xbf" + VERDICT_OK.encode(),
+        VERDICT_OK.encode() + b"\x00",
+    ):
         result = run_cli(*ARGS, input=data)
         assert result.exit_code in (0, 1)
         assert result.stderr.startswith("error: ") or result.exit_code == 0
@@ -80,36 +109,53 @@ def test_hostile_inputs_get_a_verdict() -> None:
 
 def test_jsonl_keeps_order_and_reports_bad_lines() -> None:
     lines = [
-        json.dumps({"id": "a", "block": "VERDICT", "nonce": NONCE, "vars": {"criterion": "AC1"},
-                    "text": VERDICT_OK}),
+        json.dumps(
+            {
+                "id": "a",
+                "block": "VERDICT",
+                "nonce": NONCE,
+                "vars": {"criterion": "AC1"},
+                "text": VERDICT_OK,
+            }
+        ),
         "this is not json",
-        json.dumps({"id": "c", "nonce": NONCE, "vars": {"criterion": "AC1"},
-                    "text": VERDICT_OK}),
+        json.dumps({"id": "c", "nonce": NONCE, "vars": {"criterion": "AC1"}, "text": VERDICT_OK}),
         json.dumps({"id": "d", "block": "VERDICT", "vars": {"criterion": 1}, "text": ""}),
         json.dumps([1, 2]),
     ]
-    result = run_cli("parse", "--pack", "sentinel", "--jsonl", "-",
-                     input="\n".join(lines) + "\n")
+    result = run_cli("parse", "--pack", "sentinel", "--jsonl", "-", input="\n".join(lines) + "\n")
     assert result.exit_code == 1
     out = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["id"] for r in out] == ["a", None, "c", "d", None]
     assert [r["ok"] for r in out] == [True, False, False, False, False]
     assert out[1]["error"].startswith("input line 2: not valid JSON")
-    assert out[2]["error"] == "input line 3: 'block' is missing (give it in the record or " \
-                              "with --block)"
+    assert (
+        out[2]["error"] == "input line 3: 'block' is missing (give it in the record or "
+        "with --block)"
+    )
     assert out[3]["error"] == "input line 4: 'vars' must be an object of strings"
 
 
 def test_a_jsonl_line_nested_too_deeply_is_that_records_error() -> None:
-    lines = ['{"id": 1, "text": ' + "[" * 100_000,
-             json.dumps({"id": 2, "block": "VERDICT", "nonce": NONCE,
-                         "vars": {"criterion": "AC1"}, "text": VERDICT_OK})]
-    result = run_cli("parse", "--pack", "sentinel", "--jsonl", "-",
-                     input="\n".join(lines) + "\n")
+    lines = [
+        '{"id": 1, "text": ' + "[" * 100_000,
+        json.dumps(
+            {
+                "id": 2,
+                "block": "VERDICT",
+                "nonce": NONCE,
+                "vars": {"criterion": "AC1"},
+                "text": VERDICT_OK,
+            }
+        ),
+    ]
+    result = run_cli("parse", "--pack", "sentinel", "--jsonl", "-", input="\n".join(lines) + "\n")
     assert result.exit_code == 1
     out = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["ok"], r["error"]) for r in out] == [
-        (False, "input line 1: JSON nested too deeply"), (True, None)]
+        (False, "input line 1: JSON nested too deeply"),
+        (True, None),
+    ]
 
 
 @pytest.mark.slow
@@ -131,13 +177,16 @@ def test_jsonl_ten_thousand_records_in_one_process(tmp_path: Path) -> None:
             record["text"] = megabyte + "\n" + VERDICT_OK
         records.append(json.dumps(record).encode())
     # raw invalid UTF-8 inside a JSON string, and a binary line
-    records[5] = (b'{"id": 5, "block": "VERDICT", "nonce": "4F2C9A", "vars": {"criterion": '
-                  b'"AC1"}, "text": "\xff\xfe junk"}')
+    records[5] = (
+        b'{"id": 5, "block": "VERDICT", "nonce": "4F2C9A", "vars": {"criterion": '
+        b'"AC1"}, "text": "\xff\xfe junk"}'
+    )
     records[6] = b"\x00\x01\x02 not json at all \xff"
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"\n".join(records) + b"\n")
-    result = run_script(script("rules"), "parse", "--pack", "sentinel", "--jsonl",
-                        str(source), timeout=600)
+    result = run_script(
+        script("rules"), "parse", "--pack", "sentinel", "--jsonl", str(source), timeout=600
+    )
     assert result.returncode == 1, result.stderr[-2000:]
     out = [json.loads(line) for line in result.stdout.decode().splitlines()]
     assert len(out) == 10_000

@@ -114,10 +114,50 @@ def test_dollar_means_end_of_text_in_both_engines() -> None:
     assert compile_pattern("^a\\n?$").search("a\n") is not None
 
 
-TRICKY = ["", "a", "a\n", "\na", "AC1", "AC1\n", "AC1\n\n", "ac1", "٣", "١٢٣", "x\u00a0y",
-          "a\u2028b", "\v", "\f", "\t", " ", "ǅ", "ſ", "K", "ß", "ＡＢ", "_", "a_b", "a-b",
-          "4F2C9A", "4f2c9a", "4F2C9A\n", "x/y.z", "../x", "é", "😀", "a,1", ",", "aab",
-          "abab", "cdx99", "abx1234", "ID-12", "  ", "a\r", "0123456789", "x" * 50]
+TRICKY = [
+    "",
+    "a",
+    "a\n",
+    "\na",
+    "AC1",
+    "AC1\n",
+    "AC1\n\n",
+    "ac1",
+    "٣",
+    "١٢٣",
+    "x\u00a0y",
+    "a\u2028b",
+    "\v",
+    "\f",
+    "\t",
+    " ",
+    "ǅ",
+    "ſ",
+    "K",
+    "ß",
+    "ＡＢ",
+    "_",
+    "a_b",
+    "a-b",
+    "4F2C9A",
+    "4f2c9a",
+    "4F2C9A\n",
+    "x/y.z",
+    "../x",
+    "é",
+    "😀",
+    "a,1",
+    ",",
+    "aab",
+    "abab",
+    "cdx99",
+    "abx1234",
+    "ID-12",
+    "  ",
+    "a\r",
+    "0123456789",
+    "x" * 50,
+]
 
 
 def _same(pattern: str, text: str) -> None:
@@ -129,8 +169,10 @@ def _same(pattern: str, text: str) -> None:
         if mine is not None:
             assert mine.span() == reference.span(), (pattern, text, method)
             assert mine.groups() == reference.groups(), (pattern, text, method)
-    assert ([m.span() for m in ours.finditer(text)]
-            == [m.span() for m in theirs.finditer(text)]), (pattern, text)
+    assert [m.span() for m in ours.finditer(text)] == [m.span() for m in theirs.finditer(text)], (
+        pattern,
+        text,
+    )
 
 
 @pytest.mark.parametrize("pattern", ACCEPTED)
@@ -140,21 +182,51 @@ def test_stdlib_translation_matches_like_re2(pattern: str) -> None:
 
 
 # Generated patterns: whatever the planner accepts must compile on RE2 and match like it.
-_ATOMS = ["a", "b", "x", "\\d", "\\w", "\\s", "\\D", "\\S", ".", "[ab]", "[^a]", "[a-c]",
-          "[\\d_]", "[^\\s]", "\\.", "\\-", "\\n", "é", "(a|bc)", "(?:x|y)", "(a)", "^", "$",
-          "\\A", "\\z", "[[:alpha:]]", "\\b", "{", "}", "]", "(?i)", "\\Z"]
-_QUANTIFIERS = ["", "", "", "*", "+", "?", "{2}", "{1,3}", "{2,}", "*?", "+?", "??", "{,2}",
-                "*+"]
+_ATOMS = [
+    "a",
+    "b",
+    "x",
+    "\\d",
+    "\\w",
+    "\\s",
+    "\\D",
+    "\\S",
+    ".",
+    "[ab]",
+    "[^a]",
+    "[a-c]",
+    "[\\d_]",
+    "[^\\s]",
+    "\\.",
+    "\\-",
+    "\\n",
+    "é",
+    "(a|bc)",
+    "(?:x|y)",
+    "(a)",
+    "^",
+    "$",
+    "\\A",
+    "\\z",
+    "[[:alpha:]]",
+    "\\b",
+    "{",
+    "}",
+    "]",
+    "(?i)",
+    "\\Z",
+]
+_QUANTIFIERS = ["", "", "", "*", "+", "?", "{2}", "{1,3}", "{2,}", "*?", "+?", "??", "{,2}", "*+"]
 
-patterns = st.lists(st.tuples(st.sampled_from(_ATOMS), st.sampled_from(_QUANTIFIERS)),
-                    min_size=0, max_size=5).map(lambda parts: "".join(a + q for a, q in parts))
+patterns = st.lists(
+    st.tuples(st.sampled_from(_ATOMS), st.sampled_from(_QUANTIFIERS)), min_size=0, max_size=5
+).map(lambda parts: "".join(a + q for a, q in parts))
 texts = st.text(alphabet=st.sampled_from(list("abcx. é_-1\n٣\v\u00a0Kſ")), max_size=12)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pattern=patterns, prefix=st.booleans(), samples=st.lists(texts, max_size=8))
-def test_generated_patterns_agree_with_re2(pattern: str, prefix: bool,
-                                           samples: list[str]) -> None:
+def test_generated_patterns_agree_with_re2(pattern: str, prefix: bool, samples: list[str]) -> None:
     pattern = ("^" if prefix else "") + pattern
     if plan_pattern(pattern).engine != STDLIB:
         return
@@ -171,8 +243,9 @@ def _all_patterns(value: Any, annotation: Any, refs: tuple[Ref, ...]) -> Iterato
     if isinstance(value, BaseModel):
         for name, field in type(value).model_fields.items():
             marks = tuple(m for m in field.metadata if isinstance(m, Ref))
-            yield from _all_patterns(getattr(value, name), field.annotation,
-                                     marks + _refs_in(field.annotation))
+            yield from _all_patterns(
+                getattr(value, name), field.annotation, marks + _refs_in(field.annotation)
+            )
     elif isinstance(value, str):
         if Ref.PATTERN in refs:
             yield value
@@ -208,9 +281,20 @@ ADVERSARIAL_SIZE = 1_000_000
 
 def _adversarial_lines() -> list[str]:
     n = ADVERSARIAL_SIZE
-    return ["a" * n + "!", "A" * n + "!", "0" * n + "!", "AC" + "1" * n + "!",
-            "ab" * (n // 2) + "\n!", " " * n + "x", "<" * n, "-" * n + "=",
-            "A" * n + "=" + "\"" * 3, "F" * n, "é" * n + "!", "a," * (n // 2)]
+    return [
+        "a" * n + "!",
+        "A" * n + "!",
+        "0" * n + "!",
+        "AC" + "1" * n + "!",
+        "ab" * (n // 2) + "\n!",
+        " " * n + "x",
+        "<" * n,
+        "-" * n + "=",
+        "A" * n + "=" + '"' * 3,
+        "F" * n,
+        "é" * n + "!",
+        "a," * (n // 2),
+    ]
 
 
 @pytest.mark.slow
@@ -242,12 +326,16 @@ def test_the_pack_patterns_were_found() -> None:
 
 
 def test_patterns_module_imports_re2_only_when_needed() -> None:
-    code = ("import sys; from engine.patterns import compile_pattern;"
-            "compile_pattern('^[A-Z]+$'); assert 're2' not in sys.modules;"
-            "compile_pattern('[a-z]+x'); assert 're2' in sys.modules")
+    code = (
+        "import sys; from engine.patterns import compile_pattern;"
+        "compile_pattern('^[A-Z]+$'); assert 're2' not in sys.modules;"
+        "compile_pattern('[a-z]+x'); assert 're2' in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", _STUB_ENGINE + code], check=True, cwd=REPO)
 
 
 # Import a module of `engine` without running engine/__init__.py (which loads everything).
-_STUB_ENGINE = ("import sys, types; package = types.ModuleType('engine');"
-                "package.__path__ = ['engine']; sys.modules['engine'] = package;")
+_STUB_ENGINE = (
+    "import sys, types; package = types.ModuleType('engine');"
+    "package.__path__ = ['engine']; sys.modules['engine'] = package;"
+)

@@ -61,12 +61,10 @@ def test_each_plan_is_what_plan_alone_gives() -> None:
 def test_plan_keeps_its_single_block_behaviour(tmp_path: Path) -> None:
     out = tmp_path / "two.txt"
     out.write_text(output_of(CASES[0]), encoding="utf-8")
-    single = run_cli("parse", "--pack", "sentinel", "--block", "PLAN", "--nonce", NONCE,
-                     str(out))
+    single = run_cli("parse", "--pack", "sentinel", "--block", "PLAN", "--nonce", NONCE, str(out))
     assert single.exit_code == 1
     assert single.stderr == "error: expected exactly 1 <<<PLAN: block, found 2\n"
-    evaluated = run_cli("eval", "--pack", "sentinel", "--block", "PLAN", "--nonce", NONCE,
-                        str(out))
+    evaluated = run_cli("eval", "--pack", "sentinel", "--block", "PLAN", "--nonce", NONCE, str(out))
     assert evaluated.exit_code == 1  # the multi-plan guard: CYCLE_FAIL, no repair
     assert "guard:multi_plan" in evaluated.stdout
 
@@ -98,15 +96,17 @@ def test_shared_grammar_is_checked(tmp_path: Path) -> None:
     copy = tmp_path / "sentinel"
     shutil.copytree(REPO / "rules" / "sentinel", copy)
     text = (copy / "pack.yaml").read_text(encoding="utf-8")
-    (copy / "pack.yaml").write_text(text.replace("    grammar: PLAN\n", "    grammar: PLANZ\n"),
-                                    encoding="utf-8")
+    (copy / "pack.yaml").write_text(
+        text.replace("    grammar: PLAN\n", "    grammar: PLANZ\n"), encoding="utf-8"
+    )
     result = run_cli("check", str(copy))
     assert result.exit_code == 1
     assert "`grammar: PLANZ` names no sentinel contract with a grammar of its own" in result.output
     assert "(unknown-grammar)" in result.output
     (copy / "pack.yaml").write_text(
         text.replace("    grammar: PLAN\n", "    grammar: PLAN\n    opener: x{nonce}\n"),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     result = run_cli("check", str(copy))
     assert result.exit_code == 1
     assert "takes its grammar from that contract; remove opener" in result.output
@@ -116,8 +116,9 @@ def test_a_copy_with_text_between_and_fewer_blocks(tmp_path: Path) -> None:
     copy = tmp_path / "sentinel"
     shutil.copytree(REPO / "rules" / "sentinel", copy)
     text = (copy / "pack.yaml").read_text(encoding="utf-8")
-    text = text.replace("    between: blank\n    max_blocks: 20\n",
-                        "    between: text\n    max_blocks: 2\n")
+    text = text.replace(
+        "    between: blank\n    max_blocks: 20\n", "    between: text\n    max_blocks: 2\n"
+    )
     (copy / "pack.yaml").write_text(text, encoding="utf-8")
     pack = engine.load_pack(copy)
     between = next(c for c in CASES if c["name"].startswith("text between"))

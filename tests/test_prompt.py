@@ -51,34 +51,63 @@ as disagreement with the decided conflict.
     return f"{decisions_section}\n\n{base_prompt}"
 
 
-def decided(ref: str, round_number: int, option: str, summary: str, decision: str,
-            rationale: str, action: str) -> dict[str, Any]:
-    return {"id": ref, "round": round_number, "option": option, "summary": summary,
-            "decision": decision, "rationale": rationale, "actions": {"engineer": action}}
+def decided(
+    ref: str,
+    round_number: int,
+    option: str,
+    summary: str,
+    decision: str,
+    rationale: str,
+    action: str,
+) -> dict[str, Any]:
+    return {
+        "id": ref,
+        "round": round_number,
+        "option": option,
+        "summary": summary,
+        "decision": decision,
+        "rationale": rationale,
+        "actions": {"engineer": action},
+    }
 
 
 RESOLUTIONS = [
-    decided("ISSUE-R4-007", 6, "A", "Schema validation strictness",
-            "Implement strict mode validation",
-            "CRITICAL severity - cannot risk silent data loss",
-            "Implement strict validation. Schema parser must reject unknown fields.\n"
-            "This was a CRITICAL issue and the user chose the Reviewer's position."),
-    decided("ISSUE-R5-003", 6, "C", "Retry timing mechanism",
-            "Context-aware retry timing", "Both concerns valid",
-            "Update retry implementation to note context-awareness."),
+    decided(
+        "ISSUE-R4-007",
+        6,
+        "A",
+        "Schema validation strictness",
+        "Implement strict mode validation",
+        "CRITICAL severity - cannot risk silent data loss",
+        "Implement strict validation. Schema parser must reject unknown fields.\n"
+        "This was a CRITICAL issue and the user chose the Reviewer's position.",
+    ),
+    decided(
+        "ISSUE-R5-003",
+        6,
+        "C",
+        "Retry timing mechanism",
+        "Context-aware retry timing",
+        "Both concerns valid",
+        "Update retry implementation to note context-awareness.",
+    ),
 ]
 
 
-def prompt(tmp_path: Path, round_number: int, decisions: list[dict[str, Any]] | None,
-           *extra: str) -> Any:
-    context: dict[str, Any] = {"known_gaps": ["GAP-FLOW-001", "GAP-COMM-004"],
-                               "round": round_number}
+def prompt(
+    tmp_path: Path, round_number: int, decisions: list[dict[str, Any]] | None, *extra: str
+) -> Any:
+    context: dict[str, Any] = {
+        "known_gaps": ["GAP-FLOW-001", "GAP-COMM-004"],
+        "round": round_number,
+    }
     if decisions is not None:
         context["decided_conflicts"] = decisions
     ctx = tmp_path / "ctx.yaml"
     ctx.write_text(yaml.safe_dump(context, allow_unicode=True), encoding="utf-8")
-    return run_cli("prompt", "--pack", "gap-review", "--block", "engineer",
-                   "--context", str(ctx), *extra)
+    return run_cli(
+        "prompt", "--pack", "gap-review", "--block", "engineer", "--context", str(ctx), *extra
+    )
 
 
 def test_decisions_section_is_the_seeds(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
@@ -88,10 +117,19 @@ def test_decisions_section_is_the_seeds(tmp_path: Path, snapshot: SnapshotAssert
     result = prompt(tmp_path, 7, RESOLUTIONS)
     assert result.exit_code == 0, result.output
     expected = seed_prompt(
-        [{"issue_id": r["id"], "summary": r["summary"], "chosen_option": r["option"],
-          "decision": r["decision"], "user_rationale": r["rationale"],
-          "engineer_action": r["actions"]["engineer"]} for r in RESOLUTIONS],
-        base.stdout)
+        [
+            {
+                "issue_id": r["id"],
+                "summary": r["summary"],
+                "chosen_option": r["option"],
+                "decision": r["decision"],
+                "user_rationale": r["rationale"],
+                "engineer_action": r["actions"]["engineer"],
+            }
+            for r in RESOLUTIONS
+        ],
+        base.stdout,
+    )
     assert result.stdout == expected
     assert result.stdout == snapshot
 
@@ -103,31 +141,81 @@ def test_only_the_previous_rounds_decisions(tmp_path: Path) -> None:
 
 
 def test_the_session_ledger_gives_the_decisions(tmp_path: Path) -> None:
-    issues = [{"id": "ISSUE-R5-003", "severity": "HIGH", "summary": "Retry timing mechanism",
-               "suggestion": "Backoff", "impact": "Overload", "gap": "GAP-FLOW-001"}]
+    issues = [
+        {
+            "id": "ISSUE-R5-003",
+            "severity": "HIGH",
+            "summary": "Retry timing mechanism",
+            "suggestion": "Backoff",
+            "impact": "Overload",
+            "gap": "GAP-FLOW-001",
+        }
+    ]
     ctx = tmp_path / "c6.yaml"
-    ctx.write_text(yaml.safe_dump({"known_gaps": ["GAP-FLOW-001"], "round": 6,
-                                   "known_issues": issues}), encoding="utf-8")
+    ctx.write_text(
+        yaml.safe_dump({"known_gaps": ["GAP-FLOW-001"], "round": 6, "known_issues": issues}),
+        encoding="utf-8",
+    )
     out = tmp_path / "out.md"
     out.write_text(
-        "## Gap Resolution: GAP-FLOW-001\n\n**Confidence:** HIGH\n\n" + "Detail. " * 30
+        "## Gap Resolution: GAP-FLOW-001\n\n**Confidence:** HIGH\n\n"
+        + "Detail. " * 30
         + "\n\n### Trade-offs\n\nSome.\n\n## DISAGREE: ISSUE-R5-003\n\n**Reviewer Concern:**\n"
-        "> q\n\n**Engineer Position:**\nNo.\n\n**Rationale:**\nBecause.\n", encoding="utf-8")
+        "> q\n\n**Engineer Position:**\nNo.\n\n**Rationale:**\nBecause.\n",
+        encoding="utf-8",
+    )
     session = tmp_path / "session"
-    assert run_cli("conflicts", "detect", "--pack", "gap-review", "--session", str(session),
-                   "--context", str(ctx), str(out)).exit_code == 0
-    assert run_cli("conflicts", "resolve", "--session", str(session), "ISSUE-R5-003",
-                   "--option", "A", "--decision", "Use backoff", "--rationale", "Safer",
-                   "--engineer-action", "Implement backoff.").exit_code == 0
+    assert (
+        run_cli(
+            "conflicts",
+            "detect",
+            "--pack",
+            "gap-review",
+            "--session",
+            str(session),
+            "--context",
+            str(ctx),
+            str(out),
+        ).exit_code
+        == 0
+    )
+    assert (
+        run_cli(
+            "conflicts",
+            "resolve",
+            "--session",
+            str(session),
+            "ISSUE-R5-003",
+            "--option",
+            "A",
+            "--decision",
+            "Use backoff",
+            "--rationale",
+            "Safer",
+            "--action",
+            "engineer=Implement backoff.",
+        ).exit_code
+        == 0
+    )
     ctx7 = tmp_path / "c7.yaml"
-    ctx7.write_text(yaml.safe_dump({"known_gaps": ["GAP-FLOW-001"], "round": 7}),
-                    encoding="utf-8")
-    result = run_cli("prompt", "--pack", "gap-review", "--block", "engineer", "--session",
-                     str(session), "--context", str(ctx7))
+    ctx7.write_text(yaml.safe_dump({"known_gaps": ["GAP-FLOW-001"], "round": 7}), encoding="utf-8")
+    result = run_cli(
+        "prompt",
+        "--pack",
+        "gap-review",
+        "--block",
+        "engineer",
+        "--session",
+        str(session),
+        "--context",
+        str(ctx7),
+    )
     assert result.exit_code == 0, result.output
-    assert "### ISSUE-R5-003: Retry timing mechanism\n\n**User Decision:** Option A - Use " \
-        "backoff\n**Rationale:** Safer\n\n**Your Action Required:**\nImplement backoff.\n" \
+    assert (
+        "### ISSUE-R5-003: Retry timing mechanism\n\n**User Decision:** Option A - Use "
+        "backoff\n**Rationale:** Safer\n\n**Your Action Required:**\nImplement backoff.\n"
         in result.stdout
+    )
 
 
 def test_usage_errors(tmp_path: Path) -> None:
@@ -151,9 +239,12 @@ def test_the_example_fits_the_initial_budget(tmp_path: Path) -> None:
     text = pack_file.read_text(encoding="utf-8")
     old = "  budgets: {retry_tokens: 2000, chars_per_token: 4}\n"
     assert old in text
-    pack_file.write_text(text.replace(
-        old, "  budgets: {retry_tokens: 2000, initial_tokens: 40, chars_per_token: 4}\n"),
-        encoding="utf-8")
+    pack_file.write_text(
+        text.replace(
+            old, "  budgets: {retry_tokens: 2000, initial_tokens: 40, chars_per_token: 4}\n"
+        ),
+        encoding="utf-8",
+    )
     ctx = tmp_path / "ctx.yaml"
     small = run_cli("prompt", "--pack", str(copy), "--block", "engineer", "--context", str(ctx))
     assert small.exit_code == 0, small.output

@@ -59,8 +59,9 @@ def validator(name: str) -> Draft202012Validator:
     """A validator that asserts formats and can never fetch anything."""
     schema = load_schema(name)
     registry: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
-    return Draft202012Validator(schema, registry=registry,
-                                format_checker=Draft202012Validator.FORMAT_CHECKER)
+    return Draft202012Validator(
+        schema, registry=registry, format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
 
 
 def walk(node: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
@@ -170,6 +171,7 @@ def drop(*path: Any) -> Mutation:
         for key in path[:-1]:
             doc = doc[key]
         del doc[path[-1]]
+
     return apply
 
 
@@ -178,6 +180,7 @@ def put(*path: Any, value: Any) -> Mutation:
         for key in path[:-1]:
             doc = doc[key]
         doc[path[-1]] = value
+
     return apply
 
 
@@ -185,6 +188,7 @@ def both(*mutations: Mutation) -> Mutation:
     def apply(doc: Any) -> None:
         for mutation in mutations:
             mutation(doc)
+
     return apply
 
 
@@ -192,6 +196,7 @@ def unwrap(key: str) -> Mutation:
     def apply(doc: Any) -> None:
         inner = doc.pop(key)
         doc.update(inner)
+
     return apply
 
 
@@ -201,127 +206,317 @@ R = ("recovery",)
 
 # (schema, what, mutation, keyword expected, instance path of that error)
 MUTATIONS: list[tuple[str, str, Mutation, str, tuple[Any, ...]]] = [
-    ("todo", "no success_criteria", drop("metadata", "success_criteria"), "required",
-     ("metadata",)),
-    ("todo", "empty success_criteria", put("metadata", "success_criteria", value=[]), "minItems",
-     ("metadata", "success_criteria")),
-    ("todo", "blank criterion", put("metadata", "success_criteria", value=["  "]), "pattern",
-     ("metadata", "success_criteria", 0)),
+    (
+        "todo",
+        "no success_criteria",
+        drop("metadata", "success_criteria"),
+        "required",
+        ("metadata",),
+    ),
+    (
+        "todo",
+        "empty success_criteria",
+        put("metadata", "success_criteria", value=[]),
+        "minItems",
+        ("metadata", "success_criteria"),
+    ),
+    (
+        "todo",
+        "blank criterion",
+        put("metadata", "success_criteria", value=["  "]),
+        "pattern",
+        ("metadata", "success_criteria", 0),
+    ),
     ("todo", "no metadata", drop("metadata"), "required", ()),
     ("todo", "no status", drop("status"), "required", ()),
     ("todo", "status not in enum", put("status", value="done"), "enum", ("status",)),
     ("todo", "priority not in enum", put("priority", value="urgent"), "enum", ("priority",)),
-    ("todo", "stage not in the table", put("metadata", "stage", value="DEPLOY"), "enum",
-     ("metadata", "stage")),
-    ("todo", "an 18th field", put("metadata", "owner", value="Sonnet"), "additionalProperties",
-     ("metadata",)),
-    ("todo", "an unknown top-level key", put("due", value="tomorrow"), "additionalProperties",
-     ()),
+    (
+        "todo",
+        "stage not in the table",
+        put("metadata", "stage", value="DEPLOY"),
+        "enum",
+        ("metadata", "stage"),
+    ),
+    (
+        "todo",
+        "an 18th field",
+        put("metadata", "owner", value="Sonnet"),
+        "additionalProperties",
+        ("metadata",),
+    ),
+    ("todo", "an unknown top-level key", put("due", value="tomorrow"), "additionalProperties", ()),
     ("todo", "id with a dash", put("id", value="T-042"), "pattern", ("id",)),
-    ("todo", "created_at not ISO 8601", put("metadata", "created_at", value="2026-01-04 06:30"),
-     "pattern", ("metadata", "created_at")),
-    ("todo", "relative file path", put("metadata", "files", value=["webhooks/client.py"]),
-     "pattern", ("metadata", "files", 0)),
-    ("todo", "bad evidence id", put("metadata", "evidence_ids", value=["E-1"]), "pattern",
-     ("metadata", "evidence_ids", 0)),
-    ("todo", "duplicate dependency", put("metadata", "dependencies", value=["T1", "T1"]),
-     "uniqueItems", ("metadata", "dependencies")),
-    ("evidence", "seq not three digits", put("id", value="E-IMPLEMENT-T042-1"), "pattern",
-     ("id",)),
-    ("evidence", "stage in lower case", put("id", value="E-implement-T042-001"), "pattern",
-     ("id",)),
-    ("evidence", "stage not in the table", put("id", value="E-DEPLOY-T042-001"), "pattern",
-     ("id",)),
+    (
+        "todo",
+        "created_at not ISO 8601",
+        put("metadata", "created_at", value="2026-01-04 06:30"),
+        "pattern",
+        ("metadata", "created_at"),
+    ),
+    (
+        "todo",
+        "relative file path",
+        put("metadata", "files", value=["webhooks/client.py"]),
+        "pattern",
+        ("metadata", "files", 0),
+    ),
+    (
+        "todo",
+        "bad evidence id",
+        put("metadata", "evidence_ids", value=["E-1"]),
+        "pattern",
+        ("metadata", "evidence_ids", 0),
+    ),
+    (
+        "todo",
+        "duplicate dependency",
+        put("metadata", "dependencies", value=["T1", "T1"]),
+        "uniqueItems",
+        ("metadata", "dependencies"),
+    ),
+    ("evidence", "seq not three digits", put("id", value="E-IMPLEMENT-T042-1"), "pattern", ("id",)),
+    (
+        "evidence",
+        "stage in lower case",
+        put("id", value="E-implement-T042-001"),
+        "pattern",
+        ("id",),
+    ),
+    (
+        "evidence",
+        "stage not in the table",
+        put("id", value="E-DEPLOY-T042-001"),
+        "pattern",
+        ("id",),
+    ),
     ("evidence", "no E- prefix", put("id", value="IMPLEMENT-T042-001"), "pattern", ("id",)),
-    ("evidence", "id with a trailing newline", put("id", value="E-IMPLEMENT-T042-001\n"),
-     "pattern", ("id",)),
-    ("evidence", "relative location", put("location", value=".workflow/evidence/e1.txt"),
-     "pattern", ("location",)),
-    ("evidence", "home-relative location", put("location", value="~/evidence/e1.txt"),
-     "pattern", ("location",)),
+    (
+        "evidence",
+        "id with a trailing newline",
+        put("id", value="E-IMPLEMENT-T042-001\n"),
+        "pattern",
+        ("id",),
+    ),
+    (
+        "evidence",
+        "relative location",
+        put("location", value=".workflow/evidence/e1.txt"),
+        "pattern",
+        ("location",),
+    ),
+    (
+        "evidence",
+        "home-relative location",
+        put("location", value="~/evidence/e1.txt"),
+        "pattern",
+        ("location",),
+    ),
     ("evidence", "verified as a string", put("verified", value="yes"), "type", ("verified",)),
     ("evidence", "no verified", drop("verified"), "required", ()),
     ("evidence", "no claim", drop("claim"), "required", ()),
     ("evidence", "type not in enum", put("type", value="hunch"), "enum", ("type",)),
-    ("evidence", "timestamp not ISO 8601", put("timestamp", value="04/01/2026 06:30"),
-     "pattern", ("timestamp",)),
-    ("evidence", "timestamp without offset", put("timestamp", value="2026-01-04T06:30:00"),
-     "pattern", ("timestamp",)),
-    ("evidence", "month 13", put("timestamp", value="2026-13-04T06:30:00Z"), "pattern",
-     ("timestamp",)),
-    ("evidence", "hour 24", put("timestamp", value="2026-01-04T24:30:00Z"), "pattern",
-     ("timestamp",)),
-    ("evidence", "timestamp with a trailing newline",
-     put("timestamp", value="2026-01-04T06:30:00Z\n"), "pattern", ("timestamp",)),
+    (
+        "evidence",
+        "timestamp not ISO 8601",
+        put("timestamp", value="04/01/2026 06:30"),
+        "pattern",
+        ("timestamp",),
+    ),
+    (
+        "evidence",
+        "timestamp without offset",
+        put("timestamp", value="2026-01-04T06:30:00"),
+        "pattern",
+        ("timestamp",),
+    ),
+    (
+        "evidence",
+        "month 13",
+        put("timestamp", value="2026-13-04T06:30:00Z"),
+        "pattern",
+        ("timestamp",),
+    ),
+    (
+        "evidence",
+        "hour 24",
+        put("timestamp", value="2026-01-04T24:30:00Z"),
+        "pattern",
+        ("timestamp",),
+    ),
+    (
+        "evidence",
+        "timestamp with a trailing newline",
+        put("timestamp", value="2026-01-04T06:30:00Z\n"),
+        "pattern",
+        ("timestamp",),
+    ),
     ("evidence", "bad sha256", put("sha256", value="abc"), "pattern", ("sha256",)),
     ("review_gate", "action not in enum", put("action", value="MAYBE"), "enum", ("action",)),
     ("review_gate", "approved but STOP", put("action", value="STOP"), "const", ("action",)),
-    ("review_gate", "not approved but PROCEED", put("approved", value=False), "enum",
-     ("action",)),
-    ("review_gate", "no criteria", put("criteria_checked", value=[]), "minItems",
-     ("criteria_checked",)),
-    ("review_gate", "criterion neither text nor object", put("criteria_checked", value=[3]),
-     "anyOf", ("criteria_checked", 0)),
+    ("review_gate", "not approved but PROCEED", put("approved", value=False), "enum", ("action",)),
+    (
+        "review_gate",
+        "no criteria",
+        put("criteria_checked", value=[]),
+        "minItems",
+        ("criteria_checked",),
+    ),
+    (
+        "review_gate",
+        "criterion neither text nor object",
+        put("criteria_checked", value=[3]),
+        "anyOf",
+        ("criteria_checked", 0),
+    ),
     ("review_gate", "stage not in the table", put("stage", value="DEPLOY"), "enum", ("stage",)),
     ("review_gate", "no agent", drop("agent"), "required", ()),
-    ("review_gate", "approved as a string", put("approved", value="true"), "type",
-     ("approved",)),
+    ("review_gate", "approved as a string", put("approved", value="true"), "type", ("approved",)),
     ("conflict", "one party", put("parties", value=["Sonnet"]), "minItems", ("parties",)),
-    ("conflict", "one position", put("positions", value=[{"party": "A", "position": "x"}]),
-     "minItems", ("positions",)),
-    ("conflict", "resolved without rationale", drop("resolution", "rationale"), "required",
-     ("resolution",)),
+    (
+        "conflict",
+        "one position",
+        put("positions", value=[{"party": "A", "position": "x"}]),
+        "minItems",
+        ("positions",),
+    ),
+    (
+        "conflict",
+        "resolved without rationale",
+        drop("resolution", "rationale"),
+        "required",
+        ("resolution",),
+    ),
     ("conflict", "type not in enum", put("type", value="personal"), "enum", ("type",)),
     ("conflict", "bad id", put("id", value="7"), "pattern", ("id",)),
     ("conflict", "no resolution", drop("resolution"), "required", ()),
-    ("metrics", "stage key not in the table", put("stages", "DEPLOY", value={"status": "pending"}),
-     "enum", ("stages",)),
-    ("metrics", "pass_rate above 1", put("quality", "pass_rate", value=1.5), "maximum",
-     ("quality", "pass_rate")),
-    ("metrics", "negative count", put("evidence", "total", value=-1), "minimum",
-     ("evidence", "total")),
+    (
+        "metrics",
+        "stage key not in the table",
+        put("stages", "DEPLOY", value={"status": "pending"}),
+        "enum",
+        ("stages",),
+    ),
+    (
+        "metrics",
+        "pass_rate above 1",
+        put("quality", "pass_rate", value=1.5),
+        "maximum",
+        ("quality", "pass_rate"),
+    ),
+    (
+        "metrics",
+        "negative count",
+        put("evidence", "total", value=-1),
+        "minimum",
+        ("evidence", "total"),
+    ),
     ("metrics", "no workflow_id", drop("workflow_id"), "required", ()),
     ("metrics", "no quality", drop("quality"), "required", ()),
-    ("skill", "relative evidence_location", put("evidence_location", value="evidence/s.txt"),
-     "pattern", ("evidence_location",)),
+    (
+        "skill",
+        "relative evidence_location",
+        put("evidence_location", value="evidence/s.txt"),
+        "pattern",
+        ("evidence_location",),
+    ),
     ("skill", "tested as a string", put("tested", value="true"), "type", ("tested",)),
     ("skill", "no interface", drop("interface"), "required", ()),
     ("skill", "name with spaces", put("name", value="HTTP retry"), "pattern", ("name",)),
     ("handoff", "no memory_refs", drop(*C, "memory_refs"), "required", C),
     ("handoff", "no instructions", drop(*H, "instructions"), "required", H),
-    ("handoff", "a key the seed does not have", put(*H, "priority", value="high"),
-     "additionalProperties", H),
-    ("handoff", "deadline not ISO 8601", put(*H, "deadline", value="in 30 minutes"), "pattern",
-     (*H, "deadline")),
-    ("handoff", "blockers not strings", put(*C, "blockers", value=[1]), "type",
-     (*C, "blockers", 0)),
-    ("handoff", "completed_stages not a list", put(*C, "completed_stages", value="PLAN"), "type",
-     (*C, "completed_stages")),
-    ("handoff", "stage in lower case", put(*C, "current_stage", value="implement"), "pattern",
-     (*C, "current_stage")),
+    (
+        "handoff",
+        "a key the seed does not have",
+        put(*H, "priority", value="high"),
+        "additionalProperties",
+        H,
+    ),
+    (
+        "handoff",
+        "deadline not ISO 8601",
+        put(*H, "deadline", value="in 30 minutes"),
+        "pattern",
+        (*H, "deadline"),
+    ),
+    (
+        "handoff",
+        "blockers not strings",
+        put(*C, "blockers", value=[1]),
+        "type",
+        (*C, "blockers", 0),
+    ),
+    (
+        "handoff",
+        "completed_stages not a list",
+        put(*C, "completed_stages", value="PLAN"),
+        "type",
+        (*C, "completed_stages"),
+    ),
+    (
+        "handoff",
+        "stage in lower case",
+        put(*C, "current_stage", value="implement"),
+        "pattern",
+        (*C, "current_stage"),
+    ),
     ("handoff", "without the handoff wrapper", unwrap("handoff"), "required", ()),
     ("handoff", "empty to_agent", put(*H, "to_agent", value=""), "minLength", (*H, "to_agent")),
     ("startup", "memory_ok as a string", put("memory_ok", value="ok"), "type", ("memory_ok",)),
     ("startup", "no env_ready", drop("env_ready"), "required", ()),
     ("startup", "unknown check", put("gpu_ok", value=True), "additionalProperties", ()),
-    ("recovery", "id with separators", put(*R, "id", value="R-2026-01-04T06:30:00"), "pattern",
-     (*R, "id")),
-    ("recovery", "id without seconds", put(*R, "id", value="R-20260104T0630"), "pattern",
-     (*R, "id")),
-    ("recovery", "id without prefix", put(*R, "id", value="20260104T063000"), "pattern",
-     (*R, "id")),
-    ("recovery", "success as a string", put(*R, "success", value="false"), "type",
-     (*R, "success")),
+    (
+        "recovery",
+        "id with separators",
+        put(*R, "id", value="R-2026-01-04T06:30:00"),
+        "pattern",
+        (*R, "id"),
+    ),
+    (
+        "recovery",
+        "id without seconds",
+        put(*R, "id", value="R-20260104T0630"),
+        "pattern",
+        (*R, "id"),
+    ),
+    (
+        "recovery",
+        "id without prefix",
+        put(*R, "id", value="20260104T063000"),
+        "pattern",
+        (*R, "id"),
+    ),
+    ("recovery", "success as a string", put(*R, "success", value="false"), "type", (*R, "success")),
     ("recovery", "no resume_stage", drop(*R, "resume_stage"), "required", R),
-    ("recovery", "rollback_to null", put(*R, "rollback_to", value=None), "type",
-     (*R, "rollback_to")),
-    ("recovery", "trigger not snake_case", put(*R, "trigger", value="Quality Gate"), "pattern",
-     (*R, "trigger")),
-    ("recovery", "a key the seed does not have", put(*R, "reason", value="x"),
-     "additionalProperties", R),
+    (
+        "recovery",
+        "rollback_to null",
+        put(*R, "rollback_to", value=None),
+        "type",
+        (*R, "rollback_to"),
+    ),
+    (
+        "recovery",
+        "trigger not snake_case",
+        put(*R, "trigger", value="Quality Gate"),
+        "pattern",
+        (*R, "trigger"),
+    ),
+    (
+        "recovery",
+        "a key the seed does not have",
+        put(*R, "reason", value="x"),
+        "additionalProperties",
+        R,
+    ),
     ("recovery", "without the recovery wrapper", unwrap("recovery"), "required", ()),
-    ("review_gate", "both rules at once", both(put("action", value="STOP"), drop("agent")),
-     "required", ()),
+    (
+        "review_gate",
+        "both rules at once",
+        both(put("action", value="STOP"), drop("agent")),
+        "required",
+        (),
+    ),
 ]
 
 
@@ -329,8 +524,9 @@ MUTATIONS: list[tuple[str, str, Mutation, str, tuple[Any, ...]]] = [
     ("name", "mutation", "keyword", "where"),
     [pytest.param(n, m, k, w, id=f"{n}: {what}") for n, what, m, k, w in MUTATIONS],
 )
-def test_mutation_fails(name: str, mutation: Mutation, keyword: str,
-                        where: tuple[Any, ...]) -> None:
+def test_mutation_fails(
+    name: str, mutation: Mutation, keyword: str, where: tuple[Any, ...]
+) -> None:
     doc = copy.deepcopy(load_example(name))
     mutation(doc)
     assert doc != load_example(name)
@@ -391,8 +587,9 @@ def seed_context(now: datetime, stage: str = "IMPLEMENT", **overrides: Any) -> d
         "max_retry": 3,
         "timestamp": now.isoformat(),
         "timestamp_compact": now.strftime("%Y%m%dT%H%M%S"),
-        "errors": json.dumps(["[todo] Missing: metadata.success_criteria",
-                              "Missing required schema: evidence"]),
+        "errors": json.dumps(
+            ["[todo] Missing: metadata.success_criteria", "Missing required schema: evidence"]
+        ),
         "current_agent": "Sonnet",  # AGENT_ID default
         "objective": "",  # USER_OBJECTIVE default
         "completed_stages": json.dumps([]),
@@ -458,13 +655,28 @@ def test_handoff_and_recovery_keys_are_the_seeds() -> None:
 
 # --------------------------------------------------------------------------- timestamps
 
-GOOD_TIMES = ["2026-01-04T06:30:00Z", "2026-01-04T06:30:00+00:00",
-              "2026-01-04T06:30:00.123456+00:00", "2026-02-28T23:59:59-05:30",
-              "2016-12-31T23:59:60Z"]
-BAD_TIMES = ["2026-01-04", "2026-01-04T06:30Z", "2026-01-04T06:30:00", "2026-01-04 06:30:00Z",
-             "2026-1-4T06:30:00Z", "2026-01-04T06:30:00+0000", "2026-01-32T06:30:00Z",
-             "2026-00-04T06:30:00Z", "2026-01-04T06:60:00Z", "2026-01-04T06:30:00z",
-             " 2026-01-04T06:30:00Z", "2026-01-04T06:30:00Z\n", "1767508200"]
+GOOD_TIMES = [
+    "2026-01-04T06:30:00Z",
+    "2026-01-04T06:30:00+00:00",
+    "2026-01-04T06:30:00.123456+00:00",
+    "2026-02-28T23:59:59-05:30",
+    "2016-12-31T23:59:60Z",
+]
+BAD_TIMES = [
+    "2026-01-04",
+    "2026-01-04T06:30Z",
+    "2026-01-04T06:30:00",
+    "2026-01-04 06:30:00Z",
+    "2026-1-4T06:30:00Z",
+    "2026-01-04T06:30:00+0000",
+    "2026-01-32T06:30:00Z",
+    "2026-00-04T06:30:00Z",
+    "2026-01-04T06:60:00Z",
+    "2026-01-04T06:30:00z",
+    " 2026-01-04T06:30:00Z",
+    "2026-01-04T06:30:00Z\n",
+    "1767508200",
+]
 
 
 @pytest.mark.parametrize("value", GOOD_TIMES + BAD_TIMES)

@@ -22,36 +22,54 @@ from engine.state.session import Session
 PACK_DIR = REPO / "rules" / "gap-review"
 PACK = engine.load_pack("gap-review")
 CASES: list[dict[str, Any]] = yaml.safe_load(
-    (Path(__file__).parent / "cases" / "rate_limit_cases.yaml").read_text(encoding="utf-8"))
+    (Path(__file__).parent / "cases" / "rate_limit_cases.yaml").read_text(encoding="utf-8")
+)
 DECISION_SCHEMA = json.loads((REPO / "contracts" / "decision.schema.json").read_text())
 
-SUMMARIES = ["Timestamp format consistency", "Error message verbosity",
-             "Validation timeout threshold", "Recovery data persistence"]
+SUMMARIES = [
+    "Timestamp format consistency",
+    "Error message verbosity",
+    "Validation timeout threshold",
+    "Recovery data persistence",
+]
 
 
 def issues_of(round_number: int, severities: list[str]) -> list[dict[str, str]]:
-    return [{"id": f"ISSUE-R{round_number}-{i:03d}", "severity": severity,
-             "summary": SUMMARIES[i - 1] if i <= len(SUMMARIES) else f"Issue {i}"}
-            for i, severity in enumerate(severities, start=1)]
+    return [
+        {
+            "id": f"ISSUE-R{round_number}-{i:03d}",
+            "severity": severity,
+            "summary": SUMMARIES[i - 1] if i <= len(SUMMARIES) else f"Issue {i}",
+        }
+        for i, severity in enumerate(severities, start=1)
+    ]
 
 
 def output_for(round_number: int, disagree: list[int], issues: int) -> str:
     """An engineer output that passes its contract: DISAGREE sections for the issues named
     by ``disagree``, a response to each of the other ``issues`` (so none is unaddressed)."""
-    text = ("## Gap Resolution: GAP-FLOW-006\n\n**Confidence:** HIGH\n\n"
-            + "The proposal in detail. " * 12 + "\n\n### Trade-offs\n\nSome.\n\n")
+    text = (
+        "## Gap Resolution: GAP-FLOW-006\n\n**Confidence:** HIGH\n\n"
+        + "The proposal in detail. " * 12
+        + "\n\n### Trade-offs\n\nSome.\n\n"
+    )
     for index in range(1, issues + 1):
         if index not in disagree:
             text += f"Response to ISSUE-R{round_number}-{index:03d}: done.\n\n"
     for index in disagree:
-        text += (f"## DISAGREE: ISSUE-R{round_number}-{index:03d}\n\n**Reviewer Concern:**\n"
-                 "> A quote.\n\n**Engineer Position:**\nNo.\n\n**Rationale:**\nBecause.\n\n")
+        text += (
+            f"## DISAGREE: ISSUE-R{round_number}-{index:03d}\n\n**Reviewer Concern:**\n"
+            "> A quote.\n\n**Engineer Position:**\nNo.\n\n**Rationale:**\nBecause.\n\n"
+        )
     return text
 
 
 def context_for(case: dict[str, Any]) -> dict[str, Any]:
-    context: dict[str, Any] = {"known_gaps": ["GAP-FLOW-006"], "round": case["round"],
-                               "known_issues": issues_of(case["round"], case["issues"])}
+    context: dict[str, Any] = {
+        "known_gaps": ["GAP-FLOW-006"],
+        "round": case["round"],
+        "known_issues": issues_of(case["round"], case["issues"]),
+    }
     if "history" in case:
         context["disagree_history"] = case["history"]
     return context
@@ -102,23 +120,37 @@ def test_example_3_presentation(tmp_path: Path, snapshot: SnapshotAssertion) -> 
     text = output_for(7, example["disagree"], len(example["issues"]))
     (tmp_path / "out.md").write_text(text, encoding="utf-8")
     (tmp_path / "ctx.yaml").write_text(yaml.safe_dump(context_for(example)), encoding="utf-8")
-    args = ["--pack", "gap-review", "--block", "engineer", "--context",
-            str(tmp_path / "ctx.yaml"), str(tmp_path / "out.md")]
+    args = [
+        "--pack",
+        "gap-review",
+        "--block",
+        "engineer",
+        "--context",
+        str(tmp_path / "ctx.yaml"),
+        str(tmp_path / "out.md"),
+    ]
     evaluated = run_cli("eval", "--format", "json", *args)
     assert evaluated.exit_code == 4
     decision = json.loads(evaluated.stdout)["decision"]
     assert decision["action"] == "WARN_USER"
     assert [item["id"] for item in decision["limit"]["items"]] == [
-        "ISSUE-R7-001", "ISSUE-R7-002", "ISSUE-R7-003", "ISSUE-R7-004"]
+        "ISSUE-R7-001",
+        "ISSUE-R7-002",
+        "ISSUE-R7-003",
+        "ISSUE-R7-004",
+    ]
     rendered = run_cli("render", *args)
     assert rendered.exit_code == 0
     text = rendered.stdout
-    assert text.startswith("DISAGREE RATE WARNING\n\nEngineer disagreed with 4 of 4 "
-                           "HIGH/CRITICAL issues this round (100%).\n")
+    assert text.startswith(
+        "DISAGREE RATE WARNING\n\nEngineer disagreed with 4 of 4 "
+        "HIGH/CRITICAL issues this round (100%).\n"
+    )
     assert "1. ISSUE-R7-001 (HIGH): Timestamp format consistency\n" in text
     assert "4. ISSUE-R7-004 (CRITICAL): Recovery data persistence\n" in text
-    assert ("3. Review Reviewer feedback - Check if Round 6 Reviewer issues were "
-            "reasonable\n") in text
+    assert (
+        "3. Review Reviewer feedback - Check if Round 6 Reviewer issues were reasonable\n"
+    ) in text
     assert text == snapshot
 
 
@@ -127,31 +159,48 @@ def test_eval_text_reports_the_limit(tmp_path: Path) -> None:
     text = output_for(5, blocked["disagree"], len(blocked["issues"]))
     (tmp_path / "out.md").write_text(text, encoding="utf-8")
     (tmp_path / "ctx.yaml").write_text(yaml.safe_dump(context_for(blocked)), encoding="utf-8")
-    result = run_cli("eval", "--pack", "gap-review", "--block", "engineer", "--context",
-                     str(tmp_path / "ctx.yaml"), str(tmp_path / "out.md"))
+    result = run_cli(
+        "eval",
+        "--pack",
+        "gap-review",
+        "--block",
+        "engineer",
+        "--context",
+        str(tmp_path / "ctx.yaml"),
+        str(tmp_path / "out.md"),
+    )
     assert result.exit_code == 5
     assert "action     BLOCK_ROUND (attempt 1, final)\n" in result.stdout
-    assert "limit      absolute: Engineer submitted 6 DISAGREEs (limit: 5 per round).\n" \
+    assert (
+        "limit      absolute: Engineer submitted 6 DISAGREEs (limit: 5 per round).\n"
         in result.stdout
+    )
 
 
-def evaluate_in(session_dir: Path, round_number: int, severities: list[str],
-                disagree: list[int]) -> engine.Decision:
-    context = {"known_gaps": ["GAP-FLOW-006"], "round": round_number,
-               "known_issues": issues_of(round_number, severities)}
+def evaluate_in(
+    session_dir: Path, round_number: int, severities: list[str], disagree: list[int]
+) -> engine.Decision:
+    context = {
+        "known_gaps": ["GAP-FLOW-006"],
+        "round": round_number,
+        "known_issues": issues_of(round_number, severities),
+    }
     with Session(PACK, session_dir) as session:
         text = output_for(round_number, disagree, len(severities))
-        outcome = session.evaluate("engineer", text,
-                                   context=context, nonce=f"r{round_number}")
+        outcome = session.evaluate("engineer", text, context=context, nonce=f"r{round_number}")
     return outcome.decision
 
 
 def round_counts(session_dir: Path) -> list[tuple[int, int, int]]:
     db = sqlite3.connect(session_dir / LEDGER_FILE)
     try:
-        return [tuple(row) for row in db.execute(
-            "SELECT round, count, total FROM round_counts WHERE block = 'engineer' "
-            "ORDER BY round")]
+        return [
+            tuple(row)
+            for row in db.execute(
+                "SELECT round, count, total FROM round_counts WHERE block = 'engineer' "
+                "ORDER BY round"
+            )
+        ]
     finally:
         db.close()
 
@@ -181,18 +230,39 @@ def test_two_rounds_in_the_ledger_allow(tmp_path: Path) -> None:
 def test_window_through_the_cli_session(tmp_path: Path) -> None:
     session = tmp_path / "session"
     codes = []
-    for round_number, severities, disagree in [(1, ["HIGH"] * 4, [1, 2]),
-                                               (2, ["HIGH"] * 5, [1, 2]),
-                                               (2, ["HIGH"] * 5, [1, 2]),
-                                               (3, ["HIGH", "HIGH", "CRITICAL"], [1])]:
+    for round_number, severities, disagree in [
+        (1, ["HIGH"] * 4, [1, 2]),
+        (2, ["HIGH"] * 5, [1, 2]),
+        (2, ["HIGH"] * 5, [1, 2]),
+        (3, ["HIGH", "HIGH", "CRITICAL"], [1]),
+    ]:
         out = tmp_path / f"out{round_number}.md"
         ctx = tmp_path / f"ctx{round_number}.yaml"
         out.write_text(output_for(round_number, disagree, len(severities)), encoding="utf-8")
-        ctx.write_text(yaml.safe_dump({"known_gaps": ["GAP-FLOW-006"], "round": round_number,
-                                       "known_issues": issues_of(round_number, severities)}),
-                       encoding="utf-8")
-        result = run_cli("eval", "--pack", "gap-review", "--block", "engineer", "--context",
-                         str(ctx), "--session", str(session), "--format", "json", str(out))
+        ctx.write_text(
+            yaml.safe_dump(
+                {
+                    "known_gaps": ["GAP-FLOW-006"],
+                    "round": round_number,
+                    "known_issues": issues_of(round_number, severities),
+                }
+            ),
+            encoding="utf-8",
+        )
+        result = run_cli(
+            "eval",
+            "--pack",
+            "gap-review",
+            "--block",
+            "engineer",
+            "--context",
+            str(ctx),
+            "--session",
+            str(session),
+            "--format",
+            "json",
+            str(out),
+        )
         codes.append(result.exit_code)
     assert codes == [0, 0, 0, 6]
     assert json.loads(result.stdout)["decision"]["limit"]["figures"]["total"] == 12
@@ -225,15 +295,21 @@ def pack_copy(tmp_path: Path, *changes: tuple[str, str]) -> engine.Pack:
 
 
 PER_ROUND = "        threshold: 0.5\n"
-ABSOLUTE_MESSAGE = ('        message: "Engineer submitted {count} DISAGREEs '
-                    '(limit: {threshold} per round)."\n')
+ABSOLUTE_MESSAGE = (
+    '        message: "Engineer submitted {count} DISAGREEs (limit: {threshold} per round)."\n'
+)
 WINDOW = "    window: {rounds: 3, min_rounds: 3}\n"
 
 
 def test_copy_with_another_threshold(tmp_path: Path) -> None:
-    copy = pack_copy(tmp_path, (PER_ROUND, "        threshold: 0.8\n"),
-                     ('        compare: ">"\n        threshold: 0.8',
-                      '        compare: ">="\n        threshold: 0.8'))
+    copy = pack_copy(
+        tmp_path,
+        (PER_ROUND, "        threshold: 0.8\n"),
+        (
+            '        compare: ">"\n        threshold: 0.8',
+            '        compare: ">="\n        threshold: 0.8',
+        ),
+    )
     eighty = case("four_of_five_is_80_percent")
     assert decide(eighty, copy).action == "WARN_USER"
     assert decide({**eighty, "disagree": [1, 2, 3]}, copy).action == "PROCEED"
@@ -251,10 +327,14 @@ def test_copy_with_another_window(tmp_path: Path) -> None:
 
 def test_copy_with_another_order(tmp_path: Path) -> None:
     folder_text = (PACK_DIR / "pack.yaml").read_text(encoding="utf-8")
-    first = folder_text[folder_text.index("      - name: per_round"):
-                        folder_text.index("      - name: absolute")]
-    second = folder_text[folder_text.index("      - name: absolute"):
-                         folder_text.index("      - name: session_pattern")]
+    first = folder_text[
+        folder_text.index("      - name: per_round") : folder_text.index("      - name: absolute")
+    ]
+    second = folder_text[
+        folder_text.index("      - name: absolute") : folder_text.index(
+            "      - name: session_pattern"
+        )
+    ]
     copy = pack_copy(tmp_path, (first + second, second + first))
     all_six = {"round": 5, "issues": ["HIGH"] * 6, "disagree": [1, 2, 3, 4, 5, 6]}
     assert decide(all_six).action == "WARN_USER"
@@ -262,18 +342,23 @@ def test_copy_with_another_order(tmp_path: Path) -> None:
 
 
 def test_copy_with_another_wording(tmp_path: Path) -> None:
-    copy = pack_copy(tmp_path, (ABSOLUTE_MESSAGE, '        message: "{count} objections; '
-                                'at most {threshold} allowed."\n'),
-                     ("        action: BLOCK_ROUND\n", "        action: STOP\n"))
+    copy = pack_copy(
+        tmp_path,
+        (ABSOLUTE_MESSAGE, '        message: "{count} objections; at most {threshold} allowed."\n'),
+        ("        action: BLOCK_ROUND\n", "        action: STOP\n"),
+    )
     decision = decide(case("six_against_twenty_blocks_the_round"), copy)
     assert (decision.action, decision.reason) == ("STOP", "6 objections; at most 5 allowed.")
 
 
-@pytest.mark.parametrize(("message", "rule"), [
-    ("{unknown} of them", "invalid-message"),
-    ("{ratio:.0Q}", "invalid-message"),
-    ("{count.__class__}", "invalid-message"),
-])
+@pytest.mark.parametrize(
+    ("message", "rule"),
+    [
+        ("{unknown} of them", "invalid-message"),
+        ("{ratio:.0Q}", "invalid-message"),
+        ("{count.__class__}", "invalid-message"),
+    ],
+)
 def test_messages_are_checked_at_load(tmp_path: Path, message: str, rule: str) -> None:
     with pytest.raises(engine.PackError) as raised:
         pack_copy(tmp_path, (ABSOLUTE_MESSAGE, f"        message: {json.dumps(message)}\n"))
@@ -298,10 +383,15 @@ def test_a_version_3_ledger_gains_round_counts(tmp_path: Path) -> None:
 
 def test_limit_settings_are_checked(tmp_path: Path) -> None:
     with pytest.raises(engine.PackError) as raised:
-        pack_copy(tmp_path, ("        presentation: disagree_rate_warning\n      - name: absolute",
-                             "        presentation: retry\n      - name: absolute"),
-                  (WINDOW, "    window: {rounds: 2, min_rounds: 3}\n"),
-                  ("item.severity in", "issue.severity in"))
+        pack_copy(
+            tmp_path,
+            (
+                "        presentation: disagree_rate_warning\n      - name: absolute",
+                "        presentation: retry\n      - name: absolute",
+            ),
+            (WINDOW, "    window: {rounds: 2, min_rounds: 3}\n"),
+            ("item.severity in", "issue.severity in"),
+        )
     rules = sorted(f.rule for f in raised.value.findings)
     assert rules == ["invalid-window", "unknown-variable", "wrong-template-purpose"]
 
@@ -312,8 +402,14 @@ def test_the_pack_has_no_no_behaviour_warning() -> None:
 
 
 def test_copy_without_an_otherwise_outcome_reports_no_limit(tmp_path: Path) -> None:
-    copy = pack_copy(tmp_path, ("    otherwise: ALLOW  # reported when no limit holds, as "
-                                "check_disagree_rate returns\n", ""))
+    copy = pack_copy(
+        tmp_path,
+        (
+            "    otherwise: ALLOW  # reported when no limit holds, as "
+            "check_disagree_rate returns\n",
+            "",
+        ),
+    )
     decision = decide(case("two_rounds_only_allow"), copy)
     assert decision.action == "PROCEED"
     assert decision.limit is None and "limit" not in decision.to_json()

@@ -25,9 +25,22 @@ FIGURE = re.compile(r'data-figure="([^"]+)">([^<]*)<')
 def session(tmp_path: Path) -> Path:
     folder = tmp_path / "session"
     for nonce, criterion in [("4F2C9A", "AC1"), ("4F2C9B", "AC2"), ("4F2C9C", "AC3")]:
-        result = run_cli("run", "--pack", "sentinel", "--block", "VERDICT", "--nonce", nonce,
-                         "--var", f"criterion={criterion}", "--session", str(folder),
-                         "--", sys.executable, str(FAKE_MODEL))
+        result = run_cli(
+            "run",
+            "--pack",
+            "sentinel",
+            "--block",
+            "VERDICT",
+            "--nonce",
+            nonce,
+            "--var",
+            f"criterion={criterion}",
+            "--session",
+            str(folder),
+            "--",
+            sys.executable,
+            str(FAKE_MODEL),
+        )
         assert result.exit_code == 0, result.output
     return folder
 
@@ -57,26 +70,47 @@ def test_session_page_is_self_contained_and_shows_the_log_figures(
     assert result.exit_code == 0, result.output
     html = target.read_text(encoding="utf-8")
     assert dict(FIGURE.findall(html)) == _expected(session)
-    assert "<script" not in html and "http://" not in html.replace(
-        'xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in html
+    assert (
+        "<script" not in html
+        and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+        and "https://" not in html
+    )
     assert html.count('class="a fail"') == 3 and "#2 pass &rarr; PROCEED" in html
 
 
 def test_backtest_html_has_the_flip_matrix(tmp_path: Path) -> None:
     records = tmp_path / "r.jsonl"
-    line = {"id": 1, "block": "VERDICT", "nonce": "4F2C9A", "vars": {"criterion": "AC1"},
-            "text": '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\nREASON="ok"\n'
-                    "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>"}
+    line = {
+        "id": 1,
+        "block": "VERDICT",
+        "nonce": "4F2C9A",
+        "vars": {"criterion": "AC1"},
+        "text": '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\nREASON="ok"\n'
+        "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>",
+    }
     records.write_text(json.dumps(line) + "\n")
     strict = tmp_path / "strict"
     shutil.copytree(REPO / "rules" / "sentinel", strict)
     pack_file = strict / "pack.yaml"
-    pack_file.write_text(pack_file.read_text().replace(
-        "{check: non_empty, field: REASON}",
-        "{check: pattern, field: REASON, pattern: '^.{5,}$', message: REASON too short}"))
+    pack_file.write_text(
+        pack_file.read_text().replace(
+            "{check: non_empty, field: REASON}",
+            "{check: pattern, field: REASON, pattern: '^.{5,}$', message: REASON too short}",
+        )
+    )
     out = tmp_path / "flips.html"
-    result = run_cli("backtest", "--pack", str(strict), "--baseline", "sentinel",
-                     "--format", "html", "-o", str(out), str(records))
+    result = run_cli(
+        "backtest",
+        "--pack",
+        str(strict),
+        "--baseline",
+        "sentinel",
+        "--format",
+        "html",
+        "-o",
+        str(out),
+        str(records),
+    )
     assert result.exit_code == 0, result.output
     html = out.read_text()
     assert '<span data-figure="total">1</span>' in html
@@ -90,24 +124,42 @@ def test_report_of_a_folder_without_ledger_is_a_usage_error(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y "
-                    "chromium); the page is checked without it by the other tests")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="Chromium is not installed (apt-get install -y "
+    "chromium); the page is checked without it by the other tests",
+)
 def test_session_page_renders_in_chromium(session: Path, tmp_path: Path) -> None:
     page = tmp_path / "report.html"
     run_cli("report", "--session", str(session), "-o", str(page))
-    base = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-            "--enable-logging=stderr", "--v=0"]
+    base = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
     shot = tmp_path / "report.png"
-    screenshot = subprocess.run([*base, f"--screenshot={shot}", "--window-size=1200,1600",
-                                 page.as_uri()], capture_output=True, text=True, timeout=120)
+    screenshot = subprocess.run(
+        [*base, f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert screenshot.returncode == 0, screenshot.stderr
     assert shot.stat().st_size > 10_000
-    console = [line for line in screenshot.stderr.splitlines()
-               if "CONSOLE" in line or "Uncaught" in line]
+    console = [
+        line for line in screenshot.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line
+    ]
     assert console == []
-    dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=120)
+    dom = subprocess.run(
+        [*base, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
     assert dom.returncode == 0, dom.stderr
     assert dict(FIGURE.findall(dom.stdout)) == _expected(session)

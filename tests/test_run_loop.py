@@ -19,8 +19,16 @@ from engine.state.session import Session
 
 MODELS = FIXTURES / "models"
 PY = sys.executable
-VERDICT = ("--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A", "--var",
-           "criterion=AC1")
+VERDICT = (
+    "--pack",
+    "sentinel",
+    "--block",
+    "VERDICT",
+    "--nonce",
+    "4F2C9A",
+    "--var",
+    "criterion=AC1",
+)
 
 
 def stamps(text: str) -> str:
@@ -28,11 +36,21 @@ def stamps(text: str) -> str:
 
 
 def test_readme_run_then_log(tmp_path: Path) -> None:
-    done = run_script(script("rules"), "run", *VERDICT, "--", PY,
-                      str(REPO / "examples" / "fake_model.py"), cwd=tmp_path)
+    done = run_script(
+        script("rules"),
+        "run",
+        *VERDICT,
+        "--",
+        PY,
+        str(REPO / "examples" / "fake_model.py"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"criterion_id": "AC1", "answer": "YES",
-                                       "reason": "All acceptance criteria are satisfied"}
+    assert json.loads(done.stdout) == {
+        "criterion_id": "AC1",
+        "answer": "YES",
+        "reason": "All acceptance criteria are satisfied",
+    }
     assert done.stderr.decode().splitlines() == [
         "rules run: attempt 1: fail PARSE_ERROR (line 1: ANSWER must be unquoted) -> REPAIR",
         "rules run: attempt 2: pass -> PROCEED",
@@ -45,10 +63,24 @@ def test_readme_run_then_log(tmp_path: Path) -> None:
 
 def test_fails_twice_then_succeeds(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
     session = tmp_path / "s"
-    done = run_script(script("rules"), "run", "--pack", "gap-review", "--block", "engineer",
-                      "--var", "known_gaps=GAP-FLOW-001", "--var", "round=2", "--session",
-                      str(session), "--", PY, str(MODELS / "fail_twice.py"),
-                      str(tmp_path / "counter"))
+    done = run_script(
+        script("rules"),
+        "run",
+        "--pack",
+        "gap-review",
+        "--block",
+        "engineer",
+        "--var",
+        "known_gaps=GAP-FLOW-001",
+        "--var",
+        "round=2",
+        "--session",
+        str(session),
+        "--",
+        PY,
+        str(MODELS / "fail_twice.py"),
+        str(tmp_path / "counter"),
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["ids"]["gap"] == ["GAP-FLOW-001"]
     assert done.stderr.decode().count("-> RETRY") == 2
@@ -58,40 +90,78 @@ def test_fails_twice_then_succeeds(tmp_path: Path, snapshot: SnapshotAssertion) 
 
 
 def test_always_failing_model_ends_with_the_after_failure_action(tmp_path: Path) -> None:
-    done = run_script(script("rules"), "run", *VERDICT, "--session", str(tmp_path / "s"), "--",
-                      PY, str(MODELS / "always_fail.py"))
+    done = run_script(
+        script("rules"),
+        "run",
+        *VERDICT,
+        "--session",
+        str(tmp_path / "s"),
+        "--",
+        PY,
+        str(MODELS / "always_fail.py"),
+    )
     assert done.returncode == 1
     assert done.stdout == b""
     assert done.stderr.decode().splitlines()[-1].endswith("-> NEEDS_HUMAN")
-    reflect = run_script(script("rules"), "run", "--pack", "sentinel", "--block", "REFLECT",
-                         "--nonce", "4F2C9A", "--session", str(tmp_path / "r"), "--", PY,
-                         str(MODELS / "always_fail.py"))
+    reflect = run_script(
+        script("rules"),
+        "run",
+        "--pack",
+        "sentinel",
+        "--block",
+        "REFLECT",
+        "--nonce",
+        "4F2C9A",
+        "--session",
+        str(tmp_path / "r"),
+        "--",
+        PY,
+        str(MODELS / "always_fail.py"),
+    )
     assert reflect.returncode == 1
     assert json.loads(reflect.stdout) == {"action": "NOP"}
 
 
 @pytest.mark.slow
 def test_hanging_model_times_out(tmp_path: Path) -> None:
-    done = run_script(script("rules"), "run", *VERDICT, "--timeout", "1", "--session",
-                      str(tmp_path / "s"), "--", PY, str(MODELS / "hang.py"), timeout=60)
+    done = run_script(
+        script("rules"),
+        "run",
+        *VERDICT,
+        "--timeout",
+        "1",
+        "--session",
+        str(tmp_path / "s"),
+        "--",
+        PY,
+        str(MODELS / "hang.py"),
+        timeout=60,
+    )
     assert done.returncode == 1
-    assert ("EXECUTION_FAILED (model command timed out after 1 s) -> NEEDS_HUMAN"
-            in done.stderr.decode())
+    assert (
+        "EXECUTION_FAILED (model command timed out after 1 s) -> NEEDS_HUMAN"
+        in done.stderr.decode()
+    )
 
 
-def test_crash_is_an_execution_failure_and_stderr_never_reaches_a_prompt(
-    tmp_path: Path
-) -> None:
-    done = run_script(script("rules"), "run", *VERDICT, "--session", str(tmp_path / "s"), "--",
-                      PY, str(MODELS / "crash.py"))
+def test_crash_is_an_execution_failure_and_stderr_never_reaches_a_prompt(tmp_path: Path) -> None:
+    done = run_script(
+        script("rules"),
+        "run",
+        *VERDICT,
+        "--session",
+        str(tmp_path / "s"),
+        "--",
+        PY,
+        str(MODELS / "crash.py"),
+    )
     assert done.returncode == 1
     assert "EXECUTION_FAILED (model command exited with status 1)" in done.stderr.decode()
     assert b"SECRET" not in done.stderr
     ledger = Ledger(tmp_path / "s")
     rows = ledger.attempts()
     ledger.close()
-    assert [(r["failure_type"], r["action"]) for r in rows] == [("EXECUTION_FAILED",
-                                                                "NEEDS_HUMAN")]
+    assert [(r["failure_type"], r["action"]) for r in rows] == [("EXECUTION_FAILED", "NEEDS_HUMAN")]
     assert "SECRET" not in json.dumps(rows)
 
 
@@ -102,15 +172,23 @@ def test_a_pack_may_retry_execution_failures_with_the_same_prompt(tmp_path: Path
     text = pack_file.read_text()
     marker = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n"
     assert marker in text
-    pack_file.write_text(text.replace(marker, "  VERDICT:\n    on: [PARSE_ERROR, "
-                                              "NONCE_MISMATCH, EXECUTION_FAILED]\n"))
+    pack_file.write_text(
+        text.replace(
+            marker, "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EXECUTION_FAILED]\n"
+        )
+    )
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("Judge AC1 and answer with a VERDICT block.\n")
     pack = engine.load_pack(copy)
     with Session(pack, tmp_path / "s") as session:
-        result = run_loop(session, "VERDICT",
-                          [PY, str(MODELS / "crash_once.py"), str(tmp_path / "state")],
-                          prompt=prompt.read_text(), nonce="4F2C9A", vars={"criterion": "AC1"})
+        result = run_loop(
+            session,
+            "VERDICT",
+            [PY, str(MODELS / "crash_once.py"), str(tmp_path / "state")],
+            prompt=prompt.read_text(),
+            nonce="4F2C9A",
+            vars={"criterion": "AC1"},
+        )
     assert result.decision.action == "PROCEED"
     second = (tmp_path / "second_prompt.txt").read_text()
     assert second == prompt.read_text()
@@ -119,20 +197,29 @@ def test_a_pack_may_retry_execution_failures_with_the_same_prompt(tmp_path: Path
 
 def test_failure_log_jsonl(tmp_path: Path) -> None:
     session = tmp_path / "s"
-    run_script(script("rules"), "run", *VERDICT, "--session", str(session), "--", PY,
-               str(MODELS / "always_fail.py"))
-    result = run_cli("log", "--session", str(session), "--format", "jsonl", "--view",
-                     "failures")
+    run_script(
+        script("rules"),
+        "run",
+        *VERDICT,
+        "--session",
+        str(session),
+        "--",
+        PY,
+        str(MODELS / "always_fail.py"),
+    )
+    result = run_cli("log", "--session", str(session), "--format", "jsonl", "--view", "failures")
     lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [(x["gate_result"]["action"], x["gate_result"]["retry"], x["reprompt_generated"])
-            for x in lines] == [("REPAIR", 0, True), ("NEEDS_HUMAN", 1, False)]
-    assert lines[0]["gate_result"]["errors"] == [
-        "expected exactly 1 <<<VERDICT: block, found 0"]
+    assert [
+        (x["gate_result"]["action"], x["gate_result"]["retry"], x["reprompt_generated"])
+        for x in lines
+    ] == [("REPAIR", 0, True), ("NEEDS_HUMAN", 1, False)]
+    assert lines[0]["gate_result"]["errors"] == ["expected exactly 1 <<<VERDICT: block, found 0"]
     missing = run_cli("log", "--session", str(tmp_path / "nowhere"))
     assert missing.exit_code == 2
 
 
 # ---------------------------------------------------------------- hostile model commands
+
 
 def _alive(pid: int) -> bool:
     import os
@@ -152,9 +239,20 @@ def test_a_hanging_model_and_its_children_are_ended(tmp_path: Path) -> None:
 
     pidfile = tmp_path / "child.pid"
     start = time.monotonic()
-    done = run_script(script("rules"), "run", *VERDICT, "--timeout", "1", "--session",
-                      str(tmp_path / "s"), "--", "sh", "-c",
-                      f"sleep 300 & echo $! > {pidfile}; wait", timeout=60)
+    done = run_script(
+        script("rules"),
+        "run",
+        *VERDICT,
+        "--timeout",
+        "1",
+        "--session",
+        str(tmp_path / "s"),
+        "--",
+        "sh",
+        "-c",
+        f"sleep 300 & echo $! > {pidfile}; wait",
+        timeout=60,
+    )
     assert time.monotonic() - start < 15
     assert done.returncode == 1
     assert "model command timed out after 1 s" in done.stderr.decode()
@@ -166,13 +264,33 @@ def test_a_hanging_model_and_its_children_are_ended(tmp_path: Path) -> None:
 def test_endless_stdout_is_capped_and_stderr_is_drained(tmp_path: Path) -> None:
     import resource
 
-    done = run_script(script("rules"), "run", *VERDICT, "--max-output-bytes", "1000000",
-                      "--session", str(tmp_path / "s"), "--", "sh", "-c",
-                      "head -c 1073741824 /dev/zero", timeout=120)
+    done = run_script(
+        script("rules"),
+        "run",
+        *VERDICT,
+        "--max-output-bytes",
+        "1000000",
+        "--session",
+        str(tmp_path / "s"),
+        "--",
+        "sh",
+        "-c",
+        "head -c 1073741824 /dev/zero",
+        timeout=120,
+    )
     assert done.returncode == 1
     assert "model command printed more than 1000000 bytes on stdout" in done.stderr.decode()
-    noisy = run_script(script("rules"), "run", *VERDICT, "--session", str(tmp_path / "t"),
-                       "--", "sh", "-c", "head -c 209715200 /dev/zero >&2; cat "
-                       f"{REPO / 'examples' / 'sentinel' / 'verdict.txt'}", timeout=120)
+    noisy = run_script(
+        script("rules"),
+        "run",
+        *VERDICT,
+        "--session",
+        str(tmp_path / "t"),
+        "--",
+        "sh",
+        "-c",
+        f"head -c 209715200 /dev/zero >&2; cat {REPO / 'examples' / 'sentinel' / 'verdict.txt'}",
+        timeout=120,
+    )
     assert noisy.returncode == 0, noisy.stderr[-2000:]
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1024 * 1024  # < 1 GiB

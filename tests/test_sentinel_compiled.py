@@ -31,11 +31,12 @@ def test_default_line_syntax_matches_its_patterns(line: str) -> None:
     header = re2.compile("^([A-Z_]+):$").search(line)
     assert syntax.header_matcher("^([A-Z_]+):$")(line) == (header and header.group(1))
     field = re2.compile("^([A-Z][A-Z0-9_]*)=").search(line)
-    expected = field and (field.group(1), line[field.end():])
+    expected = field and (field.group(1), line[field.end() :])
     assert syntax.field_line_matcher("^([A-Z][A-Z0-9_]*)=")(line) == expected
     assert syntax.name_check("^[A-Z]")(line) == (re2.search("^[A-Z]", line) is not None)
     assert syntax.name_check("^[a-z][a-z_]*$")(line) == (
-        re2.search("^[a-z][a-z_]*$", line) is not None)
+        re2.search("^[a-z][a-z_]*$", line) is not None
+    )
 
 
 def test_other_line_syntax_uses_the_pattern() -> None:
@@ -45,6 +46,7 @@ def test_other_line_syntax_uses_the_pattern() -> None:
 
 
 # The character-by-character definitions the fast value grammar must agree with.
+
 
 def reference_value(raw: str, quote: str, escapes: Mapping[str, str]) -> tuple[str, bool]:
     value = raw.strip()
@@ -78,7 +80,7 @@ def reference_tokens(text: str, quote: str) -> list[str]:
             if char == "\\":
                 if index + 1 >= len(text):
                     raise ValueError_("unterminated_token")
-                current.append(text[index:index + 2])
+                current.append(text[index : index + 2])
                 index += 2
                 continue
             current.append(char)
@@ -114,8 +116,9 @@ value_text = st.text(alphabet=st.sampled_from(list('ab "\\ntq\t=\u00a0é')), max
 def test_values_decode_like_the_character_loop(raw: str) -> None:
     assert outcome(parse_value, raw, '"', ESCAPES) == outcome(reference_value, raw, '"', ESCAPES)
     quoted = '"' + raw + '"'
-    assert (outcome(parse_value, quoted, '"', ESCAPES)
-            == outcome(reference_value, quoted, '"', ESCAPES))
+    assert outcome(parse_value, quoted, '"', ESCAPES) == outcome(
+        reference_value, quoted, '"', ESCAPES
+    )
 
 
 @FAST
@@ -129,18 +132,25 @@ def test_parser_from_plain_data_gives_the_same_results() -> None:
     for case in CASES[:200]:
         block = case["block"]
         plain = SentinelParser.from_data(
-            block, json.loads(json.dumps(model.contracts[block].model_dump())),
-            json.loads(json.dumps(model.sentinel.model_dump())))
+            block,
+            json.loads(json.dumps(model.contracts[block].model_dump())),
+            json.loads(json.dumps(model.sentinel.model_dump())),
+        )
         args = call_args(case)
         params = {k: v for k, v in (args.get("vars") or {}).items()}
-        assert (plain.parse(build_text(case), args.get("nonce"), params)
-                == PACK.parse(block, build_text(case), **args))
+        assert plain.parse(build_text(case), args.get("nonce"), params) == PACK.parse(
+            block, build_text(case), **args
+        )
 
 
 def test_sentinel_package_imports_without_pydantic() -> None:
     model = PACK.model
-    data = json.dumps({"contract": model.contracts["VERDICT"].model_dump(),
-                       "grammar": model.sentinel.model_dump()})
+    data = json.dumps(
+        {
+            "contract": model.contracts["VERDICT"].model_dump(),
+            "grammar": model.sentinel.model_dump(),
+        }
+    )
     code = f"""
 import json, sys, types
 package = types.ModuleType("engine"); package.__path__ = ["engine"]; sys.modules["engine"] = package
@@ -175,6 +185,13 @@ def test_clean_text_replaces_surrogates_in_huge_texts_too() -> None:
         return text
 
     big = "é" * (1 << 20)
-    for text in ["abc", "é\ud800", "\ud83d\ude00x", big, big + "\udcff", "a" + big,
-                 big[:-1] + "\ud83d" + "\ude00"]:
+    for text in [
+        "abc",
+        "é\ud800",
+        "\ud83d\ude00x",
+        big,
+        big + "\udcff",
+        "a" + big,
+        big[:-1] + "\ud83d" + "\ude00",
+    ]:
         assert clean_text(text) == reference(text)

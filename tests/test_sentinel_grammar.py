@@ -66,5 +66,3 @@ def test_cr_only_text_has_no_lines() -> None:
     text = _padded_verdict(10).replace("\n", "\r")
     result = PACK.parse("VERDICT", text, nonce=NONCE, vars={"criterion": "AC1"})
     assert result.error == "expected exactly 1 <<<VERDICT: block, found 0"
-
-

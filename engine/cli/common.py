@@ -16,13 +16,13 @@ EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 
 
-def parse_vars(pairs: tuple[str, ...]) -> dict[str, str]:
+def parse_vars(pairs: tuple[str, ...], option: str = "--var") -> dict[str, str]:
     """``KEY=VALUE`` pairs into a dict; anything else is a usage error."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, equals, value = pair.partition("=")
         if not equals or not key:
-            raise click.UsageError(f"--var expects KEY=VALUE, got {pair!r}")
+            raise click.UsageError(f"{option} expects KEY=VALUE, got {pair!r}")
         out[key] = value
     return out
 

@@ -1,10 +1,5 @@
 """`rules conflicts`: detect, convert, waive, propose, resolve and list a session's
-conflicts, and check termination against them (the pack's `conflicts:` section).
-
-The options `--engineer-action` and `--gap-action` of `resolve` are named as the request
-for this command names them (seed 001's decisions record); the engine stores them as the
-resolution's actions `engineer` and `gap`, and nothing below the CLI uses the words.
-"""
+conflicts, and check termination against them (the pack's `conflicts:` section)."""
 
 from __future__ import annotations
 
@@ -107,11 +102,11 @@ def conflicts_command() -> None:
 
     \b
     Examples:
-      rules conflicts detect --pack gap-review --session runs/1 --context ctx.yaml out.md
+      rules conflicts detect --pack my-pack --session runs/1 --context ctx.yaml out.md
       rules conflicts convert --session runs/1 ID-7
       rules conflicts propose --session runs/1 ID-3 --synthesis "..." --trade-off "..."
       rules conflicts resolve --session runs/1 ID-3 --option C --decision "..." \\
-          --rationale "..." --now 2026-01-12T15:30:00Z
+          --rationale "..." --action author="..." --now 2026-01-12T15:30:00Z
       rules conflicts list --session runs/1 --open
       rules conflicts termination --session runs/1 COMPLETE
     """
@@ -229,36 +224,47 @@ def propose_command(
 
 @conflicts_command.command("resolve")
 @_session_option
+@_pack_option
 @click.argument("ref")
 @click.option("--option", "option", required=True, help="The chosen option's label.")
 @click.option("--decision", required=True, help="What was decided.")
 @click.option("--rationale", required=True, help="Why.")
 @click.option("--constraints", default="", help="Conditions on the implementation.")
-@click.option("--engineer-action", "first_action", default=None, help="Action for the author.")
-@click.option("--gap-action", "second_action", default=None, help="Action for the subject.")
+@click.option(
+    "--action",
+    "action_pairs",
+    multiple=True,
+    metavar="NAME=TEXT",
+    help="What NAME must do now (repeatable); the names are the pack's `conflicts.actions`.",
+)
 @click.option("--by", "decided_by", default="User", show_default=True)
 @click.option("--now", default=None, metavar="ISO8601", help="Decision time (default: now).")
 def resolve_command(
     session_dir: str,
+    pack_ref: str | None,
     ref: str,
     option: str,
     decision: str,
     rationale: str,
     constraints: str,
-    first_action: str | None,
-    second_action: str | None,
+    action_pairs: tuple[str, ...],
     decided_by: str,
     now: str | None,
 ) -> None:
     """Record the user's decision on an open conflict (an option that was offered)."""
-    actions = {
-        name: text
-        for name, text in (("engineer", first_action), ("gap", second_action))
-        if text is not None
-    }
+    book = _book(session_dir)
+    actions = parse_vars(action_pairs, "--action")
+    if actions:
+        known = _rules(_pack_of(book, pack_ref)).spec.actions
+        unknown = sorted(set(actions) - set(known))
+        if unknown:
+            raise UsageFailure(
+                f"--action {', '.join(unknown)}: not an action of the pack "
+                f"(conflicts.actions: {', '.join(known) or 'none'})"
+            )
     try:
         stamp = clock.iso(clock.now(now))
-        record = _book(session_dir).resolve(
+        record = book.resolve(
             ref, option, decision, rationale, constraints, actions, decided_by, stamp
         )
     except EngineError as exc:

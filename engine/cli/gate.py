@@ -28,8 +28,7 @@ model gets it back in the reprompt. A missing FILE is a usage error.
 \b
 With --session DIR the result is recorded in DIR's ledger (see
 `rules log --session DIR --format jsonl --view failures`) and a
-failure is appended to the log the pack names (quality-gate:
-DIR/.workflow/logs/gate_failures.jsonl).
+failure is appended to the log file the pack names in `gates.log`.
 
 \b
 Exit status:

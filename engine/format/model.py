@@ -1071,6 +1071,11 @@ class ConflictRules(Strict):
     min_options: int = Field(default=2, ge=1)
     max_options: int = Field(default=4, ge=1, le=26)
     synthesis: list[SynthesisRule] = Field(default_factory=list)
+    actions: list[Name] = Field(
+        default_factory=list,
+        description="who a resolution asks to act: `rules conflicts resolve --action "
+        "NAME=TEXT` takes these names (the decisions template reads `actions.NAME`)",
+    )
     termination: Termination | None = None
     presentation: TemplateRef
     decisions: TemplateRef
