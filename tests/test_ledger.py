@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -12,7 +16,7 @@ import pytest
 
 import engine
 from conftest import REPO, run_script, script
-from engine.state.ledger import LEDGER_FILE, Ledger, LedgerError
+from engine.state.ledger import APPLICATION_ID, LEDGER_FILE, MIGRATIONS, Ledger, LedgerError
 from engine.state.session import Session
 
 BAD = REPO / "examples" / "sentinel" / "verdict_bad.txt"
@@ -152,3 +156,67 @@ def test_records_hold_what_the_seeds_ask_for(tmp_path: Path) -> None:
         "m-1",
     )
     assert len(row["output_sha256"]) == 64
+
+
+def _as_reader_only(folder: Path) -> list[str]:
+    """A command prefix that runs without write access to ``folder``: the folder made
+    read-only, and when this test runs as root (who writes anyway) an unprivileged user."""
+    for path in [folder, *folder.iterdir()]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: no way to lose write access here")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_a_ledger_on_read_only_media_can_be_read_not_written(tmp_path: Path) -> None:
+    shared = Path(tempfile.mkdtemp(prefix="rules-ro-"))  # reachable by an unprivileged user
+    try:
+        shared.chmod(0o755)
+        session = shared / "s"
+        for expected in (3, 1):  # a repair, then the final failure
+            done = run_script(script("rules"), *EVAL, "--session", str(session), str(BAD))
+            assert done.returncode == expected, done.stderr
+        prefix = _as_reader_only(session)
+        env = {**os.environ, "RULES_NO_CACHE": "1"}
+        env.pop("RULES_CACHE_DIR", None)
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*prefix, script("rules"), *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=shared,
+                timeout=60,
+                check=False,
+            )
+
+        shown = run("log", "--session", str(session), "--format", "json")
+        assert shown.returncode == 0, shown.stderr
+        assert [row["attempt"] for row in json.loads(shown.stdout)] == [1, 2]
+        report = run("report", "--session", str(session))
+        assert report.returncode == 0, report.stderr
+        written = run(*EVAL, "--session", str(session), str(BAD))
+        assert written.returncode == 2
+        assert "needs write access" in written.stderr and "rules log" in written.stderr
+        assert "Traceback" not in written.stderr + shown.stderr
+    finally:
+        for path in [shared, *shared.rglob("*")]:
+            path.chmod(0o755)
+        shutil.rmtree(shared)
+
+
+def test_an_older_ledger_is_upgraded_by_a_reader_that_may_write(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
+        for migration in MIGRATIONS[:-1]:
+            db.executescript(migration)
+        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        db.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 1}")
+    reader = Ledger.read_only(tmp_path)
+    assert reader.attempts() == []
+    reader.close()
+    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)

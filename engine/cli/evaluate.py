@@ -17,12 +17,25 @@ from engine.state.session import Session, ledger_accepted_rounds
 from engine.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
 from engine.verdict import Verdict
 
-EXIT_STATUS_HELP = """\b
-Exit status (for shell orchestrators):
-  0  PROCEED (or a final action the pack maps to 0)
-  1  finally failed: the after-failure action (CYCLE_FAIL, NEEDS_HUMAN, DEGRADE, ...)
-  2  usage or pack error
-  3  a repair or retry is due (`rules render` prints its prompt)"""
+
+def _exit_status_help() -> str:
+    """The exit codes of the standard actions, from the action vocabulary."""
+    from engine.format.vocabulary import STANDARD_ACTIONS
+
+    def named(code: int) -> str:
+        return ", ".join(n for n, spec in STANDARD_ACTIONS.items() if spec.exit_code == code)
+
+    return (
+        "\b\nExit status (for shell orchestrators):\n"
+        f"  0  go on: {named(0)} (DEGRADE prints the pack's default as the data)\n"
+        f"  1  finally failed: {named(1)}\n"
+        "  2  usage or pack error\n"
+        f"  3  a repair or retry is due: {named(3)} (`rules render` prints its prompt)\n"
+        "  A pack's own actions declare their codes (`rules explain --pack P`)."
+    )
+
+
+EXIT_STATUS_HELP = _exit_status_help()
 
 
 def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -176,6 +176,13 @@ def format_explain(pack: Rulepack, block: str | None = None) -> str:
     ]
     if types:
         out += "\n" + _table(["Failure type", "Severity", "Retriable", "Explain"], types)
+    from engine.format.vocabulary import STANDARD_ACTIONS
+
+    actions = [
+        [name, str(spec.exit_code), "yes" if spec.final else "no", spec.description or "-"]
+        for name, spec in {**STANDARD_ACTIONS, **pack.actions}.items()
+    ]
+    out += "\n" + _table(["Action", "Exit", "Final", "Description"], actions)
     return out
 
 

@@ -56,6 +56,8 @@ VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs witho
 def log_command(session_dir: str, output_format: str, view: str, pack_ref: str | None) -> None:
     """Show a session's ledger: attempts, decisions, examples used.
 
+    The ledger is opened read-only: read access is enough (e.g. on read-only media).
+
     \b
     Examples:
       rules log                                   # .rules-session/ as markdown
@@ -72,7 +74,7 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
         click.echo(_decisions(session_dir, pack_ref), nl=False)
         return
     try:
-        ledger = Ledger(Path(session_dir))
+        ledger = Ledger.read_only(Path(session_dir))
         rows = ledger.attempts()
         gate_rows = ledger.gate_results()
         ledger.close()
@@ -112,7 +114,7 @@ def _decisions(session_dir: str, pack_ref: str | None) -> str:
     from engine.state.conflicts import ConflictBook
 
     try:
-        book = ConflictBook(Ledger(Path(session_dir)))
+        book = ConflictBook(Ledger.read_only(Path(session_dir)))
         row = book.ledger.db.execute("SELECT pack FROM conflicts ORDER BY id DESC").fetchone()
         if pack_ref is None and row is None:
             return ""

@@ -84,7 +84,8 @@ def run_command(
     """Send a prompt to COMMAND on stdin, evaluate its stdout, repair or retry per the pack.
 
     Ends with the accepted data (JSON) on stdout, or the degraded default, and the exit
-    status of the final action (as `rules eval`: 0 proceed, 1 final failure, 2 usage).
+    status of the final action (as `rules eval`: 0 proceed or degrade, with a warning on
+    stderr, 1 final failure, 2 usage).
     A one-line report per attempt goes to stderr. A command that crashes, exits non-zero
     or times out is an EXECUTION_FAILED attempt; its stderr never reaches a prompt.
 
@@ -122,6 +123,12 @@ def run_command(
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     decision = result.decision
+    if decision.default is not None and decision.log in ("warning", "error"):
+        click.echo(
+            f"rules run: {decision.log}: {decision.action}: {decision.reason}; "
+            f"continuing with {json.dumps(decision.default, ensure_ascii=False)}",
+            err=True,
+        )
     if decision.exit_code == 0 and result.verdict.data is not None:
         click.echo(json.dumps(result.verdict.data, ensure_ascii=False))
     elif decision.default is not None:

@@ -10,7 +10,9 @@ STANDARD_ACTIONS: dict[str, ActionSpec] = {
     "RETRY": ActionSpec(final=False, exit_code=3, description="send a retry prompt"),
     "CYCLE_FAIL": ActionSpec(final=True, exit_code=1, description="fail the whole cycle"),
     "NEEDS_HUMAN": ActionSpec(final=True, exit_code=1, description="park it for a person"),
-    "DEGRADE": ActionSpec(final=True, exit_code=1, description="continue with a default value"),
+    "DEGRADE": ActionSpec(
+        final=True, exit_code=0, description="proceed with the default value and a warning"
+    ),
     "ESCALATE": ActionSpec(final=True, exit_code=1, description="hand over to a higher level"),
     "STOP": ActionSpec(final=True, exit_code=1, description="stop the pipeline"),
     "SKIP": ActionSpec(final=True, exit_code=1, description="skip this output"),

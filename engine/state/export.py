@@ -16,7 +16,7 @@ def session_ledger(session_dir: str | Path) -> Ledger:
     folder = Path(session_dir)
     if not (folder / LEDGER_FILE).is_file():
         raise LedgerError(f"{folder}: not a session folder (no {LEDGER_FILE})")
-    return Ledger(folder)
+    return Ledger.read_only(folder)
 
 
 def export_records(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import time
 import zlib
@@ -215,7 +216,9 @@ def _opening_lock(lock_path: Path) -> Iterator[None]:
         handle = open(lock_path, "a+b")  # noqa: SIM115 - closed in the finally below
     except OSError as exc:
         raise LedgerError(
-            f"{lock_path}: cannot open the lock file: {exc.strerror or exc}"
+            f"{lock_path}: cannot open the lock file: {exc.strerror or exc}; recording "
+            f"in a session needs write access to {lock_path.parent} (`rules log` "
+            "only reads it)"
         ) from None
     try:
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
@@ -261,6 +264,52 @@ class Ledger:
                     f"{self.path}: not a usable ledger ({exc}); it was left as "
                     "it is: move it away or choose another --session"
                 ) from None
+
+    @classmethod
+    def read_only(cls, session_dir: Path) -> Ledger:
+        """The ledger opened for reading only (SQLite ``mode=ro``): nothing is created,
+        migrated or locked, so a ledger on read-only media can be read. Readers (`rules
+        log`, `rules export`, `rules report`) use this; only writers need write access.
+        A ledger of an older schema is upgraded first when the folder is writable.
+        """
+        path = session_dir / LEDGER_FILE
+        if not path.is_file():
+            raise LedgerError(f"{session_dir}: no ledger here")
+        uri = path.resolve().as_uri()
+        failure: sqlite3.DatabaseError | None = None
+        # immutable=1 reads a WAL ledger whose folder cannot hold the -shm index
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                db = sqlite3.connect(uri + query, uri=True, isolation_level=None)
+                db.row_factory = sqlite3.Row
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            except sqlite3.DatabaseError as exc:
+                failure = exc
+                continue
+            if app_id != APPLICATION_ID:
+                db.close()
+                raise LedgerError(f"{path}: this SQLite file is not a rules ledger")
+            if version == len(MIGRATIONS):
+                ledger = cls.__new__(cls)
+                ledger.path, ledger.db = path, db
+                return ledger
+            db.close()
+            if version < len(MIGRATIONS) and os.access(session_dir, os.W_OK):
+                return cls(session_dir)  # an older schema: a writer upgrades it first
+            raise LedgerError(
+                f"{path}: schema {version}, this engine reads {len(MIGRATIONS)}; "
+                + (
+                    "a newer ledger needs a newer engine"
+                    if version > len(MIGRATIONS)
+                    else "upgrading it needs write access to the folder (any writer, "
+                    "e.g. `rules eval --session`, upgrades it)"
+                )
+            )
+        raise LedgerError(
+            f"{path}: cannot be read ({failure}); reading needs only read access, "
+            "so the file is damaged or not a ledger"
+        )
 
     def _open(self, existed: bool) -> None:
         app_id = self.db.execute("PRAGMA application_id").fetchone()[0]
@@ -463,7 +512,7 @@ def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:
     warned); None when the folder has no ledger."""
     if not (session_dir / LEDGER_FILE).is_file():
         return None
-    ledger = Ledger(session_dir)
+    ledger = Ledger.read_only(session_dir)
     try:
         return frozenset(
             row["round"]

@@ -7,6 +7,7 @@ transaction.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,7 +131,11 @@ class Session:
                 validation=self._validation_tier(block, verdict),
                 data_summary=_summary(verdict),
             )
-            attempt_id = self.ledger.insert(db, record, verdict.warnings)
+            warnings = list(verdict.warnings)
+            if decision.default is not None and decision.log in ("warning", "error"):
+                shown = json.dumps(decision.default, ensure_ascii=False, sort_keys=True)
+                warnings.append(f"{decision.action}: {decision.reason}; continuing with {shown}")
+            attempt_id = self.ledger.insert(db, record, warnings)
             if self.keep_outputs and output is not None:
                 keep_output(db, attempt_id, text, params, context or {})
         return Outcome(verdict, decision, attempt_id)
