@@ -32,6 +32,42 @@ from engine.jinja_bounds import NoFoldingGenerator, harden, refuse_wide_format
 from engine.patterns import PatternError, compile_pattern
 from engine.textio import find_word
 
+# What retry and escalation templates see of the decision (engine.prompts.render).
+_DECISION_VARIABLES = frozenset(
+    {
+        "block",
+        "block_type",
+        "attempt",
+        "max_attempts",
+        "retries_left",
+        "reason",
+        "rule",
+        "failure_type",
+        "failure_message",
+        "failures",
+        "data",
+        "context",
+    }
+)
+# What gate reprompt and artifact templates see of a gate result (engine.policy.gates).
+_GATE_RESULT_VARIABLES = frozenset(
+    {
+        "gate",
+        "action",
+        "valid",
+        "errors",
+        "missing",
+        "checked",
+        "outputs",
+        "retry",
+        "max_retry",
+        "timestamp",
+        "timestamp_compact",
+        "output_file",
+        "context",
+    }
+)
+
 # Variables the engine provides to a template, by the template's purpose. Generic only:
 # templates may also use every context key their pack declares.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
@@ -65,75 +101,11 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
             "context",
         }
     ),
-    "retry": frozenset(
-        {
-            "block",
-            "block_type",
-            "attempt",
-            "max_attempts",
-            "retries_left",
-            "failure_type",
-            "failure_message",
-            "failures",
-            "data",
-            "modification",
-            "example",
-            "example_source",
-            "example_tier",
-            "example_truncated",
-            "context",
-        }
-    ),
-    "escalation": frozenset(
-        {
-            "block",
-            "block_type",
-            "attempt",
-            "max_attempts",
-            "retries_left",
-            "failure_type",
-            "failure_message",
-            "failures",
-            "data",
-            "context",
-        }
-    ),
-    "reprompt": frozenset(
-        {
-            "gate",
-            "action",
-            "valid",
-            "errors",
-            "missing",
-            "checked",
-            "outputs",
-            "retry",
-            "max_retry",
-            "timestamp",
-            "timestamp_compact",
-            "output_file",
-            "descriptions",
-            "artifact",
-            "context",
-        }
-    ),
-    "artifact": frozenset(
-        {
-            "gate",
-            "action",
-            "valid",
-            "errors",
-            "missing",
-            "checked",
-            "outputs",
-            "retry",
-            "max_retry",
-            "timestamp",
-            "timestamp_compact",
-            "output_file",
-            "context",
-        }
-    ),
+    "retry": _DECISION_VARIABLES
+    | {"modification", "example", "example_source", "example_tier", "example_truncated"},
+    "escalation": _DECISION_VARIABLES,
+    "reprompt": _GATE_RESULT_VARIABLES | {"descriptions", "artifact"},
+    "artifact": _GATE_RESULT_VARIABLES,
     "example": frozenset({"block", "context"}),
     "log": frozenset({"entries", "rounds", "session", "gate_results"}),
     "presentation": frozenset(

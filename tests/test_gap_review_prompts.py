@@ -3,6 +3,7 @@ selection, scoring, budgets and structural truncation, escalation."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,34 @@ def test_escalation_menu_after_two_retries(snapshot: SnapshotAssertion) -> None:
     prompt = prompt_for("WRONG_FORMAT", {**BASE_CONTEXT, "round": 7}, attempt=3)
     assert "Choose an option (1-5): ___" in prompt
     assert prompt == snapshot
+
+
+def test_a_failure_that_is_not_retriable_escalates_with_its_own_reason(
+    tmp_path: Path, snapshot: SnapshotAssertion
+) -> None:
+    """EXECUTION_FAILED is declared `retriable: false`: at attempt 1 it goes to the
+    after-failure policy, and the menu says why instead of "after 2 attempts"."""
+    out = tmp_path / "engineer.md"
+    out.write_text("")
+    ctx = tmp_path / "ctx.yaml"
+    ctx.write_text("known_gaps: [GAP-FLOW-001]\nround: 3\noriginal_prompt: Do the work.\n")
+    common = ("--pack", "gap-review", "--block", "engineer", "--context", str(ctx))
+    failure = ("--error", "Task tool failed to spawn instance", "--failure-type")
+    decided = run_cli("eval", *common, *failure, "EXECUTION_FAILED", "--format", "json", str(out))
+    decision = json.loads(decided.stdout)["decision"]
+    assert (decision["action"], decision["rule"], decision["attempt"]) == (
+        "ESCALATE",
+        "not-retriable",
+        1,
+    )
+    assert decision["reason"] == "EXECUTION_FAILED is not retriable"
+    shown = run_cli("render", *common, *failure, "EXECUTION_FAILED", str(out))
+    assert shown.exit_code == 0, shown.output
+    assert "after 2 attempts" not in shown.stdout
+    assert "Attempts: 1 (not retried: EXECUTION_FAILED is not retriable)" in shown.stdout
+    assert shown.stdout == snapshot
+    retried = run_cli("eval", *common, *failure, "WRONG_FORMAT", "--format", "json", str(out))
+    assert json.loads(retried.stdout)["decision"]["action"] == "RETRY"  # retriable: retried
 
 
 def test_render_cli_with_context_file(tmp_path: Path) -> None:

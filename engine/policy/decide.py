@@ -112,6 +112,7 @@ class CompiledPolicy:
     rate_limits: Mapping[str, CompiledRateLimits] = field(default_factory=dict)
     round_key: str | None = None
     history_key: str | None = None
+    not_retriable: frozenset[str] = frozenset()
 
     def measure(self, block: str, output: str, context: Mapping[str, Any] | None) -> Measure | None:
         """What ``output`` counts for the block's rate limits; None without limits."""
@@ -133,6 +134,9 @@ def compile_policy(pack: Rulepack) -> CompiledPolicy:
         rate_limits={block: compile_rate_limits(spec) for block, spec in pack.rate_limits.items()},
         round_key=pack.session.round,
         history_key=pack.session.history,
+        not_retriable=frozenset(
+            name for name, spec in pack.failure_types.items() if not spec.retriable
+        ),
     )
 
 
@@ -220,6 +224,8 @@ def decide(
     after = trigger.after_failure.action
     failure_type = verdict.failure_type or ""
     error = verdict.error or ""
+    if failure_type in policy.not_retriable:
+        return make(after, f"{failure_type} is not retriable", "not-retriable", final_policy=True)
     if failure_type not in trigger.on:
         return make(
             after,

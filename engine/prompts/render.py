@@ -142,6 +142,8 @@ def _retry_variables(
         "attempt": decision.attempt,
         "max_attempts": decision.max_attempts,
         "retries_left": decision.attempts_left,
+        "reason": decision.reason,
+        "rule": decision.rule,
         "failure_type": verdict.failure_type or "",
         "failure_message": verdict.error or "",
         "failures": [f.to_json() for f in verdict.failures],
