@@ -174,6 +174,7 @@ def test_a_copy_with_other_severities_ratio_and_effect(pack_copy: Path) -> None:
             "unknown-variable",
         ),
         ("items: known_issues", "items: known_isues", "unknown-context-key"),
+        ("item: [round]", "item: [rounds]", "unknown-item-part"),
     ],
 )
 def test_rules_check_catches_bad_checks(pack_copy: Path, old: str, new: str, rule: str) -> None:

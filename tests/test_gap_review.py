@@ -155,6 +155,34 @@ def test_retries_twice_then_escalates(tmp_path: Path) -> None:
     assert actions == [(3, "RETRY"), (3, "RETRY"), (1, "ESCALATE")]
 
 
+def test_attempts_are_counted_per_round_in_a_session(tmp_path: Path) -> None:
+    """gap-review declares `session.item: [round]`: round 2's first failure is attempt 1,
+    however round 1 ended; and `rules render` after `rules eval` of the same output is the
+    same attempt, not a second one."""
+    bad = tmp_path / "engineer.md"
+    bad.write_text("# nothing useful\n")
+
+    def run(command: str, round_number: int) -> Any:
+        ctx = tmp_path / f"ctx{round_number}.yaml"
+        ctx.write_text(f"known_gaps: [GAP-FLOW-001]\nround: {round_number}\n")
+        options = ["--pack", "gap-review", "--block", "engineer", "--context", str(ctx)]
+        options += ["--session", str(tmp_path / "s")]
+        if command == "eval":
+            options += ["--format", "json"]
+        return run_cli(command, *options, str(bad))
+
+    def decision(round_number: int) -> tuple[str, int]:
+        shown = json.loads(run("eval", round_number).stdout)["decision"]
+        return shown["action"], shown["attempt"]
+
+    first = decision(1)
+    assert "RETRY ATTEMPT 1 of 2" in run("render", 1).stdout  # attempt 1's retry prompt
+    assert [first, decision(1), decision(1)] == [("RETRY", 1), ("RETRY", 2), ("ESCALATE", 3)]
+    assert decision(2) == ("RETRY", 1)
+    log = json.loads(run_cli("log", "--session", str(tmp_path / "s"), "--format", "json").stdout)
+    assert [row["attempt"] for row in log] == [1, 2, 3, 1]
+
+
 def test_context_is_declared_and_typed() -> None:
     with pytest.raises(engine.EngineError, match="unknown context key 'known_gap'"):
         PACK.evaluate("engineer", "x", context={"known_gap": []})

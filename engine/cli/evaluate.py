@@ -126,6 +126,7 @@ def _run(
     failure_type: str,
     max_output_bytes: int,
     source: str,
+    reuse_latest: bool = False,
 ) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str], dict[str, Any]]:
     pack = open_pack(pack_ref)
     output, too_large = _read_output(source, max_output_bytes)
@@ -158,6 +159,7 @@ def _run(
                     path=source,
                     error=external_error,
                     failure_type=failure_type,
+                    reuse_latest=reuse_latest,
                 )
             return (pack, outcome.verdict, outcome.decision, output or b"", variables, context)
         if keep_outputs:
@@ -234,14 +236,17 @@ def render_command(**options: Any) -> None:
     When a rate limit decided, print its presentation (for the user) instead.
 
     Takes the same arguments as `rules eval`. Exits 1 with a message on stderr when no
-    prompt is due (the output passed, or the final action has no template).
+    prompt is due (the output passed, or the final action has no template). With
+    --session, an output that is the item's latest recorded attempt (e.g. just given to
+    `rules eval --session`) is decided as that attempt again: nothing new is recorded.
 
     \b
     Examples:
       rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
       rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A out.txt | model-cli
     """
-    pack, verdict, decision, output, variables, context = _run(**options)
+    # the output `rules eval --session` just recorded is that attempt, not a new one
+    pack, verdict, decision, output, variables, context = _run(**options, reuse_latest=True)
     if decision.limit is not None and decision.limit.get("presentation"):
         try:
             click.echo(pack.present(verdict, decision, context), nl=False)

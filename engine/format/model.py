@@ -28,6 +28,7 @@ class Ref(str, Enum):
     EXPRESSION = "expression"
     MESSAGE = "message"
     CONTEXT_KEY = "context key"
+    ITEM_PART = "item part"
     GATE_EXPRESSION = "gate decision expression"
     DETECT_EXPRESSION = "detection expression"
     ITEM_EXPRESSION = "item expression"
@@ -43,6 +44,8 @@ Pattern = Annotated[str, Ref.PATTERN]
 Expression = Annotated[str, Ref.EXPRESSION]
 Message = Annotated[str, Ref.MESSAGE]
 ContextKeyRef = Annotated[str, Ref.CONTEXT_KEY]
+ItemPartRef = Annotated[str, Ref.ITEM_PART]
+ITEM_PARTS = ("nonce", "params")  # item parts besides context keys (SessionKeys.item)
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=100)]
 
@@ -993,6 +996,13 @@ class SessionKeys(Strict):
     prompt: ContextKeyRef | None = Field(
         default=None,
         description="receives the text of `rules run --prompt` unless the context already gives it",
+    )
+    item: list[ItemPartRef] = Field(
+        default_factory=lambda: ["nonce", "params"],
+        min_length=1,
+        description="what identifies an item, whose attempts are counted together (with its "
+        "block): `nonce`, `params` (the block's --var values) and context keys; a new value "
+        "of any of them is a new item whose first output is attempt 1 (e.g. [round])",
     )
 
 

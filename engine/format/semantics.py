@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from engine.errors import Position
 from engine.format.findings import Finding, Level
 from engine.format.loader import KeyPath, SourceMap
-from engine.format.model import Ref, Rulepack
+from engine.format.model import ITEM_PARTS, Ref, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.patterns import PatternError, compile_pattern
 from engine.sandbox import (
@@ -150,6 +150,11 @@ class PackChecker:
             Ref.MESSAGE: lambda ref: None,
             Ref.CONTEXT_KEY: self._named(
                 self.pack.context, "context key", "declare it under `context:`"
+            ),
+            Ref.ITEM_PART: self._named(
+                {**dict.fromkeys(ITEM_PARTS), **self.pack.context},
+                "item part",
+                "use nonce, params or a key declared under `context:`",
             ),
         }
         for ref in walk_references(self.pack, Rulepack, (), ()):

@@ -548,6 +548,7 @@ def note_prompt(ledger: Ledger, attempt_id: int, prompt: Mapping[str, Any]) -> N
         )
 
 
-def item_key(nonce: str | None, params: dict[str, str]) -> str:
-    """What makes repeated calls the same item: the nonce (the cycle) and the params."""
-    return json.dumps({"nonce": nonce, "params": params}, sort_keys=True, ensure_ascii=False)
+def item_key(parts: Mapping[str, Any]) -> str:
+    """What makes repeated calls the same item: the values of the parts the pack's
+    ``session.item`` names (by default the nonce, the cycle, and the params)."""
+    return json.dumps(dict(parts), sort_keys=True, ensure_ascii=False, default=str)

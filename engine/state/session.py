@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.pack import Pack
 from engine.policy.decide import Decision
+from engine.policy.limits import Measure, Round
 from engine.prompts.render import RenderedPrompt
 from engine.state.ledger import (
     AttemptRecord,
@@ -74,8 +75,13 @@ class Session:
         path: str | None = None,
         error: str | None = None,
         failure_type: str = "PARSE_ERROR",
+        reuse_latest: bool = False,
     ) -> Outcome:
-        """Evaluate ``output`` as the next attempt of its item, decide, and record both."""
+        """Evaluate ``output`` as the next attempt of its item, decide, and record both.
+
+        With ``reuse_latest`` an output that is the item's latest recorded attempt (the
+        same text and error) is that attempt again, not a new one: `rules render` after
+        `rules eval` of one output decides as eval did and records nothing."""
         params = dict(vars or {})
         context = self.with_decisions(context)
         if error is not None:
@@ -85,7 +91,13 @@ class Session:
                 block, output, nonce=nonce, vars=params, context=context, path=path
             )
         text = decode_output(output) if output is not None else ""
-        item = item_key(nonce, params)
+        inputs = {"nonce": nonce, "params": params}
+        item = item_key(
+            {
+                part: inputs[part] if part in inputs else (context or {}).get(part)
+                for part in self.pack.model.session.item
+            }
+        )
         round_key = self.pack.model.session.round
         round_number = (context or {}).get(round_key) if round_key else None
         measure = (
@@ -93,12 +105,32 @@ class Session:
         )
         with self.ledger.transaction() as db:
             history = self.ledger.history(block, item)
+            if (
+                reuse_latest
+                and history
+                and history[-1]["output_sha256"] == sha256(text)
+                and history[-1]["error"] == verdict.error
+            ):
+                latest = history[-1]
+                return Outcome(
+                    verdict,
+                    self.pack.decide(
+                        verdict,
+                        output=text,
+                        attempt=latest["attempt"],
+                        previous_errors=[r["error"] for r in history[:-1] if r["error"]],
+                        nonce=nonce,
+                        model=model,
+                        context=context,
+                        measure=measure,
+                        earlier=self._earlier_rounds(block, measure),
+                    ),
+                    latest["id"],
+                )
             previous = [row["error"] for row in history if row["error"]]
-            earlier = None
+            earlier = self._earlier_rounds(block, measure)
             if measure is not None and measure.round is not None:
-                # The window comes from the ledger; this round's count replaces any
-                # earlier count of the same round.
-                earlier = self.ledger.round_counts(block, before=measure.round)
+                # this round's count replaces any earlier count of the same round
                 self.ledger.put_round_count(db, block, measure.round, measure.count, measure.total)
             decision = self.pack.decide(
                 verdict,
@@ -139,6 +171,13 @@ class Session:
             if self.keep_outputs and output is not None:
                 keep_output(db, attempt_id, text, params, context or {})
         return Outcome(verdict, decision, attempt_id)
+
+    def _earlier_rounds(self, block: str, measure: Measure | None) -> list[Round] | None:
+        """The earlier rounds' counts a rate limit's window reads, from the ledger; None
+        when the output has no count for a round (the pack's history key is read then)."""
+        if measure is None or measure.round is None:
+            return None
+        return self.ledger.round_counts(block, before=measure.round)
 
     def with_decisions(self, context: Mapping[str, Any] | None) -> dict[str, Any]:
         """``context`` with the pack's ``session.decided`` key filled from the ledger's
