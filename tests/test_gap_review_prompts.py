@@ -153,8 +153,31 @@ def test_canonical_example_from_a_spec_document(tmp_path: Path) -> None:
     assert chosen.tier == "canonical"
     assert chosen.text == "## Gap Resolution: GAP-AB-001\n**Confidence:** HIGH\n"
     missing = {**BASE_CONTEXT, "spec_path": str(tmp_path / "nope.md")}
-    with pytest.raises(engine.EngineError, match="cannot read"):
-        choose("EMPTY_OUTPUT", missing)
+    fallback = choose("EMPTY_OUTPUT", missing)  # seed 000 Example 4: the next source
+    assert fallback.text.startswith("## Gap Resolution: GAP-XXX")  # the pack's own file
+    assert fallback.warnings == (
+        f"context key 'spec_path': cannot read {tmp_path / 'nope.md'}; "
+        "the next example source was used",
+    )
+
+
+def test_an_unreadable_example_source_is_a_warning_in_the_ledger(tmp_path: Path) -> None:
+    out = tmp_path / "engineer.md"
+    out.write_text("")
+    ctx = tmp_path / "ctx.yaml"
+    ctx.write_text(
+        f"known_gaps: [GAP-FLOW-001]\nround: 2\nspec_path: {tmp_path / 'gone.md'}\n"
+        "original_prompt: Do the work.\n"
+    )
+    common = ("--pack", "gap-review", "--block", "engineer", "--context", str(ctx))
+    session_dir = str(tmp_path / "s")
+    assert run_cli("eval", *common, "--session", session_dir, str(out)).exit_code == 3
+    shown = run_cli("render", *common, "--session", session_dir, str(out))
+    assert shown.exit_code == 0, shown.output
+    assert "RETRY ATTEMPT 1 of 2" in shown.stdout
+    assert "warning: context key 'spec_path': cannot read" in shown.stderr
+    rows = json.loads(run_cli("log", "--session", session_dir, "--format", "json").stdout)
+    assert len(rows) == 1 and any("gone.md" in w for w in rows[0]["warnings"])
 
 
 # ------------------------------------------------------------------ session examples

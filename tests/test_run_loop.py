@@ -173,11 +173,14 @@ def test_a_pack_may_retry_execution_failures_with_the_same_prompt(tmp_path: Path
     text = pack_file.read_text()
     marker = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n"
     assert marker in text
-    pack_file.write_text(
-        text.replace(
-            marker, "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EXECUTION_FAILED]\n"
-        )
+    text = text.replace(
+        marker, "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EXECUTION_FAILED]\n"
     )
+    retried = "\nfailure_types:\n  EXECUTION_FAILED: {severity: CRITICAL, retriable: true}\n"
+    pack_file.write_text(text)
+    assert run_cli("check", str(copy), "--format", "json").exit_code == 1  # not retriable
+    pack_file.write_text(text + retried)
+    assert run_cli("check", str(copy)).exit_code == 0
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("Judge AC1 and answer with a VERDICT block.\n")
     pack = engine.load_pack(copy)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from engine.cli.formats import format_evaluation
 from engine.errors import EngineError
 from engine.pack import Pack
 from engine.policy.decide import Decision
-from engine.state.session import Session, ledger_accepted_rounds
+from engine.state.session import Session, ledger_accepted_rounds, record_prompt_warnings
 from engine.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
 from engine.verdict import Verdict
 
@@ -111,6 +112,19 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+@dataclass(frozen=True)
+class Evaluated:
+    """One output evaluated and decided (recorded when a session was given)."""
+
+    pack: Pack
+    verdict: Verdict
+    decision: Decision
+    output: bytes
+    variables: dict[str, str]
+    context: dict[str, Any]
+    attempt_id: int | None = None  # its row in the session's ledger
+
+
 def _run(
     pack_ref: str,
     block: str,
@@ -127,7 +141,7 @@ def _run(
     max_output_bytes: int,
     source: str,
     reuse_latest: bool = False,
-) -> tuple[Pack, Verdict, Decision, bytes, dict[str, str], dict[str, Any]]:
+) -> Evaluated:
     pack = open_pack(pack_ref)
     output, too_large = _read_output(source, max_output_bytes)
     if too_large:
@@ -161,7 +175,15 @@ def _run(
                     failure_type=failure_type,
                     reuse_latest=reuse_latest,
                 )
-            return (pack, outcome.verdict, outcome.decision, output or b"", variables, context)
+            return Evaluated(
+                pack,
+                outcome.verdict,
+                outcome.decision,
+                output or b"",
+                variables,
+                context,
+                outcome.attempt_id,
+            )
         if keep_outputs:
             raise UsageFailure("--keep-outputs needs --session: outputs are kept in its ledger")
         attempt = attempt or 1
@@ -182,7 +204,7 @@ def _run(
         )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    return pack, verdict, decision, output or b"", variables, context
+    return Evaluated(pack, verdict, decision, output or b"", variables, context)
 
 
 def _read_output(source: str, cap: int) -> tuple[bytes | None, bool]:
@@ -220,7 +242,8 @@ def eval_command(output_format: str, **options: Any) -> None:
       rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
       rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --attempt 2 --format json out.txt
     """
-    _, verdict, decision, _, _, _ = _run(**options)
+    evaluated = _run(**options)
+    verdict, decision = evaluated.verdict, evaluated.decision
     click.echo(format_evaluation(verdict, decision, output_format), nl=False)
     raise SystemExit(decision.exit_code)
 
@@ -246,7 +269,9 @@ def render_command(**options: Any) -> None:
       rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A out.txt | model-cli
     """
     # the output `rules eval --session` just recorded is that attempt, not a new one
-    pack, verdict, decision, output, variables, context = _run(**options, reuse_latest=True)
+    evaluated = _run(**options, reuse_latest=True)
+    pack, verdict, decision = evaluated.pack, evaluated.verdict, evaluated.decision
+    output, variables, context = evaluated.output, evaluated.variables, evaluated.context
     if decision.limit is not None and decision.limit.get("presentation"):
         try:
             click.echo(pack.present(verdict, decision, context), nl=False)
@@ -260,7 +285,7 @@ def render_command(**options: Any) -> None:
         )
         raise SystemExit(1)
     try:
-        prompt = pack.render(
+        prompt = pack.render_prompt(
             verdict,
             decision,
             output=output,
@@ -269,6 +294,12 @@ def render_command(**options: Any) -> None:
             context=context,
             accepted_rounds=ledger_accepted_rounds(pack, verdict.block, context),
         )
+        if prompt.warnings and evaluated.attempt_id is not None:
+            record_prompt_warnings(
+                Path(options["session_dir"]), evaluated.attempt_id, prompt.warnings
+            )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    click.echo(prompt, nl=False)
+    for warning in prompt.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(prompt.text, nl=False)

@@ -65,7 +65,7 @@ def parse_command(
     from --nonce is its own failure type (NONCE_MISMATCH, shown with --format json).
 
     \b
-    Examples (BLOCK is one of the pack's blocks; `rules check --format json` lists them):
+    Examples (BLOCK is one of the pack's blocks; `rules explain --pack P` lists them):
       rules parse --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
       model-cli < prompt.txt | rules parse --pack sentinel --block "$BLOCK" --nonce 4F2C9A
       rules parse --pack sentinel --jsonl records.jsonl > results.jsonl

@@ -161,6 +161,7 @@ class PackChecker:
             checks[ref.kind](ref)
         self._templates()
         self._rate_limits()
+        self._retried_types()
         self._conflicts()
         self._requires()
         self._without_behaviour()
@@ -376,6 +377,22 @@ class PackChecker:
                         f"termination state {state!r} is not in termination.states",
                         (*base, "termination", "rules", index),
                         f"states: {', '.join(spec.termination.states)}",
+                    )
+
+    def _retried_types(self) -> None:
+        """A trigger never retries a failure type declared ``retriable: false``: listing
+        one under ``on:`` would never act, so it is a finding."""
+        for block, trigger in self.pack.triggers.items():
+            for index, name in enumerate(trigger.on):
+                declared = self.pack.failure_types.get(name)
+                if declared is not None and not declared.retriable:
+                    self.add(
+                        "not-retriable",
+                        f"trigger {block!r} retries {name}, which is declared "
+                        "`retriable: false`: it goes to the after-failure policy instead",
+                        ("triggers", block, "on", index),
+                        f"remove it from `on:`, or declare `failure_types: {{{name}: "
+                        "{retriable: true, ...}}` to retry it",
                     )
 
     def _rate_limits(self) -> None:

@@ -265,7 +265,7 @@ def decide(
     next_policy = _policy(trigger, attempt)
     return make(
         next_policy.action,
-        f"{failure_type}: attempt {attempt + 1} of {cap + 1}",
+        f"{failure_type}: the next output is attempt {attempt + 1} of {cap + 1}",
         f"attempt:{attempt}",
         next_policy=next_policy,
     )

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from engine.contracts.markdown import extract_ids
-from engine.errors import ContextError
 from engine.format.model import (
     Examples,
     IdKind,
@@ -43,6 +42,7 @@ class Example:
     round: int | None = None
     header: str = ""
     footer: str = ""
+    warnings: tuple[str, ...] = ()  # sources that could not be read on the way here
 
     def fitted(self, budget_chars: int, priority: list[str], notice: str) -> tuple[str, bool]:
         """Header + body + footer within ``budget_chars``; only the body is ever cut."""
@@ -239,8 +239,14 @@ def _id_list(examples: Examples, context: Mapping[str, Any]) -> str:
 
 
 def _canonical(
-    examples: Examples, files: PackFiles, block: str, context: Mapping[str, Any]
+    examples: Examples,
+    files: PackFiles,
+    block: str,
+    context: Mapping[str, Any],
+    warnings: list[str],
 ) -> str | None:
+    """The first canonical example of ``block`` that can be read; a document named by the
+    context that cannot be read adds a warning and the next entry (or tier) is tried."""
     for entry in examples.canonical.get(block, []):
         if entry.file is not None:
             text = files.text(entry.file)
@@ -250,7 +256,11 @@ def _canonical(
                 continue
             source = _read(Path(str(document)))
             if source is None:
-                raise ContextError(f"context key {entry.from_context!r}: cannot read {document}")
+                warnings.append(
+                    f"context key {entry.from_context!r}: cannot read {document}; "
+                    "the next example source was used"
+                )
+                continue
             text = section_by_heading(source, entry.heading or "")
         if text:
             return text
@@ -266,11 +276,12 @@ def _step(
     context: Mapping[str, Any],
     ids: Mapping[str, IdKind],
     rounds: EarlierRounds | None,
+    warnings: list[str],
 ) -> Example | None:
     if step.tier == "none":
         return Example("", step.source, "none")
     if step.tier == "canonical":
-        text = _canonical(examples, files, block, context)
+        text = _canonical(examples, files, block, context, warnings)
         found = Example(text, step.source, "canonical") if text else None
     elif step.tier == "template":
         path = examples.templates.get(block)
@@ -329,11 +340,12 @@ def select_example(
     """
     files = pack if isinstance(pack, PackFiles) else PackFiles(pack, ())
     steps = examples.selection.get(failure_type) or examples.selection.get("default") or []
+    warnings: list[str] = []
     for step in steps:
-        found = _step(step, examples, files, block, failure_type, context, ids, rounds)
+        found = _step(step, examples, files, block, failure_type, context, ids, rounds, warnings)
         if found is not None:
-            return found
-    return Example("", "No example available", "none")
+            return replace(found, warnings=tuple(warnings))
+    return Example("", "No example available", "none", warnings=tuple(warnings))
 
 
 # ------------------------------------------------------------------ budgets and truncation

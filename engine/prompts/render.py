@@ -63,6 +63,7 @@ class RenderedPrompt:
     example_tokens: int | None = None
     example_original_chars: int | None = None
     example_truncated: bool | None = None
+    warnings: tuple[str, ...] = ()  # e.g. an example source that could not be read
 
 
 def render_prompt(
@@ -202,6 +203,7 @@ def render_retry(
         example_tokens=-(-len(text) // budgets.chars_per_token),
         example_original_chars=whole,
         example_truncated=cut,
+        warnings=chosen.warnings,
     )
 
 

@@ -538,14 +538,21 @@ PROMPT_COLUMNS = (
 
 
 def note_prompt(ledger: Ledger, attempt_id: int, prompt: Mapping[str, Any]) -> None:
-    """Record on an attempt the prompt its decision led to (keys of ``PROMPT_COLUMNS``)."""
+    """Record on an attempt the prompt its decision led to (keys of ``PROMPT_COLUMNS``)
+    and the prompt's ``warnings``."""
     columns = [c for c in PROMPT_COLUMNS if c in prompt]
     assignments = ", ".join(f"{c} = ?" for c in columns)
     with ledger.transaction() as db:
-        db.execute(
-            f"UPDATE attempts SET {assignments} WHERE id = ?",
-            [prompt[c] for c in columns] + [attempt_id],
-        )
+        if columns:
+            db.execute(
+                f"UPDATE attempts SET {assignments} WHERE id = ?",
+                [prompt[c] for c in columns] + [attempt_id],
+            )
+        for message in prompt.get("warnings") or ():
+            db.execute(
+                "INSERT INTO warnings (attempt_id, ts, message) VALUES (?, ?, ?)",
+                (attempt_id, now(), message),
+            )
 
 
 def item_key(parts: Mapping[str, Any]) -> str:

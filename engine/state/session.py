@@ -8,7 +8,7 @@ transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from engine.state.ledger import (
     accepted_rounds,
     item_key,
     keep_output,
+    note_prompt,
     sha256,
 )
 from engine.textio import decode_output
@@ -219,6 +220,16 @@ class Session:
         if verdict.failure_type == EXECUTION_FAILURE:
             return "execution"
         return self.pack.contract(block).failure_tier(verdict.failure_type or "")
+
+
+def record_prompt_warnings(session_dir: Path, attempt_id: int, warnings: Sequence[str]) -> None:
+    """Add what rendering an attempt's prompt warned about (e.g. an example source that
+    could not be read) to that attempt in the session's ledger."""
+    ledger = Ledger(session_dir)
+    try:
+        note_prompt(ledger, attempt_id, {"warnings": list(warnings)})
+    finally:
+        ledger.close()
 
 
 def ledger_accepted_rounds(
