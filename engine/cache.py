@@ -54,6 +54,7 @@ class ParsingPack:
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.name: str = data["name"]
         self.kinds: dict[str, str] = dict(data["kinds"])
+        self.max_output_bytes: int | None = data.get("max_output_bytes")
         grammar = data["grammar"]
         self.parsers = {
             block: SentinelParser.from_data(block, contract, grammar)
@@ -91,6 +92,7 @@ def parsing_data(pack: Pack) -> dict[str, Any]:
     return {
         "name": model.rulepack,
         "kinds": {name: contract.kind for name, contract in model.contracts.items()},
+        "max_output_bytes": model.limits.max_output_bytes,
         "grammar": model.sentinel.model_dump(mode="json"),
         "sentinel": {
             name: contract.model_dump(mode="json")

@@ -34,7 +34,10 @@ def read_capped(stream: IO[Any], cap: int = MAX_OUTPUT_BYTES) -> tuple[bytes, bo
 
 
 def too_large_message(cap: int) -> str:
-    return f"output is larger than {cap} bytes (the --max-output-bytes limit); it was not read"
+    return (
+        f"output is larger than {cap} bytes (--max-output-bytes, or the pack's "
+        "limits.max_output_bytes); it was not read"
+    )
 
 
 def clean_text(text: str) -> str:

@@ -62,3 +62,14 @@ def load_context(path: str | None) -> dict[str, Any]:
     if not isinstance(document.data, dict):
         raise UsageFailure(f"{path}:1:1: a context file must hold a mapping of keys")
     return document.data
+
+
+def output_cap(option: int | None, pack_limit: int | None) -> int:
+    """The largest output to read: the command's --max-output-bytes, else the pack's
+    `limits.max_output_bytes`, else the engine's default."""
+    from engine.textio import MAX_OUTPUT_BYTES
+
+    return option or pack_limit or MAX_OUTPUT_BYTES
+
+
+OUTPUT_CAP_HELP = "[default: the pack's `limits.max_output_bytes`, else 67108864]"

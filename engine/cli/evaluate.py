@@ -9,13 +9,20 @@ from typing import Any
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.common import (
+    OUTPUT_CAP_HELP,
+    UsageFailure,
+    load_context,
+    open_pack,
+    output_cap,
+    parse_vars,
+)
 from engine.cli.formats import format_evaluation
 from engine.errors import EngineError
 from engine.pack import Pack
 from engine.policy.decide import Decision
 from engine.state.session import Session, ledger_accepted_rounds, record_prompt_warnings
-from engine.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
+from engine.textio import read_capped, too_large_message
 from engine.verdict import Verdict
 
 
@@ -99,9 +106,8 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--max-output-bytes",
             type=click.IntRange(min=1),
-            default=MAX_OUTPUT_BYTES,
-            show_default=True,
-            help="A bigger output is not read: its verdict is OUTPUT_TOO_LARGE.",
+            default=None,
+            help="A bigger output is not read: its verdict is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP,
         ),
         click.argument(
             "source", type=click.Path(dir_okay=False, allow_dash=True), default="-", required=False
@@ -138,14 +144,15 @@ def _run(
     previous_errors: tuple[str, ...],
     external_error: str | None,
     failure_type: str,
-    max_output_bytes: int,
+    max_output_bytes: int | None,
     source: str,
     reuse_latest: bool = False,
 ) -> Evaluated:
     pack = open_pack(pack_ref)
-    output, too_large = _read_output(source, max_output_bytes)
+    cap = output_cap(max_output_bytes, pack.model.limits.max_output_bytes)
+    output, too_large = _read_output(source, cap)
     if too_large:
-        external_error, failure_type = too_large_message(max_output_bytes), "OUTPUT_TOO_LARGE"
+        external_error, failure_type = too_large_message(cap), "OUTPUT_TOO_LARGE"
     try:
         variables, context = pack.split_inputs(
             block, load_context(context_file), parse_vars(var_pairs)

@@ -8,10 +8,17 @@ from typing import BinaryIO
 
 import click
 
-from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, parse_vars
+from engine.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    OUTPUT_CAP_HELP,
+    UsageFailure,
+    output_cap,
+    parse_vars,
+)
 from engine.errors import EngineError
 from engine.results import Failure, ParseResult
-from engine.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
+from engine.textio import read_capped, too_large_message
 
 
 @click.command("parse")
@@ -43,9 +50,8 @@ from engine.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
 @click.option(
     "--max-output-bytes",
     type=click.IntRange(min=1),
-    default=MAX_OUTPUT_BYTES,
-    show_default=True,
-    help="A bigger output is not read: its result is OUTPUT_TOO_LARGE.",
+    default=None,
+    help="A bigger output is not read: its result is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP,
 )
 @click.argument("source", type=click.File("rb"), default="-", required=False)
 def parse_command(
@@ -55,7 +61,7 @@ def parse_command(
     var_pairs: tuple[str, ...],
     jsonl: BinaryIO | None,
     output_format: str,
-    max_output_bytes: int,
+    max_output_bytes: int | None,
     source: BinaryIO,
 ) -> None:
     """Parse one block deterministically: JSON data on stdout, or the error.
@@ -105,11 +111,10 @@ def parse_command(
         raise UsageFailure(
             f"unknown --var {', '.join(unknown)} for block {block!r} (its params: {known})"
         )
-    data, too_large = read_capped(source, max_output_bytes)
+    cap = output_cap(max_output_bytes, pack.max_output_bytes)
+    data, too_large = read_capped(source, cap)
     if too_large:
-        result = ParseResult(
-            ok=False, failure=Failure("OUTPUT_TOO_LARGE", too_large_message(max_output_bytes))
-        )
+        result = ParseResult(ok=False, failure=Failure("OUTPUT_TOO_LARGE", too_large_message(cap)))
     else:
         try:
             result = pack.parse(block, data, nonce=nonce, vars=variables)

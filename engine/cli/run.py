@@ -7,9 +7,16 @@ from pathlib import Path
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.common import (
+    OUTPUT_CAP_HELP,
+    UsageFailure,
+    load_context,
+    open_pack,
+    output_cap,
+    parse_vars,
+)
 from engine.errors import EngineError
-from engine.state.runner import DEFAULT_TIMEOUT, MAX_OUTPUT_BYTES, run_loop
+from engine.state.runner import DEFAULT_TIMEOUT, run_loop
 from engine.state.session import DEFAULT_SESSION, Outcome, Session
 
 
@@ -47,17 +54,16 @@ from engine.state.session import DEFAULT_SESSION, Outcome, Session
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_TIMEOUT,
-    show_default=True,
+    default=None,
     help="Seconds before the model command and its children are stopped (TERM, then KILL "
-    "after 2 s; an execution failure).",
+    f"after 2 s; an execution failure). [default: the pack's `limits.model_timeout`, "
+    f"else {DEFAULT_TIMEOUT:g}]",
 )
 @click.option(
     "--max-output-bytes",
     type=click.IntRange(min=1),
-    default=MAX_OUTPUT_BYTES,
-    show_default=True,
-    help="A model command printing more is stopped (an execution failure).",
+    default=None,
+    help="A model command printing more is stopped (an execution failure). " + OUTPUT_CAP_HELP,
 )
 @click.option(
     "--keep-outputs",
@@ -75,8 +81,8 @@ def run_command(
     context_file: str | None,
     prompt_file: str | None,
     session_dir: str,
-    timeout: float,
-    max_output_bytes: int,
+    timeout: float | None,
+    max_output_bytes: int | None,
     keep_outputs: bool,
     model: str | None,
     command: tuple[str, ...],
@@ -116,8 +122,8 @@ def run_command(
                 vars=variables,
                 context=context,
                 model=model,
-                timeout=timeout,
-                max_output_bytes=max_output_bytes,
+                timeout=timeout or pack.model.limits.model_timeout or DEFAULT_TIMEOUT,
+                max_output_bytes=output_cap(max_output_bytes, pack.model.limits.max_output_bytes),
                 progress=_report,
             )
     except EngineError as exc:

@@ -1091,6 +1091,25 @@ class ConflictRules(Strict):
     decisions: TemplateRef
 
 
+class Limits(Strict):
+    """Bounds a pack may set for its own outputs and model commands; a command-line option
+    wins over them, and without either the engine's defaults hold (README "Limits")."""
+
+    max_output_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024**3,
+        description="the largest output read (`--max-output-bytes`); a bigger one is "
+        "OUTPUT_TOO_LARGE",
+    )
+    model_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        le=86400,
+        description="seconds before `rules run` stops the model command (`--timeout`)",
+    )
+
+
 class Rulepack(Strict):
     """A rulepack: vocabulary, contracts, policies and the pack's own tests."""
 
@@ -1123,6 +1142,7 @@ class Rulepack(Strict):
         description="per block: the template (purpose `initial`) of its first prompt, which "
         "`rules prompt` renders with the decisions of the previous round",
     )
+    limits: Limits = Field(default_factory=Limits)
     tests: list[PackTest] = Field(default_factory=list)
 
 

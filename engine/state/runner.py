@@ -19,10 +19,9 @@ from typing import Any
 from engine.policy.decide import Decision
 from engine.state.ledger import note_prompt, sha256
 from engine.state.session import EXECUTION_FAILURE, Outcome, Session
+from engine.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
 from engine.verdict import Verdict
 
-MAX_OUTPUT_BYTES = 64 * 1024 * 1024
-"""What a model command may print on stdout; more stops it (an execution failure)."""
 DEFAULT_TIMEOUT = 600.0
 GRACE_SECONDS = 2.0
 _READ = 64 * 1024
