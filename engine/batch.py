@@ -9,8 +9,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping
+from typing import Any, BinaryIO, Protocol
 
 from engine.errors import EngineError
 from engine.results import ParseResult
@@ -26,6 +26,8 @@ class Parser(Protocol):
         nonce: str | None = None,
         vars: Mapping[str, str] | None = None,
     ) -> ParseResult: ...
+
+    def required_params(self, block: str) -> tuple[str, ...]: ...
 
 
 def _record_error(record_id: Any, message: str) -> dict[str, Any]:
@@ -81,6 +83,10 @@ def parse_record(
         for key, value in variables.items():
             if not (isinstance(key, str) and isinstance(value, str)):
                 raise ValueError("'vars' must be an object of strings")
+        missing = [n for n in pack.required_params(block) if n not in variables]
+        if missing:
+            needed = " and ".join(f'"vars": {{"{name}": ...}}' for name in missing)
+            raise ValueError(f"block {block!r} needs {needed} (the caller's input)")
         text = text_of_record(record)
         result = pack.parse(block, text, nonce=nonce, vars=variables)
     except (ValueError, binascii.Error, EngineError) as exc:
@@ -95,14 +101,34 @@ def parse_record(
     }
 
 
+def capped_lines(stream: BinaryIO, max_line_bytes: int) -> Iterator[bytes | None]:
+    """The lines of ``stream``, each read up to ``max_line_bytes``: a longer line is skipped
+    to its end without being kept and given as None."""
+    while True:
+        line = stream.readline(max_line_bytes + 1)
+        if not line:
+            return
+        if len(line) <= max_line_bytes or line.endswith(b"\n"):
+            yield line
+            continue
+        while line and not line.endswith(b"\n"):  # the rest of the long line
+            line = stream.readline(1024 * 1024)
+        yield None
+
+
 def parse_jsonl(
     pack: Parser,
-    lines: Iterable[bytes],
+    lines: BinaryIO,
     default_block: str | None = None,
     default_nonce: str | None = None,
+    max_line_bytes: int = 64 * 1024 * 1024,
 ) -> Iterator[dict[str, Any]]:
-    """One result per non-blank input line, in input order."""
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        yield parse_record(pack, line, number, default_block, default_nonce)
+    """One result per non-blank input line, in input order; a line over ``max_line_bytes``
+    is that record's error."""
+    for number, line in enumerate(capped_lines(lines, max_line_bytes), start=1):
+        if line is None:
+            yield _record_error(
+                None, f"input line {number}: longer than {max_line_bytes} bytes; not read"
+            )
+        elif line.strip():
+            yield parse_record(pack, line, number, default_block, default_nonce)

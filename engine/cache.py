@@ -66,6 +66,11 @@ class ParsingPack:
         parser = self.parsers.get(block)
         return parser.param_names if parser is not None else frozenset()
 
+    def required_params(self, block: str) -> tuple[str, ...]:
+        """The params a caller must give for ``block`` (none for a block without a parser)."""
+        parser = self.parsers.get(block)
+        return parser.required_params if parser is not None else ()
+
     def parse(
         self,
         block: str,

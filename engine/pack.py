@@ -123,6 +123,12 @@ class Pack:
         rest = {k: v for k, v in (strings or {}).items() if k not in param_names}
         return params, build_context(self.model.context, context, rest)
 
+    def required_params(self, block: str) -> tuple[str, ...]:
+        """The params a caller must give for ``block`` (its delimiters name them)."""
+        contract = self.model.contracts.get(block)
+        params = getattr(contract, "params", None) or {}
+        return tuple(name for name, spec in params.items() if spec.required)
+
     def missing_inputs(
         self, block: str, nonce: str | None, vars: Mapping[str, str] | None
     ) -> list[str]:
@@ -132,11 +138,8 @@ class Pack:
         if contract is None or contract.kind != "sentinel":
             return []
         missing = ["--nonce"] if nonce is None else []
-        params = getattr(contract, "params", {})
         missing += [
-            f"--var {name}=..."
-            for name, spec in params.items()
-            if spec.required and name not in (vars or {})
+            f"--var {name}=..." for name in self.required_params(block) if name not in (vars or {})
         ]
         return missing
 

@@ -158,6 +158,37 @@ def test_a_jsonl_line_nested_too_deeply_is_that_records_error() -> None:
     ]
 
 
+def test_a_jsonl_line_over_the_cap_and_a_record_without_its_params_are_record_errors() -> None:
+    good = {"block": "VERDICT", "nonce": NONCE, "vars": {"criterion": "AC1"}, "text": VERDICT_OK}
+    lines = [
+        json.dumps({**good, "id": 1, "text": "x" * 5000}),  # over a 2,000-byte cap
+        json.dumps({**good, "id": 2, "vars": {}}),
+        json.dumps({**good, "id": 3}),
+    ]
+    result = run_cli(
+        "parse",
+        "--pack",
+        "sentinel",
+        "--max-output-bytes",
+        "2000",
+        "--jsonl",
+        "-",
+        input="\n".join(lines) + "\n",
+    )
+    assert result.exit_code == 1
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["id"], r["failure_type"], r["error"]) for r in out] == [
+        (None, "INVALID_RECORD", "input line 1: longer than 2000 bytes; not read"),
+        (
+            2,
+            "INVALID_RECORD",
+            'input line 2: block \'VERDICT\' needs "vars": {"criterion": ...} '
+            "(the caller's input)",
+        ),
+        (3, None, None),
+    ]
+
+
 @pytest.mark.slow
 def test_jsonl_ten_thousand_records_in_one_process(tmp_path: Path) -> None:
     megabyte = "x" * (1024 * 1024)

@@ -80,7 +80,8 @@ def parse_command(
     With --jsonl each input line is {"id", "block", "nonce", "vars", "text"} ("text_base64"
     may carry raw bytes instead of "text"; --block/--nonce give defaults) and each output
     line is {"id", "ok", "data", "error", "failure_type", "warnings"}, in input order. A
-    malformed line is reported as that record's error and the run goes on.
+    malformed line, or one longer than --max-output-bytes, is reported as that record's
+    error and the run goes on.
 
     \b
     Exit status: 0 parsed (every record, with --jsonl), 1 parse failure (any record),
@@ -98,7 +99,8 @@ def parse_command(
         failed = False
         out = sys.stdout  # one write per record, no per-line echo
         encode = json.JSONEncoder(ensure_ascii=False).encode
-        for record in parse_jsonl(pack, jsonl, block, nonce):
+        cap = output_cap(max_output_bytes, pack.max_output_bytes)
+        for record in parse_jsonl(pack, jsonl, block, nonce, max_line_bytes=cap):
             failed = failed or not record["ok"]
             out.write(encode(record) + "\n")
         out.flush()

@@ -55,6 +55,7 @@ class SentinelParser:
         names.update(compiled.opener.names, compiled.closer.names)
         self._input_names = tuple(sorted(names))
         self.param_names = frozenset(param[0] for param in compiled.params)
+        self.required_params = tuple(param[0] for param in compiled.params if param[1])
         self._checked: dict[Any, tuple[DelimiterLine, DelimiterLine]] = {}
 
     def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
