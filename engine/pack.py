@@ -55,25 +55,25 @@ class Pack:
 
     def __post_init__(self) -> None:
         if not self.contracts:
-            self.contracts = compile_contracts(self.model, self._folder_of)
+            self.contracts = compile_contracts(self.model, self.folder_of)
         # Imported here: `rules check` validates packs without building their policy.
         from engine.policy.decide import compile_policy
         from engine.prompts.compiled import compile_prompts
 
         self.policy = compile_policy(self.model)
-        self.prompts = compile_prompts(self.model, self.root, self._folder_of)
+        self.prompts = compile_prompts(self.model, self.root, self.folder_of)
         self.gates = None
         if self.model.gates.steps:
             from engine.policy.gates import compile_gates
 
-            self.gates = compile_gates(self.model, self._folder_of, self.prompts.templates)
+            self.gates = compile_gates(self.model, self.folder_of, self.prompts.templates)
         self.conflicts = None
         if self.model.conflicts is not None:
             from engine.policy.conflicts import compile_conflicts
 
             self.conflicts = compile_conflicts(self.model.conflicts)
 
-    def _folder_of(self, path: tuple[str | int, ...]) -> Path:
+    def folder_of(self, path: tuple[str | int, ...]) -> Path:
         """The folder of the pack file that declared ``path`` (packs it extends included)."""
         declared = self.source.file_of(path)
         return Path(declared).resolve().parent if declared != "<unknown>" else self.root

@@ -279,18 +279,24 @@ def test_requires_is_compared_with_the_engine_version(make_pack: PackMaker) -> N
     assert finding.message.startswith("the pack requires engine >=99.0; this is engine ")
 
 
-def test_keys_without_behaviour_are_reported_as_warnings(make_pack: PackMaker) -> None:
+def test_a_packs_tests_run_and_a_failing_case_fails(make_pack: PackMaker) -> None:
     folder = make_pack(
         HEADER
         + """\
 contracts:
-  doc: {kind: text}
+  doc: {kind: text, min_chars: 3}
 tests:
-  - {name: c, block: doc, input: x, expect: {status: pass}}
+  - {name: long enough, block: doc, input: xyz, expect: {status: pass, action: PROCEED}}
+  - {name: too short, block: doc, input: x, expect: {status: pass}}
 """
     )
     result = check_pack_file(folder / "pack.yaml")
-    assert result.ok
-    assert [(f.rule, f.level, f.position.line) for f in result.findings] == [
-        ("no-behaviour", "warning", 5)
+    assert result.ok and result.findings == []  # `tests:` acts: no "no-behaviour" warning
+    ran = run_cli("test", str(folder), "--format", "json")
+    assert ran.exit_code == 1
+    cases = json.loads(ran.stdout)["packs"][0]["cases"]
+    assert [(c["name"], c["passed"], c["line"]) for c in cases] == [
+        ("long enough", True, 6),
+        ("too short", False, 7),
     ]
+    assert cases[1]["problems"] == ['status: expected "pass", got "fail"']

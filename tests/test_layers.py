@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("engine.policy",),
     ("engine.prompts",),
     ("engine.pack", "engine.cache"),
-    ("engine.state", "engine.batch", "engine.backtest"),
+    ("engine.state", "engine.batch", "engine.backtest", "engine.packtests"),
     ("engine.cli", "engine.__main__"),
 ]
 

@@ -251,7 +251,9 @@ def eval_command(output_format: str, **options: Any) -> None:
     """
     evaluated = _run(**options)
     verdict, decision = evaluated.verdict, evaluated.decision
-    click.echo(format_evaluation(verdict, decision, output_format), nl=False)
+    model = evaluated.pack.model
+    about = {"name": model.rulepack, "version": model.version}
+    click.echo(format_evaluation(verdict, decision, output_format, about), nl=False)
     raise SystemExit(decision.exit_code)
 
 

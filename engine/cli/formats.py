@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from engine.format.findings import CheckResult, Finding
@@ -89,10 +89,20 @@ FORMATTERS: dict[str, Callable[[list[CheckResult]], str]] = {
 }
 
 
-def format_evaluation(verdict: Verdict, decision: Decision, output_format: str) -> str:
-    """Verdict and decision as a readable table, or as JSON {verdict, decision}."""
+def format_evaluation(
+    verdict: Verdict,
+    decision: Decision,
+    output_format: str,
+    pack: Mapping[str, str] | None = None,
+) -> str:
+    """Verdict and decision as a readable table, or as JSON {pack, verdict, decision}
+    (``pack``: the name and version of the pack that decided)."""
     if output_format == "json":
-        payload = {"verdict": verdict.to_json(), "decision": decision.to_json()}
+        payload = {
+            **({"pack": dict(pack)} if pack else {}),
+            "verdict": verdict.to_json(),
+            "decision": decision.to_json(),
+        }
         return json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
     rows = [("block", verdict.block), ("status", verdict.status)]
     for failure in verdict.failures:
@@ -150,8 +160,13 @@ def _after(trigger: Trigger) -> str:
 
 
 def format_explain(pack: Rulepack, block: str | None = None) -> str:
-    """The trigger table of a pack (one row per block) and the failure types."""
+    """The pack's name and version, its trigger table (one row per block), the failure
+    types and the actions."""
     from engine.format.model import Trigger
+
+    title = f"{pack.rulepack} {pack.version}" + (
+        f": {pack.description}" if pack.description else ""
+    )
 
     blocks = [block] if block else list(pack.contracts)
     rows = []
@@ -161,7 +176,8 @@ def format_explain(pack: Rulepack, block: str | None = None) -> str:
         skip = ", ".join(g.name for g in trigger.skip_when) or "-"
         repair = f"{trigger.action} x{trigger.max_attempts}" if trigger.on else "-"
         rows.append([name, on, repair, trigger.template or "-", skip, _after(trigger)])
-    out = _table(["Block", "Repair on", "Then", "Template", "Skip when", "After failure"], rows)
+    out = title + "\n\n"
+    out += _table(["Block", "Repair on", "Then", "Template", "Skip when", "After failure"], rows)
     guards = {
         g.name: g for name in blocks for g in (pack.triggers.get(name) or Trigger()).skip_when
     }

@@ -945,10 +945,18 @@ class Expectation(Strict):
     data: Any = None
     warnings: list[str] | None = None
     action: ActionRef | None = None
+    rule: str | None = Field(
+        default=None, description="what decided: pass, exhausted, attempt:K, guard:NAME, ..."
+    )
+    prompt: str | None = Field(
+        default=None,
+        description="a golden file (relative to the case's folder) the rendered prompt must "
+        "equal; `rules test --update` writes it",
+    )
 
 
 class PackTest(Strict):
-    """One case of the pack's own tests: an input and what it must give."""
+    """One case of the pack's own tests (`rules test`): an output and what it must give."""
 
     name: str = Field(min_length=1)
     block: ContractRef
@@ -958,6 +966,10 @@ class PackTest(Strict):
     vars: dict[str, str] = Field(default_factory=dict)
     context: dict[str, Any] = Field(default_factory=dict)
     attempt: int = Field(default=1, ge=1)
+    error: str | None = Field(
+        default=None,
+        description="an error another tool reported for the output (as `rules eval --error`)",
+    )
     expect: Expectation
 
     @model_validator(mode="after")

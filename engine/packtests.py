@@ -1,0 +1,254 @@
+"""A pack's own tests (`rules test`): each case is an output and what it must give.
+
+Cases come from three places, all of the pack being tested:
+
+- the pack's ``tests:`` list (inherited from the pack it extends unless it has its own);
+- case files ``tests/*.yaml`` in the pack's folder, each a YAML list of cases of the same
+  form;
+- fixture folders: a file ``tests/<block>/<name>.<ext>`` is the output, the file
+  ``tests/<block>/<name>.<ext>.yaml`` beside it says what it must give (a case mapping
+  without ``name``, ``block`` and the input). Other folders under ``tests/`` (golden
+  prompts, outputs the cases name) are not fixture folders unless they hold such files.
+
+A case may name a golden prompt file (``expect.prompt``, relative to the case's folder): the
+rendered prompt must equal it; ``update=True`` rewrites golden files instead of comparing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from engine.errors import EngineError, Position
+from engine.format.loader import read_yaml
+from engine.format.model import PackTest
+from engine.pack import Pack
+from engine.textio import decode_output
+
+CASE_FILE_GLOB = "*.yaml"
+SIDE_CAR = ".yaml"
+MAX_CASE_INPUT_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test case, where it is written, and the folder its files are relative to."""
+
+    spec: PackTest
+    position: Position
+    folder: Path
+
+
+@dataclass
+class CaseResult:
+    """The outcome of one case: passed, or the differences (and a prompt diff)."""
+
+    name: str
+    block: str
+    position: Position
+    problems: list[str] = field(default_factory=list)
+    diff: str = ""
+    updated: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "block": self.block,
+            "file": self.position.file,
+            "line": self.position.line,
+            "column": self.position.column,
+            "passed": self.passed,
+            "problems": self.problems,
+            "diff": self.diff,
+            "updated": self.updated,
+        }
+
+
+class CaseError(EngineError):
+    """A case that cannot be read or run (a usage or pack error, not a failing case)."""
+
+
+def _validated(data: Any, where: Position, defaults: Mapping[str, Any]) -> PackTest:
+    if not isinstance(data, dict):
+        raise CaseError(f"{where}: a test case is a mapping (name, block, input, expect)")
+    try:
+        return PackTest.model_validate({**defaults, **data})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(part) for part in first["loc"]) or "case"
+        raise CaseError(f"{where}: {at}: {first['msg']}") from None
+
+
+def _case_file(path: Path) -> Iterator[Case]:
+    document = read_yaml(path)
+    if document.findings:
+        first = document.findings[0]
+        raise CaseError(f"{first.position}: {first.message}")
+    entries = document.data if document.data is not None else []
+    if not isinstance(entries, list):
+        raise CaseError(f"{path}:1:1: a case file is a YAML list of cases")
+    for index, entry in enumerate(entries):
+        where = document.source.locate((index,))
+        yield Case(_validated(entry, where, {}), where, path.parent)
+
+
+def _fixture(path: Path, block: str) -> Case:
+    sidecar = path.with_name(path.name + SIDE_CAR)
+    where = Position(str(sidecar))
+    if not sidecar.is_file():
+        raise CaseError(
+            f"{path}: a fixture needs its expectation in {sidecar.name} beside it "
+            "(e.g. `expect: {status: pass, action: PROCEED}`)"
+        )
+    document = read_yaml(sidecar)
+    if document.findings:
+        first = document.findings[0]
+        raise CaseError(f"{first.position}: {first.message}")
+    data = document.data or {}
+    if not isinstance(data, dict):
+        raise CaseError(f"{where}: an expectation file is a mapping (expect, nonce, vars, ...)")
+    defaults = {"name": f"{block}/{path.name}", "block": block, "input_file": path.name}
+    return Case(_validated(data, where, defaults), where, path.parent)
+
+
+def collect_cases(pack: Pack) -> list[Case]:
+    """Every case of ``pack``: its ``tests:`` list, case files and fixture folders."""
+    cases = [
+        Case(spec, pack.source.locate(("tests", index)), pack.folder_of(("tests", index)))
+        for index, spec in enumerate(pack.model.tests)
+    ]
+    folder = pack.root / "tests"
+    if folder.is_dir():
+        for path in sorted(folder.glob(CASE_FILE_GLOB)):
+            cases.extend(_case_file(path))
+        for block_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+            if block_dir.name not in pack.model.contracts:
+                if not any(p.name.count(".") >= 2 for p in block_dir.glob("*" + SIDE_CAR)):
+                    continue  # e.g. golden prompts or outputs the cases name
+                raise CaseError(
+                    f"{block_dir}: not a block of pack {pack.name!r} "
+                    f"(blocks: {', '.join(pack.model.contracts)})"
+                )
+            for path in sorted(block_dir.iterdir()):
+                if path.is_file() and not path.name.endswith((SIDE_CAR, ".prompt")):
+                    cases.append(_fixture(path, block_dir.name))
+    return cases
+
+
+def _inside(folder: Path, relative: str, what: str, where: Position) -> Path:
+    target = (folder / relative).resolve()
+    if not target.is_relative_to(folder.resolve()):
+        raise CaseError(f"{where}: {what} {relative!r} is outside the case's folder")
+    return target
+
+
+def _input(case: Case) -> bytes | None:
+    spec = case.spec
+    if spec.input is not None:
+        return spec.input.encode("utf-8")
+    assert spec.input_file is not None
+    path = _inside(case.folder, spec.input_file, "input_file", case.position)
+    if not path.exists():
+        return None  # the output file is missing: the contract decides (FILE_MISSING)
+    if path.stat().st_size > MAX_CASE_INPUT_BYTES:
+        raise CaseError(f"{case.position}: {spec.input_file} is over {MAX_CASE_INPUT_BYTES} bytes")
+    return path.read_bytes()
+
+
+def _differs(what: str, expected: Any, got: Any) -> str:
+    shown = json.dumps(got, ensure_ascii=False, sort_keys=True, default=str)
+    wanted = json.dumps(expected, ensure_ascii=False, sort_keys=True, default=str)
+    return f"{what}: expected {wanted}, got {shown}"
+
+
+def run_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
+    """Evaluate, decide and (when a prompt is due) render the case's output; compare."""
+    spec, expect = case.spec, case.spec.expect
+    result = CaseResult(spec.name, spec.block, case.position)
+    output = _input(case)
+    if spec.error is not None:
+        verdict = pack.verdict_for_error(spec.block, spec.error, "PARSE_ERROR")
+    else:
+        verdict = pack.evaluate(
+            spec.block,
+            output,
+            nonce=spec.nonce,
+            vars=spec.vars,
+            context=spec.context,
+            path=spec.input_file,
+        )
+    text = decode_output(output) if output is not None else ""
+    decision = pack.decide(
+        verdict, output=text, attempt=spec.attempt, nonce=spec.nonce, context=spec.context
+    )
+    checks: list[tuple[str, Any, Any]] = [
+        ("ok", expect.ok, verdict.status != "fail"),
+        ("status", expect.status, verdict.status),
+        ("failure", expect.failure, verdict.failure_type),
+        ("message", expect.message, verdict.error),
+        ("warnings", expect.warnings, verdict.warnings),
+        ("action", expect.action, decision.action),
+        ("rule", expect.rule, decision.rule),
+    ]
+    for what, expected, got in checks:
+        if expected is not None and expected != got:
+            result.problems.append(_differs(what, expected, got))
+    if "data" in expect.model_fields_set and expect.data != verdict.data:
+        result.problems.append(_differs("data", expect.data, verdict.data))
+    if expect.prompt is not None:
+        golden = _inside(case.folder, expect.prompt, "prompt", case.position)
+        prompt = ""
+        if decision.template is not None:
+            prompt = pack.render(
+                verdict,
+                decision,
+                output=text,
+                nonce=spec.nonce,
+                vars=spec.vars,
+                context=spec.context,
+            )
+        if update:
+            if not golden.is_file() or golden.read_text(encoding="utf-8") != prompt:
+                golden.parent.mkdir(parents=True, exist_ok=True)
+                golden.write_text(prompt, encoding="utf-8")
+                result.updated = True
+        elif not golden.is_file():
+            result.problems.append(
+                f"prompt: golden file {expect.prompt} does not exist (run with --update)"
+            )
+        else:
+            wanted = golden.read_text(encoding="utf-8")
+            if wanted != prompt:
+                result.problems.append(f"prompt: differs from {expect.prompt}")
+                result.diff = "".join(
+                    difflib.unified_diff(
+                        wanted.splitlines(keepends=True),
+                        prompt.splitlines(keepends=True),
+                        fromfile=f"{expect.prompt} (golden)",
+                        tofile="rendered",
+                    )
+                )
+    return result
+
+
+def run_pack_tests(pack: Pack, update: bool = False) -> list[CaseResult]:
+    """Every case of ``pack``, in order; CaseError when a case cannot be read."""
+    results = []
+    for case in collect_cases(pack):
+        try:
+            results.append(run_case(pack, case, update))
+        except CaseError:
+            raise
+        except EngineError as exc:
+            raise CaseError(f"{case.position}: case {case.spec.name!r}: {exc}") from None
+    return results
