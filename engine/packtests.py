@@ -171,9 +171,76 @@ def _differs(what: str, expected: Any, got: Any) -> str:
     return f"{what}: expected {wanted}, got {shown}"
 
 
+def _golden(case: Case, prompt: str, result: CaseResult, update: bool) -> None:
+    """Compare ``prompt`` with the case's golden file, or write it with ``update``."""
+    name = case.spec.expect.prompt
+    assert name is not None
+    golden = _inside(case.folder, name, "prompt", case.position)
+    if update:
+        if not golden.is_file() or golden.read_text(encoding="utf-8") != prompt:
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            golden.write_text(prompt, encoding="utf-8")
+            result.updated = True
+    elif not golden.is_file():
+        result.problems.append(f"prompt: golden file {name} does not exist (run with --update)")
+    else:
+        wanted = golden.read_text(encoding="utf-8")
+        if wanted != prompt:
+            result.problems.append(f"prompt: differs from {name}")
+            result.diff = "".join(
+                difflib.unified_diff(
+                    wanted.splitlines(keepends=True),
+                    prompt.splitlines(keepends=True),
+                    fromfile=f"{name} (golden)",
+                    tofile="rendered",
+                )
+            )
+
+
+def _compare(result: CaseResult, checks: list[tuple[str, Any, Any]]) -> None:
+    for what, expected, got in checks:
+        if expected is not None and expected != got:
+            result.problems.append(_differs(what, expected, got))
+
+
+def run_gate_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
+    """Run the case's quality gate on the JSON documents of its input; compare."""
+    from engine.contracts.json_document import output_documents
+
+    spec, expect = case.spec, case.spec.expect
+    assert spec.gate is not None
+    result = CaseResult(spec.name, spec.gate, case.position)
+    output = _input(case)
+    name = spec.input_file or "output"
+    documents, error = output_documents(name, decode_output(output or b""))
+    outcome = pack.gate(
+        spec.gate,
+        documents,
+        retry=spec.retry,
+        context=spec.context,
+        now=spec.now,
+        input_errors=[error] if error else [],
+    )
+    gate = outcome.result
+    _compare(
+        result,
+        [
+            ("valid", expect.valid, gate.valid),
+            ("errors", expect.errors, list(gate.errors)),
+            ("action", expect.action, gate.action),
+        ],
+    )
+    if expect.prompt is not None:
+        _golden(case, outcome.reprompt or "", result, update)
+    return result
+
+
 def run_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
     """Evaluate, decide and (when a prompt is due) render the case's output; compare."""
     spec, expect = case.spec, case.spec.expect
+    if spec.gate is not None:
+        return run_gate_case(pack, case, update)
+    assert spec.block is not None
     result = CaseResult(spec.name, spec.block, case.position)
     output = _input(case)
     if spec.error is not None:
@@ -191,22 +258,21 @@ def run_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
     decision = pack.decide(
         verdict, output=text, attempt=spec.attempt, nonce=spec.nonce, context=spec.context
     )
-    checks: list[tuple[str, Any, Any]] = [
-        ("ok", expect.ok, verdict.status != "fail"),
-        ("status", expect.status, verdict.status),
-        ("failure", expect.failure, verdict.failure_type),
-        ("message", expect.message, verdict.error),
-        ("warnings", expect.warnings, verdict.warnings),
-        ("action", expect.action, decision.action),
-        ("rule", expect.rule, decision.rule),
-    ]
-    for what, expected, got in checks:
-        if expected is not None and expected != got:
-            result.problems.append(_differs(what, expected, got))
+    _compare(
+        result,
+        [
+            ("ok", expect.ok, verdict.status != "fail"),
+            ("status", expect.status, verdict.status),
+            ("failure", expect.failure, verdict.failure_type),
+            ("message", expect.message, verdict.error),
+            ("warnings", expect.warnings, verdict.warnings),
+            ("action", expect.action, decision.action),
+            ("rule", expect.rule, decision.rule),
+        ],
+    )
     if "data" in expect.model_fields_set and expect.data != verdict.data:
         result.problems.append(_differs("data", expect.data, verdict.data))
     if expect.prompt is not None:
-        golden = _inside(case.folder, expect.prompt, "prompt", case.position)
         prompt = ""
         if decision.template is not None:
             prompt = pack.render(
@@ -217,27 +283,7 @@ def run_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
                 vars=spec.vars,
                 context=spec.context,
             )
-        if update:
-            if not golden.is_file() or golden.read_text(encoding="utf-8") != prompt:
-                golden.parent.mkdir(parents=True, exist_ok=True)
-                golden.write_text(prompt, encoding="utf-8")
-                result.updated = True
-        elif not golden.is_file():
-            result.problems.append(
-                f"prompt: golden file {expect.prompt} does not exist (run with --update)"
-            )
-        else:
-            wanted = golden.read_text(encoding="utf-8")
-            if wanted != prompt:
-                result.problems.append(f"prompt: differs from {expect.prompt}")
-                result.diff = "".join(
-                    difflib.unified_diff(
-                        wanted.splitlines(keepends=True),
-                        prompt.splitlines(keepends=True),
-                        fromfile=f"{expect.prompt} (golden)",
-                        tofile="rendered",
-                    )
-                )
+        _golden(case, prompt, result, update)
     return result
 
 

@@ -81,6 +81,7 @@ def test_the_shipped_packs_pass_their_own_tests() -> None:
     ]
     counts = {pack["pack"]: len(pack["cases"]) for pack in report["packs"]}
     assert counts["sentinel"] >= 30 and counts["gap-review"] >= 10
+    assert counts["quality-gate"] >= 4
 
 
 def test_text_table_and_exit_statuses() -> None:

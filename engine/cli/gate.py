@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from engine.cli.common import EXIT_USAGE, UsageFailure, load_context, open_pack, parse_vars
-from engine.contracts.json_document import JsonDocumentError, read_documents
+from engine.contracts.json_document import output_documents
 from engine.errors import EngineError
 from engine.policy.gates import GateOutcome
 from engine.textio import decode_output
@@ -47,28 +47,10 @@ def _read_outputs(files: tuple[str, ...]) -> tuple[list[Any], list[str]]:
             data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
         except OSError as exc:
             raise UsageFailure(f"{name}: cannot read: {exc.strerror or exc}") from None
-        text = decode_output(data)
-        try:
-            documents = read_documents(text)
-            if len(documents) == 1 and isinstance(documents[0], list):
-                documents = list(documents[0])
-        except JsonDocumentError as whole:
-            try:
-                documents = read_documents(text, many="jsonl")
-            except JsonDocumentError as lines:
-                first_error = whole if "extra data" not in str(whole) else lines
-                errors.append(_invalid(name, first_error))
-                continue
+        documents, error = output_documents(name, decode_output(data))
         outputs.extend(documents)
+        errors.extend([error] if error else [])
     return outputs, errors
-
-
-def _invalid(name: str, exc: JsonDocumentError) -> str:
-    if exc.line is None:
-        return f"Invalid JSON: {name}: {exc.message}"
-    prefix = f"line {exc.line} column {exc.column}: "
-    message = exc.message[len(prefix) :] if exc.message.startswith(prefix) else exc.message
-    return f"Invalid JSON: {name}:{exc.line}:{exc.column}: {message}"
 
 
 def gate_json(outcome: GateOutcome) -> dict[str, Any]:

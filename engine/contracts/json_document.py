@@ -294,3 +294,23 @@ def _missing_key(error: Any) -> str:
             return str(key)
     message: str = error.message
     return message.rsplit(" is a required property", 1)[0].strip("'\"")
+
+
+def output_documents(name: str, text: str) -> tuple[list[Any], str | None]:
+    """The JSON documents of one output named ``name`` (a document, an array of them, or
+    JSON lines), or the error a quality gate reports for it ("Invalid JSON: NAME:L:C: ...")."""
+    try:
+        documents = read_documents(text)
+        if len(documents) == 1 and isinstance(documents[0], list):
+            documents = list(documents[0])
+        return documents, None
+    except JsonDocumentError as whole:
+        try:
+            return read_documents(text, many="jsonl"), None
+        except JsonDocumentError as lines:
+            first = whole if "extra data" not in str(whole) else lines
+    if first.line is None:
+        return [], f"Invalid JSON: {name}: {first.message}"
+    prefix = f"line {first.line} column {first.column}: "
+    message = first.message[len(prefix) :] if first.message.startswith(prefix) else first.message
+    return [], f"Invalid JSON: {name}:{first.line}:{first.column}: {message}"

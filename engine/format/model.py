@@ -945,6 +945,8 @@ class Expectation(Strict):
     data: Any = None
     warnings: list[str] | None = None
     action: ActionRef | None = None
+    valid: bool | None = Field(default=None, description="a gate case: the gate's verdict")
+    errors: list[str] | None = Field(default=None, description="a gate case: its errors, in order")
     rule: str | None = Field(
         default=None, description="what decided: pass, exhausted, attempt:K, guard:NAME, ..."
     )
@@ -959,7 +961,14 @@ class PackTest(Strict):
     """One case of the pack's own tests (`rules test`): an output and what it must give."""
 
     name: str = Field(min_length=1)
-    block: ContractRef
+    block: ContractRef | None = None
+    gate: str | None = Field(
+        default=None,
+        description="instead of a block: a quality gate (a name of `gates.steps`) run on the "
+        "input's JSON documents",
+    )
+    retry: int = Field(default=0, ge=0, description="a gate case's retry count")
+    now: str | None = Field(default=None, description="a gate case's clock, ISO 8601")
     input: str | None = None
     input_file: PackPath | None = None
     nonce: str | None = None
@@ -976,6 +985,8 @@ class PackTest(Strict):
     def _one_input(self) -> PackTest:
         if (self.input is None) == (self.input_file is None):
             raise ValueError("give exactly one of `input` or `input_file`")
+        if (self.block is None) == (self.gate is None):
+            raise ValueError("give exactly one of `block` or `gate`")
         return self
 
 
