@@ -82,10 +82,24 @@ def format_github(results: list[CheckResult]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def format_sarif_check(results: list[CheckResult]) -> str:
+    from engine.cli.ci_formats import check_cases, format_sarif
+
+    return format_sarif(check_cases(results))
+
+
+def format_junit_check(results: list[CheckResult]) -> str:
+    from engine.cli.ci_formats import check_cases, format_junit
+
+    return format_junit(check_cases(results))
+
+
 FORMATTERS: dict[str, Callable[[list[CheckResult]], str]] = {
     "text": format_text,
     "json": format_json,
     "github": format_github,
+    "sarif": format_sarif_check,
+    "junit": format_junit_check,
 }
 
 

@@ -6,6 +6,7 @@ Exit status: 0 clean, 1 findings (or an action is needed), 2 usage, pack or inte
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 
@@ -24,6 +25,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("engine.cli.explain", "explain_command"),
     "export": ("engine.cli.export", "export_command"),
     "gate": ("engine.cli.gate", "gate_command"),
+    "init": ("engine.cli.init", "init_command"),
     "log": ("engine.cli.log", "log_command"),
     "parse": ("engine.cli.parse", "parse_command"),
     "prompt": ("engine.cli.prompt", "prompt_command"),
@@ -32,7 +34,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("engine.cli.run", "run_command"),
     "test": ("engine.cli.packtest", "test_command"),
 }
-CHECK_FORMATS = ("github", "json", "text")
+CHECK_FORMATS = ("github", "json", "junit", "sarif", "text")
 
 
 class LazyGroup(click.Group):
@@ -75,7 +77,13 @@ def _default_format() -> str:
     default=None,
     help="Output format [default: text; github when GITHUB_ACTIONS=true].",
 )
-def check_command(paths: tuple[str, ...], output_format: str | None) -> None:
+@click.option("--tests", "with_tests", is_flag=True, help="Also run the packs' own tests.")
+@click.option(
+    "--list-rules", is_flag=True, help="Print every finding id with what it means and the fix."
+)
+def check_command(
+    paths: tuple[str, ...], output_format: str | None, with_tests: bool, list_rules: bool
+) -> None:
     """Check rulepacks: format, references, files, templates, patterns, expressions.
 
     PATHS are pack folders, pack files, folders of packs or builtin:NAME
@@ -86,11 +94,18 @@ def check_command(paths: tuple[str, ...], output_format: str | None) -> None:
       rules check                       # every pack under ./rules/
       rules check rules/sentinel        # one pack folder
       rules check builtin:core --format json
+      rules check --tests --format junit rules/ > rules-check.xml
+      rules check --format sarif rules/ > rules.sarif   # code scanning
       rules-check --format github rules/   # annotations in GitHub Actions
+      rules check --list-rules          # the rule catalogue
 
     \b
-    Exit status: 0 no errors, 1 errors found, 2 usage or internal error.
+    Exit status: 0 no errors, 1 errors found (or a failing test with --tests),
+    2 usage or pack error.
     """
+    if list_rules:
+        _list_rules(output_format or "text")
+        return
     from engine.cache import check_packs_remembered as check_packs
     from engine.cli.formats import FORMATTERS
 
@@ -98,9 +113,25 @@ def check_command(paths: tuple[str, ...], output_format: str | None) -> None:
         results = check_packs(list(paths) or ["rules"])
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
+    if with_tests and all(r.ok for r in results):
+        from engine.cli.packtest import test_findings
+
+        results = test_findings(results, list(paths) or ["rules"])
     formatter = FORMATTERS[output_format or _default_format()]
     click.echo(formatter(results), nl=False)
     sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_FINDINGS)
+
+
+def _list_rules(output_format: str) -> None:
+    from engine.format.catalogue import RULES
+
+    if output_format == "json":
+        rows = [{"id": k, "description": r.description, "fix": r.fix} for k, r in RULES.items()]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max(len(k) for k in RULES)
+    for rule, entry in sorted(RULES.items()):
+        click.echo(f"{rule:<{width}}  {entry.description} Fix: {entry.fix}")
 
 
 @cli.command("schema")

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import click
 
 from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
-from engine.errors import EngineError
+from engine.errors import EngineError, Position
+from engine.format.findings import CheckResult, Finding
 
-TEST_FORMATS = ("text", "json", "github")
+if TYPE_CHECKING:
+    from engine.packtests import CaseResult
+
+TEST_FORMATS = ("text", "json", "github", "junit", "sarif")
 
 
 @click.command("test")
@@ -55,16 +61,8 @@ def test_command(
     \b
     Exit status: 0 all pass (or the pass rate is met), 1 failures, 2 usage or pack error.
     """
-    from engine.format.locate import find_pack_files
-    from engine.pack import load_pack
-    from engine.packtests import CaseResult, run_pack_tests
-
-    runs: list[tuple[str, list[CaseResult]]] = []
     try:
-        files = [f for target in (paths or ("rules",)) for f in find_pack_files(target)]
-        for pack_file in files:
-            pack = load_pack(pack_file)
-            runs.append((pack.name, run_pack_tests(pack, update=update)))
+        runs = _run_packs(list(paths) or ["rules"], update)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     results = [r for _, rs in runs for r in rs]
@@ -79,6 +77,13 @@ def test_command(
             "pass_rate": rate,
         }
         click.echo(json.dumps(body, ensure_ascii=False, indent=2))
+    elif output_format in ("junit", "sarif"):
+        from engine.cli.ci_formats import CiCase, format_junit, format_sarif
+
+        cases = [
+            CiCase(f"rules test {name}", r.name, case_findings(r)) for name, rs in runs for r in rs
+        ]
+        click.echo((format_junit if output_format == "junit" else format_sarif)(cases), nl=False)
     elif output_format == "github":
         for result in results:
             if not result.passed:
@@ -106,3 +111,44 @@ def test_command(
             f"{len(results) - passed} failed"
         )
     sys.exit(EXIT_OK if rate >= min_pass_rate else EXIT_FINDINGS)
+
+
+def _run_packs(targets: list[str], update: bool = False) -> list[tuple[str, list[CaseResult]]]:
+    """Every case of every pack ``targets`` name, by pack."""
+    from engine.format.locate import find_pack_files
+    from engine.pack import load_pack
+    from engine.packtests import run_pack_tests
+
+    runs = []
+    for pack_file in [f for target in targets for f in find_pack_files(target)]:
+        pack = load_pack(pack_file)
+        runs.append((pack.name, run_pack_tests(pack, update=update)))
+    return runs
+
+
+def case_findings(result: CaseResult) -> list[Finding]:
+    """A failing case as one finding at the case (rule `pack-test-failed`)."""
+    if result.passed:
+        return []
+    message = f"test {result.name!r} failed: " + "; ".join(result.problems)
+    return [Finding("pack-test-failed", message, result.position, "run `rules test` for the diff")]
+
+
+def test_findings(results: list[CheckResult], targets: list[str]) -> list[CheckResult]:
+    """``results`` with each pack's failing test cases added as findings (`--tests`); a
+    case that cannot be read is a `pack-test-unreadable` finding of its pack."""
+    from engine.format.locate import find_pack_files
+    from engine.pack import load_pack
+    from engine.packtests import run_pack_tests
+
+    out = []
+    for result in results:
+        findings = list(result.findings)
+        try:
+            for pack_file in find_pack_files(result.target):
+                for case in run_pack_tests(load_pack(pack_file)):
+                    findings.extend(case_findings(case))
+        except EngineError as exc:
+            findings.append(Finding("pack-test-unreadable", str(exc), Position(result.target)))
+        out.append(replace(result, findings=findings))
+    return out

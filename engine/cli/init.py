@@ -1,0 +1,251 @@
+"""`rules init`: scaffold a pack folder that passes `rules check` and `rules test` as created."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from engine.cli.common import UsageFailure
+
+KINDS = ("sentinel", "markdown", "json")
+
+_SENTINEL = """\
+contracts:
+  ANSWER:
+    kind: sentinel
+    description: One answer to one question, as a delimited block.
+    contract_text: contracts/answer.v1.md
+    params:
+      question: {{pattern: '^Q[0-9]+$', description: "the question's id, e.g. Q1"}}
+    opener: "<<<ANSWER:V1:{{question}}:NONCE={{nonce}}>>>"
+    closer: "<<<END_ANSWER:{{question}}:NONCE={{nonce}}>>>"
+    fields:
+      DECISION: {{form: unquoted, required: true}}
+      REASON: {{form: quoted, required: true}}
+    rules:
+      - {{check: enum, field: DECISION, values: ["YES", "NO"], message: DECISION must be YES or NO}}
+      - {{check: non_empty, field: REASON}}
+    output:
+      - {{key: question, param: question}}
+      - {{key: decision, field: DECISION}}
+      - {{key: reason, field: REASON}}
+
+triggers:
+  ANSWER:
+    on: [PARSE_ERROR, NONCE_MISMATCH]
+    max_attempts: 1
+    template: repair
+    after_failure: NEEDS_HUMAN
+"""
+
+_MARKDOWN = """\
+contracts:
+  ANSWER:
+    kind: markdown
+    description: A short report with a summary and a decision.
+    contract_text: contracts/answer.v1.md
+    checks:
+      - {{check: non_empty, fail: EMPTY_OUTPUT, message: The report is empty}}
+      - {{check: require_text, text: "## Summary", fail: WRONG_FORMAT,
+          message: "Missing required header: '## Summary'"}}
+      - {{check: require_text, text: "**Decision:**", fail: WRONG_FORMAT,
+          message: "Missing required: '**Decision:**'"}}
+
+triggers:
+  ANSWER:
+    on: [EMPTY_OUTPUT, WRONG_FORMAT]
+    max_attempts: 1
+    template: repair
+    after_failure: NEEDS_HUMAN
+"""
+
+_JSON = """\
+contracts:
+  ANSWER:
+    kind: json
+    description: One answer as a JSON object.
+    schema_file: schemas/answer.schema.json
+    contract_text: contracts/answer.v1.md
+
+triggers:
+  ANSWER:
+    on: [PARSE_ERROR, SCHEMA_ERROR]
+    max_attempts: 1
+    template: repair
+    after_failure: NEEDS_HUMAN
+"""
+
+_HEADER = """\
+# yaml-language-server: $schema={schema}
+#
+# {name}: made by `rules init`. Check it with `rules check {name}`, test it with
+# `rules test {name}`; `rules explain --pack ./{name}` shows its decisions.
+rulepack: {name}
+version: 0.1.0
+description: A {kind} pack made by rules init.
+extends: [builtin:core]
+
+"""
+
+_TAIL = """
+templates:
+  repair: {{file: templates/repair.md.j2, purpose: repair}}
+"""
+
+_REPAIR = """\
+Your previous {{ block_type }} output broke its contract ({{ failure_type }}):
+{{ parser_error }}
+
+Your previous output:
+{{ original_output }}
+
+Write it again so that it follows this contract exactly:
+{{ format_contract }}
+"""
+
+_CONTRACT_TEXT = {
+    "sentinel": """\
+ANSWER block, version 1: one block, nothing else.
+
+<<<ANSWER:V1:{question}:NONCE={nonce}>>>
+DECISION=<YES or NO, unquoted>
+REASON="<one line, double-quoted>"
+<<<END_ANSWER:{question}:NONCE={nonce}>>>
+""",
+    "markdown": """\
+A markdown report:
+
+## Summary
+<what you found>
+
+**Decision:** <what to do>
+""",
+    "json": """\
+One JSON object: {"decision": "YES" or "NO", "reason": "<one line>"}
+""",
+}
+
+_GOOD = {
+    "sentinel": (
+        "good.txt",
+        '<<<ANSWER:V1:Q1:NONCE=4F2C9A>>>\nDECISION=YES\nREASON="The tests pass on CI"\n'
+        "<<<END_ANSWER:Q1:NONCE=4F2C9A>>>\n",
+        "nonce: 4F2C9A\nvars: {question: Q1}\n"
+        "expect: {status: pass, action: PROCEED,\n"
+        '         data: {question: Q1, decision: "YES", reason: The tests pass on CI}}\n',
+    ),
+    "markdown": (
+        "good.md",
+        "## Summary\nThe tests pass on CI.\n\n**Decision:** ship it\n",
+        "expect: {status: pass, action: PROCEED}\n",
+    ),
+    "json": (
+        "good.json",
+        '{"decision": "YES", "reason": "The tests pass on CI"}\n',
+        "expect: {status: pass, action: PROCEED}\n",
+    ),
+}
+
+_BAD = {
+    "sentinel": (
+        "- name: a quoted decision is repaired once\n  block: ANSWER\n"
+        '  input: "<<<ANSWER:V1:Q1:NONCE=4F2C9A>>>\\nDECISION=\\"YES\\"\\nREASON=\\"The tests pass '
+        'on CI\\"\\n<<<END_ANSWER:Q1:NONCE=4F2C9A>>>\\n"\n'
+        "  nonce: 4F2C9A\n  vars: {question: Q1}\n"
+        "  expect: {status: fail, failure: PARSE_ERROR, action: REPAIR}\n"
+    ),
+    "markdown": (
+        "- name: a report without its summary is repaired once\n  block: ANSWER\n"
+        '  input: "**Decision:** ship it\\n"\n'
+        "  expect: {status: fail, failure: WRONG_FORMAT, action: REPAIR}\n"
+    ),
+    "json": (
+        "- name: a reason that is missing is repaired once\n  block: ANSWER\n"
+        '  input: \'{"decision": "YES"}\'\n'
+        "  expect: {status: fail, failure: SCHEMA_ERROR, action: REPAIR}\n"
+    ),
+}
+
+_SCHEMA = """\
+{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "required": ["decision", "reason"],
+  "additionalProperties": false,
+  "properties": {
+    "decision": {"enum": ["YES", "NO"]},
+    "reason": {"type": "string", "minLength": 1}
+  }
+}
+"""
+
+_EXTENSIONS = {"sentinel": "txt", "markdown": "md", "json": "json"}
+
+
+def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
+    """Write the pack files of a new ``kind`` pack called ``name`` into ``folder``."""
+    from engine.resources import data_dir
+
+    schema = Path(os.path.relpath(data_dir("contracts") / "rulepack.schema.json", folder))
+    body = {"sentinel": _SENTINEL, "markdown": _MARKDOWN, "json": _JSON}[kind]
+    good_name, good_text, good_expect = _GOOD[kind]
+    files = {
+        "pack.yaml": _HEADER.format(schema=schema.as_posix(), name=name, kind=kind)
+        + body.format()
+        + _TAIL.format(),
+        "templates/repair.md.j2": _REPAIR,
+        "contracts/answer.v1.md": _CONTRACT_TEXT[kind],
+        f"tests/ANSWER/{good_name}": good_text,
+        f"tests/ANSWER/{good_name}.yaml": good_expect,
+        "tests/cases.yaml": _BAD[kind],
+    }
+    if kind == "json":
+        files["schemas/answer.schema.json"] = _SCHEMA
+    written = []
+    for relative, text in files.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+@click.command("init")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(KINDS), default="sentinel", show_default=True)
+@click.option(
+    "--dir",
+    "parent",
+    type=click.Path(file_okay=False),
+    default=".",
+    help="Where to create the pack folder NAME (default: here).",
+)
+def init_command(name: str, kind: str, parent: str) -> None:
+    """Create a pack folder NAME: pack.yaml (with the schema modeline for editors), a
+    contract and its text, a trigger, a repair template, and two test cases (a passing
+    fixture and a failing case) that `rules test` runs.
+
+    \b
+    Examples:
+      rules init my-pack                  # a sentinel block
+      rules init reports --kind markdown --dir rules/
+      rules init answers --kind json && rules check answers && rules test answers
+
+    Exit status: 0 created, 2 NAME exists or is not a valid pack name.
+    """
+    import re
+
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,99}", name):
+        raise UsageFailure(
+            f"{name!r}: a pack name starts with a letter and holds letters, digits, '_', '.' "
+            "and '-'"
+        )
+    folder = Path(parent) / name
+    if folder.exists():
+        raise UsageFailure(f"{folder}: already exists; nothing was written")
+    written = scaffold(folder, name, kind)
+    for path in written:
+        click.echo(f"created {path}")
+    click.echo(f"next: rules check {folder} && rules test {folder}")

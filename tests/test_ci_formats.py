@@ -1,0 +1,220 @@
+"""CI output: SARIF 2.1.0 and JUnit XML for `rules check` and `rules test`, the rule
+catalogue (`rules check --list-rules`) and `rules check --tests`."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+
+import engine
+from conftest import FIXTURES, REPO, run_cli
+from engine.format.catalogue import RULES
+
+ENGINE_DIR = Path(engine.__file__).parent
+
+# The parts of the SARIF 2.1.0 schema (OASIS) this output uses, with its required keys, enums
+# and closed objects; written here from the specification, so the test needs no network.
+_TEXT = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
+SARIF_SUBSET = {
+    "type": "object",
+    "required": ["version", "runs"],
+    "additionalProperties": False,
+    "properties": {
+        "$schema": {"type": "string"},
+        "version": {"enum": ["2.1.0"]},
+        "runs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["tool"],
+                "additionalProperties": False,
+                "properties": {
+                    "tool": {
+                        "type": "object",
+                        "required": ["driver"],
+                        "properties": {
+                            "driver": {
+                                "type": "object",
+                                "required": ["name"],
+                                "additionalProperties": False,
+                                "properties": {
+                                    "name": {"type": "string"},
+                                    "version": {"type": "string"},
+                                    "rules": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "required": ["id"],
+                                            "additionalProperties": False,
+                                            "properties": {
+                                                "id": {"type": "string"},
+                                                "name": {"type": "string"},
+                                                "shortDescription": _TEXT,
+                                                "help": _TEXT,
+                                            },
+                                        },
+                                    },
+                                },
+                            }
+                        },
+                    },
+                    "results": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["message"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "ruleId": {"type": "string"},
+                                "ruleIndex": {"type": "integer", "minimum": -1},
+                                "level": {"enum": ["none", "note", "warning", "error"]},
+                                "message": _TEXT,
+                                "locations": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "physicalLocation": {
+                                                "type": "object",
+                                                "additionalProperties": False,
+                                                "properties": {
+                                                    "artifactLocation": {
+                                                        "type": "object",
+                                                        "additionalProperties": False,
+                                                        "properties": {"uri": {"type": "string"}},
+                                                    },
+                                                    "region": {
+                                                        "type": "object",
+                                                        "additionalProperties": False,
+                                                        "properties": {
+                                                            "startLine": {
+                                                                "type": "integer",
+                                                                "minimum": 1,
+                                                            },
+                                                            "startColumn": {
+                                                                "type": "integer",
+                                                                "minimum": 1,
+                                                            },
+                                                        },
+                                                    },
+                                                },
+                                            }
+                                        },
+                                    },
+                                },
+                                "partialFingerprints": {
+                                    "type": "object",
+                                    "additionalProperties": {"type": "string"},
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def many_findings(tmp_path: Path) -> Path:
+    copy = tmp_path / "many_findings"
+    shutil.copytree(FIXTURES / "packs" / "many_findings", copy)
+    return copy
+
+
+def test_sarif_is_valid_names_its_rules_and_keeps_fingerprints_when_lines_move(
+    tmp_path: Path,
+) -> None:
+    pack = many_findings(tmp_path)
+    first = run_cli("check", "--format", "sarif", str(pack))
+    assert first.exit_code == 1
+    log = json.loads(first.stdout)
+    jsonschema.validate(log, SARIF_SUBSET)
+    run = log["runs"][0]
+    rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
+    assert len(run["results"]) == 6
+    for result in run["results"]:
+        assert rules[result["ruleIndex"]] == result["ruleId"]
+        assert result["ruleId"] in RULES
+    by_rule = {r["ruleId"]: r for r in run["results"]}
+    region = by_rule["unknown-key"]["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["startColumn"]) == (21, 5)
+    pack_file = pack / "pack.yaml"
+    pack_file.write_text("# a comment\n\n" + pack_file.read_text())
+    moved = json.loads(run_cli("check", "--format", "sarif", str(pack)).stdout)["runs"][0]
+    again = {r["ruleId"]: r for r in moved["results"]}
+    moved_region = again["unknown-key"]["locations"][0]["physicalLocation"]["region"]
+    assert moved_region["startLine"] == 23
+    assert {k: r["partialFingerprints"] for k, r in again.items()} == {
+        k: r["partialFingerprints"] for k, r in by_rule.items()
+    }
+
+
+def test_junit_has_a_testcase_per_pack_and_a_failure_per_error(tmp_path: Path) -> None:
+    pack = many_findings(tmp_path)
+    result = run_cli("check", "--format", "junit", str(pack), str(REPO / "rules"))
+    assert result.exit_code == 1
+    root = ET.fromstring(result.stdout)
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == 6 and root.get("tests") == "6" and root.get("failures") == "1"
+    failing = [c for c in cases if c.find("failure") is not None]
+    assert [c.get("name") for c in failing] == ["many-findings"]
+    assert len(failing[0].findall("failure")) == 6
+    tested = ET.fromstring(run_cli("test", "--format", "junit", str(REPO / "rules")).stdout)
+    assert int(tested.get("tests") or 0) >= 44 and tested.get("failures") == "0"
+
+
+def _emitted_finding_ids() -> set[str]:
+    """Every finding id the engine's source can produce: string constants given to a
+    finding constructor or `add`, assigned to `rule`, and the `unknown-<what>` references."""
+    found: set[str] = set()
+    id_shape = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
+    for path in ENGINE_DIR.rglob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(source)):
+            value = None
+            if isinstance(node, ast.Call) and node.args:
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                if name in ("add", "Finding", "finding"):
+                    value = node.args[0]
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "rule" for t in node.targets
+            ):
+                value = node.value
+            if isinstance(value, ast.Constant) and id_shape.match(str(value.value)):
+                found.add(str(value.value))
+        for what in re.findall(r'self\._named\(\s*[^,]+,\s*"([a-z ]+)"', source):
+            found.add("unknown-" + what.replace(" ", "-"))
+    return found
+
+
+def test_every_finding_id_is_in_the_catalogue() -> None:
+    emitted = _emitted_finding_ids()
+    assert len(emitted) > 50
+    assert sorted(emitted - set(RULES)) == []
+    listed = json.loads(run_cli("check", "--list-rules", "--format", "json").stdout)
+    assert {row["id"] for row in listed} == set(RULES)
+    assert all(row["description"] and row["fix"] for row in listed)
+
+
+def test_check_tests_runs_the_packs_own_cases(tmp_path: Path) -> None:
+    folder = tmp_path / "pack"
+    folder.mkdir()
+    (folder / "pack.yaml").write_text(
+        "rulepack: tiny\nversion: 1.0.0\nextends: [builtin:core]\n"
+        "contracts:\n  doc: {kind: text, min_chars: 3}\n"
+        "tests:\n  - {name: too short, block: doc, input: x, expect: {status: pass}}\n"
+    )
+    assert run_cli("check", str(folder)).exit_code == 0
+    result = run_cli("check", "--tests", "--format", "json", str(folder))
+    assert result.exit_code == 1
+    (finding,) = json.loads(result.stdout)["packs"][0]["findings"]
+    assert (finding["rule"], finding["line"]) == ("pack-test-failed", 7)
+    assert "test 'too short' failed: status" in finding["message"]
