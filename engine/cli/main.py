@@ -27,6 +27,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "gate": ("engine.cli.gate", "gate_command"),
     "init": ("engine.cli.init", "init_command"),
     "log": ("engine.cli.log", "log_command"),
+    "packs": ("engine.cli.packs", "packs_command"),
     "parse": ("engine.cli.parse", "parse_command"),
     "prompt": ("engine.cli.prompt", "prompt_command"),
     "render": ("engine.cli.evaluate", "render_command"),

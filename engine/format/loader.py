@@ -18,6 +18,8 @@ from engine.errors import Position
 from engine.format.findings import Finding
 from engine.format.locate import (
     BUILTIN_PREFIX,
+    PACKAGE_PREFIX,
+    bare_name,
     display_path,
     resolve_pack_file,
 )
@@ -511,7 +513,10 @@ def _outside_workspace(ref: str, declaring: Path, stack: list[Path]) -> str | No
 def _load_extended(
     ref: str, declaring: Path, stack: list[Path], where: Position, findings: list[Finding]
 ) -> PackTree | None:
-    if not ref.startswith(BUILTIN_PREFIX) and Path(ref).is_absolute():
+    installed = ref.startswith(PACKAGE_PREFIX) or (
+        bare_name(ref) and not (declaring.parent / ref).exists() and not Path(ref).suffix
+    )
+    if not ref.startswith(BUILTIN_PREFIX) and not installed and Path(ref).is_absolute():
         findings.append(
             Finding(
                 "extends-absolute",
@@ -521,7 +526,7 @@ def _load_extended(
             )
         )
         return None
-    if not ref.startswith(BUILTIN_PREFIX):
+    if not ref.startswith(BUILTIN_PREFIX) and not installed:
         outside = _outside_workspace(ref, declaring, stack)
         if outside is not None:
             findings.append(Finding("extends-outside-workspace", outside, where, _WORKSPACE_HINT))
@@ -532,6 +537,8 @@ def _load_extended(
         hint = (
             f"builtin packs are: {known}"
             if ref.startswith(BUILTIN_PREFIX)
+            else "`rules packs` lists the installed packs"
+            if installed
             else "give a folder holding pack.yaml or a YAML file, relative to this file"
         )
         findings.append(Finding("extends-not-found", f"extends {ref!r}: no such pack", where, hint))

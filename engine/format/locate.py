@@ -1,4 +1,5 @@
-"""Finding packs on disk: ``builtin:NAME``, a folder holding ``pack.yaml``, or a YAML file.
+"""Finding packs: ``builtin:NAME``, ``pkg:NAME`` (a pack an installed distribution ships), a
+folder holding ``pack.yaml``, a YAML file, or a bare NAME (builtin first, then installed).
 
 Light on purpose (no YAML, no models): `rules parse` finds its pack before deciding whether
 it must load it at all.
@@ -10,10 +11,25 @@ import os
 from pathlib import Path
 
 from engine.errors import PackError
-from engine.resources import builtin_pack_names, data_dir
+from engine.resources import builtin_pack_names, data_dir, installed_packs
 
 PACK_FILE = "pack.yaml"
 BUILTIN_PREFIX = "builtin:"
+PACKAGE_PREFIX = "pkg:"
+
+
+def bare_name(ref: str) -> bool:
+    """Whether ``ref`` is a plain name (no path separators, not hidden)."""
+    return bool(ref) and "/" not in ref and "\\" not in ref and not ref.startswith(".")
+
+
+def installed_pack_file(name: str) -> Path | None:
+    """The pack file of the installed pack ``name``, or None."""
+    pack = installed_packs().get(name)
+    if pack is None:
+        return None
+    candidate = pack.folder / PACK_FILE
+    return candidate if candidate.is_file() else None
 
 
 def display_path(path: Path) -> str:
@@ -32,12 +48,21 @@ def resolve_pack_file(ref: str, base_dir: Path) -> Path | None:
             return None
         candidate = data_dir("rules") / name / PACK_FILE
         return candidate if candidate.is_file() else None
+    if ref.startswith(PACKAGE_PREFIX):
+        name = ref[len(PACKAGE_PREFIX) :]
+        return installed_pack_file(name) if bare_name(name) else None
     target = Path(ref)
     if not target.is_absolute():
         target = base_dir / target
     if target.is_dir():
         target = target / PACK_FILE
-    return target if target.is_file() else None
+    if target.is_file():
+        return target
+    if bare_name(ref) and not Path(ref).suffix:
+        if ref in builtin_pack_names():
+            return resolve_pack_file(BUILTIN_PREFIX + ref, base_dir)
+        return installed_pack_file(ref)
+    return None
 
 
 def find_pack_files(target: str) -> list[Path]:
@@ -59,9 +84,14 @@ def find_pack_files(target: str) -> list[Path]:
         if packs:
             return packs
         raise PackError(f"{target}: no {PACK_FILE} here or in its sub-folders")
-    if "/" not in target and target in builtin_pack_names():
-        return find_pack_files(BUILTIN_PREFIX + target)
-    raise PackError(f"{target}: no such file, folder or builtin pack")
+    if target.startswith(PACKAGE_PREFIX) or (bare_name(target) and not path.suffix):
+        found = resolve_pack_file(target, Path.cwd())
+        if found is not None:
+            return [found]
+    if target.startswith(PACKAGE_PREFIX):
+        known = ", ".join(sorted(installed_packs())) or "none"
+        raise PackError(f"{target}: no such installed pack (installed: {known})")
+    raise PackError(f"{target}: no such file, folder, builtin or installed pack")
 
 
 def find_one_pack_file(ref: str) -> Path:

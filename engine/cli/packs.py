@@ -1,0 +1,70 @@
+"""`rules packs`: the packs this engine can address by name, with version and origin."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine.cli.common import UsageFailure
+from engine.errors import EngineError
+
+
+def _about(pack_file: Path) -> tuple[str, str]:
+    """The pack's declared name and version, read from its YAML (not validated)."""
+    from engine.format.loader import read_yaml
+
+    data = read_yaml(pack_file).data
+    if not isinstance(data, dict):
+        return "?", "?"
+    return str(data.get("rulepack", "?")), str(data.get("version", "0.0.0"))
+
+
+@click.command("packs")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
+def packs_command(output_format: str) -> None:
+    """List the packs addressable by name: builtin ones (`builtin:NAME` or NAME) and those
+    installed Python distributions ship through the `rules_engine.packs` entry points
+    (`pkg:NAME` or NAME), with each pack's version and where it comes from.
+
+    \b
+    Examples:
+      rules packs
+      rules packs --format json
+    """
+    from engine.format.locate import PACK_FILE
+    from engine.resources import builtin_pack_names, data_dir, installed_packs
+
+    rows: list[dict[str, Any]] = []
+    for name in builtin_pack_names():
+        pack_file = data_dir("rules") / name / PACK_FILE
+        rows.append(_row(name, f"builtin:{name}", pack_file, "builtin"))
+    try:
+        installed = installed_packs()
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    for name, pack in sorted(installed.items()):
+        origin = f"{pack.distribution} {pack.version}"
+        rows.append(_row(name, f"pkg:{name}", pack.folder / PACK_FILE, origin))
+    if output_format == "json":
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    header = ("name", "address", "version", "origin")
+    table = [header, *[(r["name"], r["address"], r["version"], r["origin"]) for r in rows]]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _row(name: str, address: str, pack_file: Path, origin: str) -> dict[str, Any]:
+    declared, version = _about(pack_file) if pack_file.is_file() else ("?", "?")
+    return {
+        "name": name,
+        "address": address,
+        "rulepack": declared,
+        "version": version,
+        "origin": origin,
+        "path": str(pack_file.parent),
+    }
