@@ -178,6 +178,8 @@ def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
 def _write_entry(
     path: Path, stamp: list[list[Any]], yaml_files: list[Path], data: dict[str, Any]
 ) -> None:
+    if _from_git(yaml_files):
+        return  # git packs resolve through rules.lock (or the remote) on every run
     folders = sorted({str(f.resolve().parent) for f in yaml_files})
     files = _fingerprint(folders)
     if files is None:
@@ -190,6 +192,14 @@ def _write_entry(
         os.replace(temporary, path)
     except OSError:
         return
+
+
+def _from_git(files: list[Path]) -> bool:
+    """Whether a pack was loaded with a git pack (which is never remembered)."""
+    from engine.format.gitpacks import cache_root
+
+    root = cache_root().resolve()
+    return any(Path(f).resolve().is_relative_to(root) for f in files)
 
 
 def open_parsing_pack(ref: str) -> ParsingPack:

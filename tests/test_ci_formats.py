@@ -182,7 +182,7 @@ def _emitted_finding_ids() -> set[str]:
             value = None
             if isinstance(node, ast.Call) and node.args:
                 name = getattr(node.func, "attr", getattr(node.func, "id", ""))
-                if name in ("add", "Finding", "finding"):
+                if name in ("add", "Finding", "finding", "GitPackError"):
                     value = node.args[0]
             elif isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "rule" for t in node.targets

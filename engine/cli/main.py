@@ -26,6 +26,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("engine.cli.export", "export_command"),
     "gate": ("engine.cli.gate", "gate_command"),
     "init": ("engine.cli.init", "init_command"),
+    "lock": ("engine.cli.lock", "lock_command"),
     "log": ("engine.cli.log", "log_command"),
     "packs": ("engine.cli.packs", "packs_command"),
     "parse": ("engine.cli.parse", "parse_command"),
@@ -54,15 +55,25 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rules")
-def cli() -> None:
+@click.option(
+    "--locked/--no-locked",
+    default=None,
+    help="Every git pack reference must have an entry in rules.lock [default: locked when "
+    "CI=true].",
+)
+def cli(locked: bool | None) -> None:
     """Declarative rules for LLM outputs: check packs, parse, evaluate, decide, render.
 
     \b
     Examples:
       rules check                      # check every pack under ./rules/
       rules check builtin:core         # check a pack shipped with the engine
+      rules init my-pack && rules test my-pack
+      rules --locked check rules/      # git packs only at their locked commits
       rules schema > rulepack.schema.json
     """
+    if locked is not None:
+        os.environ["RULES_LOCKED"] = "1" if locked else "0"
 
 
 def _default_format() -> str:

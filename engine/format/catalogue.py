@@ -60,6 +60,25 @@ RULES: dict[str, Rule] = {
         "An `extends` entry points outside the workspace.",
         "Extend builtin packs or packs inside the repository.",
     ),
+    "git-ref-invalid": Rule(
+        "An `extends` git reference is not git+URL@REV#path.", "Write git+URL@REV#path/to/pack."
+    ),
+    "git-path-outside": Rule(
+        "A git reference's pack path leaves the repository.", "Give a path inside the repository."
+    ),
+    "git-fetch-failed": Rule(
+        "A git pack cannot be resolved or fetched.",
+        "Check the URL, the revision and the path; git must be installed.",
+    ),
+    "git-unlocked": Rule(
+        "A git reference without a rules.lock entry under --locked (CI=true).",
+        "Run `rules lock` beside the top pack and commit rules.lock.",
+    ),
+    "git-hash-mismatch": Rule(
+        "A fetched git pack's content differs from its locked hash.",
+        "Run `rules lock --upgrade` if the change is intended; else clear the cache.",
+    ),
+    "git-lock-invalid": Rule("rules.lock cannot be read.", "Run `rules lock` again."),
     # the format
     "unknown-key": Rule(
         "A key the format does not have here.",

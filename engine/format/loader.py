@@ -16,6 +16,7 @@ import yaml
 
 from engine.errors import Position
 from engine.format.findings import Finding
+from engine.format.gitpacks import GitPackError, checkout_root, is_git_ref, resolve_git_pack
 from engine.format.locate import (
     BUILTIN_PREFIX,
     PACKAGE_PREFIX,
@@ -504,7 +505,7 @@ def _outside_workspace(ref: str, declaring: Path, stack: list[Path]) -> str | No
         return None  # reported as not found
     if target.suffix not in (".yaml", ".yml") and not target.is_dir():
         return f"extends {ref!r} is not a pack (a pack.yaml, a folder holding one, or .yaml)"
-    root = workspace_root(top)
+    root = checkout_root(declaring) or workspace_root(top)
     if not target.is_relative_to(root):
         return f"extends {ref!r} is outside the workspace {root}"
     return None
@@ -513,6 +514,17 @@ def _outside_workspace(ref: str, declaring: Path, stack: list[Path]) -> str | No
 def _load_extended(
     ref: str, declaring: Path, stack: list[Path], where: Position, findings: list[Finding]
 ) -> PackTree | None:
+    if is_git_ref(ref):
+        try:
+            fetched = resolve_git_pack(ref, stack[0] if stack else declaring)
+        except GitPackError as exc:
+            hint = {
+                "git-unlocked": "run `rules lock` beside the top pack and commit rules.lock",
+                "git-hash-mismatch": "run `rules lock --upgrade` if the change is intended",
+            }.get(exc.rule, "write git+URL@REV#path/to/pack; the path stays in the repository")
+            findings.append(Finding(exc.rule, str(exc), where, hint))
+            return None
+        return _load_checked(fetched.resolve(), stack, where, findings)
     installed = ref.startswith(PACKAGE_PREFIX) or (
         bare_name(ref) and not (declaring.parent / ref).exists() and not Path(ref).suffix
     )
@@ -531,8 +543,8 @@ def _load_extended(
         if outside is not None:
             findings.append(Finding("extends-outside-workspace", outside, where, _WORKSPACE_HINT))
             return None
-    target = resolve_pack_file(ref, declaring.parent)
-    if target is None:
+    found = resolve_pack_file(ref, declaring.parent)
+    if found is None:
         known = ", ".join(BUILTIN_PREFIX + n for n in builtin_pack_names())
         hint = (
             f"builtin packs are: {known}"
@@ -543,7 +555,13 @@ def _load_extended(
         )
         findings.append(Finding("extends-not-found", f"extends {ref!r}: no such pack", where, hint))
         return None
-    target = target.resolve()
+    return _load_checked(found.resolve(), stack, where, findings)
+
+
+def _load_checked(
+    target: Path, stack: list[Path], where: Position, findings: list[Finding]
+) -> PackTree | None:
+    """Load an extended pack file unless it closes a cycle (a finding then)."""
     if target in stack:
         cycle = [*stack[stack.index(target) :], target]
         chain = " -> ".join(display_path(p) for p in cycle)
