@@ -272,6 +272,11 @@ def run_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
     )
     if "data" in expect.model_fields_set and expect.data != verdict.data:
         result.problems.append(_differs("data", expect.data, verdict.data))
+    data = verdict.data if isinstance(verdict.data, dict) else {}
+    for key, wanted in (expect.data_includes or {}).items():
+        got = data.get(key)
+        if (wanted is None and key in data) or (wanted is not None and got != wanted):
+            result.problems.append(_differs(f"data.{key}", wanted, got))
     if expect.prompt is not None:
         prompt = ""
         if decision.template is not None:

@@ -94,6 +94,7 @@ def test_locked_mode_tampering_and_offline_use(origin: Path, tmp_path: Path) -> 
     assert unlocked.exit_code == 1
     rules = [f["rule"] for f in json.loads(unlocked.stdout)["packs"][0]["findings"]]
     assert rules[0] == "git-unlocked"
+    assert run_cli("check", "--locked", str(pack)).exit_code == 1
     ci = run_cli("check", str(pack), env={"CI": "true"})
     assert ci.exit_code == 1 and "git-unlocked" in ci.output
     assert run_cli("lock", str(pack)).exit_code == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from conftest import REPO, run_cli
@@ -53,6 +54,11 @@ def test_fixture_folders_case_files_and_golden_prompts(tmp_path: Path) -> None:
     assert "-Produce TWO corrected VERDICT block" in changed.stdout
     assert "+Produce ONE corrected VERDICT block" in changed.stdout
     assert run_cli("test", str(pack), "--min-pass-rate", "0.5").exit_code == 0
+    junit = run_cli("test", str(pack), "--format", "junit")
+    assert junit.exit_code == 1
+    root = ET.fromstring(junit.stdout)
+    (failure,) = root.iter("failure")
+    assert root.get("failures") == "1" and "repaired once" in failure.text
 
 
 def test_cases_that_cannot_be_read_are_usage_errors(tmp_path: Path) -> None:

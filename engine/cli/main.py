@@ -91,10 +91,19 @@ def _default_format() -> str:
 )
 @click.option("--tests", "with_tests", is_flag=True, help="Also run the packs' own tests.")
 @click.option(
+    "--locked/--no-locked",
+    default=None,
+    help="Git pack references need rules.lock entries [default: when CI=true].",
+)
+@click.option(
     "--list-rules", is_flag=True, help="Print every finding id with what it means and the fix."
 )
 def check_command(
-    paths: tuple[str, ...], output_format: str | None, with_tests: bool, list_rules: bool
+    paths: tuple[str, ...],
+    output_format: str | None,
+    with_tests: bool,
+    locked: bool | None,
+    list_rules: bool,
 ) -> None:
     """Check rulepacks: format, references, files, templates, patterns, expressions.
 
@@ -118,6 +127,8 @@ def check_command(
     if list_rules:
         _list_rules(output_format or "text")
         return
+    if locked is not None:
+        os.environ["RULES_LOCKED"] = "1" if locked else "0"
     from engine.cache import check_packs_remembered as check_packs
     from engine.cli.formats import FORMATTERS
 

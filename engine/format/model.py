@@ -945,6 +945,11 @@ class Expectation(Strict):
     data: Any = None
     warnings: list[str] | None = None
     action: ActionRef | None = None
+    data_includes: dict[str, Any] | None = Field(
+        default=None,
+        description="keys the verdict's data must hold with these values (null: absent); "
+        "`data` compares the whole data",
+    )
     valid: bool | None = Field(default=None, description="a gate case: the gate's verdict")
     errors: list[str] | None = Field(default=None, description="a gate case: its errors, in order")
     rule: str | None = Field(
