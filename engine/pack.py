@@ -227,9 +227,11 @@ class Pack:
         context: Mapping[str, Any] | None = None,
         measure: Measure | None = None,
         earlier: Sequence[tuple[int, int, int]] | None = None,
+        extra_attempts: int = 0,
     ) -> Decision:
         """What happens next for ``verdict`` (see engine.decide for attempt counting;
-        ``measure`` and ``earlier``: a block's rate-limit counts, engine.policy.limits)."""
+        ``measure`` and ``earlier``: a block's rate-limit counts, engine.policy.limits;
+        ``extra_attempts``: more repairs/retries a user's choice allowed)."""
         carry = {"nonce": nonce, "model": model}
         from engine.policy.decide import decide
 
@@ -243,6 +245,7 @@ class Pack:
             context=context,
             measure=measure,
             earlier=earlier,
+            extra_attempts=extra_attempts,
         )
 
     def initial_prompt(
@@ -334,8 +337,10 @@ class Pack:
         vars: Mapping[str, str] | None = None,
         context: Mapping[str, Any] | None = None,
         accepted_rounds: Collection[int] | None = None,
+        user_context: str = "",
     ) -> RenderedPrompt:
         """Like ``render``, with what went into the prompt (example tier, size, cut).
+        ``user_context``: the user's text a choice added (retry templates' `user_context`).
 
         ``accepted_rounds``: the rounds whose output for the block the session's ledger
         accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
@@ -352,6 +357,7 @@ class Pack:
             params=dict(vars or {}),
             context=build_context(self.model.context, context),
             accepted_rounds=accepted_rounds,
+            user_context=user_context,
         )
 
 

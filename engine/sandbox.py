@@ -42,6 +42,7 @@ _DECISION_VARIABLES = frozenset(
         "retries_left",
         "reason",
         "rule",
+        "user_context",
         "failure_type",
         "failure_message",
         "failures",

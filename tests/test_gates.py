@@ -528,7 +528,15 @@ def test_a_version_2_ledger_gains_gate_results(tmp_path: Path) -> None:
     Ledger(tmp_path).close()
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
         db.execute("DROP TABLE gate_results")
-        for later in ("round_counts", "resolutions", "conflicts", "kept_outputs", "settings"):
+        for later in (
+            "round_counts",
+            "resolutions",
+            "conflicts",
+            "kept_outputs",
+            "settings",
+            "choices",
+            "round_status",
+        ):
             db.execute(f"DROP TABLE {later}")  # migrations 4 and up
         db.execute("PRAGMA user_version = 2")
     ledger = Ledger(tmp_path)

@@ -52,8 +52,11 @@ def test_the_shipped_log_templates_live_in_a_pack() -> None:
     views = engine.load_pack("session-logs")
     logs = {n: s.format for n, s in views.model.templates.items() if s.purpose == "log"}
     assert logs == {"validation": "md", "examples": "md", "failures": "jsonl"}
-    # packs without log templates of their own (all the other shipped ones) use these
-    for name in ("core", "sentinel", "gap-review"):
+    # packs without log templates of their own use these; gap-review extends them with
+    # its round errors view
+    for name in ("core", "sentinel"):
         templates = engine.load_pack(name).model.templates.values()
         assert not any(spec.purpose == "log" for spec in templates)
+    gap_review = engine.load_pack("gap-review").model.templates
+    assert {n for n, s in gap_review.items() if s.purpose == "log"} == {*logs, "rounds"}
     assert (REPO / "rules" / "session-logs" / "templates").is_dir()

@@ -370,7 +370,15 @@ def test_a_version_3_ledger_gains_round_counts(tmp_path: Path) -> None:
 
     Ledger(tmp_path).close()
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
-        for later in ("round_counts", "resolutions", "conflicts", "kept_outputs", "settings"):
+        for later in (
+            "round_counts",
+            "resolutions",
+            "conflicts",
+            "kept_outputs",
+            "settings",
+            "choices",
+            "round_status",
+        ):
             db.execute(f"DROP TABLE {later}")  # migrations 4 and up
         db.execute("PRAGMA user_version = 3")
     ledger = Ledger(tmp_path)

@@ -213,6 +213,18 @@ def format_explain(pack: Rulepack, block: str | None = None) -> str:
         for name, spec in {**STANDARD_ACTIONS, **pack.actions}.items()
     ]
     out += "\n" + _table(["Action", "Exit", "Final", "Description"], actions)
+    for name, menu in pack.menus.items():
+        out += f"\nMenu {name} (`rules choose ITEM N`):\n"
+        for number, option in enumerate(menu.options, start=1):
+            effect = option.effect.model_dump(exclude_defaults=True)
+            (kind, value), *_ = effect.items()
+            out += f"  {number}. {option.key}: {option.label} -> {kind} {value}\n"
+    if pack.rounds is not None and pack.rounds.all_failed is not None:
+        failed = pack.rounds.all_failed
+        out += (
+            f"\nWhen {', '.join(pack.rounds.blocks)} all end a round "
+            f"{' or '.join(failed.statuses)}: {failed.action} ({failed.message})\n"
+        )
     return out
 
 

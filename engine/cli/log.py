@@ -11,6 +11,7 @@ from engine.cli.common import UsageFailure, open_pack
 from engine.errors import EngineError
 from engine.pack import Pack
 from engine.resources import builtin_pack_names
+from engine.state.choices import ChoiceBook
 from engine.state.ledger import LEDGER_FILE, Ledger
 from engine.state.session import DEFAULT_SESSION
 from engine.state.views import as_json, as_jsonl, log_views, render_log
@@ -77,6 +78,12 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
         ledger = Ledger.read_only(Path(session_dir))
         rows = ledger.attempts()
         gate_rows = ledger.gate_results()
+        book = ChoiceBook(ledger)
+        choices = book.all_choices()
+        round_numbers = sorted({r["round"] for r in rows if r["round"] is not None})
+        pack = open_pack(pack_ref) if pack_ref else _session_pack(rows)
+        rounds = pack.model.rounds
+        statuses = {n: book.statuses(rounds, n) for n in round_numbers} if rounds else {}
         ledger.close()
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
@@ -86,10 +93,12 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
     if output_format == "jsonl" and view == "all":
         click.echo(as_jsonl(rows), nl=False)
         return
-    pack = open_pack(pack_ref) if pack_ref else _session_pack(rows)
     names = log_views(pack, output_format) if view == "all" else [view]
     try:
-        parts = [render_log(pack, name, rows, session_dir, gate_rows) for name in names]
+        parts = [
+            render_log(pack, name, rows, session_dir, gate_rows, choices, statuses)
+            for name in names
+        ]
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     written = pack.model.templates[view].format if view != "all" else output_format

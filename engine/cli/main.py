@@ -20,6 +20,7 @@ from engine.errors import EngineError
 # `rules parse` do not pay for the imports of the others.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "backtest": ("engine.cli.backtest", "backtest_command"),
+    "choose": ("engine.cli.choose", "choose_command"),
     "conflicts": ("engine.cli.conflicts", "conflicts_command"),
     "eval": ("engine.cli.evaluate", "eval_command"),
     "explain": ("engine.cli.explain", "explain_command"),

@@ -132,6 +132,9 @@ RULES: dict[str, Rule] = {
         "A coverage check names no sections check.",
         "Name a `check: sections` of the same contract.",
     ),
+    "unknown-menu": Rule(
+        "An after-failure menu that is not declared.", "Declare it under `menus:`."
+    ),
     "unknown-check": Rule("A check refers to a check that does not exist.", "Fix the name."),
     "unknown-message": Rule(
         "A message override for a rule the contract does not have.",

@@ -676,6 +676,11 @@ class AfterFailure(Strict):
     default: Any = None
     log: Literal["none", "info", "warning", "error"] = "none"
     reason: str = ""
+    menu: str | None = Field(
+        default=None,
+        description="the menu (a name of `menus:`) whose options the user answers with "
+        "`rules choose` after this final action",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -1138,6 +1143,73 @@ class Limits(Strict):
     )
 
 
+class ChoiceEffect(Strict):
+    """What choosing an option does (exactly one key)."""
+
+    status: str | None = Field(
+        default=None,
+        max_length=40,
+        description="record this status for the item's block in its round (e.g. SKIP)",
+    )
+    retry: int | None = Field(
+        default=None,
+        ge=1,
+        le=10,
+        description="allow this many more attempts; `--text` goes into the next prompt "
+        "(the `user_context` variable)",
+    )
+    end: ActionRef | None = Field(default=None, description="end the item with this action")
+    pause: bool = Field(default=False, description="pause the session until `--resume`")
+
+    @model_validator(mode="after")
+    def _one_effect(self) -> ChoiceEffect:
+        given = [self.status is not None, self.retry is not None, self.end is not None, self.pause]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of `status`, `retry`, `end` or `pause: true`")
+        return self
+
+
+class ChoiceOption(Strict):
+    key: Name
+    label: str = Field(min_length=1)
+    effect: ChoiceEffect
+
+
+class Menu(Strict):
+    """The options a final decision offers the user (`rules choose ITEM OPTION`), numbered
+    from 1 in this order."""
+
+    options: list[ChoiceOption] = Field(min_length=1, max_length=20)
+
+
+class StatusRule(Strict):
+    """When ``block`` gets ``status`` in a round, ``then_block`` gets ``then_status`` if its
+    status then is one of ``if_status`` (by default: it has a valid output)."""
+
+    block: ContractRef
+    status: str
+    then_block: ContractRef
+    then_status: str
+    if_status: list[str] = Field(default_factory=lambda: ["ok", "partial"])
+
+
+class AllFailed(Strict):
+    """When every block of ``rounds.blocks`` ends a round in one of ``statuses``."""
+
+    statuses: list[str] = Field(min_length=1)
+    action: ActionRef
+    message: Message = Field(description="shown as the decision's reason; {round} is filled in")
+
+
+class Rounds(Strict):
+    """Round statuses per block (`ok`, `partial`, `failed`, `pending`, or a status a
+    choice records), shown by log templates and used for `all_failed`."""
+
+    blocks: list[ContractRef] = Field(min_length=1)
+    follow: list[StatusRule] = Field(default_factory=list)
+    all_failed: AllFailed | None = None
+
+
 class Rulepack(Strict):
     """A rulepack: vocabulary, contracts, policies and the pack's own tests."""
 
@@ -1170,6 +1242,8 @@ class Rulepack(Strict):
         description="per block: the template (purpose `initial`) of its first prompt, which "
         "`rules prompt` renders with the decisions of the previous round",
     )
+    menus: dict[Name, Menu] = Field(default_factory=dict)
+    rounds: Rounds | None = None
     limits: Limits = Field(default_factory=Limits)
     tests: list[PackTest] = Field(default_factory=list)
 

@@ -162,6 +162,7 @@ class PackChecker:
         self._templates()
         self._rate_limits()
         self._retried_types()
+        self._menus()
         self._conflicts()
         self._requires()
         self._without_behaviour()
@@ -378,6 +379,18 @@ class PackChecker:
                         (*base, "termination", "rules", index),
                         f"states: {', '.join(spec.termination.states)}",
                     )
+
+    def _menus(self) -> None:
+        """Every `after_failure.menu` names a menu of `menus:`."""
+        for block, trigger in self.pack.triggers.items():
+            menu = trigger.after_failure.menu
+            if menu is not None and menu not in self.pack.menus:
+                self.add(
+                    "unknown-menu",
+                    f"trigger {block!r} offers menu {menu!r}, which is not declared",
+                    ("triggers", block, "after_failure", "menu"),
+                    f"declare it under `menus:` (menus: {', '.join(self.pack.menus) or 'none'})",
+                )
 
     def _retried_types(self) -> None:
         """A trigger never retries a failure type declared ``retriable: false``: listing

@@ -151,8 +151,12 @@ def decide(
     context: Mapping[str, Any] | None = None,
     measure: Measure | None = None,
     earlier: Sequence[Round] | None = None,
+    extra_attempts: int = 0,
 ) -> Decision:
     """Decide on ``verdict`` for attempt ``attempt`` of block ``verdict.block``.
+
+    ``extra_attempts``: repairs/retries allowed beyond the trigger's ``max_attempts`` (a
+    user's choice granted them).
 
     An output that meets its contract is checked against the block's rate limits: the
     first limit that holds gives the decision its action (engine.policy.limits).
@@ -167,7 +171,7 @@ def decide(
     actions = policy.actions
     compiled = policy.trigger(verdict.block)
     trigger = compiled.trigger
-    cap = trigger.max_attempts
+    cap = trigger.max_attempts + extra_attempts
     carried = dict(carry or {})
 
     def make(

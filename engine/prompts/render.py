@@ -76,6 +76,7 @@ def render_prompt(
     params: Mapping[str, str],
     context: Mapping[str, Any],
     accepted_rounds: Collection[int] | None = None,
+    user_context: str = "",
 ) -> RenderedPrompt:
     """The prompt a decision calls for, by the purpose of its template.
 
@@ -91,12 +92,17 @@ def render_prompt(
         )
     if purpose == "retry":
         return render_retry(
-            prompts, verdict, decision, context=context, accepted_rounds=accepted_rounds
+            prompts,
+            verdict,
+            decision,
+            context=context,
+            accepted_rounds=accepted_rounds,
+            user_context=user_context,
         )
     if purpose == "escalation":
         return RenderedPrompt(
             prompts.templates[decision.template].render(
-                _retry_variables(verdict, decision, context)
+                _retry_variables(verdict, decision, context, user_context)
             )
         )
     raise RenderError(
@@ -131,7 +137,7 @@ def render_presentation(
 
 
 def _retry_variables(
-    verdict: Verdict, decision: Decision, context: Mapping[str, Any]
+    verdict: Verdict, decision: Decision, context: Mapping[str, Any], user_context: str = ""
 ) -> dict[str, Any]:
     """What retry and escalation templates see: the context's keys (as the pack declares
     them) and the engine's generic variables, which win over a context key of the same name."""
@@ -145,6 +151,7 @@ def _retry_variables(
         "retries_left": decision.attempts_left,
         "reason": decision.reason,
         "rule": decision.rule,
+        "user_context": user_context,
         "failure_type": verdict.failure_type or "",
         "failure_message": verdict.error or "",
         "failures": [f.to_json() for f in verdict.failures],
@@ -159,13 +166,14 @@ def render_retry(
     *,
     context: Mapping[str, Any],
     accepted_rounds: Collection[int] | None = None,
+    user_context: str = "",
 ) -> RenderedPrompt:
     """seed 003's construct_retry_prompt: banner, modification, example with its source,
     then the original prompt; the example is chosen per failure type and fits its budget."""
     assert decision.template is not None
     pack = prompts.pack
     trigger = pack.triggers[verdict.block]
-    variables = _retry_variables(verdict, decision, context)
+    variables = _retry_variables(verdict, decision, context, user_context)
     failure = verdict.failure_type or ""
     modification_template = trigger.modifications.get(failure)
     if modification_template is not None:

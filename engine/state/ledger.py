@@ -145,6 +145,28 @@ MIGRATIONS: list[str] = [
     );
     CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """,
+    # 7: the user's choices on final decisions (`rules choose`) and round statuses.
+    """
+    CREATE TABLE choices (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        attempt_id INTEGER NOT NULL REFERENCES attempts (id),
+        ts TEXT NOT NULL,
+        block TEXT NOT NULL,
+        item TEXT NOT NULL,
+        round INTEGER,
+        option TEXT NOT NULL,
+        label TEXT NOT NULL,
+        effect TEXT NOT NULL,
+        text TEXT
+    );
+    CREATE TABLE round_status (
+        block TEXT NOT NULL,
+        round INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        ts TEXT NOT NULL,
+        PRIMARY KEY (block, round)
+    );
+    """,
 ]
 
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from engine.pack import Pack
+from engine.placeholders import fill
 from engine.policy.decide import Decision
 from engine.policy.limits import Measure, Round
 from engine.prompts.render import RenderedPrompt
+from engine.state.choices import ChoiceBook, ensure_not_paused, round_failed
 from engine.state.ledger import (
     AttemptRecord,
     Ledger,
@@ -40,6 +42,8 @@ class Outcome:
     verdict: Verdict
     decision: Decision
     attempt_id: int
+    user_context: str = ""
+    """The user's text a choice added for this item's next prompt."""
 
 
 class Session:
@@ -85,6 +89,8 @@ class Session:
         `rules eval` of one output decides as eval did and records nothing."""
         params = dict(vars or {})
         context = self.with_decisions(context)
+        choices = ChoiceBook(self.ledger)
+        ensure_not_paused(choices, str(self.directory))
         if error is not None:
             verdict = self.pack.verdict_for_error(block, error, failure_type)
         else:
@@ -104,6 +110,7 @@ class Session:
         measure = (
             self.pack.policy.measure(block, text, context) if verdict.status != "fail" else None
         )
+        grant = choices.grant(block, item)
         with self.ledger.transaction() as db:
             history = self.ledger.history(block, item)
             if (
@@ -125,8 +132,10 @@ class Session:
                         context=context,
                         measure=measure,
                         earlier=self._earlier_rounds(block, measure),
+                        extra_attempts=grant.attempts,
                     ),
                     latest["id"],
+                    grant.text,
                 )
             previous = [row["error"] for row in history if row["error"]]
             earlier = self._earlier_rounds(block, measure)
@@ -143,7 +152,10 @@ class Session:
                 context=context,
                 measure=measure,
                 earlier=earlier,
+                extra_attempts=grant.attempts,
             )
+            if isinstance(round_number, int) and decision.final and verdict.status == "fail":
+                decision = self._round_outcome(choices, block, round_number, decision)
             record = AttemptRecord(
                 pack=self.pack.name,
                 block=block,
@@ -171,7 +183,30 @@ class Session:
             attempt_id = self.ledger.insert(db, record, warnings)
             if self.keep_outputs and output is not None:
                 keep_output(db, attempt_id, text, params, context or {})
-        return Outcome(verdict, decision, attempt_id)
+        return Outcome(verdict, decision, attempt_id, grant.text)
+
+    def _round_outcome(
+        self, choices: ChoiceBook, block: str, round_number: int, decision: Decision
+    ) -> Decision:
+        """``decision`` (a final failure of ``block``), or the pack's `rounds.all_failed`
+        action when every block of the round has now failed."""
+        rounds = self.pack.model.rounds
+        if rounds is None or rounds.all_failed is None or block not in rounds.blocks:
+            return decision
+        statuses = {**choices.statuses(rounds, round_number), block: "failed"}
+        if not round_failed(statuses, rounds.all_failed.statuses):
+            return decision
+        spec = self.pack.policy.actions[rounds.all_failed.action]
+        return replace(
+            decision,
+            action=rounds.all_failed.action,
+            reason=fill(rounds.all_failed.message, {"round": round_number}),
+            rule="round:all-failed",
+            final=spec.final,
+            exit_code=spec.exit_code,
+            template=None,
+            attempts_left=0,
+        )
 
     def _earlier_rounds(self, block: str, measure: Measure | None) -> list[Round] | None:
         """The earlier rounds' counts a rate limit's window reads, from the ledger; None

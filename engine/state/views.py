@@ -38,12 +38,18 @@ def _grouped(rows: Iterable[Row], *fields: str) -> dict[tuple[Any, ...], list[Ro
 
 
 def log_variables(
-    rows: list[Row], session: str = "", gate_results: list[Row] | None = None
+    rows: list[Row],
+    session: str = "",
+    gate_results: list[Row] | None = None,
+    choices: list[Row] | None = None,
+    statuses: dict[int, dict[str, str | None]] | None = None,
 ) -> dict[str, Any]:
     """What a log template sees: ``entries`` (every row with ``next``), ``rounds`` (per
     round in order of first appearance: ``number``, ``entries`` with ``next`` inside the
-    round, ``by_item``: [{block, item, attempts}]), ``session`` (the folder) and
-    ``gate_results`` (every recorded quality gate result, oldest first)."""
+    round, ``by_item``: [{block, item, attempts}], ``choices`` (the user's choices in the
+    round) and ``statuses`` ({block: status} when the pack declares `rounds:`)),
+    ``session`` (the folder) and ``gate_results`` (every recorded quality gate result,
+    oldest first)."""
     rounds = []
     for (number,), round_rows in _grouped(rows, "round").items():
         rounds.append(
@@ -54,6 +60,8 @@ def log_variables(
                     {"block": block, "item": item, "attempts": attempts}
                     for (block, item), attempts in _grouped(round_rows, "block", "item").items()
                 ],
+                "choices": [c for c in choices or [] if c["round"] == number],
+                "statuses": (statuses or {}).get(number, {}),
             }
         )
     return {
@@ -74,7 +82,13 @@ def log_views(pack: Pack, output_format: str) -> list[str]:
 
 
 def render_log(
-    pack: Pack, view: str, rows: list[Row], session: str = "", gate_results: list[Row] | None = None
+    pack: Pack,
+    view: str,
+    rows: list[Row],
+    session: str = "",
+    gate_results: list[Row] | None = None,
+    choices: list[Row] | None = None,
+    statuses: dict[int, dict[str, str | None]] | None = None,
 ) -> str:
     """The pack's log template ``view`` filled from the ledger's ``rows``."""
     spec = pack.model.templates.get(view)
@@ -87,7 +101,7 @@ def render_log(
         template = ENVIRONMENT.from_string(pack.prompts.log_sources[view])
     except jinja2.TemplateError as exc:
         raise PackError(f"pack {pack.name!r}: log template {view!r}: {exc}") from None
-    return template.render(log_variables(rows, session, gate_results))
+    return template.render(log_variables(rows, session, gate_results, choices, statuses))
 
 
 def as_json(rows: list[Row]) -> str:

@@ -1,0 +1,117 @@
+"""`rules choose`: answer the menu of an item's final decision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from engine.cli.common import UsageFailure, load_context, open_pack
+from engine.errors import EngineError
+from engine.state.session import DEFAULT_SESSION
+
+
+@click.command("choose")
+@click.option(
+    "--session",
+    "session_dir",
+    type=click.Path(file_okay=False),
+    default=str(DEFAULT_SESSION),
+    show_default=True,
+    help="Session folder whose ledger holds the item.",
+)
+@click.option("--pack", "pack_ref", default=None, help="Pack (default: the item's recorded pack).")
+@click.option(
+    "--context",
+    "context_file",
+    type=click.Path(dir_okay=False),
+    help="Context for the prompt a retry option prints (YAML or JSON).",
+)
+@click.option("--text", default=None, help="The user's text (options that add context).")
+@click.option("--now", default=None, metavar="ISO8601", help="Time of the choice.")
+@click.option("--resume", is_flag=True, help="Resume a session a choice paused.")
+@click.argument("item", required=False)
+@click.argument("option", required=False)
+def choose_command(
+    session_dir: str,
+    pack_ref: str | None,
+    context_file: str | None,
+    text: str | None,
+    now: str | None,
+    resume: bool,
+    item: str | None,
+    option: str | None,
+) -> None:
+    """Record the user's choice on ITEM's final decision and apply its effect.
+
+    ITEM is BLOCK@ROUND (e.g. author@3) or BLOCK (its latest attempt); OPTION is the
+    number of an option of the menu the decision offered (`after_failure.menu`) or its
+    key. Effects: a round status for the block (e.g. SKIP), more attempts with --text in
+    the next prompt (printed on stdout), the end of the item with an action, or a pause
+    (`rules eval --session` refuses until `rules choose --resume`).
+
+    \b
+    Examples:
+      rules choose --session runs/1 author@3 1                       # skip this round
+      rules choose --session runs/1 --context ctx.yaml author@3 3 \\
+          --text "The flow diagram is in docs/flow.md"               # one more retry
+      rules choose --session runs/1 --resume
+
+    \b
+    Exit status: 0 recorded; the action's code when the choice ends the item or every
+    block of the round has failed (e.g. 1 for ESCALATE); 2 usage error (nothing pending,
+    an option the menu does not offer).
+    """
+    from engine import clock
+    from engine.state.choices import ChoiceBook
+    from engine.state.choose import apply_choice
+    from engine.state.ledger import LEDGER_FILE, Ledger
+    from engine.state.session import Session
+
+    if not (Path(session_dir) / LEDGER_FILE).is_file():
+        raise UsageFailure(f"{session_dir}: no ledger here")
+    try:
+        stamp = clock.iso(clock.now(now))
+        if resume:
+            ledger = Ledger(Path(session_dir))
+            ChoiceBook(ledger).resume()
+            ledger.close()
+            click.echo(f"{session_dir}: resumed")
+            return
+        if item is None or option is None:
+            raise UsageFailure("give ITEM and OPTION (or --resume)")
+        pack = open_pack(pack_ref or _recorded_pack(session_dir, item))
+        with Session(pack, session_dir) as session:
+            result = apply_choice(
+                session, item, option, text=text, ts=stamp, context=load_context(context_file)
+            )
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    click.echo(f"{result.item}: {result.option} ({result.label}) -> {result.effect}", err=True)
+    for block, status in result.statuses.items():
+        click.echo(f"  {block}: {status}", err=True)
+    if result.prompt is not None:
+        click.echo(result.prompt, nl=False)
+    if result.escalation is not None:
+        action, message, code = result.escalation
+        click.echo(f"{action}: {message}", err=True)
+        raise SystemExit(code)
+    if result.end is not None:
+        raise SystemExit(result.end[1])
+
+
+def _recorded_pack(session_dir: str, item: str) -> str:
+    """The pack recorded with the item's latest attempt."""
+    from engine.state.ledger import Ledger
+
+    ledger = Ledger.read_only(Path(session_dir))
+    try:
+        row = ledger.db.execute(
+            "SELECT pack FROM attempts WHERE block = ? ORDER BY id DESC LIMIT 1",
+            (item.partition("@")[0],),
+        ).fetchone()
+    finally:
+        ledger.close()
+    if row is None:
+        raise UsageFailure(f"no attempt of {item!r} in {session_dir}")
+    return str(row[0])

@@ -1,0 +1,164 @@
+"""Applying a user's choice on an item's final decision (`rules choose`).
+
+An item is named ``BLOCK@ROUND`` (or ``BLOCK``: its latest attempt); its latest attempt must
+be a final failure whose trigger offers a menu (`after_failure.menu`). The option is the
+menu's number (from 1) or its key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import EngineError
+from engine.placeholders import fill
+from engine.state.choices import ChoiceBook, round_failed
+from engine.state.session import Session, ledger_accepted_rounds
+
+
+class ChoiceError(EngineError):
+    """A choice that cannot be made: no such item, nothing pending, no such option."""
+
+
+@dataclass
+class ChoiceResult:
+    """What a choice did."""
+
+    item: str
+    option: str
+    label: str
+    effect: str
+    statuses: dict[str, str] = field(default_factory=dict)
+    prompt: str | None = None
+    escalation: tuple[str, str, int] | None = None
+    """(action, message, exit code) when the round's blocks all failed."""
+    end: tuple[str, int] | None = None
+    """(action, exit code) when the choice ended the item."""
+
+
+def parse_item(item: str) -> tuple[str, int | None]:
+    block, at, round_text = item.partition("@")
+    if not block or (at and not round_text.isdigit()):
+        raise ChoiceError(f"{item!r}: an item is BLOCK@ROUND (e.g. author@3) or BLOCK")
+    return block, int(round_text) if at else None
+
+
+def _latest(session: Session, block: str, round_number: int | None) -> dict[str, Any]:
+    query = "SELECT * FROM attempts WHERE block = ?"
+    args: list[Any] = [block]
+    if round_number is not None:
+        query += " AND round = ?"
+        args.append(round_number)
+    row = session.ledger.db.execute(query + " ORDER BY id DESC LIMIT 1", args).fetchone()
+    if row is None:
+        where = f" in round {round_number}" if round_number is not None else ""
+        raise ChoiceError(f"no attempt of {block!r}{where} in {session.directory}")
+    return dict(row)
+
+
+def apply_choice(
+    session: Session,
+    item: str,
+    option_ref: str,
+    *,
+    text: str | None,
+    ts: str,
+    context: Mapping[str, Any] | None = None,
+) -> ChoiceResult:
+    """Record the choice ``option_ref`` on ``item`` and apply its effect."""
+    pack = session.pack
+    block, round_number = parse_item(item)
+    attempt = _latest(session, block, round_number)
+    trigger = pack.model.triggers.get(block)
+    menu_name = trigger.after_failure.menu if trigger else None
+    if (
+        trigger is None
+        or menu_name is None
+        or attempt["status"] != "fail"
+        or not attempt["final"]
+        or attempt["action"] != trigger.after_failure.action
+    ):
+        raise ChoiceError(
+            f"no choice is pending for {item}: its last decision is {attempt['action']} "
+            f"({attempt['rule']})"
+        )
+    book = ChoiceBook(session.ledger)
+    earlier = book.chosen(attempt["id"])
+    if earlier is not None:
+        raise ChoiceError(
+            f"{item}: option {earlier['option']!r} was already chosen at {earlier['ts']}"
+        )
+    options = pack.model.menus[menu_name].options
+    if option_ref.isdigit() and 1 <= int(option_ref) <= len(options):
+        option = options[int(option_ref) - 1]
+    else:
+        found = [o for o in options if o.key == option_ref]
+        if not found:
+            offered = ", ".join(f"{i}/{o.key}" for i, o in enumerate(options, start=1))
+            raise ChoiceError(f"option {option_ref!r} is not offered for {item} ({offered})")
+        option = found[0]
+    effect = option.effect
+    if effect.retry is not None and not text:
+        raise ChoiceError(f"option {option.key!r} adds the user's text: give --text")
+    label = fill(option.label, {"block": block, "round": attempt["round"]})
+    book.record(attempt, option, label, text, ts)
+    result = ChoiceResult(item, option.key, label, "")
+    rounds = pack.model.rounds
+    if effect.status is not None:
+        result.effect = f"status {effect.status}"
+        if attempt["round"] is None:
+            raise ChoiceError(f"{item}: a round status needs the attempt's round")
+        result.statuses = book.set_status(block, attempt["round"], effect.status, ts, rounds)
+        if rounds and rounds.all_failed and block in rounds.blocks:
+            statuses = book.statuses(rounds, attempt["round"])
+            if round_failed(statuses, rounds.all_failed.statuses):
+                action = rounds.all_failed.action
+                message = fill(rounds.all_failed.message, {"round": attempt["round"]})
+                result.escalation = (action, message, pack.policy.actions[action].exit_code)
+    elif effect.retry is not None:
+        result.effect = f"{effect.retry} more attempt{'s' if effect.retry != 1 else ''}"
+        result.prompt = _retry_prompt(session, attempt, context, text or "")
+    elif effect.end is not None:
+        result.effect = f"end with {effect.end}"
+        if attempt["round"] is not None:
+            result.statuses = book.set_status(block, attempt["round"], effect.end, ts, None)
+        result.end = (effect.end, pack.policy.actions[effect.end].exit_code)
+    else:
+        result.effect = "pause the session"
+        book.pause(ts)
+    return result
+
+
+def _retry_prompt(
+    session: Session, attempt: Mapping[str, Any], context: Mapping[str, Any] | None, text: str
+) -> str:
+    """The prompt of the attempt the choice allowed, with the user's text."""
+    pack = session.pack
+    block = attempt["block"]
+    grant = ChoiceBook(session.ledger).grant(block, attempt["item"])
+    verdict = pack.verdict_for_error(block, attempt["error"] or "", attempt["failure_type"] or "")
+    values = dict(context or {})
+    round_key = pack.model.session.round
+    if round_key and attempt["round"] is not None:
+        values.setdefault(round_key, attempt["round"])
+    decision = pack.decide(
+        verdict,
+        output="",
+        attempt=attempt["attempt"],
+        context=values,
+        extra_attempts=grant.attempts,
+    )
+    if decision.template is None:
+        raise ChoiceError(
+            f"the allowed attempt's decision is {decision.action} ({decision.reason}): no "
+            "prompt to print"
+        )
+    return pack.render_prompt(
+        verdict,
+        decision,
+        output="",
+        context=values,
+        accepted_rounds=ledger_accepted_rounds(pack, block, values),
+        user_context=text,
+    ).text
