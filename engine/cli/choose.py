@@ -6,20 +6,12 @@ from pathlib import Path
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack
+from engine.cli.common import UsageFailure, load_context, open_pack, session_option
 from engine.errors import EngineError
-from engine.state.session import DEFAULT_SESSION
 
 
 @click.command("choose")
-@click.option(
-    "--session",
-    "session_dir",
-    type=click.Path(file_okay=False),
-    default=str(DEFAULT_SESSION),
-    show_default=True,
-    help="Session folder whose ledger holds the item.",
-)
+@session_option("Session folder whose ledger holds the item.")
 @click.option("--pack", "pack_ref", default=None, help="Pack (default: the item's recorded pack).")
 @click.option(
     "--context",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -10,6 +11,8 @@ from engine.errors import EngineError
 
 if TYPE_CHECKING:
     from engine.pack import Pack
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -73,3 +76,18 @@ def output_cap(option: int | None, pack_limit: int | None) -> int:
 
 
 OUTPUT_CAP_HELP = "[default: the pack's `limits.max_output_bytes`, else 67108864]"
+
+
+def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
+    """The `--session DIR` option: the session folder, `.rules-session` by default (or no
+    default, for commands where a session is optional)."""
+    from engine.state.session import DEFAULT_SESSION
+
+    return click.option(
+        "--session",
+        "session_dir",
+        type=click.Path(file_okay=False),
+        default=str(DEFAULT_SESSION) if default else None,
+        show_default=default,
+        help=help,
+    )

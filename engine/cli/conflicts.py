@@ -12,26 +12,17 @@ from typing import Any
 import click
 
 from engine import clock
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars, session_option
 from engine.errors import EngineError
 from engine.pack import Pack
 from engine.policy.conflicts import CompiledConflicts
 from engine.state.conflicts import FLAGGED, OPEN, ConflictBook
 from engine.state.ledger import LEDGER_FILE, Ledger
-from engine.state.session import DEFAULT_SESSION
 
 EXIT_BLOCKED = 1
 
 
-def _session_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--session",
-        "session_dir",
-        type=click.Path(file_okay=False),
-        default=str(DEFAULT_SESSION),
-        show_default=True,
-        help="Session folder (its ledger holds the conflicts).",
-    )(command)
+_session_option = session_option("Session folder (its ledger holds the conflicts).")
 
 
 def _pack_option(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -13,7 +13,14 @@ from typing import Any
 
 import click
 
-from engine.cli.common import EXIT_USAGE, UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.common import (
+    EXIT_USAGE,
+    UsageFailure,
+    load_context,
+    open_pack,
+    parse_vars,
+    session_option,
+)
 from engine.contracts.json_document import output_documents
 from engine.errors import EngineError
 from engine.policy.gates import GateOutcome
@@ -97,12 +104,7 @@ def _seed_result(outcome: GateOutcome) -> dict[str, Any]:
     show_default=True,
     help="How many times this output was already sent back.",
 )
-@click.option(
-    "--session",
-    "session_dir",
-    type=click.Path(file_okay=False),
-    help="Session folder: record the result in its ledger and failure log.",
-)
+@session_option("Session folder: record the result in its ledger and failure log.", default=False)
 @click.option(
     "--context",
     "context_file",

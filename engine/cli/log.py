@@ -7,27 +7,19 @@ from typing import Any
 
 import click
 
-from engine.cli.common import UsageFailure, open_pack
+from engine.cli.common import UsageFailure, open_pack, session_option
 from engine.errors import EngineError
 from engine.pack import Pack
 from engine.resources import builtin_pack_names
 from engine.state.choices import ChoiceBook
 from engine.state.ledger import LEDGER_FILE, Ledger
-from engine.state.session import DEFAULT_SESSION
 from engine.state.views import as_json, as_jsonl, log_views, render_log
 
 VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs without their own
 
 
 @click.command("log")
-@click.option(
-    "--session",
-    "session_dir",
-    type=click.Path(file_okay=False),
-    default=str(DEFAULT_SESSION),
-    show_default=True,
-    help="Session folder.",
-)
+@session_option("Session folder.")
 @click.option(
     "--format",
     "output_format",

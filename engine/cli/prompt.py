@@ -6,19 +6,15 @@ from typing import Any
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars, session_option
 from engine.errors import EngineError
 
 
 @click.command("prompt")
 @click.option("--pack", "pack_ref", required=True, help="Pack name or path.")
 @click.option("--block", required=True, help="The block whose first prompt to print.")
-@click.option(
-    "--session",
-    "session_dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Session folder: its resolved conflicts become the decisions section.",
+@session_option(
+    "Session folder: its resolved conflicts become the decisions section.", default=False
 )
 @click.option("--context", "context_file", type=click.Path(dir_okay=False), default=None)
 @click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE")

@@ -7,19 +7,12 @@ from typing import TextIO
 
 import click
 
-from engine.cli.common import EXIT_OK, UsageFailure
+from engine.cli.common import EXIT_OK, UsageFailure, session_option
 from engine.errors import EngineError
 
 
 @click.command("report")
-@click.option(
-    "--session",
-    "session_dir",
-    default=".rules-session",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Session folder whose ledger to show.",
-)
+@session_option("Session folder whose ledger to show.")
 @click.option(
     "-o",
     "--output",

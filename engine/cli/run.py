@@ -14,10 +14,11 @@ from engine.cli.common import (
     open_pack,
     output_cap,
     parse_vars,
+    session_option,
 )
 from engine.errors import EngineError
 from engine.state.runner import DEFAULT_TIMEOUT, run_loop
-from engine.state.session import DEFAULT_SESSION, Outcome, Session
+from engine.state.session import Outcome, Session
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True})
@@ -43,14 +44,7 @@ from engine.state.session import DEFAULT_SESSION, Outcome, Session
     type=click.Path(dir_okay=False, exists=True),
     help="The first prompt to send (default: empty).",
 )
-@click.option(
-    "--session",
-    "session_dir",
-    type=click.Path(file_okay=False),
-    default=str(DEFAULT_SESSION),
-    show_default=True,
-    help="Session folder whose ledger records every attempt.",
-)
+@session_option("Session folder whose ledger records every attempt.")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
