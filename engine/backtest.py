@@ -13,11 +13,13 @@ on how many workers ran, and memory stays constant whatever the input size.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.batch import text_of_record
@@ -25,6 +27,7 @@ from engine.errors import EngineError
 
 if TYPE_CHECKING:
     from engine.pack import Pack
+    from engine.verdict import Verdict
 
 CHUNK_BYTES = 4 << 20
 SESSION_CHUNK = 20_000
@@ -196,15 +199,60 @@ def read_record(line: bytes) -> tuple[dict[str, Any], str | bytes]:
         raise InvalidRecord(str(exc)) from None
 
 
-def judge(pack: Pack, record: Mapping[str, Any], text: str | bytes) -> Outcome | None:
+def evaluation_key(pack: Pack, block: str) -> str | None:
+    """What a verdict of ``block`` depends on under ``pack`` (its contract, the sentinel
+    grammar, failure types, severities and context keys): two packs with the same key give
+    the same verdict for every record, so it is computed once. None: no such block."""
+    model = pack.model
+    contract = model.contracts.get(block)
+    if contract is None:
+        return None
+    parts = [
+        contract.model_dump(mode="json"),
+        model.sentinel.model_dump(mode="json"),
+        {k: v.model_dump(mode="json") for k, v in model.failure_types.items()},
+        model.severities,
+        {k: v.model_dump(mode="json") for k, v in model.context.items()},
+        _file_hashes(contract.model_dump(mode="json"), pack.folder_of(("contracts", block))),
+    ]
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+def _file_hashes(value: Any, folder: Path) -> list[str]:
+    """The sha256 of every file of ``folder`` a string in ``value`` names (a contract's
+    schema or text file), so two packs' contracts compare by content, not location."""
+    if isinstance(value, dict):
+        return [h for v in value.values() for h in _file_hashes(v, folder)]
+    if isinstance(value, list):
+        return [h for v in value for h in _file_hashes(v, folder)]
+    if isinstance(value, str) and 0 < len(value) < 300 and "\n" not in value:
+        path = folder / value
+        with contextlib.suppress(OSError, ValueError):
+            if path.is_file():
+                return [value + ":" + hashlib.sha256(path.read_bytes()).hexdigest()]
+    return []
+
+
+def judge(
+    pack: Pack,
+    record: Mapping[str, Any],
+    text: str | bytes,
+    verdicts: dict[str, Verdict] | None = None,
+    key: str | None = None,
+) -> Outcome | None:
     """Evaluate and decide ``record`` (its ``text``) under ``pack``; None when the pack
-    cannot (e.g. it has no such block)."""
+    cannot (e.g. it has no such block). ``verdicts`` holds this record's verdicts by
+    evaluation key, shared between packs that evaluate alike."""
     nonce = record.get("nonce")
     context = record.get("context") or None
     try:
-        verdict = pack.evaluate(
-            record["block"], text, nonce, record.get("vars") or None, context=context
-        )
+        verdict = verdicts.get(key) if verdicts is not None and key is not None else None
+        if verdict is None:
+            verdict = pack.evaluate(
+                record["block"], text, nonce, record.get("vars") or None, context=context
+            )
+            if verdicts is not None and key is not None:
+                verdicts[key] = verdict
         decision = pack.decide(
             verdict,
             output=text,
@@ -278,6 +326,7 @@ def _flip(
 def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
     """The tally of JSONL ``lines`` under ``packs`` (the pack first, then the baseline)."""
     tally = empty_tally(len(packs))
+    keys_by_block: dict[str, list[str | None]] = {}
     for number, line in enumerate(lines, start=1):
         tally.lines = number
         if not line.strip():
@@ -290,7 +339,11 @@ def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
                 tally.first_invalid.append({"line": number, "error": str(exc)})
             continue
         tally.records += 1
-        outcomes = [judge(pack, record, text) for pack in packs]
+        keys = [_key(keys_by_block, packs, record["block"], i) for i in range(len(packs))]
+        shared: dict[str, Verdict] = {}
+        outcomes = [
+            judge(pack, record, text, shared, key) for pack, key in zip(packs, keys, strict=True)
+        ]
         for pack_tally, outcome in zip(tally.packs, outcomes, strict=True):
             _count(pack_tally, outcome)
         if len(outcomes) < 2:
@@ -308,6 +361,15 @@ def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
         if new_action != old_action:
             _flip(tally, f"{old_action}->{new_action}", record, text, number, new, old)
     return tally
+
+
+def _key(
+    keys_by_block: dict[str, list[str | None]], packs: Sequence[Pack], block: str, index: int
+) -> str | None:
+    keys = keys_by_block.get(block)
+    if keys is None:
+        keys = keys_by_block[block] = [evaluation_key(pack, block) for pack in packs]
+    return keys[index]
 
 
 def read_chunk(chunk: Chunk) -> list[bytes]:

@@ -347,3 +347,35 @@ def test_places_count_lines_per_input(tmp_path: Path) -> None:
     result = run_cli("backtest", "--pack", "sentinel", "--format", "json", str(bad), str(bad))
     report = json.loads(result.stdout)
     assert [e["where"] for e in report["invalid_examples"]] == [f"{bad}:2", f"{bad}:2"]
+
+
+def test_packs_that_evaluate_alike_share_each_records_verdict(
+    generated: tuple[Path, Path, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change to triggers only (VERDICT repaired twice): each record is evaluated once,
+    decided under both packs; a contract change (REASON max 300) evaluates it under each."""
+    import shutil
+
+    from engine.backtest import loaded_pack, tally_lines
+    from engine.pack import Pack
+
+    records, strict, long_reasons = generated
+    copy = tmp_path / "sentinel"
+    shutil.copytree(REPO / "rules" / "sentinel", copy)
+    text = (copy / "pack.yaml").read_text()
+    row = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n    max_attempts: 1"
+    assert row in text
+    (copy / "pack.yaml").write_text(text.replace(row, row[:-1] + "2"))
+    calls = []
+    evaluate = Pack.evaluate
+    monkeypatch.setattr(
+        Pack, "evaluate", lambda self, *a, **k: calls.append(1) or evaluate(self, *a, **k)
+    )
+    lines = records.read_bytes().splitlines()
+    shared = tally_lines([loaded_pack(str(copy)), loaded_pack("sentinel")], lines)
+    assert len(calls) == shared.records == len(lines)
+    assert shared.flips == {} and shared.packs[0].status == shared.packs[1].status
+    calls.clear()
+    apart = tally_lines([loaded_pack(str(strict)), loaded_pack("sentinel")], lines)
+    assert len(calls) == 2 * apart.records
+    assert apart.flips["pass->fail"] == long_reasons
