@@ -243,10 +243,17 @@ def _check_one(root: Path | None, stamp: list[list[Any]], pack_file: Path) -> Ch
     if entry_path is not None:
         data = _read_entry(entry_path, stamp)
         if data is not None and isinstance(data.get("name"), str):
-            return CheckResult(display_path(pack_file), [], data["name"])
+            version = data.get("version")
+            return CheckResult(
+                display_path(pack_file),
+                [],
+                data["name"],
+                version=version if isinstance(version, str) else None,
+            )
     from engine.pack import check_pack_file
 
     result = check_pack_file(pack_file)
     if entry_path is not None and not result.findings and result.tree is not None:
-        _write_entry(entry_path, stamp, result.tree.files, {"name": result.name})
+        data = {"name": result.name, "version": result.version}
+        _write_entry(entry_path, stamp, result.tree.files, data)
     return result

@@ -380,7 +380,12 @@ def check_pack_file(pack_file: Path) -> CheckResult:
             findings.extend(checker.findings)
     unique = sorted(set(findings), key=Finding.sort_key)
     return CheckResult(
-        display_path(pack_file), unique, model.rulepack if model else None, model, tree
+        display_path(pack_file),
+        unique,
+        model.rulepack if model else None,
+        model,
+        tree,
+        model.version if model else None,
     )
 
 

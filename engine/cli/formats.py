@@ -49,6 +49,7 @@ def format_json(results: list[CheckResult]) -> str:
             {
                 "pack": r.target,
                 "name": r.name,
+                "version": r.version,
                 "ok": r.ok,
                 "findings": [_finding_json(f) for f in r.findings],
             }

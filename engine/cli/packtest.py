@@ -62,7 +62,7 @@ def test_command(
     Exit status: 0 all pass (or the pass rate is met), 1 failures, 2 usage or pack error.
     """
     try:
-        runs = _run_packs(list(paths) or ["rules"], update)
+        runs, versions = _run_packs(list(paths) or ["rules"], update)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     results = [r for _, rs in runs for r in rs]
@@ -70,7 +70,10 @@ def test_command(
     rate = passed / len(results) if results else 1.0
     if output_format == "json":
         body = {
-            "packs": [{"pack": name, "cases": [r.to_json() for r in rs]} for name, rs in runs],
+            "packs": [
+                {"pack": name, "version": versions[name], "cases": [r.to_json() for r in rs]}
+                for name, rs in runs
+            ],
             "total": len(results),
             "passed": passed,
             "failed": len(results) - passed,
@@ -113,17 +116,21 @@ def test_command(
     sys.exit(EXIT_OK if rate >= min_pass_rate else EXIT_FINDINGS)
 
 
-def _run_packs(targets: list[str], update: bool = False) -> list[tuple[str, list[CaseResult]]]:
-    """Every case of every pack ``targets`` name, by pack."""
+def _run_packs(
+    targets: list[str], update: bool = False
+) -> tuple[list[tuple[str, list[CaseResult]]], dict[str, str]]:
+    """Every case of every pack ``targets`` name, by pack; and each pack's version."""
     from engine.format.locate import find_pack_files
     from engine.pack import load_pack
     from engine.packtests import run_pack_tests
 
     runs = []
+    versions: dict[str, str] = {}
     for pack_file in [f for target in targets for f in find_pack_files(target)]:
         pack = load_pack(pack_file)
         runs.append((pack.name, run_pack_tests(pack, update=update)))
-    return runs
+        versions[pack.name] = pack.model.version
+    return runs, versions
 
 
 def case_findings(result: CaseResult) -> list[Finding]:

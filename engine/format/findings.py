@@ -42,6 +42,7 @@ class CheckResult:
     name: str | None = None
     model: Rulepack | None = None
     tree: PackTree | None = None
+    version: str | None = None
 
     @property
     def ok(self) -> bool:
