@@ -223,3 +223,20 @@ def test_check_tests_runs_the_packs_own_cases(tmp_path: Path) -> None:
     (finding,) = json.loads(result.stdout)["packs"][0]["findings"]
     assert (finding["rule"], finding["line"]) == ("pack-test-failed", 7)
     assert "test 'too short' failed: status" in finding["message"]
+
+
+def test_identical_findings_keep_distinct_fingerprints_and_junit_stays_xml() -> None:
+    from engine.cli.ci_formats import CiCase, format_junit, format_sarif
+    from engine.errors import Position
+    from engine.format.findings import Finding
+
+    same = [Finding("unknown-key", "unknown key 'x'", Position("p.yaml", n, 3)) for n in (4, 9)]
+    odd = Finding("yaml-syntax", "bad \x00 byte \ud800", Position("p\x01.yaml", 1, 1))
+    cases = [CiCase("rules check", "p", (*same, odd))]
+    sarif = format_sarif(cases)
+    sarif.encode("utf-8")  # printable: no lone surrogate left
+    results = json.loads(sarif)["runs"][0]["results"]
+    prints = [r["partialFingerprints"]["rulesFinding/v1"] for r in results]
+    assert len(set(prints)) == 3 and prints[1] == prints[0] + ":1"
+    root = ET.fromstring(format_junit(cases))  # well-formed despite NUL, lone surrogate
+    assert len(root.findall(".//failure")) == 3

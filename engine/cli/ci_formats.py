@@ -65,12 +65,34 @@ def _fingerprint(finding: Finding) -> str:
     """Stable while lines move: the rule, the file and the message without positions."""
     message = _LINE_COLUMN.sub("", finding.message)
     key = "\0".join([finding.rule, finding.position.file, message])
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _numbered(fingerprint: str, seen: dict[str, int]) -> str:
+    """Identical findings in one file (same rule and message at other lines) stay distinct
+    results: the n-th repetition carries its number."""
+    count = seen.get(fingerprint, 0)
+    seen[fingerprint] = count + 1
+    return fingerprint if count == 0 else f"{fingerprint}:{count}"
+
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def _unicode(text: str) -> str:
+    """``text`` with lone surrogates (from undecodable bytes) replaced by U+FFFD."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _xml_text(text: str) -> str:
+    """``text`` with the characters XML 1.0 cannot hold replaced by U+FFFD."""
+    return _NOT_XML.sub("\ufffd", text)
 
 
 def format_sarif(cases: list[CiCase]) -> str:
     """One SARIF run of tool `rules`: its rules and one result per finding."""
     findings = [f for case in cases for f in case.findings]
+    seen: dict[str, int] = {}
     rule_ids = sorted({f.rule for f in findings})
     index = {rule: i for i, rule in enumerate(rule_ids)}
     rules = []
@@ -92,11 +114,11 @@ def format_sarif(cases: list[CiCase]) -> str:
                 "ruleId": f.rule,
                 "ruleIndex": index[f.rule],
                 "level": SARIF_LEVELS.get(f.level, "note"),
-                "message": {"text": message},
+                "message": {"text": _unicode(message)},
                 "locations": [
                     {
                         "physicalLocation": {
-                            "artifactLocation": {"uri": _uri(f.position.file)},
+                            "artifactLocation": {"uri": _unicode(_uri(f.position.file))},
                             "region": {
                                 "startLine": max(f.position.line, 1),
                                 "startColumn": max(f.position.column, 1),
@@ -104,7 +126,7 @@ def format_sarif(cases: list[CiCase]) -> str:
                         }
                     }
                 ],
-                "partialFingerprints": {"rulesFinding/v1": _fingerprint(f)},
+                "partialFingerprints": {"rulesFinding/v1": _numbered(_fingerprint(f), seen)},
             }
         )
     log = {
@@ -135,15 +157,18 @@ def format_junit(cases: list[CiCase]) -> str:
         suite = suites.get(case.suite)
         if suite is None:
             suite = suites[case.suite] = ET.SubElement(root, "testsuite", name=case.suite)
-        element = ET.SubElement(suite, "testcase", classname=case.suite, name=case.name)
+        element = ET.SubElement(
+            suite, "testcase", classname=_xml_text(case.suite), name=_xml_text(case.name)
+        )
         errors = [f for f in case.findings if f.level == "error"]
         if errors:
             first = errors[0].position
-            element.set("file", first.file)
+            element.set("file", _xml_text(first.file))
             element.set("line", str(first.line))
         for f in errors:
-            failure = ET.SubElement(element, "failure", message=f.message, type=f.rule)
-            failure.text = f"{f.position}: {f.message}" + (f"\nfix: {f.hint}" if f.hint else "")
+            failure = ET.SubElement(element, "failure", message=_xml_text(f.message), type=f.rule)
+            detail = f"{f.position}: {f.message}" + (f"\nfix: {f.hint}" if f.hint else "")
+            failure.text = _xml_text(detail)
     for name, suite in suites.items():
         members = [c for c in cases if c.suite == name]
         suite.set("tests", str(len(members)))
