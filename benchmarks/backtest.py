@@ -94,7 +94,7 @@ def generate(path: Path, count: int) -> int:
 def strict_copy(folder: Path) -> Path:
     """The sentinel pack with REASON max 300 instead of 500."""
     target = folder / "sentinel-reason-300"
-    shutil.copytree(ROOT / "rules" / "sentinel", target)
+    shutil.copytree(ROOT / "rules" / "sentinel", target, dirs_exist_ok=True)
     pack_file = target / "pack.yaml"
     text = pack_file.read_text(encoding="utf-8")
     rule = re.compile(r"(field: REASON, max: )500(, message: REASON exceeds )500( chars)")

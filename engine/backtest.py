@@ -233,43 +233,78 @@ def _file_hashes(value: Any, folder: Path) -> list[str]:
     return []
 
 
-def judge(
-    pack: Pack,
-    record: Mapping[str, Any],
-    text: str | bytes,
-    verdicts: dict[str, Verdict] | None = None,
-    key: str | None = None,
-) -> Outcome | None:
-    """Evaluate and decide ``record`` (its ``text``) under ``pack``; None when the pack
-    cannot (e.g. it has no such block). ``verdicts`` holds this record's verdicts by
-    evaluation key, shared between packs that evaluate alike."""
-    nonce = record.get("nonce")
-    context = record.get("context") or None
-    try:
-        verdict = verdicts.get(key) if verdicts is not None and key is not None else None
-        if verdict is None:
-            verdict = pack.evaluate(
-                record["block"], text, nonce, record.get("vars") or None, context=context
+def policy_key(pack: Pack, block: str) -> str:
+    """What deciding on a verdict of ``block`` depends on under ``pack`` (its trigger row,
+    actions, rate limits, retriable failure types and session keys): two packs with the
+    same key decide alike on equal verdicts."""
+    model = pack.model
+    parts = [
+        (model.triggers[block].model_dump(mode="json") if block in model.triggers else None),
+        {k: v.model_dump(mode="json") for k, v in model.actions.items()},
+        (model.rate_limits[block].model_dump(mode="json") if block in model.rate_limits else None),
+        sorted(pack.policy.not_retriable),
+        model.session.model_dump(mode="json"),
+    ]
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+class Judge:
+    """Evaluates and decides records under one pack, remembering the decisions that depend
+    on no more than block, failure type and attempt (``CompiledPolicy.decision_key``)."""
+
+    def __init__(self, pack: Pack) -> None:
+        self.pack = pack
+        self._decisions: dict[tuple[str, str, int], tuple[str, bool]] = {}
+
+    def verdict(
+        self, record: Mapping[str, Any], text: str | bytes, shared: dict[str, Any]
+    ) -> Verdict | None:
+        """The verdict on ``record``; None when the pack cannot evaluate it (no such block,
+        a context that does not fit). ``shared``: this record's work other packs reuse."""
+        try:
+            return self.pack.evaluate(
+                record["block"],
+                text,
+                record.get("nonce"),
+                record.get("vars") or None,
+                context=record.get("context") or None,
+                shared=shared,
             )
-            if verdicts is not None and key is not None:
-                verdicts[key] = verdict
-        decision = pack.decide(
-            verdict,
-            output=text,
-            attempt=record.get("attempt", 1),
-            nonce=nonce,
-            context=context,
+        except EngineError:
+            return None
+
+    def outcome(
+        self, verdict: Verdict | None, record: Mapping[str, Any], text: str | bytes
+    ) -> Outcome | None:
+        """The decision on ``verdict`` as an Outcome; None when there is no verdict or the
+        pack cannot decide (a context that does not fit)."""
+        if verdict is None:
+            return None
+        attempt = record.get("attempt", 1)
+        key = self.pack.policy.decision_key(verdict, attempt)
+        known = self._decisions.get(key) if key is not None else None
+        if known is None:
+            try:
+                decision = self.pack.decide(
+                    verdict,
+                    output=text,
+                    attempt=attempt,
+                    nonce=record.get("nonce"),
+                    context=record.get("context") or None,
+                )
+            except EngineError:
+                return None
+            known = (decision.action, not decision.final)
+            if key is not None:
+                self._decisions[key] = known
+        failure = verdict.failures[0] if verdict.failures else None
+        return Outcome(
+            verdict.status,
+            failure.type if failure else None,
+            failure.message if failure else None,
+            known[0],
+            known[1],
         )
-    except EngineError:
-        return None
-    failure = verdict.failures[0] if verdict.failures else None
-    return Outcome(
-        verdict.status,
-        failure.type if failure else None,
-        failure.message if failure else None,
-        decision.action,
-        not decision.final,
-    )
 
 
 def _count(tally: PackTally, outcome: Outcome | None) -> None:
@@ -323,10 +358,68 @@ def _flip(
         )
 
 
+@dataclass(frozen=True)
+class BlockPlan:
+    """Per block, what each pack's verdict and decision depend on (evaluation and policy
+    keys; None: the pack has no such block), so alike packs share the work."""
+
+    evaluation: tuple[str | None, ...]
+    policy: tuple[str | None, ...]
+
+
+def _block_plan(packs: Sequence[Pack], block: str) -> BlockPlan:
+    evaluation = tuple(evaluation_key(pack, block) for pack in packs)
+    return BlockPlan(
+        evaluation,
+        tuple(
+            None if key is None else policy_key(pack, block)
+            for pack, key in zip(packs, evaluation, strict=True)
+        ),
+    )
+
+
+def judge_record(
+    judges: Sequence[Judge], plan: BlockPlan, record: Mapping[str, Any], text: str | bytes
+) -> list[Outcome | None]:
+    """The outcome of ``record`` under each judge's pack. A verdict is computed once per
+    evaluation key (and the payload read once per reading key: ``Pack.evaluate``'s
+    ``shared``); a decision once per policy key and equal verdict."""
+    shared: dict[str, Any] = {}
+    verdicts: dict[str, Verdict | None] = {}
+    decided: list[tuple[str, Verdict, Outcome | None]] = []
+    outcomes: list[Outcome | None] = []
+    for index, judge in enumerate(judges):
+        key = plan.evaluation[index]
+        if key is None:
+            outcomes.append(None)
+            continue
+        if key in verdicts:
+            verdict = verdicts[key]
+        else:
+            verdict = verdicts[key] = judge.verdict(record, text, shared)
+        policy = plan.policy[index]
+        outcome: Outcome | None = None
+        found = False
+        if verdict is not None and policy is not None:
+            for other_policy, other_verdict, other_outcome in decided:
+                if other_policy == policy and (
+                    other_verdict is verdict or other_verdict == verdict
+                ):
+                    outcome, found = other_outcome, True
+                    break
+        if not found:
+            outcome = judge.outcome(verdict, record, text)
+            if verdict is not None and policy is not None:
+                decided.append((policy, verdict, outcome))
+        outcomes.append(outcome)
+    return outcomes
+
+
 def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
     """The tally of JSONL ``lines`` under ``packs`` (the pack first, then the baseline)."""
     tally = empty_tally(len(packs))
-    keys_by_block: dict[str, list[str | None]] = {}
+    judges = [Judge(pack) for pack in packs]
+    plans: dict[str, BlockPlan] = {}
     for number, line in enumerate(lines, start=1):
         tally.lines = number
         if not line.strip():
@@ -339,16 +432,18 @@ def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
                 tally.first_invalid.append({"line": number, "error": str(exc)})
             continue
         tally.records += 1
-        keys = [_key(keys_by_block, packs, record["block"], i) for i in range(len(packs))]
-        shared: dict[str, Verdict] = {}
-        outcomes = [
-            judge(pack, record, text, shared, key) for pack, key in zip(packs, keys, strict=True)
-        ]
+        block = record["block"]
+        plan = plans.get(block)
+        if plan is None:
+            plan = plans[block] = _block_plan(packs, block)
+        outcomes = judge_record(judges, plan, record, text)
         for pack_tally, outcome in zip(tally.packs, outcomes, strict=True):
             _count(pack_tally, outcome)
         if len(outcomes) < 2:
             continue
         new, old = outcomes[0], outcomes[1]
+        if new == old:
+            continue
         new_status = new.status if new else "error"
         old_status = old.status if old else "error"
         new_action = new.action if new else "error"
@@ -361,15 +456,6 @@ def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
         if new_action != old_action:
             _flip(tally, f"{old_action}->{new_action}", record, text, number, new, old)
     return tally
-
-
-def _key(
-    keys_by_block: dict[str, list[str | None]], packs: Sequence[Pack], block: str, index: int
-) -> str | None:
-    keys = keys_by_block.get(block)
-    if keys is None:
-        keys = keys_by_block[block] = [evaluation_key(pack, block) for pack in packs]
-    return keys[index]
 
 
 def read_chunk(chunk: Chunk) -> list[bytes]:

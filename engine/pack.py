@@ -152,11 +152,14 @@ class Pack:
         *,
         context: Mapping[str, Any] | None = None,
         path: str | None = None,
+        shared: dict[str, Any] | None = None,
     ) -> Verdict:
         """Check an output against the block's contract; never raises for any text.
 
         ``text`` None means the output file ``path`` does not exist. ``context`` must fit
-        the keys the pack declares (ContextError otherwise).
+        the keys the pack declares (ContextError otherwise). ``shared``: a dict kept for
+        this one output while other packs evaluate it too, so work that does not differ
+        between them is done once (see ``EvaluationInput.shared``).
         """
         compiled = self.contract(block)
         checked = build_context(self.model.context, context)
@@ -168,6 +171,7 @@ class Pack:
                 params,
                 checked,
                 path,
+                shared,
             )
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,7 +20,8 @@ class Verdict:
     failures: list[Failure] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     data: Any = None
-    severities: dict[str, str] = field(default_factory=dict)
+    severities: Mapping[str, str] = field(default_factory=dict)
+    """Failure type -> severity (the pack's; shared between verdicts, never changed)."""
 
     @property
     def error(self) -> str | None:
@@ -41,23 +43,42 @@ class Verdict:
         }
 
 
-def verdict_from_parse(block: str, result: ParseResult, severities: dict[str, str]) -> Verdict:
+def verdict_from_parse(block: str, result: ParseResult, severities: Mapping[str, str]) -> Verdict:
+    """The verdict on a parse, built without the frozen dataclass's per-field
+    ``object.__setattr__`` calls (one is built for every output evaluated); the object is
+    the same as ``Verdict(block, status, failures, warnings, data, severities)``."""
+    verdict = object.__new__(Verdict)
     if result.ok:
         status: Status = "warn" if result.warnings else "pass"
-        return Verdict(block, status, [], list(result.warnings), result.data, severities)
-    failures = [result.failure] if result.failure else []
-    return Verdict(block, "fail", failures, list(result.warnings), None, severities)
+        failures: list[Failure] = []
+        data = result.data
+    else:
+        status, data = "fail", None
+        failures = [result.failure] if result.failure else []
+    verdict.__dict__.update(
+        block=block,
+        status=status,
+        failures=failures,
+        warnings=list(result.warnings),
+        data=data,
+        severities=severities,
+    )
+    return verdict
 
 
 def verdict_from_error(
-    block: str, message: str, failure_type: str, severities: dict[str, str]
+    block: str, message: str, failure_type: str, severities: Mapping[str, str]
 ) -> Verdict:
     """A failed verdict whose error comes from outside (another parser, a crashed tool)."""
     return Verdict(block, "fail", [Failure(failure_type, message)], [], None, severities)
 
 
 def verdict_from_checks(
-    block: str, failures: list[Failure], warnings: list[str], data: Any, severities: dict[str, str]
+    block: str,
+    failures: list[Failure],
+    warnings: list[str],
+    data: Any,
+    severities: Mapping[str, str],
 ) -> Verdict:
     status: Status = "fail" if failures else "warn" if warnings else "pass"
     return Verdict(block, status, failures, warnings, data, severities)

@@ -353,10 +353,12 @@ def test_packs_that_evaluate_alike_share_each_records_verdict(
     generated: tuple[Path, Path, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A change to triggers only (VERDICT repaired twice): each record is evaluated once,
-    decided under both packs; a contract change (REASON max 300) evaluates it under each."""
+    decided under both packs; a contract change (REASON max 300) evaluates it under each,
+    its payload read once (the change is a block rule, applied after reading)."""
     import shutil
 
     from engine.backtest import loaded_pack, tally_lines
+    from engine.contracts.sentinel.parser import SentinelParser
     from engine.pack import Pack
 
     records, strict, long_reasons = generated
@@ -376,6 +378,10 @@ def test_packs_that_evaluate_alike_share_each_records_verdict(
     assert len(calls) == shared.records == len(lines)
     assert shared.flips == {} and shared.packs[0].status == shared.packs[1].status
     calls.clear()
+    reads = []
+    read = SentinelParser.read
+    monkeypatch.setattr(SentinelParser, "read", lambda *a: reads.append(1) or read(*a))
     apart = tally_lines([loaded_pack(str(strict)), loaded_pack("sentinel")], lines)
     assert len(calls) == 2 * apart.records
+    assert len(reads) == apart.records
     assert apart.flips["pass->fail"] == long_reasons

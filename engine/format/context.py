@@ -83,6 +83,8 @@ def build_context(
     Only variables a pack declares are ever read.
     """
     context: dict[str, Any] = {}
+    if not declared and not given and not strings:
+        return context
     typed = [(name, value, False) for name, value in (given or {}).items()]
     typed += [(name, value, True) for name, value in (strings or {}).items()]
     for name, value, from_string in typed:

@@ -21,7 +21,7 @@ from engine.policy.limits import (
     compile_rate_limits,
     rounds_from,
 )
-from engine.sandbox import compile_condition
+from engine.sandbox import compile_condition, expression_source, undeclared_names
 from engine.verdict import Verdict
 
 
@@ -81,6 +81,9 @@ class CompiledGuard:
     name: str
     reason: str
     holds: Callable[..., Any]
+    reads: frozenset[str] = frozenset()
+    """The variables the condition reads: only these are passed (each one passed costs
+    the sandbox a copy on every call)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,12 @@ def compile_trigger(trigger: Trigger) -> CompiledTrigger:
     return CompiledTrigger(
         trigger,
         tuple(
-            CompiledGuard(guard.name, guard.reason, compile_condition(guard.when))
+            CompiledGuard(
+                guard.name,
+                guard.reason,
+                compile_condition(guard.when),
+                undeclared_names(expression_source(guard.when)),
+            )
             for guard in trigger.skip_when
         ),
     )
@@ -124,6 +132,26 @@ class CompiledPolicy:
     def trigger(self, block: str) -> CompiledTrigger:
         """The block's trigger row; a block without one gets the defaults."""
         return self.triggers.get(block, self.no_trigger)
+
+    def decision_key(self, verdict: Verdict, attempt: int) -> tuple[str, str, int] | None:
+        """What ``decide`` on ``verdict`` at ``attempt`` depends on (called without previous
+        errors, extra attempts, measure or earlier rounds), when that is no more than the
+        block, the failure type and the attempt: equal keys, equal decisions but for
+        ``carry``. None when the decision reads more: a passing output of a block with rate
+        limits (its counts), a failure the trigger's guards look at (output, error, data,
+        context)."""
+        block = verdict.block
+        if verdict.status != "fail":
+            return None if block in self.rate_limits else (block, "", attempt)
+        failure_type = verdict.failure_type
+        compiled = self.triggers.get(block, self.no_trigger)
+        if not failure_type or (
+            compiled.guards
+            and failure_type in compiled.trigger.on
+            and failure_type not in self.not_retriable
+        ):
+            return None
+        return (block, failure_type, attempt)
 
 
 def compile_policy(pack: Rulepack) -> CompiledPolicy:
@@ -254,7 +282,7 @@ def decide(
             **dict(context or {}),
         }
         for guard in compiled.guards:
-            if guard.holds(**variables):
+            if guard.holds(**{k: variables[k] for k in guard.reads if k in variables}):
                 reason = guard.reason or f"guard {guard.name!r} holds"
                 return make(after, reason, f"guard:{guard.name}", final_policy=True)
     if trigger.stop_on_repeat and previous_errors and previous_errors[-1] == error:

@@ -9,6 +9,7 @@ when a check fails. Nothing here imports pydantic: a cached pack's plain data is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,6 +26,9 @@ from engine.contracts.sentinel.syntax import (
 from engine.contracts.sentinel.values import ValueError_, parse_value, tokenize
 from engine.patterns import compile_pattern
 from engine.placeholders import fill, render_list
+
+# Contract keys used only after the payload is read into fields (and documentation).
+_AFTER_READING = frozenset({"rules", "warnings", "output", "description"})
 
 ItemParser = Callable[[str, int], Any]
 """(item line, payload line number) -> the item's value; raises ``Reject``."""
@@ -164,6 +168,12 @@ class CompiledContract:
         )
         self.output = [_output_step(spec) for spec in contract.get("output") or []]
         self.warnings = list(contract.get("warnings") or [])
+        self.reading_key = json.dumps(
+            [name, grammar, {k: v for k, v in contract.items() if k not in _AFTER_READING}],
+            sort_keys=True,
+            default=str,
+        )
+        """Everything reading a payload into fields depends on (see SentinelParser.read)."""
 
     # ------------------------------------------------------------------ list items
 

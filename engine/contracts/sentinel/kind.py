@@ -37,8 +37,17 @@ class CompiledSentinel:
     def evaluate(self, output: EvaluationInput) -> Verdict:
         if output.text is None:
             raise EvaluationError(f"{output.path}: no such file")
-        result = self.parser.parse(output.text, output.nonce, output.params)
-        return verdict_from_parse(self.name, result, dict(self.severities))
+        parser = self.parser
+        shared = output.shared
+        key = None if shared is None else parser.reading_key
+        if shared is None or key is None:
+            result = parser.parse(output.text, output.nonce, output.params)
+        else:
+            reading = shared.get(key)
+            if reading is None:
+                reading = shared[key] = parser.read(output.text, output.nonce, output.params)
+            result = parser.finish(reading, output.params)
+        return verdict_from_parse(self.name, result, self.severities)
 
     def failure_tier(self, failure_type: str) -> str:
         return "structure"

@@ -30,6 +30,9 @@ from engine.textio import find_word
 if TYPE_CHECKING:
     from engine.format.model import SentinelContract, SentinelGrammar
 
+Reading = dict[str, Any] | Failure
+"""What ``SentinelParser.read`` gives: the payload's fields, or the failure that stopped it."""
+
 
 class SentinelParser:
     """One sentinel contract of a pack, ready to parse outputs."""
@@ -64,6 +67,33 @@ class SentinelParser:
                 blocks, warnings = self._parse_many(text, nonce or "", params)
                 return ParseResult.success(blocks, warnings)
             data, warnings = self._parse(text, nonce if nonce is not None else "", params)
+        except Reject as rejected:
+            return ParseResult(ok=False, failure=rejected.failure)
+        return ParseResult.success(data, warnings)
+
+    @property
+    def reading_key(self) -> str | None:
+        """What ``read`` depends on: two parsers with the same key read every output alike
+        (their contracts may differ in block rules, warnings and output only). None for a
+        contract of several blocks, which is parsed whole."""
+        return None if self._compiled.many else self._compiled.reading_key
+
+    def read(self, text: str, nonce: str | None, params: Mapping[str, str]) -> Reading:
+        """The first part of a single-block ``parse``: inputs, delimiters and payload lines
+        into fields (a dict), or the failure that stopped it. ``finish`` does the rest."""
+        try:
+            return self._read(text, nonce if nonce is not None else "", params)
+        except Reject as rejected:
+            return rejected.failure
+
+    def finish(self, reading: Reading, params: Mapping[str, str]) -> ParseResult:
+        """The rest of ``parse`` after ``read`` (of this parser or of one with the same
+        ``reading_key``): required fields, block rules, warnings and output. The reading is
+        not changed, so it can be finished by several parsers."""
+        if isinstance(reading, Failure):
+            return ParseResult(ok=False, failure=reading)
+        try:
+            data, warnings = self._finish(reading, params)
         except Reject as rejected:
             return ParseResult(ok=False, failure=rejected.failure)
         return ParseResult.success(data, warnings)
@@ -128,11 +158,17 @@ class SentinelParser:
     def _parse(
         self, text: str, nonce: str, params: Mapping[str, str]
     ) -> tuple[dict[str, Any], list[str]]:
+        return self._finish(self._read(text, nonce, params), params)
+
+    def _read(self, text: str, nonce: str, params: Mapping[str, str]) -> dict[str, Any]:
+        delimiters = self._delimiters(nonce, params)
+        return read_fields(self._payload(text, nonce, *delimiters), self._compiled)
+
+    def _finish(
+        self, fields: Mapping[str, Any], params: Mapping[str, str]
+    ) -> tuple[dict[str, Any], list[str]]:
         contract = self._compiled
         report = contract.report
-        delimiters = self._delimiters(nonce, params)
-        lines = self._payload(text, nonce, *delimiters)
-        fields = read_fields(lines, contract)
         if not contract.required <= fields.keys():
             missing = sorted(contract.required - fields.keys())
             raise report.fail("missing_fields", fields=", ".join(missing))

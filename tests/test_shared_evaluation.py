@@ -1,0 +1,129 @@
+"""Work shared between packs that evaluate the same output (what a backtest does for every
+record): a payload read once and finished by each pack gives each pack its own verdict, and
+a decision remembered by its decision key is the decision made afresh."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sentinel_cases import CASES, build_text, call_args
+
+import engine
+from conftest import REPO
+from engine.contracts.sentinel.parser import SentinelParser
+from engine.pack import Pack
+from engine.verdict import Verdict
+
+PACK = engine.load_pack("sentinel")
+
+
+def _copy(folder: Path, name: str, old: str, new: str) -> Pack:
+    """The sentinel pack with one line of its pack.yaml changed."""
+    target = folder / name
+    shutil.copytree(REPO / "rules" / "sentinel", target)
+    pack_file = target / "pack.yaml"
+    text, replaced = re.subn(old, new, pack_file.read_text(encoding="utf-8"))
+    assert replaced == 1, old
+    pack_file.write_text(text, encoding="utf-8")
+    return engine.load_pack(str(target))
+
+
+@pytest.fixture(scope="module")
+def strict(tmp_path_factory: pytest.TempPathFactory) -> Pack:
+    """REASON max 300 instead of 500: a block rule, applied after the payload is read."""
+    return _copy(
+        tmp_path_factory.mktemp("strict"),
+        "strict",
+        r"max: 500, message: REASON exceeds 500 chars",
+        "max: 300, message: REASON exceeds 300 chars",
+    )
+
+
+def _evaluate(pack: Pack, case: dict[str, Any], shared: dict[str, Any] | None) -> Any:
+    args = call_args(case)
+    return pack.evaluate(
+        case["block"], build_text(case), args["nonce"], args["vars"], shared=shared
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_a_shared_reading_gives_each_pack_its_own_verdict(
+    case: dict[str, Any], strict: Pack
+) -> None:
+    shared: dict[str, Any] = {}
+    first = _evaluate(strict, case, shared)
+    second = _evaluate(PACK, case, shared)
+    assert first == _evaluate(strict, case, None)
+    assert second == _evaluate(PACK, case, None)
+
+
+def test_a_long_reason_read_once_fails_only_the_strict_pack(
+    strict: Pack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = []
+    read = SentinelParser.read
+    monkeypatch.setattr(
+        SentinelParser, "read", lambda self, *a: reads.append(self.name) or read(self, *a)
+    )
+    text = (
+        "<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\n"
+        f'REASON="{"r" * 400}"\n<<<END_VERDICT:AC1:NONCE=4F2C9A>>>'
+    )
+    shared: dict[str, Any] = {}
+    args = ("VERDICT", text, "4F2C9A", {"criterion": "AC1"})
+    assert strict.evaluate(*args, shared=shared).error == "REASON exceeds 300 chars"
+    assert PACK.evaluate(*args, shared=shared).status == "pass"
+    assert reads == ["VERDICT"]
+
+
+def test_reading_keys_differ_when_reading_does(strict: Pack, tmp_path: Path) -> None:
+    def key(pack: Pack, block: str) -> str | None:
+        parser = pack.contract(block).parser  # type: ignore[attr-defined]
+        assert isinstance(parser, SentinelParser)
+        return parser.reading_key
+
+    assert key(strict, "VERDICT") == key(PACK, "VERDICT")
+    either = _copy(
+        tmp_path, "either", r"REASON: \{form: quoted, required: true\}", "REASON: {required: true}"
+    )
+    assert key(either, "VERDICT") != key(PACK, "VERDICT")
+    assert key(either, "PLAN") == key(PACK, "PLAN")
+    many = [
+        name for name, spec in PACK.model.contracts.items() if getattr(spec, "count", "") == "many"
+    ]
+    assert many and all(key(PACK, block) is None for block in many)
+
+
+def _decisions(pack: Pack) -> list[tuple[Any, Any]]:
+    """(decision key, decision without carry) for every case's verdict at attempts 1-3."""
+    out = []
+    for case in CASES:
+        verdict = _evaluate(pack, case, None)
+        for attempt in (1, 2, 3):
+            decision = pack.decide(verdict, output=build_text(case), attempt=attempt)
+            key = pack.policy.decision_key(verdict, attempt)
+            out.append((key, {**decision.to_json(), "carry": None}))
+    return out
+
+
+def test_equal_decision_keys_mean_equal_decisions() -> None:
+    decisions = _decisions(PACK)
+    by_key: dict[Any, Any] = {}
+    for key, decision in decisions:
+        if key is not None:
+            assert by_key.setdefault(key, decision) == decision, key
+    # the sentinel VERDICT row has guards on PARSE_ERROR: those decisions read the output
+    unkeyed = [d for k, d in decisions if k is None]
+    assert unkeyed and len(by_key) > 10
+    assert all(d["rule"] != "pass" for d in unkeyed)
+
+
+def test_a_block_with_rate_limits_has_no_decision_key_when_it_passes() -> None:
+    pack = engine.load_pack("gap-review")
+    assert "engineer" in pack.model.rate_limits
+    passing = Verdict("engineer", "pass", [], [], None, pack.severities)
+    assert pack.policy.decision_key(passing, 1) is None
