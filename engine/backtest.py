@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.batch import text_of_record
 from engine.errors import EngineError
@@ -154,15 +154,21 @@ def loaded_pack(ref: str) -> Pack:
     return pack
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """One record under one pack."""
+class Outcome(NamedTuple):
+    """One record under one pack (a named tuple: one is built per record and pack)."""
 
     status: str
     failure_type: str | None
-    error: str | None
     action: str
     further: bool
+    """The decision asks for another attempt (a repair or a retry)."""
+    error: str | None
+    """The first failure's message (shown in flip examples, not counted)."""
+
+
+def counted(outcome: Outcome | None) -> tuple[str, str | None, str, bool] | None:
+    """What a tally counts of an outcome (all but the message)."""
+    return None if outcome is None else outcome[:4]
 
 
 class InvalidRecord(ValueError):
@@ -298,25 +304,22 @@ class Judge:
             if key is not None:
                 self._decisions[key] = known
         failure = verdict.failures[0] if verdict.failures else None
-        return Outcome(
-            verdict.status,
-            failure.type if failure else None,
-            failure.message if failure else None,
-            known[0],
-            known[1],
-        )
+        if failure is None:
+            return Outcome(verdict.status, None, known[0], known[1], None)
+        return Outcome(verdict.status, failure.type, known[0], known[1], failure.message)
 
 
-def _count(tally: PackTally, outcome: Outcome | None) -> None:
+def _count(tally: PackTally, outcome: tuple[str, str | None, str, bool] | None, times: int) -> None:
     if outcome is None:
-        tally.errors += 1
+        tally.errors += times
         return
-    tally.status[outcome.status] += 1
-    tally.actions[outcome.action] += 1
-    if outcome.failure_type:
-        tally.failure_types[outcome.failure_type] += 1
-    if outcome.further:
-        tally.further_attempts += 1
+    status, failure_type, action, further = outcome
+    tally.status[status] += times
+    tally.actions[action] += times
+    if failure_type:
+        tally.failure_types[failure_type] += times
+    if further:
+        tally.further_attempts += times
 
 
 def _side(outcome: Outcome | None) -> dict[str, Any]:
@@ -420,6 +423,9 @@ def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
     tally = empty_tally(len(packs))
     judges = [Judge(pack) for pack in packs]
     plans: dict[str, BlockPlan] = {}
+    # the outcomes of a record under every pack (messages left out), counted once per
+    # record and added to each pack's tally at the end
+    combinations: Counter[tuple[tuple[str, str | None, str, bool] | None, ...]] = Counter()
     for number, line in enumerate(lines, start=1):
         tally.lines = number
         if not line.strip():
@@ -437,8 +443,7 @@ def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
         if plan is None:
             plan = plans[block] = _block_plan(packs, block)
         outcomes = judge_record(judges, plan, record, text)
-        for pack_tally, outcome in zip(tally.packs, outcomes, strict=True):
-            _count(pack_tally, outcome)
+        combinations[tuple(map(counted, outcomes))] += 1
         if len(outcomes) < 2:
             continue
         new, old = outcomes[0], outcomes[1]
@@ -455,6 +460,9 @@ def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
             _flip(tally, f"{old_status}->{new_status}", record, text, number, new, old)
         if new_action != old_action:
             _flip(tally, f"{old_action}->{new_action}", record, text, number, new, old)
+    for combination, times in combinations.items():
+        for pack_tally, outcome in zip(tally.packs, combination, strict=True):
+            _count(pack_tally, outcome, times)
     return tally
 
 
