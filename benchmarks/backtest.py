@@ -7,7 +7,8 @@ It generates N VERDICT records of the sentinel pack (a known number of them with
 backtests the copy against the shipped pack and checks that the pass->fail flips are
 exactly the long reasons. It prints records/s for each worker count (each run a child
 process: `rules backtest`), the rate of a single-process `rules parse --jsonl` over the same
-records, and the peak memory (ru_maxrss) of each run. Exit status 1 when the flip count is
+records, the rate of one worker backtesting the copy alone (no baseline), and the peak memory
+(ru_maxrss) of each run. Exit status 1 when the flip count is
 wrong.
 """
 
@@ -121,15 +122,17 @@ def timed(command: list[str], stdout: int | None = subprocess.PIPE) -> tuple[flo
     return elapsed, max(peak, before), done.stdout or b""
 
 
-def run_backtest(pack: Path, records: Path, workers: int) -> tuple[float, int, dict[str, object]]:
+def run_backtest(
+    pack: Path, records: Path, workers: int, baseline: str | None = "sentinel"
+) -> tuple[float, int, dict[str, object]]:
+    against = ["--baseline", baseline] if baseline else []
     elapsed, peak, out = timed(
         [
             *_rules(),
             "backtest",
             "--pack",
             str(pack),
-            "--baseline",
-            "sentinel",
+            *against,
             "--workers",
             str(workers),
             "--format",
@@ -181,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
             f"peak {peak / 1024:.0f} MB (per process)  pass->fail {got:,} "
             f"({'as built' if got == expected else f'expected {expected:,}'})"
         )
+    elapsed, peak, report = run_backtest(pack, records, 1, baseline=None)
+    alone = args.records / elapsed
+    print(
+        f"{'backtest, 1 worker, no baseline':<33}{alone:>10,.0f} records/s  "
+        f"peak {peak / 1024:.0f} MB  ({alone / parse_rate:.2f}x parse --jsonl)"
+    )
     if 1 in rates:
         print(f"1 worker / parse --jsonl: {rates[1] / parse_rate:.2f}")
         for workers, rate in rates.items():
