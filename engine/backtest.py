@@ -33,6 +33,8 @@ CHUNK_BYTES = 4 << 20
 SESSION_CHUNK = 20_000
 EXAMPLES_PER_FLIP = 3
 EXAMPLE_TEXT_CHARS = 200
+REMEMBERED_DECISIONS = 4096
+"""Decisions a judge remembers at most (memory stays constant whatever the records hold)."""
 
 
 class BacktestError(EngineError):
@@ -302,6 +304,8 @@ class Judge:
                 return None
             known = (decision.action, not decision.final)
             if key is not None:
+                if len(self._decisions) >= REMEMBERED_DECISIONS:  # many attempt numbers
+                    self._decisions.clear()
                 self._decisions[key] = known
         failure = verdict.failures[0] if verdict.failures else None
         if failure is None:

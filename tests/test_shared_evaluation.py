@@ -127,3 +127,16 @@ def test_a_block_with_rate_limits_has_no_decision_key_when_it_passes() -> None:
     assert "engineer" in pack.model.rate_limits
     passing = Verdict("engineer", "pass", [], [], None, pack.severities)
     assert pack.policy.decision_key(passing, 1) is None
+
+
+def test_a_judge_remembers_a_bounded_number_of_decisions() -> None:
+    from engine.backtest import REMEMBERED_DECISIONS, Judge
+
+    judge = Judge(PACK)
+    record = {"block": "VERDICT", "nonce": "4F2C9A", "attempt": 1}
+    verdict = Verdict("VERDICT", "pass", [], [], {"answer": "YES"}, PACK.severities)
+    assert PACK.policy.decision_key(verdict, 1) is not None
+    for attempt in range(1, REMEMBERED_DECISIONS + 50):
+        outcome = judge.outcome(verdict, {**record, "attempt": attempt}, "text")
+        assert outcome is not None and outcome.action == "PROCEED"
+    assert len(judge._decisions) <= REMEMBERED_DECISIONS
