@@ -34,7 +34,8 @@ SESSION_CHUNK = 20_000
 EXAMPLES_PER_FLIP = 3
 EXAMPLE_TEXT_CHARS = 200
 REMEMBERED_DECISIONS = 4096
-"""Decisions a judge remembers at most (memory stays constant whatever the records hold)."""
+"""Decisions a judge remembers, and block plans a chunk keeps, at most (memory stays
+constant whatever the records hold)."""
 
 
 class BacktestError(EngineError):
@@ -445,6 +446,8 @@ def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
         block = record["block"]
         plan = plans.get(block)
         if plan is None:
+            if len(plans) >= REMEMBERED_DECISIONS:  # records naming many unknown blocks
+                plans.clear()
             plan = plans[block] = _block_plan(packs, block)
         outcomes = judge_record(judges, plan, record, text)
         combinations[tuple(map(counted, outcomes))] += 1
