@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.batch import text_of_record
 from engine.errors import EngineError
+from engine.pack import prepared_output
 
 if TYPE_CHECKING:
+    from engine.contracts.kind import EvaluationInput
     from engine.pack import Pack
     from engine.verdict import Verdict
 
@@ -265,19 +267,12 @@ class Judge:
         self.pack = pack
         self._decisions: dict[tuple[str, str, int], tuple[str, bool]] = {}
 
-    def verdict(
-        self, record: Mapping[str, Any], text: str | bytes, shared: dict[str, Any]
-    ) -> Verdict | None:
-        """The verdict on ``record``; None when the pack cannot evaluate it (no such block,
-        a context that does not fit). ``shared``: this record's work other packs reuse."""
+    def verdict(self, output: EvaluationInput, record: Mapping[str, Any]) -> Verdict | None:
+        """The verdict on ``record`` (its ``output`` prepared once for every pack); None
+        when the pack cannot evaluate it (no such block, a context that does not fit)."""
         try:
-            return self.pack.evaluate(
-                record["block"],
-                text,
-                record.get("nonce"),
-                record.get("vars") or None,
-                context=record.get("context") or None,
-                shared=shared,
+            return self.pack.evaluate_prepared(
+                record["block"], output, record.get("context") or None
             )
         except EngineError:
             return None
@@ -392,7 +387,7 @@ def judge_record(
     """The outcome of ``record`` under each judge's pack. A verdict is computed once per
     evaluation key (and the payload read once per reading key: ``Pack.evaluate``'s
     ``shared``); a decision once per policy key and equal verdict."""
-    shared: dict[str, Any] = {}
+    output = prepared_output(text, record.get("nonce"), record.get("vars") or None, shared={})
     verdicts: dict[str, Verdict | None] = {}
     decided: list[tuple[str, Verdict, Outcome | None]] = []
     outcomes: list[Outcome | None] = []
@@ -404,7 +399,7 @@ def judge_record(
         if key in verdicts:
             verdict = verdicts[key]
         else:
-            verdict = verdicts[key] = judge.verdict(record, text, shared)
+            verdict = verdicts[key] = judge.verdict(output, record)
         policy = plan.policy[index]
         outcome: Outcome | None = None
         found = False

@@ -33,6 +33,25 @@ if TYPE_CHECKING:
     from engine.prompts.render import RenderedPrompt
 
 
+def prepared_output(
+    text: str | bytes | None,
+    nonce: str | None = None,
+    vars: Mapping[str, str] | None = None,
+    *,
+    path: str | None = None,
+    shared: dict[str, Any] | None = None,
+) -> EvaluationInput:
+    """An output and its inputs made clean text once (``Pack.evaluate_prepared``): the
+    text decoded, lone surrogates replaced in text, nonce and params."""
+    return EvaluationInput(
+        None if text is None else decode_output(text),
+        None if nonce is None else clean_text(nonce),
+        {k: clean_text(v) for k, v in (vars or {}).items()},
+        path=path,
+        shared=shared,
+    )
+
+
 @dataclass
 class Pack:
     """A loaded, checked rulepack, compiled once: contracts, guards, templates, contract texts,
@@ -161,19 +180,18 @@ class Pack:
         this one output while other packs evaluate it too, so work that does not differ
         between them is done once (see ``EvaluationInput.shared``).
         """
+        return self.evaluate_prepared(
+            block, prepared_output(text, nonce, vars, path=path, shared=shared), context
+        )
+
+    def evaluate_prepared(
+        self, block: str, output: EvaluationInput, context: Mapping[str, Any] | None = None
+    ) -> Verdict:
+        """``evaluate`` of an output prepared once (``prepared_output``) for several packs;
+        ``context`` is checked against this pack's keys."""
         compiled = self.contract(block)
         checked = build_context(self.model.context, context)
-        params = {k: clean_text(v) for k, v in (vars or {}).items()}
-        return compiled.evaluate(
-            EvaluationInput(
-                None if text is None else decode_output(text),
-                None if nonce is None else clean_text(nonce),
-                params,
-                checked,
-                path,
-                shared,
-            )
-        )
+        return compiled.evaluate(output._replace(context=checked) if checked else output)
 
     def gate(
         self,

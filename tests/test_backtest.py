@@ -369,9 +369,9 @@ def test_packs_that_evaluate_alike_share_each_records_verdict(
     assert row in text
     (copy / "pack.yaml").write_text(text.replace(row, row[:-1] + "2"))
     calls = []
-    evaluate = Pack.evaluate
+    evaluate = Pack.evaluate_prepared
     monkeypatch.setattr(
-        Pack, "evaluate", lambda self, *a, **k: calls.append(1) or evaluate(self, *a, **k)
+        Pack, "evaluate_prepared", lambda self, *a, **k: calls.append(1) or evaluate(self, *a, **k)
     )
     lines = records.read_bytes().splitlines()
     shared = tally_lines([loaded_pack(str(copy)), loaded_pack("sentinel")], lines)
