@@ -27,6 +27,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from engine.clock import add_minutes
+from engine.conditions import native_condition
 from engine.errors import RenderError
 from engine.jinja_bounds import NoFoldingGenerator, harden, refuse_wide_format
 from engine.patterns import PatternError, compile_pattern
@@ -357,8 +358,23 @@ def expression_problem(expression: str) -> str | None:
 @lru_cache(maxsize=4096)
 def compile_condition(expression: str) -> Callable[..., Any]:
     """A condition expression compiled once per process: checking a pack and compiling it
-    at load share the work."""
-    return ENVIRONMENT.compile_expression(expression)
+    at load share the work. A simple expression runs as a Python closure
+    (engine.conditions) and falls back to Jinja whenever the closure raises, so Jinja's
+    result or error stands wherever the closure does not finish."""
+    jinja = ENVIRONMENT.compile_expression(expression)
+    native = native_condition(ENVIRONMENT, expression)
+    if native is None:
+        return jinja
+
+    def condition(**variables: Any) -> Any:
+        try:
+            result = native(variables)
+        except Exception:  # a name not given, a type error...: Jinja decides and reports
+            return jinja(**variables)
+        # Jinja gives None for an undefined result (a missing attribute)
+        return None if isinstance(result, jinja2.Undefined) else result
+
+    return condition
 
 
 @lru_cache(maxsize=1024)

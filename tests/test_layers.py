@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
         "engine.placeholders",
         "engine.sandbox",
         "engine.jinja_bounds",
+        "engine.conditions",
         "engine.results",
         "engine.verdict",
         "engine.clock",
