@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from engine.batch import text_of_record
 from engine.errors import EngineError
 from engine.pack import prepared_output
+from engine.textio import clean_strings, clean_text
 
 if TYPE_CHECKING:
     from engine.contracts.kind import EvaluationInput
@@ -136,7 +137,7 @@ class Tally:
 
 def _placed(example: dict[str, Any], path: str, line_offset: int) -> dict[str, Any]:
     placed = dict(example)
-    placed["where"] = f"{path}:{line_offset + placed.pop('line')}"
+    placed["where"] = clean_text(f"{path}:{line_offset + placed.pop('line')}")
     return placed
 
 
@@ -343,22 +344,21 @@ def _flip(
     old: Outcome | None,
 ) -> None:
     tally.flips[kind] += 1
-    tally.by_block.setdefault(record["block"], Counter())[kind] += 1
+    tally.by_block.setdefault(clean_text(record["block"]), Counter())[kind] += 1
     failure = (new and new.failure_type) or (old and old.failure_type) or "none"
     tally.by_failure_type.setdefault(kind, Counter())[failure] += 1
     examples = tally.examples.setdefault(kind, [])
     if len(examples) < EXAMPLES_PER_FLIP:
         shown = text if isinstance(text, str) else text.decode("utf-8", errors="replace")
-        examples.append(
-            {
-                "line": line,
-                "id": record.get("id"),
-                "block": record["block"],
-                "text": shown[:EXAMPLE_TEXT_CHARS],
-                "baseline": _side(old),
-                "pack": _side(new),
-            }
-        )
+        example = {
+            "line": line,
+            "id": record.get("id"),
+            "block": record["block"],
+            "text": shown[:EXAMPLE_TEXT_CHARS],
+            "baseline": _side(old),
+            "pack": _side(new),
+        }
+        examples.append(clean_strings(example))  # a record may hold lone surrogates
 
 
 @dataclass(frozen=True)

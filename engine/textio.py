@@ -91,3 +91,15 @@ def find_word(text: str, word: str) -> int:
         if before_ok and after_ok:
             return index
         start = index + 1
+
+
+def clean_strings(value: Any) -> Any:
+    """``value`` (JSON-like data) with ``clean_text`` applied to every string in it, keys
+    included: safe to print or encode as UTF-8 whatever an input held."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_strings(k): clean_strings(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_strings(item) for item in value]
+    return value

@@ -385,3 +385,30 @@ def test_packs_that_evaluate_alike_share_each_records_verdict(
     assert len(calls) == 2 * apart.records
     assert len(reads) == apart.records
     assert apart.flips["pass->fail"] == long_reasons
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "md", "junit", "html"])
+def test_lone_surrogates_in_records_are_reported_not_crashed_on(
+    tmp_path: Path, output_format: str
+) -> None:
+    """A record's text, id and vars may hold lone surrogates (JSON allows "\\ud800"); the
+    report is written in every format, U+FFFD in their place (JSON examples)."""
+    records = tmp_path / "surrogates.jsonl"
+    records.write_text(
+        '{"id": "r\\ud800", "block": "VERDICT", "nonce": "4F2C9A",'
+        ' "vars": {"criterion": "\\ud800"}, "text": "\\ud800 no block"}\n',
+        encoding="utf-8",
+    )
+    result = run_cli(
+        "backtest",
+        "--pack",
+        "gap-review",
+        "--baseline",
+        "sentinel",
+        "--format",
+        output_format,
+        str(records),
+    )
+    assert result.exit_code == 0, result.output
+    assert "\ufffd" in result.stdout or output_format != "json"
+    assert "internal error" not in result.output
