@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from engine.pack import Pack
     from engine.verdict import Verdict
 
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20
 SESSION_CHUNK = 20_000
 EXAMPLES_PER_FLIP = 3
 EXAMPLE_TEXT_CHARS = 200
