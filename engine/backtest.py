@@ -573,7 +573,10 @@ def _session_chunks(path: str, first_index: int) -> list[Chunk]:
 
     count, first, last = kept_id_range(path)
     if count == 0:
-        raise BacktestError(f"{path}: the session kept no outputs (run it with --keep-outputs)")
+        raise BacktestError(
+            f"{path}: the session kept no outputs (run it with --keep-outputs, or give the pack "
+            "`session: {keep_outputs: true}`)"
+        )
     return [
         Chunk(
             first_index + n,

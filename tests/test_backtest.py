@@ -177,11 +177,11 @@ def test_missing_file_and_bad_pack_are_usage_errors(tmp_path: Path) -> None:
 FAKE_MODEL = REPO / "examples" / "fake_model.py"
 
 
-def _run_fake(session: Path, nonce: str, *extra: str) -> None:
+def _run_fake(session: Path, nonce: str, *extra: str, pack: str = "sentinel") -> None:
     result = run_cli(
         "run",
         "--pack",
-        "sentinel",
+        pack,
         "--block",
         "VERDICT",
         "--nonce",
@@ -237,12 +237,27 @@ def test_kept_outputs_export_and_backtest(tmp_path: Path) -> None:
     assert from_session["summary"]["pack"]["actions"] == {"PROCEED": 2, "REPAIR": 2}
 
 
+def test_a_pack_can_keep_the_outputs_of_every_session(tmp_path: Path) -> None:
+    import shutil
+
+    pack = tmp_path / "keeping"
+    shutil.copytree(REPO / "rules" / "sentinel", pack)
+    with (pack / "pack.yaml").open("a", encoding="utf-8") as pack_file:
+        pack_file.write("\nsession:\n  keep_outputs: true\n")
+    assert run_cli("check", str(pack)).exit_code == 0
+    _run_fake(tmp_path / "kept", "4F2C9A", pack=str(pack))
+    _run_fake(tmp_path / "not-kept", "4F2C9A")
+    exported = run_cli("export", "--session", str(tmp_path / "kept"))
+    assert [json.loads(line)["attempt"] for line in exported.stdout.splitlines()] == [1, 2]
+    assert run_cli("export", "--session", str(tmp_path / "not-kept")).stdout == ""
+
+
 def test_session_without_kept_outputs_is_a_clear_error(tmp_path: Path) -> None:
     session = tmp_path / "session"
     _run_fake(session, "4F2C9A")
     result = run_cli("backtest", "--pack", "sentinel", str(session))
     assert result.exit_code == 2
-    assert "kept no outputs (run it with --keep-outputs)" in result.stderr
+    assert "kept no outputs (run it with --keep-outputs, or give the pack" in result.stderr
     assert run_cli("export", "--session", str(tmp_path / "nothing")).exit_code == 2
     plain = run_cli(
         "eval",

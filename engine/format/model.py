@@ -1004,7 +1004,8 @@ class PackTest(Strict):
 
 
 class SessionKeys(Strict):
-    """Which of the pack's context keys tell the engine about the session (all optional)."""
+    """Which of the pack's context keys tell the engine about the session (all optional),
+    and whether a session keeps its outputs."""
 
     folder: ContextKeyRef | None = Field(
         default=None,
@@ -1036,6 +1037,11 @@ class SessionKeys(Strict):
         description="what identifies an item, whose attempts are counted together (with its "
         "block): `nonce`, `params` (the block's --var values) and context keys; a new value "
         "of any of them is a new item whose first output is attempt 1 (e.g. [round])",
+    )
+    keep_outputs: bool = Field(
+        default=False,
+        description="keep every output a session evaluates with this pack in its ledger, "
+        "compressed, as `--keep-outputs` does: `rules export` and `rules backtest` replay them",
     )
 
 

@@ -51,13 +51,18 @@ class Session:
 
     def __init__(self, pack: Pack, directory: str | Path, *, keep_outputs: bool = False) -> None:
         """``keep_outputs`` turns on keeping evaluated outputs in the ledger for this
-        session folder, from now on (it stays on for later calls without it)."""
+        session folder, from now on (it stays on for later calls without it); a pack whose
+        ``session.keep_outputs`` is true keeps the outputs it evaluates."""
         self.pack = pack
         self.directory = Path(directory)
         self.ledger = Ledger(self.directory)
         if keep_outputs and self.ledger.setting(KEEP_OUTPUTS) != "1":
             self.ledger.set_setting(KEEP_OUTPUTS, "1")
-        self.keep_outputs = keep_outputs or self.ledger.setting(KEEP_OUTPUTS) == "1"
+        self.keep_outputs = (
+            keep_outputs
+            or pack.model.session.keep_outputs
+            or self.ledger.setting(KEEP_OUTPUTS) == "1"
+        )
 
     def close(self) -> None:
         self.ledger.close()
