@@ -1,8 +1,9 @@
 """Backtests: every logged record evaluated and decided under a pack and a baseline pack.
 
 The records are the ``--jsonl`` records of engine.batch (``id``, ``block``, ``nonce``,
-``vars``, ``text`` or ``text_base64``) with two optional keys: ``context`` (an object) and
-``attempt`` (the attempt number the output was, default 1).
+``vars``, ``text`` or ``text_base64``) with three optional keys: ``context`` (an object),
+``attempt`` (the attempt number the output was, default 1) and ``previous_errors`` (the
+item's earlier errors, oldest first).
 
 The work is cut into chunks (byte ranges of the input files, cut at line starts) and
 ``run_chunk`` turns one chunk into a ``Tally``: pure, picklable, the same function for
@@ -205,6 +206,9 @@ def read_record(line: bytes) -> tuple[dict[str, Any], str | bytes]:
     attempt = record.get("attempt", 1)
     if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
         raise InvalidRecord("'attempt' must be a whole number from 1")
+    previous = record.get("previous_errors") or []
+    if not isinstance(previous, list) or not all(isinstance(e, str) for e in previous):
+        raise InvalidRecord("'previous_errors' must be a list of strings")
     try:
         return record, text_of_record(record)
     except ValueError as exc:
@@ -286,7 +290,8 @@ class Judge:
         if verdict is None:
             return None
         attempt = record.get("attempt", 1)
-        key = self.pack.policy.decision_key(verdict, attempt)
+        previous_errors = record.get("previous_errors") or ()
+        key = self.pack.policy.decision_key(verdict, attempt, previous_errors)
         known = self._decisions.get(key) if key is not None else None
         if known is None:
             try:
@@ -294,6 +299,7 @@ class Judge:
                     verdict,
                     output=text,
                     attempt=attempt,
+                    previous_errors=previous_errors,
                     nonce=record.get("nonce"),
                     context=record.get("context") or None,
                 )

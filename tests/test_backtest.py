@@ -217,6 +217,18 @@ def test_kept_outputs_export_and_backtest(tmp_path: Path) -> None:
         'REASON="All acceptance criteria are satisfied"\n<<<END_VERDICT:AC1:NONCE=4F2C9B>>>\n'
     )
     assert records[0]["vars"] == {"criterion": "AC1"} and records[0]["context"] == {}
+    parsed_errors = [
+        json.loads(line)["error"]
+        for line in run_cli(
+            "parse", "--pack", "sentinel", "--jsonl", "-", input=exported.stdout
+        ).stdout.splitlines()
+    ]
+    assert [r["previous_errors"] for r in records] == [
+        [],
+        [parsed_errors[0]],
+        [],
+        [parsed_errors[2]],
+    ]
     # the export is a valid --jsonl input, and the session folder itself is a RECORDS input
     jsonl = tmp_path / "attempts.jsonl"
     jsonl.write_text(exported.stdout)
@@ -250,6 +262,45 @@ def test_a_pack_can_keep_the_outputs_of_every_session(tmp_path: Path) -> None:
     exported = run_cli("export", "--session", str(tmp_path / "kept"))
     assert [json.loads(line)["attempt"] for line in exported.stdout.splitlines()] == [1, 2]
     assert run_cli("export", "--session", str(tmp_path / "not-kept")).stdout == ""
+
+
+def test_previous_errors_let_stop_on_repeat_decide(tmp_path: Path) -> None:
+    """A record's previous_errors reach the decision: with stop_on_repeat, a failure that
+    repeats the last error ends the item instead of asking for another repair."""
+    import shutil
+
+    pack = tmp_path / "repeat"
+    shutil.copytree(REPO / "rules" / "sentinel", pack)
+    text = (pack / "pack.yaml").read_text()
+    row = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n    max_attempts: 1\n"
+    assert row in text
+    (pack / "pack.yaml").write_text(
+        text.replace(
+            row, row.replace("max_attempts: 1", "max_attempts: 3") + "    stop_on_repeat: true\n"
+        )
+    )
+    output = (
+        '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER="YES"\nREASON="quoted answer"\n'
+        "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>"
+    )
+    base = {"block": "VERDICT", "nonce": "4F2C9A", "vars": {"criterion": "AC1"}, "text": output}
+    records = tmp_path / "records.jsonl"
+    records.write_text(
+        "".join(
+            json.dumps({**base, "attempt": 2, "previous_errors": previous}) + "\n"
+            for previous in (["line 1: ANSWER must be unquoted"], ["another error"], [])
+        )
+        + json.dumps({**base, "previous_errors": "not a list"})
+        + "\n"
+    )
+    result = run_cli(
+        "backtest", "--pack", str(pack), "--baseline", "sentinel", "--format", "json", str(records)
+    )
+    report = json.loads(result.stdout)
+    assert report["summary"]["pack"]["actions"] == {"NEEDS_HUMAN": 1, "REPAIR": 2}
+    assert report["summary"]["baseline"]["actions"] == {"NEEDS_HUMAN": 3}  # 1 repair used
+    assert report["invalid"] == 1
+    assert "'previous_errors' must be a list of strings" in report["invalid_examples"][0]["error"]
 
 
 def test_session_without_kept_outputs_is_a_clear_error(tmp_path: Path) -> None:

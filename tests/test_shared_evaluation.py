@@ -140,3 +140,22 @@ def test_a_judge_remembers_a_bounded_number_of_decisions() -> None:
         outcome = judge.outcome(verdict, {**record, "attempt": attempt}, "text")
         assert outcome is not None and outcome.action == "PROCEED"
     assert len(judge._decisions) <= REMEMBERED_DECISIONS
+
+
+def test_a_failure_compared_with_previous_errors_has_no_decision_key() -> None:
+    """stop_on_repeat reads the previous errors: with some, the key is withheld, and the
+    decision indeed differs from the one without them."""
+    from engine.policy.decide import compile_policy, decide
+    from engine.results import Failure
+
+    trigger = PACK.model.triggers["VERDICT"].model_copy(
+        update={"skip_when": [], "stop_on_repeat": True, "max_attempts": 3}
+    )
+    model = PACK.model.model_copy(update={"triggers": {**PACK.model.triggers, "VERDICT": trigger}})
+    policy = compile_policy(model)
+    failing = Verdict("VERDICT", "fail", [Failure("PARSE_ERROR", "x")], [], None, {})
+    assert policy.decision_key(failing, 2) == ("VERDICT", "PARSE_ERROR", 2)
+    assert policy.decision_key(failing, 2, ["x"]) is None
+    alone = decide(policy, failing, output="o", attempt=2)
+    repeated = decide(policy, failing, output="o", attempt=2, previous_errors=["x"])
+    assert (alone.rule, repeated.rule) == ("attempt:2", "repeat")

@@ -86,8 +86,10 @@ def backtest_command(
     """Evaluate and decide logged outputs under a pack and a baseline pack; report the flips.
 
     RECORDS are JSON Lines files of the `rules parse --jsonl` record format
-    ({"id", "block", "nonce", "vars", "text"}), with optional "context" (an object) and
-    "attempt" (the attempt number the output was, default 1); Parquet files (*.parquet,
+    ({"id", "block", "nonce", "vars", "text"}), with optional "context" (an object),
+    "attempt" (the attempt number the output was, default 1) and "previous_errors" (the
+    item's earlier errors, oldest first: a trigger's stop_on_repeat reads them); Parquet
+    files (*.parquet,
     the same columns; needs pyarrow); or session folders whose ledger kept outputs
     (`--keep-outputs`; places are then FOLDER:N, the N-th kept one).
     Each record is evaluated and decided under both packs; the report gives verdicts,

@@ -32,8 +32,10 @@ def export_command(session_dir: str, output: TextIO) -> None:
     """Write a session's kept attempts as JSON Lines, in the `rules parse --jsonl` format.
 
     One record per kept attempt, oldest first: {"id", "block", "nonce", "vars", "context",
-    "attempt", "text"} (id: the attempt's id in the ledger). Outputs are kept only by
-    sessions run with --keep-outputs (`rules run`, `rules eval --session`).
+    "attempt", "previous_errors", "text"} (id: the attempt's id in the ledger;
+    previous_errors: the errors of the item's earlier attempts, oldest first). Outputs are
+    kept only by sessions run with --keep-outputs (`rules run`, `rules eval --session`) or
+    with a pack that keeps them (`session: {keep_outputs: true}`).
 
     \b
     Examples:

@@ -133,22 +133,23 @@ class CompiledPolicy:
         """The block's trigger row; a block without one gets the defaults."""
         return self.triggers.get(block, self.no_trigger)
 
-    def decision_key(self, verdict: Verdict, attempt: int) -> tuple[str, str, int] | None:
-        """What ``decide`` on ``verdict`` at ``attempt`` depends on (called without previous
-        errors, extra attempts, measure or earlier rounds), when that is no more than the
-        block, the failure type and the attempt: equal keys, equal decisions but for
-        ``carry``. None when the decision reads more: a passing output of a block with rate
-        limits (its counts), a failure the trigger's guards look at (output, error, data,
-        context)."""
+    def decision_key(
+        self, verdict: Verdict, attempt: int, previous_errors: Sequence[str] = ()
+    ) -> tuple[str, str, int] | None:
+        """What ``decide`` on ``verdict`` at ``attempt`` after ``previous_errors`` depends on
+        (called without extra attempts, measure or earlier rounds), when that is no more
+        than the block, the failure type and the attempt: equal keys, equal decisions but
+        for ``carry``. None when the decision reads more: a passing output of a block with
+        rate limits (its counts), a failure the trigger's guards look at (output, error,
+        data, context) or compares with the previous errors (``stop_on_repeat``)."""
         block = verdict.block
         if verdict.status != "fail":
             return None if block in self.rate_limits else (block, "", attempt)
         failure_type = verdict.failure_type
         compiled = self.triggers.get(block, self.no_trigger)
+        retried = failure_type in compiled.trigger.on and failure_type not in self.not_retriable
         if not failure_type or (
-            compiled.guards
-            and failure_type in compiled.trigger.on
-            and failure_type not in self.not_retriable
+            retried and (compiled.guards or (compiled.trigger.stop_on_repeat and previous_errors))
         ):
             return None
         return (block, failure_type, attempt)

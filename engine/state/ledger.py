@@ -510,9 +510,13 @@ def keep_output(
 
 
 def kept_records(ledger: Ledger, after: int = 0, limit: int = -1) -> Iterator[dict[str, Any]]:
-    """Kept attempts with ids above ``after`` as ``--jsonl`` records, oldest first."""
+    """Kept attempts with ids above ``after`` as ``--jsonl`` records, oldest first, each
+    with the errors of its item's earlier attempts (``previous_errors``, oldest first)."""
     rows = ledger.db.execute(
-        "SELECT a.id, a.block, a.nonce, a.attempt, k.vars, k.context, k.output"
+        "SELECT a.id, a.block, a.nonce, a.attempt, k.vars, k.context, k.output,"
+        " (SELECT json_group_array(error) FROM (SELECT p.error FROM attempts p"
+        "   WHERE p.block = a.block AND p.item = a.item AND p.id < a.id"
+        "   AND p.error IS NOT NULL ORDER BY p.id)) AS previous_errors"
         " FROM kept_outputs k JOIN attempts a ON a.id = k.attempt_id"
         " WHERE a.id > ? ORDER BY a.id LIMIT ?",
         (after, limit),
@@ -525,6 +529,7 @@ def kept_records(ledger: Ledger, after: int = 0, limit: int = -1) -> Iterator[di
             "vars": json.loads(row["vars"]),
             "context": json.loads(row["context"]),
             "attempt": row["attempt"],
+            "previous_errors": json.loads(row["previous_errors"] or "[]"),
             "text": zlib.decompress(row["output"]).decode("utf-8", errors="surrogatepass"),
         }
 
