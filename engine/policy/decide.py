@@ -21,7 +21,7 @@ from engine.policy.limits import (
     compile_rate_limits,
     rounds_from,
 )
-from engine.sandbox import compile_condition, expression_source, undeclared_names
+from engine.sandbox import compile_condition
 from engine.verdict import Verdict
 
 
@@ -81,9 +81,6 @@ class CompiledGuard:
     name: str
     reason: str
     holds: Callable[..., Any]
-    reads: frozenset[str] = frozenset()
-    """The variables the condition reads: only these are passed (each one passed costs
-    the sandbox a copy on every call)."""
 
 
 @dataclass(frozen=True)
@@ -99,12 +96,7 @@ def compile_trigger(trigger: Trigger) -> CompiledTrigger:
     return CompiledTrigger(
         trigger,
         tuple(
-            CompiledGuard(
-                guard.name,
-                guard.reason,
-                compile_condition(guard.when),
-                undeclared_names(expression_source(guard.when)),
-            )
+            CompiledGuard(guard.name, guard.reason, compile_condition(guard.when))
             for guard in trigger.skip_when
         ),
     )
@@ -283,7 +275,7 @@ def decide(
             **dict(context or {}),
         }
         for guard in compiled.guards:
-            if guard.holds(**{k: variables[k] for k in guard.reads if k in variables}):
+            if guard.holds(**variables):
                 reason = guard.reason or f"guard {guard.name!r} holds"
                 return make(after, reason, f"guard:{guard.name}", final_policy=True)
     if trigger.stop_on_repeat and previous_errors and previous_errors[-1] == error:
