@@ -173,7 +173,11 @@ class Outcome(NamedTuple):
     """The first failure's message (shown in flip examples, not counted)."""
 
 
-def counted(outcome: Outcome | None) -> tuple[str, str | None, str, bool] | None:
+Counted = tuple[str, str | None, str, bool]
+"""What a tally counts of an outcome: status, failure type, action, further."""
+
+
+def counted(outcome: Outcome | None) -> Counted | None:
     """What a tally counts of an outcome (all but the message)."""
     return None if outcome is None else outcome[:4]
 
@@ -316,7 +320,7 @@ class Judge:
         return Outcome(verdict.status, failure.type, known[0], known[1], failure.message)
 
 
-def _count(tally: PackTally, outcome: tuple[str, str | None, str, bool] | None, times: int) -> None:
+def _count(tally: PackTally, outcome: Counted | None, times: int) -> None:
     if outcome is None:
         tally.errors += times
         return
@@ -424,14 +428,17 @@ def judge_record(
     return outcomes
 
 
-def tally_lines(packs: Sequence[Pack], lines: Iterable[bytes]) -> Tally:
-    """The tally of JSONL ``lines`` under ``packs`` (the pack first, then the baseline)."""
+def tally_lines(
+    packs: Sequence[Pack], lines: Iterable[bytes], plans: dict[str, BlockPlan] | None = None
+) -> Tally:
+    """The tally of JSONL ``lines`` under ``packs`` (the pack first, then the baseline).
+    ``plans``: the block plans of these packs, kept between calls by the caller."""
     tally = empty_tally(len(packs))
     judges = [Judge(pack) for pack in packs]
-    plans: dict[str, BlockPlan] = {}
+    plans = {} if plans is None else plans
     # the outcomes of a record under every pack (messages left out), counted once per
     # record and added to each pack's tally at the end
-    combinations: Counter[tuple[tuple[str, str | None, str, bool] | None, ...]] = Counter()
+    combinations: Counter[tuple[Counted | None, ...]] = Counter()
     for number, line in enumerate(lines, start=1):
         tally.lines = number
         if not line.strip():
@@ -504,10 +511,15 @@ def read_chunk(chunk: Chunk) -> list[bytes]:
     return data.splitlines()
 
 
+_PLANS: dict[tuple[str, ...], dict[str, BlockPlan]] = {}
+
+
 def run_chunk(task: Task) -> Tally:
-    """The tally of one chunk: the function every executor runs (pure, picklable)."""
+    """The tally of one chunk: the function every executor runs (pure, picklable). The
+    packs and their block plans are made once per process (workers keep them)."""
     packs = [loaded_pack(ref) for ref in task.packs]
-    return tally_lines(packs, read_chunk(task.chunk))
+    plans = _PLANS.setdefault(task.packs, {})
+    return tally_lines(packs, read_chunk(task.chunk), plans)
 
 
 # --- planning and executors ----------------------------------------------------------------
