@@ -249,13 +249,25 @@ def test_kept_outputs_export_and_backtest(tmp_path: Path) -> None:
     assert from_session["summary"]["pack"]["actions"] == {"PROCEED": 2, "REPAIR": 2}
 
 
-def test_a_pack_can_keep_the_outputs_of_every_session(tmp_path: Path) -> None:
+VERDICT_ROW = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n    max_attempts: 1\n"
+
+
+def _sentinel_copy(folder: Path, old: str, new: str) -> Path:
+    """A copy of the sentinel pack in ``folder`` with ``old`` (found once) in its pack.yaml
+    replaced by ``new``."""
     import shutil
 
-    pack = tmp_path / "keeping"
-    shutil.copytree(REPO / "rules" / "sentinel", pack)
-    with (pack / "pack.yaml").open("a", encoding="utf-8") as pack_file:
-        pack_file.write("\nsession:\n  keep_outputs: true\n")
+    shutil.copytree(REPO / "rules" / "sentinel", folder)
+    pack_file = folder / "pack.yaml"
+    text = pack_file.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    pack_file.write_text(text.replace(old, new), encoding="utf-8")
+    return folder
+
+
+def test_a_pack_can_keep_the_outputs_of_every_session(tmp_path: Path) -> None:
+    head = "rulepack: sentinel\n"
+    pack = _sentinel_copy(tmp_path / "keeping", head, head + "session:\n  keep_outputs: true\n")
     assert run_cli("check", str(pack)).exit_code == 0
     _run_fake(tmp_path / "kept", "4F2C9A", pack=str(pack))
     _run_fake(tmp_path / "not-kept", "4F2C9A")
@@ -267,17 +279,10 @@ def test_a_pack_can_keep_the_outputs_of_every_session(tmp_path: Path) -> None:
 def test_previous_errors_let_stop_on_repeat_decide(tmp_path: Path) -> None:
     """A record's previous_errors reach the decision: with stop_on_repeat, a failure that
     repeats the last error ends the item instead of asking for another repair."""
-    import shutil
-
-    pack = tmp_path / "repeat"
-    shutil.copytree(REPO / "rules" / "sentinel", pack)
-    text = (pack / "pack.yaml").read_text()
-    row = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n    max_attempts: 1\n"
-    assert row in text
-    (pack / "pack.yaml").write_text(
-        text.replace(
-            row, row.replace("max_attempts: 1", "max_attempts: 3") + "    stop_on_repeat: true\n"
-        )
+    pack = _sentinel_copy(
+        tmp_path / "repeat",
+        VERDICT_ROW,
+        VERDICT_ROW.replace("max_attempts: 1", "max_attempts: 3") + "    stop_on_repeat: true\n",
     )
     output = (
         '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER="YES"\nREASON="quoted answer"\n'
@@ -421,19 +426,16 @@ def test_packs_that_evaluate_alike_share_each_records_verdict(
     """A change to triggers only (VERDICT repaired twice): each record is evaluated once,
     decided under both packs; a contract change (REASON max 300) evaluates it under each,
     its payload read once (the change is a block rule, applied after reading)."""
-    import shutil
-
     from engine.backtest import loaded_pack, tally_lines
     from engine.contracts.sentinel.parser import SentinelParser
     from engine.pack import Pack
 
     records, strict, long_reasons = generated
-    copy = tmp_path / "sentinel"
-    shutil.copytree(REPO / "rules" / "sentinel", copy)
-    text = (copy / "pack.yaml").read_text()
-    row = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n    max_attempts: 1"
-    assert row in text
-    (copy / "pack.yaml").write_text(text.replace(row, row[:-1] + "2"))
+    copy = _sentinel_copy(
+        tmp_path / "sentinel",
+        VERDICT_ROW,
+        VERDICT_ROW.replace("max_attempts: 1", "max_attempts: 2"),
+    )
     calls = []
     evaluate = Pack.evaluate_prepared
     monkeypatch.setattr(
