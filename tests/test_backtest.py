@@ -370,6 +370,7 @@ def test_benchmark_at_volume_reports_the_built_flips(
     assert out.count("pass->fail 4,200 (as built)") == 2
 
 
+@pytest.mark.slow  # CI installs pyarrow for the slow tests only
 def test_parquet_records_give_the_jsonl_report(
     generated: tuple[Path, Path, int], tmp_path: Path
 ) -> None:
