@@ -19,7 +19,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -632,10 +632,24 @@ def local_executor(workers: int) -> Executor:
     return run
 
 
-def dask_executor(scheduler: str | None = None, workers: int = 2) -> Executor:
+DASK_STALLED_SECONDS = 900.0
+"""A Dask backtest fails when no chunk finishes for this long (a chunk takes seconds)."""
+DASK_NO_WORKERS_SECONDS = 60.0
+"""... or when the cluster has had no worker for this long (a worker that cannot import
+this engine leaves the cluster at its first task; Dask would wait for another forever)."""
+
+
+def dask_executor(
+    scheduler: str | None = None,
+    workers: int = 2,
+    *,
+    no_workers_seconds: float = DASK_NO_WORKERS_SECONDS,
+) -> Executor:
     """Tasks on a Dask cluster: the one at ``scheduler`` (its workers must import this
     engine and read the record files at the same paths), or a local cluster of
-    ``workers`` processes. BacktestError when Dask is not installed."""
+    ``workers`` processes. BacktestError when Dask is not installed, the scheduler
+    cannot be reached, a chunk fails on the cluster or the cluster stops working
+    (``DASK_STALLED_SECONDS``, ``no_workers_seconds``)."""
     import importlib
 
     try:
@@ -653,18 +667,53 @@ def dask_executor(scheduler: str | None = None, workers: int = 2) -> Executor:
                 n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
             )
         try:
-            with distributed.Client(cluster or scheduler) as client:
+            try:
+                client = distributed.Client(cluster or scheduler)
+            except OSError as exc:
+                where = "local cluster" if scheduler is None else f"scheduler {scheduler}"
+                raise BacktestError(
+                    f"dask {where}: {exc} (is a scheduler running there? Start one with "
+                    "`dask scheduler`, or leave out --scheduler for a local cluster)"
+                ) from None
+            with client:
                 futures = client.map(run_chunk, tasks, pure=False)
                 for future in futures:
-                    yield future.result()
+                    yield _result(distributed, client, future, no_workers_seconds)
                     future.release()
-        except OSError as exc:
-            raise BacktestError(f"dask scheduler {scheduler}: {exc}") from None
         finally:
             if cluster is not None:
                 cluster.close()
 
     return run
+
+
+def _result(distributed: Any, client: Any, future: Any, no_workers_seconds: float) -> Tally:
+    """A Dask future's tally, waited for in steps of a second; what failed on the cluster
+    (a lost worker, a worker that cannot read a record file) as a BacktestError, and so is
+    a cluster that stops working."""
+    waited = without_workers = 0.0
+    while True:
+        try:
+            tally: Tally = future.result(timeout=1)
+            return tally
+        except distributed.TimeoutError:
+            waited += 1
+            without_workers = 0 if client.scheduler_info()["workers"] else without_workers + 1
+        except EngineError:
+            raise
+        except Exception as exc:  # raised by a worker or by Dask: any type
+            raise BacktestError(
+                f"dask: a chunk failed on the cluster ({type(exc).__name__}: {exc}); its "
+                "workers must import this engine and read the record files at the same paths"
+            ) from None
+        if without_workers >= no_workers_seconds:
+            raise BacktestError(
+                f"dask: the cluster has had no worker for {without_workers:.0f} s (a worker "
+                "that cannot import this engine leaves at its first task: see the workers' "
+                "logs); start workers with `dask worker ADDRESS` where this engine is installed"
+            )
+        if waited >= DASK_STALLED_SECONDS:
+            raise BacktestError(f"dask: no chunk finished in {waited:.0f} s; the cluster is stuck")
 
 
 @dataclass
@@ -721,20 +770,25 @@ def backtest(
     before any worker starts. ``progress`` receives the chunks done and the chunk count
     after each chunk.
     """
-    refs = (pack,) if baseline is None else (pack, baseline)
+    # Workers get absolute paths (a cluster's workers run in folders of their own); the
+    # report shows the paths as given. A name that is no path stays a builtin pack's name.
+    refs = tuple(
+        os.path.abspath(ref) if os.path.exists(ref) else ref
+        for ref in ((pack,) if baseline is None else (pack, baseline))
+    )
     for ref in refs:
         try:
             loaded_pack(ref)
         except EngineError as exc:
             raise BacktestError(str(exc)) from None
     chunks = plan_chunks(records, chunk_bytes)
-    tasks = [Task(refs, chunk) for chunk in chunks]
+    tasks = [Task(refs, replace(chunk, path=os.path.abspath(chunk.path))) for chunk in chunks]
     total = empty_tally(len(refs))
     offset = 0
-    for done, (task, tally) in enumerate(zip(tasks, executor(tasks), strict=True), start=1):
-        if task.chunk.first:
+    for done, (chunk, tally) in enumerate(zip(chunks, executor(tasks), strict=True), start=1):
+        if chunk.first:
             offset = 0
-        total.merge(tally, task.chunk.path, offset)
+        total.merge(tally, chunk.path, offset)
         offset += tally.lines
         if progress is not None:
             progress(done, len(tasks))

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
+import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -13,7 +18,7 @@ import jsonschema
 import pytest
 
 from conftest import run_cli
-from engine.backtest import backtest, dask_executor, local_executor
+from engine.backtest import BacktestError, backtest, dask_executor, local_executor
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "contracts" / "backtest-report.schema.json").read_text())
@@ -352,6 +357,96 @@ def test_dask_local_cluster_gives_the_local_report(generated: tuple[Path, Path, 
         executor=dask_executor(None, 2),
     ).to_json()
     assert report == json.loads(local.stdout)
+
+
+@contextlib.contextmanager
+def _dask_cluster(folder: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A Dask scheduler and two workers, each its own process (as on a cluster), quiet,
+    in ``folder``; the scheduler's address. ``env``: the workers' environment."""
+    info = folder / "scheduler.json"
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(module: str, *args: str, env: dict[str, str] | None = None) -> None:
+        started.append(
+            subprocess.Popen(
+                [sys.executable, "-m", module, *args, "--no-dashboard"],
+                cwd=folder,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+
+    try:
+        start(
+            "distributed.cli.dask_scheduler",
+            *("--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(info)),
+        )
+        deadline = time.monotonic() + 60
+        while not (info.exists() and info.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        start(
+            "distributed.cli.dask_worker",
+            *("--scheduler-file", str(info), "--nworkers", "2", "--nthreads", "1"),
+            env=env,
+        )
+        yield json.loads(info.read_text())["address"]
+    finally:
+        for process in reversed(started):
+            process.terminate()
+            process.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_dask_cluster_started_apart_gives_the_local_report(
+    generated: tuple[Path, Path, int], tmp_path: Path
+) -> None:
+    """--scheduler ADDRESS reaches a cluster over TCP; the report is the local one."""
+    pytest.importorskip(
+        "distributed", reason="Dask is not installed (pip install -e '.[dev,dask]')"
+    )
+    records, strict, expected = generated
+    args = ["backtest", "--pack", str(strict), "--baseline", "sentinel", "--format", "json"]
+    local = run_cli(*args, str(records))
+    with _dask_cluster(tmp_path) as address:
+        remote = run_cli(*args, "--executor", "dask", "--scheduler", address, str(records))
+    assert remote.exit_code == 0, remote.output
+    assert json.loads(remote.stdout) == json.loads(local.stdout)
+    assert json.loads(remote.stdout)["flips"]["pass->fail"] == expected
+
+
+@pytest.mark.slow
+def test_dask_workers_without_this_engine_are_a_clear_error(tmp_path: Path) -> None:
+    """Workers that import another `engine` leave the cluster at their first task; the
+    backtest says so instead of waiting forever."""
+    pytest.importorskip(
+        "distributed", reason="Dask is not installed (pip install -e '.[dev,dask]')"
+    )
+    other = tmp_path / "other" / "engine"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(other.parent)}
+    records = REPO / "examples" / "sentinel" / "records.jsonl"
+    with _dask_cluster(tmp_path, env) as address:
+        started = time.monotonic()
+        with pytest.raises(BacktestError, match="the cluster has had no worker for 5 s"):
+            backtest(
+                "sentinel", [str(records)], executor=dask_executor(address, no_workers_seconds=5)
+            )
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.slow
+def test_unreachable_scheduler_says_what_to_do() -> None:
+    dask = pytest.importorskip(
+        "dask", reason="Dask is not installed (pip install -e '.[dev,dask]')"
+    )
+    records = REPO / "examples" / "sentinel" / "records.jsonl"
+    with (
+        dask.config.set({"distributed.comm.timeouts.connect": "2s"}),
+        pytest.raises(BacktestError, match=r"scheduler tcp://127\.0\.0\.1:1: .* Start one"),
+    ):
+        backtest("sentinel", [str(records)], executor=dask_executor("tcp://127.0.0.1:1"))
 
 
 def test_scheduler_needs_the_dask_executor() -> None:
