@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from engine.batch import text_of_record
 from engine.errors import EngineError
 from engine.pack import prepared_output
-from engine.textio import clean_strings, clean_text
+from engine.textio import MAX_OUTPUT_BYTES, clean_strings, clean_text
 
 if TYPE_CHECKING:
     from engine.contracts.kind import EvaluationInput
@@ -68,6 +68,8 @@ class Task:
 
     packs: tuple[str, ...]
     chunk: Chunk
+    max_line_bytes: int = MAX_OUTPUT_BYTES
+    """A longer record line is an invalid record, skipped without being kept."""
 
 
 @dataclass
@@ -429,10 +431,14 @@ def judge_record(
 
 
 def tally_lines(
-    packs: Sequence[Pack], lines: Iterable[bytes], plans: dict[str, BlockPlan] | None = None
+    packs: Sequence[Pack],
+    lines: Iterable[bytes | None],
+    plans: dict[str, BlockPlan] | None = None,
+    max_line_bytes: int = MAX_OUTPUT_BYTES,
 ) -> Tally:
     """The tally of JSONL ``lines`` under ``packs`` (the pack first, then the baseline).
-    ``plans``: the block plans of these packs, kept between calls by the caller."""
+    ``plans``: the block plans of these packs, kept between calls by the caller. A line
+    given as None was longer than ``max_line_bytes`` and not read."""
     tally = empty_tally(len(packs))
     judges = [Judge(pack) for pack in packs]
     plans = {} if plans is None else plans
@@ -441,9 +447,13 @@ def tally_lines(
     combinations: Counter[tuple[Counted | None, ...]] = Counter()
     for number, line in enumerate(lines, start=1):
         tally.lines = number
-        if not line.strip():
+        if line is not None and not line.strip():
             continue
         try:
+            if line is None:
+                raise InvalidRecord(
+                    f"longer than {max_line_bytes} bytes; not read (--max-output-bytes)"
+                )
             record, text = read_record(line)
         except InvalidRecord as exc:
             tally.invalid += 1
@@ -481,34 +491,57 @@ def tally_lines(
     return tally
 
 
-def read_chunk(chunk: Chunk) -> list[bytes]:
+SKIP_BYTES = 1 << 16
+"""What a chunk reads at a time of a line that began before it, to find its end."""
+
+
+def read_chunk(chunk: Chunk, max_line_bytes: int = MAX_OUTPUT_BYTES) -> list[bytes | None]:
     """The lines that start in the chunk's byte range (a session's kept attempts: one
-    JSON line each)."""
+    JSON line each); None for a line longer than ``max_line_bytes`` (not kept). A chunk
+    reads its own bytes, at most one line beyond them up to ``max_line_bytes``, and no
+    more than its own size of a line that began before it."""
     encode = json.JSONEncoder(ensure_ascii=False).encode
     if chunk.source == "session":
         from engine.state.export import export_records
 
-        return [
+        lines = [
             encode(record).encode("utf-8", errors="surrogatepass")
             for record in export_records(chunk.path, chunk.start, chunk.end)
         ]
-    if chunk.source == "parquet":
+    elif chunk.source == "parquet":
         table = _parquet(chunk.path).read_row_groups(list(range(chunk.start, chunk.end)))
-        return [
+        lines = [
             encode(_parquet_record(row)).encode("utf-8", errors="surrogatepass")
             for row in table.to_pylist()
         ]
+    else:
+        return _jsonl_lines(chunk, max_line_bytes)
+    return [line if len(line) <= max_line_bytes else None for line in lines]
+
+
+def _jsonl_lines(chunk: Chunk, max_line_bytes: int) -> list[bytes | None]:
     with open(chunk.path, "rb") as handle:
         if chunk.start > 0:
+            # the line that began before the chunk belongs to an earlier one: skip to its
+            # end, or give up at the chunk's end (no line starts in this chunk)
             handle.seek(chunk.start - 1)
-            handle.readline()  # the line that began before the chunk belongs to another
+            while True:
+                piece = handle.readline(SKIP_BYTES)
+                if not piece or piece.endswith(b"\n"):
+                    break
+                if handle.tell() >= chunk.end:
+                    return []
         begin = handle.tell()
         if begin >= chunk.end:
             return []
-        data = handle.read(chunk.end - begin)
-        if not data.endswith(b"\n"):
-            data += handle.readline()
-    return data.splitlines()
+        parts = handle.read(chunk.end - begin).split(b"\n")
+        last = parts.pop()  # after the last newline: a line that goes on past the chunk
+        if last and len(last) <= max_line_bytes:
+            last += handle.readline(max_line_bytes + 1 - len(last))
+            parts.append(last[:-1] if last.endswith(b"\n") else last)
+        elif last:
+            parts.append(last)  # too long: not read further, reported as such
+    return [part if len(part) <= max_line_bytes else None for part in parts]
 
 
 _PLANS: dict[tuple[str, ...], dict[str, BlockPlan]] = {}
@@ -519,7 +552,8 @@ def run_chunk(task: Task) -> Tally:
     packs and their block plans are made once per process (workers keep them)."""
     packs = [loaded_pack(ref) for ref in task.packs]
     plans = _PLANS.setdefault(task.packs, {})
-    return tally_lines(packs, read_chunk(task.chunk), plans)
+    lines = read_chunk(task.chunk, task.max_line_bytes)
+    return tally_lines(packs, lines, plans, task.max_line_bytes)
 
 
 # --- planning and executors ----------------------------------------------------------------
@@ -763,12 +797,14 @@ def backtest(
     max_flips: int | None = None,
     chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[int, int], None] | None = None,
+    max_line_bytes: int | None = None,
 ) -> Report:
     """Backtest ``pack`` (against ``baseline``) on the JSONL files ``records``.
 
     The packs are loaded here first, so a pack that does not load is a BacktestError
     before any worker starts. ``progress`` receives the chunks done and the chunk count
-    after each chunk.
+    after each chunk. A record line longer than ``max_line_bytes`` (default: the largest
+    of the packs' ``limits.max_output_bytes``, else 64 MiB) is an invalid record, not read.
     """
     # Workers get absolute paths (a cluster's workers run in folders of their own); the
     # report shows the paths as given. A name that is no path stays a builtin pack's name.
@@ -776,13 +812,13 @@ def backtest(
         os.path.abspath(ref) if os.path.exists(ref) else ref
         for ref in ((pack,) if baseline is None else (pack, baseline))
     )
-    for ref in refs:
-        try:
-            loaded_pack(ref)
-        except EngineError as exc:
-            raise BacktestError(str(exc)) from None
+    try:
+        limits = [loaded_pack(ref).model.limits.max_output_bytes for ref in refs]
+    except EngineError as exc:
+        raise BacktestError(str(exc)) from None
+    cap = max_line_bytes or max(limit or MAX_OUTPUT_BYTES for limit in limits)
     chunks = plan_chunks(records, chunk_bytes)
-    tasks = [Task(refs, replace(chunk, path=os.path.abspath(chunk.path))) for chunk in chunks]
+    tasks = [Task(refs, replace(chunk, path=os.path.abspath(chunk.path)), cap) for chunk in chunks]
     total = empty_tally(len(refs))
     offset = 0
     for done, (chunk, tally) in enumerate(zip(chunks, executor(tasks), strict=True), start=1):

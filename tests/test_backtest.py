@@ -449,6 +449,67 @@ def test_unreachable_scheduler_says_what_to_do() -> None:
         backtest("sentinel", [str(records)], executor=dask_executor("tcp://127.0.0.1:1"))
 
 
+def _verdict_line(reason: str) -> str:
+    text = (
+        "<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\n"
+        f'REASON="{reason}"\n<<<END_VERDICT:AC1:NONCE=4F2C9A>>>'
+    )
+    record = {"block": "VERDICT", "nonce": "4F2C9A", "vars": {"criterion": "AC1"}, "text": text}
+    return json.dumps(record) + "\n"
+
+
+def test_a_line_over_the_cap_is_an_invalid_record_whatever_the_chunks(tmp_path: Path) -> None:
+    """A record line longer than --max-output-bytes is reported (file:line) and not read;
+    the records around it count, for any chunk size (the long line spans many chunks)."""
+    records = tmp_path / "records.jsonl"
+    lines = [_verdict_line("short"), _verdict_line("x" * 5000), "\n", _verdict_line("ok")]
+    records.write_text("".join(lines) + _verdict_line("last").rstrip("\n"), encoding="utf-8")
+    reports = [
+        backtest("sentinel", [str(records)], chunk_bytes=chunk, max_line_bytes=1000).to_json()
+        for chunk in (1 << 20, 1, 7, 64, 999, 1000, 1001)
+    ]
+    assert all(report == reports[0] for report in reports[1:])
+    assert reports[0]["total"] == 3 and reports[0]["invalid"] == 1
+    assert reports[0]["invalid_examples"] == [
+        {
+            "error": "longer than 1000 bytes; not read (--max-output-bytes)",
+            "where": f"{records}:2",
+        }
+    ]
+    assert reports[0]["summary"]["pack"]["status"] == {"pass": 3}
+    cli = run_cli(
+        "backtest", "--pack", "sentinel", "--max-output-bytes", "1000", "--format", "json",
+        str(records),
+    )  # fmt: skip
+    assert json.loads(cli.stdout) == reports[0]
+    whole = backtest("sentinel", [str(records)], chunk_bytes=7).to_json()
+    assert whole["invalid"] == 0  # read whole: its 5000-char reason is over REASON's 500
+    assert whole["summary"]["pack"]["status"] == {"pass": 3, "fail": 1}
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/self/io")
+def test_a_chunk_reads_about_its_own_size_of_a_long_line(tmp_path: Path) -> None:
+    """A chunk inside a line that began before it reads up to its own end and stops (it
+    used to read the rest of the line: quadratic in the line's length)."""
+    from engine.backtest import SKIP_BYTES, Chunk, read_chunk
+
+    records = tmp_path / "records.jsonl"
+    records.write_text(_verdict_line("x" * 20_000_000), encoding="utf-8")
+
+    def bytes_read() -> int:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+        raise AssertionError("no rchar in /proc/self/io")
+
+    before = bytes_read()
+    middle = read_chunk(Chunk(1, str(records), 5_000_000, 6_000_000, first=False))
+    read = bytes_read() - before
+    assert middle == []
+    assert read <= 1_000_000 + 2 * SKIP_BYTES
+    assert read_chunk(Chunk(0, str(records), 0, 1_000_000), max_line_bytes=2_000_000) == [None]
+
+
 def test_scheduler_needs_the_dask_executor() -> None:
     records = REPO / "examples" / "sentinel" / "records.jsonl"
     result = run_cli("backtest", "--pack", "sentinel", "--scheduler", "tcp://x:1", str(records))

@@ -58,6 +58,13 @@ def _progress_bar() -> Callable[[int, int], None] | None:
     help="Exit 1 when more records than this flip.",
 )
 @click.option(
+    "--max-output-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Longest record line to read; a longer one is reported as an invalid record "
+    "[default: the largest of the packs' `limits.max_output_bytes`, else 67108864].",
+)
+@click.option(
     "--format",
     "output_format",
     type=click.Choice(sorted(BACKTEST_FORMATS)),
@@ -79,6 +86,7 @@ def backtest_command(
     executor: str,
     scheduler: str | None,
     max_flips: int | None,
+    max_output_bytes: int | None,
     output_format: str,
     output: TextIO,
     records: tuple[str, ...],
@@ -128,6 +136,7 @@ def backtest_command(
             executor=run,
             max_flips=max_flips,
             progress=_progress_bar(),
+            max_line_bytes=max_output_bytes,
         )
     except (BacktestError, EngineError) as exc:
         raise UsageFailure(str(exc)) from None
