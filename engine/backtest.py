@@ -432,13 +432,12 @@ def judge_record(
 
 def tally_lines(
     packs: Sequence[Pack],
-    lines: Iterable[bytes | None],
+    lines: Iterable[bytes | InvalidRecord],
     plans: dict[str, BlockPlan] | None = None,
-    max_line_bytes: int = MAX_OUTPUT_BYTES,
 ) -> Tally:
     """The tally of JSONL ``lines`` under ``packs`` (the pack first, then the baseline).
     ``plans``: the block plans of these packs, kept between calls by the caller. A line
-    given as None was longer than ``max_line_bytes`` and not read."""
+    given as an InvalidRecord could not be read (too long, damaged)."""
     tally = empty_tally(len(packs))
     judges = [Judge(pack) for pack in packs]
     plans = {} if plans is None else plans
@@ -447,13 +446,14 @@ def tally_lines(
     combinations: Counter[tuple[Counted | None, ...]] = Counter()
     for number, line in enumerate(lines, start=1):
         tally.lines = number
-        if line is not None and not line.strip():
+        if isinstance(line, InvalidRecord):
+            tally.invalid += 1
+            if len(tally.first_invalid) < EXAMPLES_PER_FLIP:
+                tally.first_invalid.append({"line": number, "error": str(line)})
+            continue
+        if not line.strip():
             continue
         try:
-            if line is None:
-                raise InvalidRecord(
-                    f"longer than {max_line_bytes} bytes; not read (--max-output-bytes)"
-                )
             record, text = read_record(line)
         except InvalidRecord as exc:
             tally.invalid += 1
@@ -495,18 +495,21 @@ SKIP_BYTES = 1 << 16
 """What a chunk reads at a time of a line that began before it, to find its end."""
 
 
-def read_chunk(chunk: Chunk, max_line_bytes: int = MAX_OUTPUT_BYTES) -> list[bytes | None]:
+def read_chunk(chunk: Chunk, max_line_bytes: int = MAX_OUTPUT_BYTES) -> list[bytes | InvalidRecord]:
     """The lines that start in the chunk's byte range (a session's kept attempts: one
-    JSON line each); None for a line longer than ``max_line_bytes`` (not kept). A chunk
-    reads its own bytes, at most one line beyond them up to ``max_line_bytes``, and no
-    more than its own size of a line that began before it."""
+    JSON line each); an InvalidRecord for a line longer than ``max_line_bytes`` (not kept)
+    or a damaged kept output. A chunk reads its own bytes, at most one line beyond them up
+    to ``max_line_bytes``, and no more than its own size of a line that began before it."""
     encode = json.JSONEncoder(ensure_ascii=False).encode
     if chunk.source == "session":
         from engine.state.export import export_records
 
-        lines = [
-            encode(record).encode("utf-8", errors="surrogatepass")
-            for record in export_records(chunk.path, chunk.start, chunk.end)
+        records = export_records(chunk.path, chunk.start, chunk.end, max_line_bytes)
+        lines: list[bytes | InvalidRecord] = [
+            InvalidRecord(record["damaged"])
+            if "damaged" in record
+            else encode(record).encode("utf-8", errors="surrogatepass")
+            for record in records
         ]
     elif chunk.source == "parquet":
         table = _parquet(chunk.path).read_row_groups(list(range(chunk.start, chunk.end)))
@@ -516,10 +519,16 @@ def read_chunk(chunk: Chunk, max_line_bytes: int = MAX_OUTPUT_BYTES) -> list[byt
         ]
     else:
         return _jsonl_lines(chunk, max_line_bytes)
-    return [line if len(line) <= max_line_bytes else None for line in lines]
+    return [_capped(line, max_line_bytes) for line in lines]
 
 
-def _jsonl_lines(chunk: Chunk, max_line_bytes: int) -> list[bytes | None]:
+def _capped(line: bytes | InvalidRecord, max_line_bytes: int) -> bytes | InvalidRecord:
+    if isinstance(line, bytes) and len(line) > max_line_bytes:
+        return InvalidRecord(f"longer than {max_line_bytes} bytes; not read (--max-output-bytes)")
+    return line
+
+
+def _jsonl_lines(chunk: Chunk, max_line_bytes: int) -> list[bytes | InvalidRecord]:
     with open(chunk.path, "rb") as handle:
         if chunk.start > 0:
             # the line that began before the chunk belongs to an earlier one: skip to its
@@ -541,7 +550,7 @@ def _jsonl_lines(chunk: Chunk, max_line_bytes: int) -> list[bytes | None]:
             parts.append(last[:-1] if last.endswith(b"\n") else last)
         elif last:
             parts.append(last)  # too long: not read further, reported as such
-    return [part if len(part) <= max_line_bytes else None for part in parts]
+    return [_capped(part, max_line_bytes) for part in parts]
 
 
 _PLANS: dict[tuple[str, ...], dict[str, BlockPlan]] = {}
@@ -552,8 +561,7 @@ def run_chunk(task: Task) -> Tally:
     packs and their block plans are made once per process (workers keep them)."""
     packs = [loaded_pack(ref) for ref in task.packs]
     plans = _PLANS.setdefault(task.packs, {})
-    lines = read_chunk(task.chunk, task.max_line_bytes)
-    return tally_lines(packs, lines, plans, task.max_line_bytes)
+    return tally_lines(packs, read_chunk(task.chunk, task.max_line_bytes), plans)
 
 
 # --- planning and executors ----------------------------------------------------------------

@@ -254,6 +254,40 @@ def test_kept_outputs_export_and_backtest(tmp_path: Path) -> None:
     assert from_session["summary"]["pack"]["actions"] == {"PROCEED": 2, "REPAIR": 2}
 
 
+def test_damaged_kept_outputs_are_named_and_the_rest_kept(tmp_path: Path) -> None:
+    """A ledger edited by hand: a kept output that is not zlib data, and one that
+    decompresses to more than --max-output-bytes (a few kilobytes can hold gigabytes)."""
+    import sqlite3
+    import zlib
+
+    session = tmp_path / "session"
+    _run_fake(session, "4F2C9B", "--keep-outputs")
+    _run_fake(session, "4F2C9C", "--keep-outputs")
+    db = sqlite3.connect(session / "ledger.sqlite3")
+    with db:
+        db.execute("UPDATE kept_outputs SET output = ? WHERE attempt_id = 1", (b"not zlib",))
+        bomb = zlib.compress(b"A" * 5_000_000, 9)
+        db.execute("UPDATE kept_outputs SET output = ? WHERE attempt_id = 3", (bomb,))
+    db.close()
+    exported = run_cli("export", "--session", str(session), "--max-output-bytes", "1000000")
+    assert exported.exit_code == 1
+    assert [json.loads(line)["id"] for line in exported.stdout.splitlines()] == [2, 4]
+    assert exported.stderr.splitlines() == [
+        f"{session}:1: its kept output cannot be read (Error -3 while decompressing data: "
+        "incorrect header check); left out",
+        f"{session}:3: its kept output cannot be read (longer than 1000000 bytes once "
+        "decompressed); left out",
+    ]
+    report = json.loads(
+        run_cli(
+            "backtest", "--pack", "sentinel", "--max-output-bytes", "1000000", "--format",
+            "json", str(session),
+        ).stdout
+    )  # fmt: skip
+    assert report["total"] == 2 and report["invalid"] == 2
+    assert [e["where"] for e in report["invalid_examples"]] == [f"{session}:1", f"{session}:3"]
+
+
 VERDICT_ROW = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n    max_attempts: 1\n"
 
 
@@ -507,7 +541,8 @@ def test_a_chunk_reads_about_its_own_size_of_a_long_line(tmp_path: Path) -> None
     read = bytes_read() - before
     assert middle == []
     assert read <= 1_000_000 + 2 * SKIP_BYTES
-    assert read_chunk(Chunk(0, str(records), 0, 1_000_000), max_line_bytes=2_000_000) == [None]
+    [whole] = read_chunk(Chunk(0, str(records), 0, 1_000_000), max_line_bytes=2_000_000)
+    assert str(whole) == "longer than 2000000 bytes; not read (--max-output-bytes)"
 
 
 def test_scheduler_needs_the_dask_executor() -> None:

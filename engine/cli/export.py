@@ -8,8 +8,9 @@ from typing import TextIO
 
 import click
 
-from engine.cli.common import EXIT_OK, UsageFailure
+from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
 from engine.errors import EngineError
+from engine.textio import MAX_OUTPUT_BYTES, clean_text
 
 
 @click.command("export")
@@ -28,7 +29,14 @@ from engine.errors import EngineError
     default="-",
     help="File to write (default: stdout).",
 )
-def export_command(session_dir: str, output: TextIO) -> None:
+@click.option(
+    "--max-output-bytes",
+    type=click.IntRange(min=1),
+    default=MAX_OUTPUT_BYTES,
+    show_default=True,
+    help="Largest kept output to decompress; a larger one is reported and left out.",
+)
+def export_command(session_dir: str, output: TextIO, max_output_bytes: int) -> None:
     """Write a session's kept attempts as JSON Lines, in the `rules parse --jsonl` format.
 
     One record per kept attempt, oldest first: {"id", "block", "nonce", "vars", "context",
@@ -44,15 +52,27 @@ def export_command(session_dir: str, output: TextIO) -> None:
       rules backtest --pack ./new-pack --baseline sentinel attempts.jsonl
 
     \b
-    Exit status: 0 written, 2 not a session folder or unreadable ledger.
+    A kept output that cannot be read (a ledger damaged or edited by hand, an output
+    larger than --max-output-bytes) is named on stderr and left out; the others are
+    written.
+
+    \b
+    Exit status: 0 written, 1 written but some kept outputs could not be read, 2 not a
+    session folder or unreadable ledger.
     """
     from engine.state.export import export_records
 
     encode = json.JSONEncoder(ensure_ascii=False).encode
+    damaged = 0
     try:
-        for record in export_records(session_dir):
+        for record in export_records(session_dir, max_text_bytes=max_output_bytes):
+            if "damaged" in record:
+                damaged += 1
+                where = clean_text(f"{session_dir}:{record['id']}")
+                click.echo(f"{where}: {record['damaged']}; left out", err=True)
+                continue
             output.write(encode(record) + "\n")
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     output.flush()
-    sys.exit(EXIT_OK)
+    sys.exit(EXIT_FINDINGS if damaged else EXIT_OK)

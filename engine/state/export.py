@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.state.ledger import LEDGER_FILE, Ledger, LedgerError, kept_records
+from engine.textio import MAX_OUTPUT_BYTES
 
 BATCH = 1000
 
@@ -20,15 +21,19 @@ def session_ledger(session_dir: str | Path) -> Ledger:
 
 
 def export_records(
-    session_dir: str | Path, after: int = 0, until: int | None = None
+    session_dir: str | Path,
+    after: int = 0,
+    until: int | None = None,
+    max_text_bytes: int = MAX_OUTPUT_BYTES,
 ) -> Iterator[dict[str, Any]]:
     """The session's kept attempts as records (block, text, nonce, vars, context, attempt;
     the id is the attempt's id in the ledger), oldest first, ids in ``(after, until]``;
-    read in batches, so memory stays constant."""
+    read in batches, so memory stays constant. A damaged one is ``{"id", "damaged"}``
+    (``kept_records``)."""
     ledger = session_ledger(session_dir)
     try:
         while True:
-            batch = list(kept_records(ledger, after, BATCH))
+            batch = list(kept_records(ledger, after, BATCH, max_text_bytes))
             for record in batch:
                 if until is not None and record["id"] > until:
                     return

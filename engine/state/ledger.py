@@ -24,6 +24,7 @@ from typing import Any
 
 from engine import clock
 from engine.errors import EngineError
+from engine.textio import MAX_OUTPUT_BYTES
 
 LEDGER_FILE = "ledger.sqlite3"
 LOCK_FILE = "ledger.lock"
@@ -509,9 +510,14 @@ def keep_output(
     )
 
 
-def kept_records(ledger: Ledger, after: int = 0, limit: int = -1) -> Iterator[dict[str, Any]]:
+def kept_records(
+    ledger: Ledger, after: int = 0, limit: int = -1, max_text_bytes: int = MAX_OUTPUT_BYTES
+) -> Iterator[dict[str, Any]]:
     """Kept attempts with ids above ``after`` as ``--jsonl`` records, oldest first, each
-    with the errors of its item's earlier attempts (``previous_errors``, oldest first)."""
+    with the errors of its item's earlier attempts (``previous_errors``, oldest first).
+    A kept output that does not decompress within ``max_text_bytes``, or whose vars or
+    context are not JSON, gives ``{"id": ..., "damaged": why}`` instead (a ledger edited
+    or damaged by hand)."""
     rows = ledger.db.execute(
         "SELECT a.id, a.block, a.nonce, a.attempt, k.vars, k.context, k.output,"
         " (SELECT json_group_array(error) FROM (SELECT p.error FROM attempts p"
@@ -522,16 +528,32 @@ def kept_records(ledger: Ledger, after: int = 0, limit: int = -1) -> Iterator[di
         (after, limit),
     )
     for row in rows:
-        yield {
-            "id": row["id"],
-            "block": row["block"],
-            "nonce": row["nonce"],
-            "vars": json.loads(row["vars"]),
-            "context": json.loads(row["context"]),
-            "attempt": row["attempt"],
-            "previous_errors": json.loads(row["previous_errors"] or "[]"),
-            "text": zlib.decompress(row["output"]).decode("utf-8", errors="surrogatepass"),
-        }
+        try:
+            record = {
+                "id": row["id"],
+                "block": row["block"],
+                "nonce": row["nonce"],
+                "vars": json.loads(row["vars"]),
+                "context": json.loads(row["context"]),
+                "attempt": row["attempt"],
+                "previous_errors": json.loads(row["previous_errors"] or "[]"),
+                "text": _kept_text(row["output"], max_text_bytes),
+            }
+        except (ValueError, TypeError, zlib.error) as exc:
+            record = {"id": row["id"], "damaged": f"its kept output cannot be read ({exc})"}
+        yield record
+
+
+def _kept_text(compressed: bytes, max_text_bytes: int) -> str:
+    """A kept output, decompressed no further than ``max_text_bytes`` (ValueError beyond:
+    a few kilobytes of zlib data can hold gigabytes)."""
+    inflate = zlib.decompressobj()
+    data = inflate.decompress(compressed, max_text_bytes + 1)
+    if len(data) > max_text_bytes:
+        raise ValueError(f"longer than {max_text_bytes} bytes once decompressed")
+    if not inflate.eof:
+        raise ValueError("the zlib data is cut short")
+    return data.decode("utf-8", errors="surrogatepass")
 
 
 def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:
