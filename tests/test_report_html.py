@@ -78,6 +78,69 @@ def test_session_page_is_self_contained_and_shows_the_log_figures(
     assert html.count('class="a fail"') == 3 and "#2 pass &rarr; PROCEED" in html
 
 
+def _rows(count: int, items: int, seed: int) -> list[dict[str, object]]:
+    """Ledger-like attempt rows, items interleaved, some with example tiers."""
+    import random
+
+    chance = random.Random(seed)
+    attempts: Counter[str] = Counter()
+    rows = []
+    for n in range(count):
+        item = f"i{chance.randrange(items)}"
+        attempts[item] += 1
+        status = chance.choice(["pass", "warn", "fail", "fail"])
+        rows.append(
+            {
+                "id": n + 1,
+                "block": chance.choice(["A", "B"]),
+                "item": item,
+                "attempt": attempts[item],
+                "status": status,
+                "failure_type": "PARSE_ERROR" if status == "fail" else None,
+                "example_tier": chance.choice([None, None, "full", "minimal"]),
+                "error": None,
+                "action": "PROCEED",
+            }
+        )
+    return rows
+
+
+def test_tier_success_is_the_next_attempt_of_the_item_accepted() -> None:
+    from engine.state.report import session_figures
+
+    for seed in range(20):
+        rows = _rows(300, 25, seed)
+        used: Counter[str] = Counter()
+        succeeded: Counter[str] = Counter()
+        for n, row in enumerate(rows):
+            tier = row["example_tier"]
+            if not isinstance(tier, str):
+                continue
+            used[tier] += 1
+            following = [
+                r for r in rows[n + 1 :] if (r["block"], r["item"]) == (row["block"], row["item"])
+            ]
+            succeeded[tier] += bool(following and following[0]["status"] in ("pass", "warn"))
+        tiers = session_figures(rows)["tiers"]
+        assert tiers == {t: {"used": used[t], "succeeded": succeeded[t]} for t in used}
+
+
+def test_a_large_session_draws_the_first_items_and_counts_them_all() -> None:
+    from engine.state.report import TIMELINE_ATTEMPTS, TIMELINE_ITEMS, session_page
+
+    rows = _rows(4 * TIMELINE_ITEMS, 2 * TIMELINE_ITEMS, 1)
+    one_item = [dict(rows[0], attempt=n + 1, id=n + 1) for n in range(TIMELINE_ATTEMPTS + 7)]
+    html = session_page(iter(rows), "big")
+    figures = dict(FIGURE.findall(html))
+    items = {(r["block"], r["item"]) for r in rows}
+    assert figures["session:attempts:value"] == str(len(rows))
+    assert figures["session:items:value"] == str(len(items))
+    assert html.count('<div class="tl">') == TIMELINE_ITEMS
+    assert f"The first {TIMELINE_ITEMS} of {len(items)} items are drawn" in html
+    long = session_page(one_item, "one item")
+    assert long.count('class="a ') == TIMELINE_ATTEMPTS and "and 7 more" in long
+
+
 def test_backtest_html_has_the_flip_matrix(tmp_path: Path) -> None:
     records = tmp_path / "r.jsonl"
     line = {

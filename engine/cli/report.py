@@ -27,7 +27,8 @@ def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
     Per item the attempts as a timeline (verdict, failure type, action), the pass rate by
     attempt number, failures by type and the example tiers used with their success (the
     next attempt of the item was accepted). The figures are those of `rules log --format
-    json` on the same session.
+    json` on the same session. The ledger is read once, row by row; the page draws the
+    timelines of the first 500 items (50 attempts each) and counts every attempt.
 
     \b
     Examples:
@@ -44,11 +45,11 @@ def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
     try:
         ledger = session_ledger(session_dir)
         try:
-            rows = ledger.attempts()
+            html = session_page(ledger.attempt_rows(), title or f"Session {session_dir}")
         finally:
             ledger.close()
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    output.write(session_page(rows, title or f"Session {session_dir}"))
+    output.write(html)
     output.flush()
     sys.exit(EXIT_OK)

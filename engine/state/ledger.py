@@ -398,19 +398,23 @@ class Ledger:
         )
 
     def attempts(self) -> list[dict[str, Any]]:
+        """Every attempt with its warnings, oldest first."""
         rows = self.db.execute("SELECT * FROM attempts ORDER BY id").fetchall()
         warnings: dict[int, list[str]] = {}
         for row in self.db.execute("SELECT attempt_id, message FROM warnings ORDER BY id"):
             warnings.setdefault(row["attempt_id"], []).append(row["message"])
         out = []
         for row in rows:
-            record = dict(row)
-            record["final"] = bool(record["final"])
-            if record["example_truncated"] is not None:
-                record["example_truncated"] = bool(record["example_truncated"])
+            record = _attempt(row)
             record["warnings"] = warnings.get(record["id"], [])
             out.append(record)
         return out
+
+    def attempt_rows(self) -> Iterator[dict[str, Any]]:
+        """Every attempt, oldest first, read as the caller goes (memory stays constant);
+        without warnings (``attempts`` has them)."""
+        for row in self.db.execute("SELECT * FROM attempts ORDER BY id"):
+            yield _attempt(row)
 
     def gate_results(self) -> list[dict[str, Any]]:
         """Every recorded gate result, oldest first (``checked``/``errors`` as lists)."""
@@ -508,6 +512,14 @@ def keep_output(
             zlib.compress(text.encode("utf-8", errors="surrogatepass")),
         ),
     )
+
+
+def _attempt(row: sqlite3.Row) -> dict[str, Any]:
+    record = dict(row)
+    record["final"] = bool(record["final"])
+    if record["example_truncated"] is not None:
+        record["example_truncated"] = bool(record["example_truncated"])
+    return record
 
 
 def kept_records(

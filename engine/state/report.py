@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
@@ -86,43 +87,75 @@ def page(title: str, sections: Sequence[tuple[str, str]]) -> str:
 # --- a session ------------------------------------------------------------------------------
 
 
-def session_figures(rows: Sequence[Row]) -> dict[str, Any]:
-    """The figures a session report shows, from ledger rows (`rules log --format json`)."""
+TIMELINE_ITEMS = 500
+"""Items a session page draws as timelines (the first ones); its figures count them all."""
+TIMELINE_ATTEMPTS = 50
+"""Attempts drawn per item (the first ones)."""
+
+
+@dataclass
+class SessionSummary:
+    """What a session page shows, gathered in one pass over the ledger's rows: memory
+    grows with the items, not the attempts, and the page draws a bounded number."""
+
+    figures: dict[str, Any]
+    """As `rules log --format json` counts them: attempts, items, by_attempt, failures,
+    tiers."""
+    timeline: dict[tuple[str, str], list[Row]]
+    hidden_attempts: Counter[tuple[str, str]]
+
+
+def session_summary(rows: Iterable[Row]) -> SessionSummary:
+    """The figures and timelines of a session's attempt rows (oldest first). A tier
+    succeeded when the next attempt of its item was accepted."""
     by_attempt: dict[int, Counter[str]] = {}
     failures: Counter[str] = Counter()
     tiers: dict[str, Counter[str]] = {}
-    latest: dict[tuple[str, str], Row] = {}
-    next_of: dict[int, Row | None] = {}
-    for row in reversed(rows):
-        key = (row["block"], row["item"])
-        next_of[row["id"]] = latest.get(key)
-        latest[key] = row
+    pending_tier: dict[tuple[str, str], str | None] = {}  # every item seen: its last tier
+    timeline: dict[tuple[str, str], list[Row]] = {}
+    hidden: Counter[tuple[str, str]] = Counter()
+    attempts = 0
     for row in rows:
+        attempts += 1
+        key = (str(row["block"]), str(row["item"]))
+        accepted = row["status"] in ("pass", "warn")
         counts = by_attempt.setdefault(int(row["attempt"]), Counter())
         counts["attempts"] += 1
-        counts["accepted"] += row["status"] in ("pass", "warn")
+        counts["accepted"] += accepted
         if row["failure_type"]:
             failures[row["failure_type"]] += 1
-        if row.get("example_tier"):
-            tier = tiers.setdefault(row["example_tier"], Counter())
-            tier["used"] += 1
-            following = next_of[row["id"]]
-            tier["succeeded"] += bool(following and following["status"] in ("pass", "warn"))
-    return {
-        "attempts": len(rows),
-        "items": len({(r["block"], r["item"]) for r in rows}),
+        earlier_tier = pending_tier.get(key)
+        if earlier_tier is not None:
+            tiers[earlier_tier]["succeeded"] += accepted
+        tier = row.get("example_tier") or None
+        if tier is not None:
+            tiers.setdefault(tier, Counter())["used"] += 1
+        pending_tier[key] = tier
+        shown = timeline.get(key)
+        if shown is None and len(pending_tier) <= TIMELINE_ITEMS:  # among the first items
+            shown = timeline[key] = []
+        if shown is not None and len(shown) < TIMELINE_ATTEMPTS:
+            shown.append(row)
+        elif shown is not None:
+            hidden[key] += 1
+    figures = {
+        "attempts": attempts,
+        "items": len(pending_tier),
         "by_attempt": {n: dict(c) for n, c in sorted(by_attempt.items())},
         "failures": dict(failures.most_common()),
-        "tiers": {t: dict(c) for t, c in sorted(tiers.items())},
+        "tiers": {t: {"used": 0, "succeeded": 0, **c} for t, c in sorted(tiers.items())},
     }
+    return SessionSummary(figures, timeline, hidden)
 
 
-def _timeline(rows: Sequence[Row]) -> str:
-    items: dict[tuple[str, str], list[Row]] = {}
-    for row in rows:
-        items.setdefault((row["block"], row["item"]), []).append(row)
+def session_figures(rows: Iterable[Row]) -> dict[str, Any]:
+    """The figures a session report shows, from ledger rows (`rules log --format json`)."""
+    return session_summary(rows).figures
+
+
+def _timeline(summary: SessionSummary) -> str:
     out = []
-    for (block, item), attempts in items.items():
+    for (block, item), attempts in summary.timeline.items():
         marks = "".join(
             f'<span class="a {escape(str(r["status"]))}" title="{escape(str(r["error"] or ""))}">'
             f"#{r['attempt']} {escape(str(r['status']))}"
@@ -130,15 +163,25 @@ def _timeline(rows: Sequence[Row]) -> str:
             f" &rarr; {escape(str(r['action']))}</span>"
             for r in attempts
         )
+        more = summary.hidden_attempts[(block, item)]
+        if more:
+            marks += f'<span class="a">and {more} more</span>'
         out.append(
             f"<div><strong>{escape(block)}</strong> <code>{escape(item)}</code>"
             f'<div class="tl">{marks}</div></div>'
         )
+    items = summary.figures["items"]
+    if items > len(summary.timeline):
+        out.append(
+            f"<p>The first {len(summary.timeline)} of {items} items are drawn; "
+            "<code>rules log --format jsonl</code> lists every attempt.</p>"
+        )
     return "".join(out) or "<p>No attempts.</p>"
 
 
-def session_page(rows: Sequence[Row], title: str) -> str:
-    figures = session_figures(rows)
+def session_page(rows: Iterable[Row], title: str) -> str:
+    summary = session_summary(rows)
+    figures = summary.figures
     rates = [
         (
             f"attempt {n}",
@@ -156,7 +199,7 @@ def session_page(rows: Sequence[Row], title: str) -> str:
         title,
         [
             ("Overview", overview),
-            ("Attempts per item", _timeline(rows)),
+            ("Attempts per item", _timeline(summary)),
             (
                 "Pass rate by attempt number",
                 bar_chart(rates, "pass rate by attempt number")
