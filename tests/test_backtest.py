@@ -288,6 +288,40 @@ def test_damaged_kept_outputs_are_named_and_the_rest_kept(tmp_path: Path) -> Non
     assert [e["where"] for e in report["invalid_examples"]] == [f"{session}:1", f"{session}:3"]
 
 
+def test_a_damaged_ledger_is_named_by_every_reader(tmp_path: Path) -> None:
+    """The attempts and kept outputs tables' first pages overwritten: `rules report`,
+    `log`, `export` and `backtest` name the file and say what to do (no internal error)."""
+    import sqlite3
+
+    session = tmp_path / "session"
+    _run_fake(session, "4F2C9B", "--keep-outputs")
+    ledger = session / "ledger.sqlite3"
+    db = sqlite3.connect(ledger)
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    roots = [
+        db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+        for table in ("attempts", "kept_outputs")
+    ]
+    db.close()
+    with ledger.open("r+b") as handle:
+        for root in roots:
+            handle.seek((root - 1) * page_size)
+            handle.write(b"\xff" * 64)
+    expected = (
+        f"{ledger}: cannot be read (database disk image is malformed); the file is damaged: "
+        f"`sqlite3 {ledger} .recover` can save what is left"
+    )
+    for args in (
+        ["report", "--session", str(session), "-o", str(tmp_path / "report.html")],
+        ["log", "--session", str(session), "--format", "json"],
+        ["export", "--session", str(session)],
+        ["backtest", "--pack", "sentinel", str(session)],
+    ):
+        result = run_cli(*args)
+        assert result.exit_code == 2, args
+        assert result.stderr.strip() == f"error: {expected}", args
+
+
 VERDICT_ROW = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n    max_attempts: 1\n"
 
 

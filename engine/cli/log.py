@@ -68,14 +68,15 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
         return
     try:
         ledger = Ledger.read_only(Path(session_dir))
-        rows = ledger.attempts()
-        gate_rows = ledger.gate_results()
-        book = ChoiceBook(ledger)
-        choices = book.all_choices()
-        round_numbers = sorted({r["round"] for r in rows if r["round"] is not None})
-        pack = open_pack(pack_ref) if pack_ref else _session_pack(rows)
-        rounds = pack.model.rounds
-        statuses = {n: book.statuses(rounds, n) for n in round_numbers} if rounds else {}
+        with ledger.reading():
+            rows = ledger.attempts()
+            gate_rows = ledger.gate_results()
+            book = ChoiceBook(ledger)
+            choices = book.all_choices()
+            round_numbers = sorted({r["round"] for r in rows if r["round"] is not None})
+            pack = open_pack(pack_ref) if pack_ref else _session_pack(rows)
+            rounds = pack.model.rounds
+            statuses = {n: book.statuses(rounds, n) for n in round_numbers} if rounds else {}
         ledger.close()
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None

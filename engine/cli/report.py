@@ -45,7 +45,8 @@ def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
     try:
         ledger = session_ledger(session_dir)
         try:
-            html = session_page(ledger.attempt_rows(), title or f"Session {session_dir}")
+            with ledger.reading():
+                html = session_page(ledger.attempt_rows(), title or f"Session {session_dir}")
         finally:
             ledger.close()
     except EngineError as exc:

@@ -32,15 +32,16 @@ def export_records(
     (``kept_records``)."""
     ledger = session_ledger(session_dir)
     try:
-        while True:
-            batch = list(kept_records(ledger, after, BATCH, max_text_bytes))
-            for record in batch:
-                if until is not None and record["id"] > until:
+        with ledger.reading():
+            while True:
+                batch = list(kept_records(ledger, after, BATCH, max_text_bytes))
+                for record in batch:
+                    if until is not None and record["id"] > until:
+                        return
+                    yield record
+                if len(batch) < BATCH:
                     return
-                yield record
-            if len(batch) < BATCH:
-                return
-            after = batch[-1]["id"]
+                after = batch[-1]["id"]
     finally:
         ledger.close()
 
@@ -49,9 +50,10 @@ def kept_id_range(session_dir: str | Path) -> tuple[int, int, int]:
     """(count, first id, last id) of the session's kept attempts."""
     ledger = session_ledger(session_dir)
     try:
-        row = ledger.db.execute(
-            "SELECT COUNT(*), MIN(attempt_id), MAX(attempt_id) FROM kept_outputs"
-        ).fetchone()
+        with ledger.reading():
+            row = ledger.db.execute(
+                "SELECT COUNT(*), MIN(attempt_id), MAX(attempt_id) FROM kept_outputs"
+            ).fetchone()
         return int(row[0]), int(row[1] or 0), int(row[2] or 0)
     finally:
         ledger.close()

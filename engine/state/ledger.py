@@ -380,6 +380,20 @@ class Ledger:
     def close(self) -> None:
         self.db.close()
 
+    @contextmanager
+    def reading(self) -> Iterator[Ledger]:
+        """Reads of this ledger in a block where a damaged file (a page that is not what
+        SQLite wrote) is a LedgerError naming it, not an internal error."""
+        try:
+            yield self
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is not sqlite3.DatabaseError:  # locked, busy, ...: not damage
+                raise
+            raise LedgerError(
+                f"{self.path}: cannot be read ({exc}); the file is damaged: "
+                f"`sqlite3 {self.path} .recover` can save what is left"
+            ) from None
+
     def setting(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row["value"])
