@@ -60,3 +60,39 @@ def test_the_shipped_log_templates_live_in_a_pack() -> None:
     gap_review = engine.load_pack("gap-review").model.templates
     assert {n for n, s in gap_review.items() if s.purpose == "log"} == {*logs, "rounds"}
     assert (REPO / "rules" / "session-logs" / "templates").is_dir()
+
+
+def test_json_and_jsonl_stream_every_attempt_with_its_warnings(tmp_path: Path) -> None:
+    """`--format json` is json.dumps(rows, indent=2) to the byte, written row by row;
+    each attempt carries its own warnings (read alongside, in attempt order)."""
+    import json
+    import sqlite3
+
+    from engine.state.views import json_text
+
+    rows = [{"a": [], "b": {"c": "x\ny", "d": [1, {"e": None}]}, "é": "\u2028"}, {}, {"z": 1}]
+    for count in range(len(rows) + 1):
+        assert (
+            "".join(json_text(rows[:count]))
+            == json.dumps(rows[:count], indent=2, ensure_ascii=False) + "\n"
+        )
+        assert "".join(json_text(rows[:count], lines=True)) == "".join(
+            json.dumps(row, ensure_ascii=False) + "\n" for row in rows[:count]
+        )
+    folder = _session(tmp_path)
+    pack = engine.load_pack("sentinel")
+    with Session(pack, folder) as session:
+        for n in (2, 3):
+            session.evaluate("VERDICT", "none", nonce=f"4F2C9{n}", vars={"criterion": "AC1"})
+    db = sqlite3.connect(folder / "ledger.sqlite3")
+    with db:  # warnings of attempts 3 and 1, written out of attempt order
+        for attempt_id, message in [(3, "w3a"), (1, "w1"), (3, "w3b")]:
+            db.execute(
+                "INSERT INTO warnings (attempt_id, ts, message) VALUES (?, '', ?)",
+                (attempt_id, message),
+            )
+    db.close()
+    listed = json.loads(run_cli("log", "--session", str(folder), "--format", "json").stdout)
+    assert [(r["id"], r["warnings"]) for r in listed] == [(1, ["w1"]), (2, []), (3, ["w3a", "w3b"])]
+    lines = run_cli("log", "--session", str(folder), "--format", "jsonl").stdout.splitlines()
+    assert [json.loads(line) for line in lines] == listed

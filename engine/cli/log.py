@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from engine.pack import Pack
 from engine.resources import builtin_pack_names
 from engine.state.choices import ChoiceBook
 from engine.state.ledger import LEDGER_FILE, Ledger
-from engine.state.views import as_json, as_jsonl, log_views, render_log
+from engine.state.views import json_text, log_views, render_log
 
 VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs without their own
 
@@ -66,6 +67,9 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
     if view == "decisions":
         click.echo(_decisions(session_dir, pack_ref), nl=False)
         return
+    if output_format == "json" or (output_format == "jsonl" and view == "all"):
+        _write_attempts(session_dir, lines=output_format == "jsonl")
+        return
     try:
         ledger = Ledger.read_only(Path(session_dir))
         with ledger.reading():
@@ -80,12 +84,6 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
         ledger.close()
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    if output_format == "json":
-        click.echo(as_json(rows), nl=False)
-        return
-    if output_format == "jsonl" and view == "all":
-        click.echo(as_jsonl(rows), nl=False)
-        return
     names = log_views(pack, output_format) if view == "all" else [view]
     try:
         parts = [
@@ -98,6 +96,21 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
     if written != output_format:
         raise UsageFailure(f"log view {view!r} writes {written}; use --format {written}")
     click.echo("\n".join(parts), nl=False)
+
+
+def _write_attempts(session_dir: str, lines: bool) -> None:
+    """Every attempt with its warnings as JSON (or JSON Lines), written as it is read."""
+    try:
+        ledger = Ledger.read_only(Path(session_dir))
+        try:
+            with ledger.reading():
+                for piece in json_text(ledger.attempt_rows(warnings=True), lines):
+                    sys.stdout.write(piece)
+        finally:
+            ledger.close()
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    sys.stdout.flush()
 
 
 def _session_pack(rows: list[dict[str, Any]]) -> Pack:

@@ -413,22 +413,28 @@ class Ledger:
 
     def attempts(self) -> list[dict[str, Any]]:
         """Every attempt with its warnings, oldest first."""
-        rows = self.db.execute("SELECT * FROM attempts ORDER BY id").fetchall()
-        warnings: dict[int, list[str]] = {}
-        for row in self.db.execute("SELECT attempt_id, message FROM warnings ORDER BY id"):
-            warnings.setdefault(row["attempt_id"], []).append(row["message"])
-        out = []
+        return list(self.attempt_rows(warnings=True))
+
+    def attempt_rows(self, warnings: bool = False) -> Iterator[dict[str, Any]]:
+        """Every attempt, oldest first, read as the caller goes (memory stays constant);
+        with ``warnings``, each with the list of its warnings' messages."""
+        rows = self.db.execute("SELECT * FROM attempts ORDER BY id")
+        if not warnings:
+            yield from map(_attempt, rows)
+            return
+        found = self.db.execute(
+            "SELECT attempt_id, message FROM warnings ORDER BY attempt_id, id"
+        )  # read alongside the attempts: both in attempt order
+        pending = next(found, None)
         for row in rows:
             record = _attempt(row)
-            record["warnings"] = warnings.get(record["id"], [])
-            out.append(record)
-        return out
-
-    def attempt_rows(self) -> Iterator[dict[str, Any]]:
-        """Every attempt, oldest first, read as the caller goes (memory stays constant);
-        without warnings (``attempts`` has them)."""
-        for row in self.db.execute("SELECT * FROM attempts ORDER BY id"):
-            yield _attempt(row)
+            messages = []
+            while pending is not None and pending[0] <= record["id"]:
+                if pending[0] == record["id"]:
+                    messages.append(pending[1])
+                pending = next(found, None)
+            record["warnings"] = messages
+            yield record
 
     def gate_results(self) -> list[dict[str, Any]]:
         """Every recorded gate result, oldest first (``checked``/``errors`` as lists)."""

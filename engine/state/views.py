@@ -5,7 +5,7 @@ gate failure log) are templates of the packs, never code here."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import jinja2
@@ -104,9 +104,16 @@ def render_log(
     return template.render(log_variables(rows, session, gate_results, choices, statuses))
 
 
-def as_json(rows: list[Row]) -> str:
-    return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
-
-
-def as_jsonl(rows: list[Row]) -> str:
-    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+def json_text(rows: Iterable[Row], lines: bool = False) -> Iterator[str]:
+    """``rows`` as one JSON array (``json.dumps(list, indent=2)`` to the byte) or as JSON
+    Lines, a piece per row: written as the rows are read, memory stays constant."""
+    if lines:
+        for row in rows:
+            yield json.dumps(row, ensure_ascii=False) + "\n"
+        return
+    opened = False
+    for row in rows:
+        text = json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+        yield ("[\n  " if not opened else ",\n  ") + text
+        opened = True
+    yield "\n]\n" if opened else "[]\n"
