@@ -35,6 +35,16 @@ if TYPE_CHECKING:
 
 CHUNK_BYTES = 1 << 20
 SESSION_CHUNK = 20_000
+PARQUET_CHUNK = 4096
+"""Rows of a Parquet file per chunk, at least; a row group (one may hold the whole file)
+is cut into PARQUET_SPLITS chunks at most, as each decodes its group from the start."""
+PARQUET_SPLITS = 16
+PARQUET_BATCH = 1024
+"""Rows a Parquet chunk makes Python objects of at a time."""
+PARQUET_CHUNK = 4096
+"""Rows of a Parquet file per chunk, whatever its row groups (one may hold the whole
+file); a chunk reads them in batches of PARQUET_BATCH rows."""
+PARQUET_BATCH = 1024
 EXAMPLES_PER_FLIP = 3
 EXAMPLE_TEXT_CHARS = 200
 REMEMBERED_DECISIONS = 4096
@@ -49,7 +59,7 @@ class BacktestError(EngineError):
 @dataclass(frozen=True)
 class Chunk:
     """Lines starting in ``[start, end)`` of the JSONL file ``path``; for a session folder
-    the kept attempts with ids in ``(start, end]``; for a Parquet file the row groups
+    the kept attempts with ids in ``(start, end]``; for a Parquet file the rows
     ``[start, end)``. ``index`` orders chunks."""
 
     index: int
@@ -495,31 +505,29 @@ SKIP_BYTES = 1 << 16
 """What a chunk reads at a time of a line that began before it, to find its end."""
 
 
-def read_chunk(chunk: Chunk, max_line_bytes: int = MAX_OUTPUT_BYTES) -> list[bytes | InvalidRecord]:
-    """The lines that start in the chunk's byte range (a session's kept attempts: one
-    JSON line each); an InvalidRecord for a line longer than ``max_line_bytes`` (not kept)
-    or a damaged kept output. A chunk reads its own bytes, at most one line beyond them up
-    to ``max_line_bytes``, and no more than its own size of a line that began before it."""
+def read_chunk(
+    chunk: Chunk, max_line_bytes: int = MAX_OUTPUT_BYTES
+) -> Iterator[bytes | InvalidRecord]:
+    """The lines that start in the chunk's byte range (a session's kept attempts, a
+    Parquet file's rows: one JSON line each, made as they are read); an InvalidRecord for
+    a line longer than ``max_line_bytes`` (not kept) or a damaged kept output. A JSONL
+    chunk reads its own bytes, at most one line beyond them up to ``max_line_bytes``, and
+    no more than its own size of a line that began before it."""
     encode = json.JSONEncoder(ensure_ascii=False).encode
     if chunk.source == "session":
         from engine.state.export import export_records
 
-        records = export_records(chunk.path, chunk.start, chunk.end, max_line_bytes)
-        lines: list[bytes | InvalidRecord] = [
-            InvalidRecord(record["damaged"])
-            if "damaged" in record
-            else encode(record).encode("utf-8", errors="surrogatepass")
-            for record in records
-        ]
+        for record in export_records(chunk.path, chunk.start, chunk.end, max_line_bytes):
+            if "damaged" in record:
+                yield InvalidRecord(record["damaged"])
+            else:
+                yield _capped(encode(record).encode("utf-8", "surrogatepass"), max_line_bytes)
     elif chunk.source == "parquet":
-        table = _parquet(chunk.path).read_row_groups(list(range(chunk.start, chunk.end)))
-        lines = [
-            encode(_parquet_record(row)).encode("utf-8", errors="surrogatepass")
-            for row in table.to_pylist()
-        ]
+        for row in _parquet_rows(chunk):
+            line = encode(_parquet_record(row)).encode("utf-8", "surrogatepass")
+            yield _capped(line, max_line_bytes)
     else:
-        return _jsonl_lines(chunk, max_line_bytes)
-    return [_capped(line, max_line_bytes) for line in lines]
+        yield from _jsonl_lines(chunk, max_line_bytes)
 
 
 def _capped(line: bytes | InvalidRecord, max_line_bytes: int) -> bytes | InvalidRecord:
@@ -567,16 +575,18 @@ def run_chunk(task: Task) -> Tally:
 # --- planning and executors ----------------------------------------------------------------
 
 
-def plan_chunks(paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES) -> list[Chunk]:
+def plan_chunks(
+    paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES, chunk_rows: int = PARQUET_CHUNK
+) -> list[Chunk]:
     """Cut the files into byte ranges of about ``chunk_bytes`` (session folders: into
-    ranges of ``SESSION_CHUNK`` attempt ids)."""
+    ranges of ``SESSION_CHUNK`` attempt ids; Parquet files: of ``chunk_rows`` rows)."""
     chunks: list[Chunk] = []
     for path in paths:
         if os.path.isdir(path):
             chunks += _session_chunks(path, len(chunks))
             continue
         if path.endswith(".parquet"):
-            chunks += _parquet_chunks(path, len(chunks))
+            chunks += _parquet_chunks(path, len(chunks), chunk_rows)
             continue
         try:
             size = os.path.getsize(path)
@@ -620,12 +630,45 @@ def _parquet_record(row: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _parquet_chunks(path: str, first_index: int) -> list[Chunk]:
-    groups = _parquet(path).num_row_groups
+def _parquet_chunks(path: str, first_index: int, rows: int) -> list[Chunk]:
+    metadata = _parquet(path).metadata
+    ranges: list[tuple[int, int]] = []
+    offset = 0
+    for group in range(metadata.num_row_groups):
+        size = int(metadata.row_group(group).num_rows)
+        step = max(rows, -(-size // PARQUET_SPLITS))
+        end = offset + size
+        ranges += [(start, min(start + step, end)) for start in range(offset, end, step)]
+        offset = end
     return [
-        Chunk(first_index + n, path, n, n + 1, source="parquet", first=n == 0)
-        for n in range(int(groups))
+        Chunk(first_index + n, path, start, end, "parquet", start == 0)
+        for n, (start, end) in enumerate(ranges)
     ]
+
+
+def _parquet_rows(chunk: Chunk) -> Iterator[dict[str, Any]]:
+    """The rows ``[start, end)`` of a Parquet file, a batch at a time (the row groups
+    that hold them are decoded from their start; rows before ``start`` are not made
+    Python objects)."""
+    file = _parquet(chunk.path)
+    groups: list[int] = []
+    row = offset = 0
+    for group in range(file.num_row_groups):
+        size = int(file.metadata.row_group(group).num_rows)
+        if offset < chunk.end and offset + size > chunk.start:
+            row = offset if not groups else row
+            groups.append(group)
+        offset += size
+    try:
+        for batch in file.iter_batches(batch_size=PARQUET_BATCH, row_groups=groups):
+            begin, stop = max(chunk.start - row, 0), min(chunk.end - row, batch.num_rows)
+            if begin < stop:
+                yield from batch.slice(begin, stop - begin).to_pylist()
+            row += batch.num_rows
+            if row >= chunk.end:
+                return
+    except (OSError, ValueError) as exc:  # pyarrow's errors of a damaged file
+        raise BacktestError(f"{chunk.path}: not a readable Parquet file ({exc})") from None
 
 
 def _session_chunks(path: str, first_index: int) -> list[Chunk]:
@@ -806,6 +849,7 @@ def backtest(
     chunk_bytes: int = CHUNK_BYTES,
     progress: Callable[[int, int], None] | None = None,
     max_line_bytes: int | None = None,
+    chunk_rows: int = PARQUET_CHUNK,
 ) -> Report:
     """Backtest ``pack`` (against ``baseline``) on the JSONL files ``records``.
 
@@ -825,7 +869,7 @@ def backtest(
     except EngineError as exc:
         raise BacktestError(str(exc)) from None
     cap = max_line_bytes or max(limit or MAX_OUTPUT_BYTES for limit in limits)
-    chunks = plan_chunks(records, chunk_bytes)
+    chunks = plan_chunks(records, chunk_bytes, chunk_rows)
     tasks = [Task(refs, replace(chunk, path=os.path.abspath(chunk.path)), cap) for chunk in chunks]
     total = empty_tally(len(refs))
     offset = 0

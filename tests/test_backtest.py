@@ -571,7 +571,7 @@ def test_a_chunk_reads_about_its_own_size_of_a_long_line(tmp_path: Path) -> None
         raise AssertionError("no rchar in /proc/self/io")
 
     before = bytes_read()
-    middle = read_chunk(Chunk(1, str(records), 5_000_000, 6_000_000, first=False))
+    middle = list(read_chunk(Chunk(1, str(records), 5_000_000, 6_000_000, first=False)))
     read = bytes_read() - before
     assert middle == []
     assert read <= 1_000_000 + 2 * SKIP_BYTES
@@ -605,16 +605,36 @@ def test_parquet_records_give_the_jsonl_report(
     records, strict, _ = generated
     rows = [json.loads(line) for line in records.read_text().splitlines()]
     table = pyarrow.Table.from_pylist(rows)
-    target = tmp_path / "verdicts.parquet"
-    parquet.write_table(table, target, row_group_size=300)
+    groups = tmp_path / "groups.parquet"
+    parquet.write_table(table, groups, row_group_size=300)
+    whole = tmp_path / "whole.parquet"  # one row group: cut into chunks all the same
+    parquet.write_table(table, whole)
+    assert parquet.ParquetFile(whole).num_row_groups == 1
     args = ["backtest", "--pack", str(strict), "--baseline", "sentinel", "--format", "json"]
     from_jsonl = json.loads(run_cli(*args, str(records)).stdout)
-    from_parquet = json.loads(run_cli(*args, "--workers", "2", str(target)).stdout)
-    for report in (from_jsonl, from_parquet):
+    reports = [json.loads(run_cli(*args, "--workers", "2", str(groups)).stdout)]
+    reports += [
+        backtest(
+            str(strict),
+            [str(target)],
+            baseline="sentinel",
+            executor=local_executor(2),
+            chunk_rows=rows_per_chunk,
+        ).to_json()
+        for target in (groups, whole)
+        for rows_per_chunk in (1, 128, 4096)
+    ]
+    for report in (from_jsonl, *reports):
         for examples in report["examples"].values():
             for example in examples:
                 example["where"] = example["where"].rsplit(":", 1)[1]
-    assert from_parquet == from_jsonl
+    assert all(report == from_jsonl for report in reports)
+    damaged = tmp_path / "damaged.parquet"
+    data = whole.read_bytes()
+    damaged.write_bytes(data[:8] + b"\xff" * (len(data) // 2) + data[8 + len(data) // 2 :])
+    result = run_cli(*args, str(damaged))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {damaged}: not a readable Parquet file (")
 
 
 def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
