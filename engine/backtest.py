@@ -280,13 +280,17 @@ def policy_key(pack: Pack, block: str) -> str:
     return json.dumps(parts, sort_keys=True, default=str)
 
 
+DecisionKey = tuple[str, str, int, int, bool]
+
+
 class Judge:
-    """Evaluates and decides records under one pack, remembering the decisions that depend
-    on no more than block, failure type and attempt (``CompiledPolicy.decision_key``)."""
+    """Evaluates and decides records under one pack, remembering decisions by their
+    decision key (``CompiledPolicy.decision_key``: block, failure type, attempt, the guard
+    that holds, a repeated error)."""
 
     def __init__(self, pack: Pack) -> None:
         self.pack = pack
-        self._decisions: dict[tuple[str, str, int], tuple[str, bool]] = {}
+        self._decisions: dict[DecisionKey, tuple[str, bool]] = {}
 
     def verdict(self, output: EvaluationInput, record: Mapping[str, Any]) -> Verdict | None:
         """The verdict on ``record`` (its ``output`` prepared once for every pack); None
@@ -299,33 +303,37 @@ class Judge:
             return None
 
     def outcome(
-        self, verdict: Verdict | None, record: Mapping[str, Any], text: str | bytes
+        self, verdict: Verdict | None, record: Mapping[str, Any], text: str
     ) -> Outcome | None:
-        """The decision on ``verdict`` as an Outcome; None when there is no verdict or the
-        pack cannot decide (a context that does not fit)."""
+        """The decision on ``verdict`` of the output ``text`` (decoded) as an Outcome; None
+        when there is no verdict or the pack cannot decide (a context that does not fit)."""
         if verdict is None:
             return None
         attempt = record.get("attempt", 1)
         previous_errors = record.get("previous_errors") or ()
-        key = self.pack.policy.decision_key(verdict, attempt, previous_errors)
-        known = self._decisions.get(key) if key is not None else None
-        if known is None:
-            try:
+        context = record.get("context") or None
+        policy = self.pack.policy
+        try:
+            key = policy.decision_key(
+                verdict, attempt, previous_errors, output=text, context=context
+            )
+            known = self._decisions.get(key) if key is not None else None
+            if known is None:
                 decision = self.pack.decide(
                     verdict,
                     output=text,
                     attempt=attempt,
                     previous_errors=previous_errors,
                     nonce=record.get("nonce"),
-                    context=record.get("context") or None,
+                    context=context,
                 )
-            except EngineError:
-                return None
-            known = (decision.action, not decision.final)
-            if key is not None:
-                if len(self._decisions) >= REMEMBERED_DECISIONS:  # many attempt numbers
-                    self._decisions.clear()
-                self._decisions[key] = known
+                known = (decision.action, not decision.final)
+                if key is not None:
+                    if len(self._decisions) >= REMEMBERED_DECISIONS:  # many attempt numbers
+                        self._decisions.clear()
+                    self._decisions[key] = known
+        except EngineError:  # a guard that fails, a context that does not fit
+            return None
         failure = verdict.failures[0] if verdict.failures else None
         if failure is None:
             return Outcome(verdict.status, None, known[0], known[1], None)
@@ -433,7 +441,7 @@ def judge_record(
                     outcome, found = other_outcome, True
                     break
         if not found:
-            outcome = judge.outcome(verdict, record, text)
+            outcome = judge.outcome(verdict, record, output.text or "")
             if verdict is not None and policy is not None:
                 decided.append((policy, verdict, outcome))
         outcomes.append(outcome)

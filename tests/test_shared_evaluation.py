@@ -98,14 +98,15 @@ def test_reading_keys_differ_when_reading_does(strict: Pack, tmp_path: Path) -> 
     assert many and all(key(PACK, block) is None for block in many)
 
 
-def _decisions(pack: Pack) -> list[tuple[Any, Any]]:
+def _decisions(pack: Pack, with_output: bool = True) -> list[tuple[Any, Any]]:
     """(decision key, decision without carry) for every case's verdict at attempts 1-3."""
     out = []
     for case in CASES:
         verdict = _evaluate(pack, case, None)
+        text = build_text(case)
         for attempt in (1, 2, 3):
-            decision = pack.decide(verdict, output=build_text(case), attempt=attempt)
-            key = pack.policy.decision_key(verdict, attempt)
+            decision = pack.decide(verdict, output=text, attempt=attempt)
+            key = pack.policy.decision_key(verdict, attempt, output=text if with_output else None)
             out.append((key, {**decision.to_json(), "carry": None}))
     return out
 
@@ -114,12 +115,34 @@ def test_equal_decision_keys_mean_equal_decisions() -> None:
     decisions = _decisions(PACK)
     by_key: dict[Any, Any] = {}
     for key, decision in decisions:
-        if key is not None:
-            assert by_key.setdefault(key, decision) == decision, key
-    # the sentinel VERDICT row has guards on PARSE_ERROR: those decisions read the output
-    unkeyed = [d for k, d in decisions if k is None]
-    assert unkeyed and len(by_key) > 10
-    assert all(d["rule"] != "pass" for d in unkeyed)
+        assert key is not None  # the sentinel pack has no rate limits
+        assert by_key.setdefault(key, decision) == decision, key
+    # the guards of PARSE_ERROR rows (short output, a tool's traceback) are in the keys
+    assert {key[3] for key in by_key} == {-1, 0, 1} and len(by_key) > 10
+    assert any(d["rule"].startswith("guard:") for d in by_key.values())
+    # without the output, a failure the guards look at has no key
+    unkeyed = [d for k, d in _decisions(PACK, with_output=False) if k is None]
+    assert unkeyed and all(d["rule"] != "pass" for d in unkeyed)
+
+
+def test_a_guard_reading_the_context_is_in_the_decision_key() -> None:
+    from engine.format.model import Guard
+    from engine.policy.decide import compile_policy, decide
+    from engine.results import Failure
+
+    trigger = PACK.model.triggers["VERDICT"].model_copy(
+        update={"skip_when": [Guard(name="strict", when="mode == 'strict'", reason="strict")]}
+    )
+    model = PACK.model.model_copy(update={"triggers": {**PACK.model.triggers, "VERDICT": trigger}})
+    policy = compile_policy(model)
+    failing = Verdict("VERDICT", "fail", [Failure("PARSE_ERROR", "x")], [], None, {})
+    decisions = {}
+    for mode in ("strict", "lenient", "strict"):
+        context = {"mode": mode}
+        key = policy.decision_key(failing, 1, output="o", context=context)
+        decision = decide(policy, failing, output="o", attempt=1, context=context)
+        assert decisions.setdefault(key, decision.rule) == decision.rule
+    assert sorted(decisions.values()) == ["attempt:1", "guard:strict"]
 
 
 def test_a_block_with_rate_limits_has_no_decision_key_when_it_passes() -> None:
@@ -142,9 +165,9 @@ def test_a_judge_remembers_a_bounded_number_of_decisions() -> None:
     assert len(judge._decisions) <= REMEMBERED_DECISIONS
 
 
-def test_a_failure_compared_with_previous_errors_has_no_decision_key() -> None:
-    """stop_on_repeat reads the previous errors: with some, the key is withheld, and the
-    decision indeed differs from the one without them."""
+def test_a_repeated_error_is_in_the_decision_key() -> None:
+    """stop_on_repeat compares the error with the last previous one: the key says whether
+    it repeats, and the decision indeed differs."""
     from engine.policy.decide import compile_policy, decide
     from engine.results import Failure
 
@@ -154,8 +177,9 @@ def test_a_failure_compared_with_previous_errors_has_no_decision_key() -> None:
     model = PACK.model.model_copy(update={"triggers": {**PACK.model.triggers, "VERDICT": trigger}})
     policy = compile_policy(model)
     failing = Verdict("VERDICT", "fail", [Failure("PARSE_ERROR", "x")], [], None, {})
-    assert policy.decision_key(failing, 2) == ("VERDICT", "PARSE_ERROR", 2)
-    assert policy.decision_key(failing, 2, ["x"]) is None
+    assert policy.decision_key(failing, 2) == ("VERDICT", "PARSE_ERROR", 2, -1, False)
+    assert policy.decision_key(failing, 2, ["x"]) == ("VERDICT", "PARSE_ERROR", 2, -1, True)
+    assert policy.decision_key(failing, 2, ["x", "y"]) == ("VERDICT", "PARSE_ERROR", 2, -1, False)
     alone = decide(policy, failing, output="o", attempt=2)
     repeated = decide(policy, failing, output="o", attempt=2, previous_errors=["x"])
     assert (alone.rule, repeated.rule) == ("attempt:2", "repeat")

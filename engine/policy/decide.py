@@ -126,25 +126,77 @@ class CompiledPolicy:
         return self.triggers.get(block, self.no_trigger)
 
     def decision_key(
-        self, verdict: Verdict, attempt: int, previous_errors: Sequence[str] = ()
-    ) -> tuple[str, str, int] | None:
+        self,
+        verdict: Verdict,
+        attempt: int,
+        previous_errors: Sequence[str] = (),
+        *,
+        output: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> tuple[str, str, int, int, bool] | None:
         """What ``decide`` on ``verdict`` at ``attempt`` after ``previous_errors`` depends on
-        (called without extra attempts, measure or earlier rounds), when that is no more
-        than the block, the failure type and the attempt: equal keys, equal decisions but
-        for ``carry``. None when the decision reads more: a passing output of a block with
-        rate limits (its counts), a failure the trigger's guards look at (output, error,
-        data, context) or compares with the previous errors (``stop_on_repeat``)."""
+        (called with the same ``output`` and ``context``, without extra attempts, measure
+        or earlier rounds): the block, the failure type, the attempt, which of the
+        trigger's guards holds first (-1: none) and whether the error repeats the last one
+        (``stop_on_repeat``). Equal keys, equal decisions but for ``carry``; the guards are
+        run here, which costs a fraction of deciding. None when the decision reads more: a
+        passing output of a block with rate limits (its counts), or a failure with guards
+        when ``output`` is not given."""
         block = verdict.block
         if verdict.status != "fail":
-            return None if block in self.rate_limits else (block, "", attempt)
+            return None if block in self.rate_limits else (block, "", attempt, -1, False)
         failure_type = verdict.failure_type
-        compiled = self.triggers.get(block, self.no_trigger)
-        retried = failure_type in compiled.trigger.on and failure_type not in self.not_retriable
-        if not failure_type or (
-            retried and (compiled.guards or (compiled.trigger.stop_on_repeat and previous_errors))
-        ):
+        if not failure_type:
             return None
-        return (block, failure_type, attempt)
+        compiled = self.triggers.get(block, self.no_trigger)
+        trigger = compiled.trigger
+        if failure_type not in trigger.on or failure_type in self.not_retriable:
+            return (block, failure_type, attempt, -1, False)
+        guard = -1
+        if compiled.guards:
+            if output is None:
+                return None
+            variables = guard_variables(
+                verdict, output, attempt, trigger.max_attempts, previous_errors, context
+            )
+            guard = first_guard(compiled, variables)
+        error = verdict.error or ""
+        repeated = bool(trigger.stop_on_repeat and previous_errors and previous_errors[-1] == error)
+        return (block, failure_type, attempt, guard, repeated)
+
+
+def guard_variables(
+    verdict: Verdict,
+    output: str,
+    attempt: int,
+    cap: int,
+    previous_errors: Sequence[str],
+    context: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The variables a trigger's guards see (the context's keys also at the top level)."""
+    return {
+        "output": output,
+        "error": verdict.error or "",
+        "failure_type": verdict.failure_type or "",
+        "failures": [f.to_json() for f in verdict.failures],
+        "attempt": attempt,
+        "max_attempts": cap,
+        "block": verdict.block,
+        "previous_errors": list(previous_errors),
+        "status": verdict.status,
+        "warnings": verdict.warnings,
+        "data": verdict.data,
+        "context": dict(context or {}),
+        **dict(context or {}),
+    }
+
+
+def first_guard(compiled: CompiledTrigger, variables: Mapping[str, Any]) -> int:
+    """The index of the first of the trigger's guards that holds; -1 when none does."""
+    for index, guard in enumerate(compiled.guards):
+        if guard.holds(**variables):
+            return index
+    return -1
 
 
 def compile_policy(pack: Rulepack) -> CompiledPolicy:
@@ -259,25 +311,12 @@ def decide(
             final_policy=True,
         )
     if compiled.guards:
-        variables = {
-            "output": output,
-            "error": error,
-            "failure_type": failure_type,
-            "failures": [f.to_json() for f in verdict.failures],
-            "attempt": attempt,
-            "max_attempts": cap,
-            "block": verdict.block,
-            "previous_errors": list(previous_errors),
-            "status": verdict.status,
-            "warnings": verdict.warnings,
-            "data": verdict.data,
-            "context": dict(context or {}),
-            **dict(context or {}),
-        }
-        for guard in compiled.guards:
-            if guard.holds(**variables):
-                reason = guard.reason or f"guard {guard.name!r} holds"
-                return make(after, reason, f"guard:{guard.name}", final_policy=True)
+        variables = guard_variables(verdict, output, attempt, cap, previous_errors, context)
+        holding = first_guard(compiled, variables)
+        if holding >= 0:
+            guard = compiled.guards[holding]
+            reason = guard.reason or f"guard {guard.name!r} holds"
+            return make(after, reason, f"guard:{guard.name}", final_policy=True)
     if trigger.stop_on_repeat and previous_errors and previous_errors[-1] == error:
         return make(after, "the same error repeated", "repeat", final_policy=True)
     if attempt > cap:
