@@ -364,6 +364,15 @@ def _side(outcome: Outcome | None) -> dict[str, Any]:
     }
 
 
+def _bump(counts: dict[str, Counter[str]], key: str, name: str) -> None:
+    """One more ``name`` in the counter of ``key`` (made on first use: a flip is counted
+    per record, and an empty Counter costs more than the count)."""
+    counter = counts.get(key)
+    if counter is None:
+        counter = counts[key] = Counter()
+    counter[name] += 1
+
+
 def _flip(
     tally: Tally,
     kind: str,
@@ -374,9 +383,9 @@ def _flip(
     old: Outcome | None,
 ) -> None:
     tally.flips[kind] += 1
-    tally.by_block.setdefault(clean_text(record["block"]), Counter())[kind] += 1
+    _bump(tally.by_block, clean_text(record["block"]), kind)
     failure = (new and new.failure_type) or (old and old.failure_type) or "none"
-    tally.by_failure_type.setdefault(kind, Counter())[failure] += 1
+    _bump(tally.by_failure_type, kind, failure)
     examples = tally.examples.setdefault(kind, [])
     if len(examples) < EXAMPLES_PER_FLIP:
         shown = text if isinstance(text, str) else text.decode("utf-8", errors="replace")
