@@ -290,7 +290,8 @@ def test_damaged_kept_outputs_are_named_and_the_rest_kept(tmp_path: Path) -> Non
 
 def test_a_damaged_ledger_is_named_by_every_reader(tmp_path: Path) -> None:
     """The attempts and kept outputs tables' first pages overwritten: `rules report`,
-    `log`, `export` and `backtest` name the file and say what to do (no internal error)."""
+    `log`, `export`, `backtest` and `eval --session` name the file and say what to do (no
+    internal error)."""
     import sqlite3
 
     session = tmp_path / "session"
@@ -316,6 +317,11 @@ def test_a_damaged_ledger_is_named_by_every_reader(tmp_path: Path) -> None:
         ["log", "--session", str(session), "--format", "json"],
         ["export", "--session", str(session)],
         ["backtest", "--pack", "sentinel", str(session)],
+        [  # a writer too
+            *("eval", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A"),
+            *("--var", "criterion=AC1", "--session", str(session)),
+            str(REPO / "examples" / "sentinel" / "verdict.txt"),
+        ],
     ):
         result = run_cli(*args)
         assert result.exit_code == 2, args

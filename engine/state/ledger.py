@@ -387,12 +387,17 @@ class Ledger:
         try:
             yield self
         except sqlite3.DatabaseError as exc:
-            if type(exc) is not sqlite3.DatabaseError:  # locked, busy, ...: not damage
-                raise
-            raise LedgerError(
-                f"{self.path}: cannot be read ({exc}); the file is damaged: "
-                f"`sqlite3 {self.path} .recover` can save what is left"
-            ) from None
+            raise self.damaged(exc) from None
+
+    def damaged(self, exc: sqlite3.DatabaseError) -> Exception:
+        """What to raise for an error of this ledger's SQLite: a LedgerError naming the
+        file when it is damaged; the error itself otherwise (locked, busy, ...)."""
+        if type(exc) is not sqlite3.DatabaseError:
+            return exc
+        return LedgerError(
+            f"{self.path}: cannot be read ({exc}); the file is damaged: "
+            f"`sqlite3 {self.path} .recover` can save what is left"
+        )
 
     def setting(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()

@@ -8,6 +8,7 @@ transaction.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -70,8 +71,10 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, trace: object) -> None:
         self.close()
+        if isinstance(exc, sqlite3.DatabaseError):  # a damaged ledger: say which file
+            raise self.ledger.damaged(exc) from None
 
     def evaluate(
         self,
