@@ -726,10 +726,21 @@ def local_executor(workers: int) -> Executor:
 
     def run(tasks: Sequence[Task]) -> Iterator[Tally]:
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
         context = multiprocessing.get_context("spawn" if os.name == "nt" else "fork")
-        with context.Pool(min(workers, len(tasks)) or 1) as pool:
-            yield from pool.imap(run_chunk, tasks, chunksize=1)
+        # not multiprocessing.Pool: it replaces a worker that dies (killed, out of memory)
+        # and waits forever for the chunk that worker had
+        pool = ProcessPoolExecutor(min(workers, len(tasks)) or 1, mp_context=context)
+        try:
+            yield from pool.map(run_chunk, tasks)
+        except BrokenProcessPool:
+            raise BacktestError(
+                "a worker process ended before its chunk was done (killed, or out of memory?)"
+            ) from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     return run
 

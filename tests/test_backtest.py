@@ -585,6 +585,34 @@ def test_a_chunk_reads_about_its_own_size_of_a_long_line(tmp_path: Path) -> None
     assert str(whole) == "longer than 2000000 bytes; not read (--max-output-bytes)"
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
+def test_a_worker_that_dies_ends_the_backtest_with_an_error(tmp_path: Path) -> None:
+    """A worker killed mid-run (as the out-of-memory killer would): the backtest says so
+    and exits 2 (multiprocessing.Pool waited forever for the lost chunk)."""
+    records = tmp_path / "records.jsonl"
+    BENCH.generate(records, 200_000)
+    command = [sys.executable, "-m", "engine", "backtest", "--pack", "sentinel"]
+    process = subprocess.Popen(
+        [*command, "--workers", "2", str(records)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+        deadline = time.monotonic() + 30
+        while not children.read_text().split() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(int(children.read_text().split()[0]), 9)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()  # whatever happened above: no process left behind
+    assert process.returncode == 2
+    assert stderr.decode() == (
+        "error: a worker process ended before its chunk was done (killed, or out of memory?)\n"
+    )
+
+
 def test_scheduler_needs_the_dask_executor() -> None:
     records = REPO / "examples" / "sentinel" / "records.jsonl"
     result = run_cli("backtest", "--pack", "sentinel", "--scheduler", "tcp://x:1", str(records))
