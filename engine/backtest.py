@@ -41,10 +41,6 @@ is cut into PARQUET_SPLITS chunks at most, as each decodes its group from the st
 PARQUET_SPLITS = 16
 PARQUET_BATCH = 1024
 """Rows a Parquet chunk makes Python objects of at a time."""
-PARQUET_CHUNK = 4096
-"""Rows of a Parquet file per chunk, whatever its row groups (one may hold the whole
-file); a chunk reads them in batches of PARQUET_BATCH rows."""
-PARQUET_BATCH = 1024
 EXAMPLES_PER_FLIP = 3
 EXAMPLE_TEXT_CHARS = 200
 REMEMBERED_DECISIONS = 4096
