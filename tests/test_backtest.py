@@ -289,9 +289,9 @@ def test_damaged_kept_outputs_are_named_and_the_rest_kept(tmp_path: Path) -> Non
 
 
 def test_a_damaged_ledger_is_named_by_every_reader(tmp_path: Path) -> None:
-    """The attempts and kept outputs tables' first pages overwritten: `rules report`,
-    `log`, `export`, `backtest` and `eval --session` name the file and say what to do (no
-    internal error)."""
+    """The attempts, kept outputs and conflicts tables' first pages overwritten: `rules
+    report`, `log`, `export`, `backtest` and `eval --session` name the file and say what to
+    do (no internal error)."""
     import sqlite3
 
     session = tmp_path / "session"
@@ -301,7 +301,7 @@ def test_a_damaged_ledger_is_named_by_every_reader(tmp_path: Path) -> None:
     page_size = db.execute("PRAGMA page_size").fetchone()[0]
     roots = [
         db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
-        for table in ("attempts", "kept_outputs")
+        for table in ("attempts", "kept_outputs", "conflicts")
     ]
     db.close()
     with ledger.open("r+b") as handle:
@@ -315,6 +315,7 @@ def test_a_damaged_ledger_is_named_by_every_reader(tmp_path: Path) -> None:
     for args in (
         ["report", "--session", str(session), "-o", str(tmp_path / "report.html")],
         ["log", "--session", str(session), "--format", "json"],
+        ["log", "--session", str(session), "--view", "decisions"],
         ["export", "--session", str(session)],
         ["backtest", "--pack", "sentinel", str(session)],
         [  # a writer too

@@ -130,15 +130,16 @@ def _decisions(session_dir: str, pack_ref: str | None) -> str:
 
     try:
         book = ConflictBook(Ledger.read_only(Path(session_dir)))
-        row = book.ledger.db.execute("SELECT pack FROM conflicts ORDER BY id DESC").fetchone()
-        if pack_ref is None and row is None:
-            return ""
-        pack = open_pack(pack_ref or row[0])
-        if pack.conflicts is None:
-            raise UsageFailure(f"pack {pack.name!r} declares no `conflicts:` section")
-        rounds: dict[Any, list[dict[str, Any]]] = {}
-        for record in book.resolutions(pack.conflicts):
-            rounds.setdefault(record["round"], []).append(record)
+        with book.ledger.reading():
+            row = book.ledger.db.execute("SELECT pack FROM conflicts ORDER BY id DESC").fetchone()
+            if pack_ref is None and row is None:
+                return ""
+            pack = open_pack(pack_ref or row[0])
+            if pack.conflicts is None:
+                raise UsageFailure(f"pack {pack.name!r} declares no `conflicts:` section")
+            rounds: dict[Any, list[dict[str, Any]]] = {}
+            for record in book.resolutions(pack.conflicts):
+                rounds.setdefault(record["round"], []).append(record)
         ordered = sorted(rounds.items(), key=lambda pair: (pair[0] is None, pair[0] or 0))
         return pack.render_conflicts(
             pack.conflicts.spec.decisions,
