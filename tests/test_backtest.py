@@ -614,6 +614,43 @@ def test_a_worker_that_dies_ends_the_backtest_with_an_error(tmp_path: Path) -> N
     )
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
+def test_a_terminated_backtest_leaves_no_worker_behind(tmp_path: Path) -> None:
+    """SIGTERM to the backtest (a `kill`, a cancelled CI job): it exits 143 and its
+    workers end too (left behind, they waited for work forever)."""
+    import signal
+
+    records = tmp_path / "records.jsonl"
+    BENCH.generate(records, 200_000)
+    command = [sys.executable, "-m", "engine", "backtest", "--pack", "sentinel"]
+    process = subprocess.Popen(
+        [*command, "--workers", "2", str(records)], stdout=subprocess.DEVNULL
+    )
+    try:
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+        deadline = time.monotonic() + 30
+        while len(children.read_text().split()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = children.read_text().split()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        process.kill()
+
+    def running(pid: str) -> bool:  # a zombie has ended; who reaps it is not ours to say
+        stat = Path(f"/proc/{pid}/stat")
+        try:
+            return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    deadline = time.monotonic() + 30
+    while any(map(running, workers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert workers and not any(map(running, workers))
+
+
 def test_scheduler_needs_the_dask_executor() -> None:
     records = REPO / "examples" / "sentinel" / "records.jsonl"
     result = run_cli("backtest", "--pack", "sentinel", "--scheduler", "tcp://x:1", str(records))

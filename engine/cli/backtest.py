@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 import click
@@ -26,6 +29,25 @@ def _progress_bar() -> Callable[[int, int], None] | None:
         sys.stderr.flush()
 
     return advance
+
+
+@contextlib.contextmanager
+def _stopping_on_sigterm() -> Iterator[None]:
+    """Within the block, SIGTERM (a `kill`, a cancelled CI job) ends the process as an exit
+    does, so the executors' clean-up runs: local workers are told to stop (left behind by
+    a killed parent, they would wait for work forever), a local Dask cluster is closed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+
+    def stop(number: int, frame: object) -> None:
+        raise SystemExit(128 + number)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command("backtest")
@@ -129,15 +151,16 @@ def backtest_command(
         raise click.UsageError("--scheduler needs --executor dask")
     try:
         run = dask_executor(scheduler, workers) if executor == "dask" else local_executor(workers)
-        report = backtest(
-            pack_ref,
-            records,
-            baseline=baseline,
-            executor=run,
-            max_flips=max_flips,
-            progress=_progress_bar(),
-            max_line_bytes=max_output_bytes,
-        )
+        with _stopping_on_sigterm():
+            report = backtest(
+                pack_ref,
+                records,
+                baseline=baseline,
+                executor=run,
+                max_flips=max_flips,
+                progress=_progress_bar(),
+                max_line_bytes=max_output_bytes,
+            )
     except (BacktestError, EngineError) as exc:
         raise UsageFailure(str(exc)) from None
     output.write(BACKTEST_FORMATS[output_format](report.to_json()))
