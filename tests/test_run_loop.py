@@ -298,3 +298,45 @@ def test_endless_stdout_is_capped_and_stderr_is_drained(tmp_path: Path) -> None:
     )
     assert noisy.returncode == 0, noisy.stderr[-2000:]
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1024 * 1024  # < 1 GiB
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
+@pytest.mark.parametrize(("signal_name", "status"), [("SIGTERM", 143), ("SIGINT", 1)])
+def test_an_interrupted_run_ends_its_model(tmp_path: Path, signal_name: str, status: int) -> None:
+    """`rules run` stopped while the model runs (a `kill`, Ctrl-C: the model is in a
+    session of its own, so the terminal's SIGINT does not reach it): the model's process
+    group ends with it instead of running on."""
+    import signal
+    import subprocess
+    import time
+
+    model = tmp_path / "slow_model.py"
+    model.write_text("import time\ntime.sleep(300)\n", encoding="utf-8")
+    command = [PY, "-m", "engine", "run", *VERDICT, "--session", str(tmp_path / "s")]
+    process = subprocess.Popen(
+        [*command, "--", PY, str(model)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+        deadline = time.monotonic() + 30
+        while not children.read_text().split() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [model_pid] = children.read_text().split()
+        time.sleep(0.5)  # the run is waiting for the model now
+        process.send_signal(getattr(signal, signal_name))
+        assert process.wait(timeout=30) == status
+    finally:
+        process.kill()
+
+    def running(pid: str) -> bool:  # a zombie has ended; who reaps it is not ours to say
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+    deadline = time.monotonic() + 10
+    while running(model_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(model_pid)

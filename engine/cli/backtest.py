@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TextIO
 
 import click
 
 from engine.cli.backtest_formats import BACKTEST_FORMATS
-from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
+from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, stopping_on_sigterm
 from engine.errors import EngineError
 
 
@@ -29,25 +26,6 @@ def _progress_bar() -> Callable[[int, int], None] | None:
         sys.stderr.flush()
 
     return advance
-
-
-@contextlib.contextmanager
-def _stopping_on_sigterm() -> Iterator[None]:
-    """Within the block, SIGTERM (a `kill`, a cancelled CI job) ends the process as an exit
-    does, so the executors' clean-up runs: local workers are told to stop (left behind by
-    a killed parent, they would wait for work forever), a local Dask cluster is closed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers belong to the main thread
-        return
-
-    def stop(number: int, frame: object) -> None:
-        raise SystemExit(128 + number)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command("backtest")
@@ -151,7 +129,7 @@ def backtest_command(
         raise click.UsageError("--scheduler needs --executor dask")
     try:
         run = dask_executor(scheduler, workers) if executor == "dask" else local_executor(workers)
-        with _stopping_on_sigterm():
+        with stopping_on_sigterm():
             report = backtest(
                 pack_ref,
                 records,

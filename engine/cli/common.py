@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -91,3 +94,23 @@ def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
         show_default=default,
         help=help,
     )
+
+
+@contextlib.contextmanager
+def stopping_on_sigterm() -> Iterator[None]:
+    """Within the block, SIGTERM (a `kill`, a cancelled CI job) ends the process as an exit
+    does (status 143), so clean-up runs: a backtest's local workers are told to stop (left
+    behind by a killed parent, they would wait for work forever), a local Dask cluster is
+    closed, a model command's process group is ended."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+
+    def stop(number: int, frame: object) -> None:
+        raise SystemExit(128 + number)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -15,6 +15,7 @@ from engine.cli.common import (
     output_cap,
     parse_vars,
     session_option,
+    stopping_on_sigterm,
 )
 from engine.errors import EngineError
 from engine.state.runner import DEFAULT_TIMEOUT, run_loop
@@ -106,7 +107,10 @@ def run_command(
         prompt_key = pack.model.session.prompt
         if prompt and prompt_key:
             context.setdefault(prompt_key, prompt)
-        with Session(pack, session_dir, keep_outputs=keep_outputs) as session:
+        with (
+            stopping_on_sigterm(),
+            Session(pack, session_dir, keep_outputs=keep_outputs) as session,
+        ):
             result = run_loop(
                 session,
                 block,

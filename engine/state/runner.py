@@ -53,6 +53,7 @@ def _end_group(process: subprocess.Popen[bytes]) -> None:
             return
         end = time.monotonic() + wait
         while time.monotonic() < end:
+            process.poll()  # reaped: a zombie would still count as the group's member
             try:
                 os.killpg(process.pid, 0)
             except (ProcessLookupError, PermissionError):
@@ -111,16 +112,19 @@ def execute(
         thread.start()
     deadline = time.monotonic() + timeout if timeout else None
     reason = None
-    while process.poll() is None:
-        if too_much.is_set():
-            reason = f"model command printed more than {max_output} bytes on stdout"
-            break
-        if deadline is not None and time.monotonic() > deadline:
-            reason = f"model command timed out after {timeout:g} s"
-            break
-        time.sleep(0.01)
-    _end_group(process)  # also ends children the command left behind
-    process.wait()
+    try:
+        while process.poll() is None:
+            if too_much.is_set():
+                reason = f"model command printed more than {max_output} bytes on stdout"
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                reason = f"model command timed out after {timeout:g} s"
+                break
+            time.sleep(0.01)
+    finally:  # also when this process is interrupted (Ctrl-C, SIGTERM): the command runs
+        # in a session of its own, so nothing else would end it
+        _end_group(process)  # also ends children the command left behind
+        process.wait()
     for thread in threads:
         thread.join(timeout=GRACE_SECONDS)
     for stream in (stdout, stderr):
