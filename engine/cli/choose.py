@@ -96,14 +96,11 @@ def _recorded_pack(session_dir: str, item: str) -> str:
     """The pack recorded with the item's latest attempt."""
     from engine.state.ledger import Ledger
 
-    ledger = Ledger.read_only(Path(session_dir))
-    try:
+    with Ledger.read_only(Path(session_dir)) as ledger:
         row = ledger.db.execute(
             "SELECT pack FROM attempts WHERE block = ? ORDER BY id DESC LIMIT 1",
             (item.partition("@")[0],),
         ).fetchone()
-    finally:
-        ledger.close()
     if row is None:
         raise UsageFailure(f"no attempt of {item!r} in {session_dir}")
     return str(row[0])

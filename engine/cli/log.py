@@ -71,8 +71,7 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
         _write_attempts(session_dir, lines=output_format == "jsonl")
         return
     try:
-        ledger = Ledger.read_only(Path(session_dir))
-        with ledger.reading():
+        with Ledger.read_only(Path(session_dir)) as ledger:
             rows = ledger.attempts()
             gate_rows = ledger.gate_results()
             book = ChoiceBook(ledger)
@@ -81,7 +80,6 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
             pack = open_pack(pack_ref) if pack_ref else _session_pack(rows)
             rounds = pack.model.rounds
             statuses = {n: book.statuses(rounds, n) for n in round_numbers} if rounds else {}
-        ledger.close()
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     names = log_views(pack, output_format) if view == "all" else [view]
@@ -101,13 +99,9 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
 def _write_attempts(session_dir: str, lines: bool) -> None:
     """Every attempt with its warnings as JSON (or JSON Lines), written as it is read."""
     try:
-        ledger = Ledger.read_only(Path(session_dir))
-        try:
-            with ledger.reading():
-                for piece in json_text(ledger.attempt_rows(warnings=True), lines):
-                    sys.stdout.write(piece)
-        finally:
-            ledger.close()
+        with Ledger.read_only(Path(session_dir)) as ledger:
+            for piece in json_text(ledger.attempt_rows(warnings=True), lines):
+                sys.stdout.write(piece)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     sys.stdout.flush()
@@ -129,9 +123,9 @@ def _decisions(session_dir: str, pack_ref: str | None) -> str:
     from engine.state.conflicts import ConflictBook
 
     try:
-        book = ConflictBook(Ledger.read_only(Path(session_dir)))
-        with book.ledger.reading():
-            row = book.ledger.db.execute("SELECT pack FROM conflicts ORDER BY id DESC").fetchone()
+        with Ledger.read_only(Path(session_dir)) as ledger:
+            book = ConflictBook(ledger)
+            row = ledger.db.execute("SELECT pack FROM conflicts ORDER BY id DESC").fetchone()
             if pack_ref is None and row is None:
                 return ""
             pack = open_pack(pack_ref or row[0])

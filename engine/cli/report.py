@@ -43,12 +43,8 @@ def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
     from engine.state.report import session_page
 
     try:
-        ledger = session_ledger(session_dir)
-        try:
-            with ledger.reading():
-                html = session_page(ledger.attempt_rows(), title or f"Session {session_dir}")
-        finally:
-            ledger.close()
+        with session_ledger(session_dir) as ledger:
+            html = session_page(ledger.attempt_rows(), title or f"Session {session_dir}")
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     output.write(html)

@@ -30,30 +30,22 @@ def export_records(
     the id is the attempt's id in the ledger), oldest first, ids in ``(after, until]``;
     read in batches, so memory stays constant. A damaged one is ``{"id", "damaged"}``
     (``kept_records``)."""
-    ledger = session_ledger(session_dir)
-    try:
-        with ledger.reading():
-            while True:
-                batch = list(kept_records(ledger, after, BATCH, max_text_bytes))
-                for record in batch:
-                    if until is not None and record["id"] > until:
-                        return
-                    yield record
-                if len(batch) < BATCH:
+    with session_ledger(session_dir) as ledger:
+        while True:
+            batch = list(kept_records(ledger, after, BATCH, max_text_bytes))
+            for record in batch:
+                if until is not None and record["id"] > until:
                     return
-                after = batch[-1]["id"]
-    finally:
-        ledger.close()
+                yield record
+            if len(batch) < BATCH:
+                return
+            after = batch[-1]["id"]
 
 
 def kept_id_range(session_dir: str | Path) -> tuple[int, int, int]:
     """(count, first id, last id) of the session's kept attempts."""
-    ledger = session_ledger(session_dir)
-    try:
-        with ledger.reading():
-            row = ledger.db.execute(
-                "SELECT COUNT(*), MIN(attempt_id), MAX(attempt_id) FROM kept_outputs"
-            ).fetchone()
-        return int(row[0]), int(row[1] or 0), int(row[2] or 0)
-    finally:
-        ledger.close()
+    with session_ledger(session_dir) as ledger:
+        row = ledger.db.execute(
+            "SELECT COUNT(*), MIN(attempt_id), MAX(attempt_id) FROM kept_outputs"
+        ).fetchone()
+    return int(row[0]), int(row[1] or 0), int(row[2] or 0)

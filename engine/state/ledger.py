@@ -380,24 +380,19 @@ class Ledger:
     def close(self) -> None:
         self.db.close()
 
-    @contextmanager
-    def reading(self) -> Iterator[Ledger]:
-        """Reads of this ledger in a block where a damaged file (a page that is not what
-        SQLite wrote) is a LedgerError naming it, not an internal error."""
-        try:
-            yield self
-        except sqlite3.DatabaseError as exc:
-            raise self.damaged(exc) from None
+    def __enter__(self) -> Ledger:
+        return self
 
-    def damaged(self, exc: sqlite3.DatabaseError) -> Exception:
-        """What to raise for an error of this ledger's SQLite: a LedgerError naming the
-        file when it is damaged; the error itself otherwise (locked, busy, ...)."""
-        if type(exc) is not sqlite3.DatabaseError:
-            return exc
-        return LedgerError(
-            f"{self.path}: cannot be read ({exc}); the file is damaged: "
-            f"`sqlite3 {self.path} .recover` can save what is left"
-        )
+    def __exit__(self, kind: object, exc: BaseException | None, trace: object) -> None:
+        """Close the ledger. A damaged file (a page that is not what SQLite wrote) leaves
+        the block as a LedgerError naming it, not an internal error; other SQLite errors
+        (locked, busy, ...) stay as they are."""
+        self.close()
+        if type(exc) is sqlite3.DatabaseError:
+            raise LedgerError(
+                f"{self.path}: cannot be read ({exc}); the file is damaged: "
+                f"`sqlite3 {self.path} .recover` can save what is left"
+            ) from None
 
     def setting(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
@@ -598,8 +593,7 @@ def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:
     warned); None when the folder has no ledger."""
     if not (session_dir / LEDGER_FILE).is_file():
         return None
-    ledger = Ledger.read_only(session_dir)
-    try:
+    with Ledger.read_only(session_dir) as ledger:
         return frozenset(
             row["round"]
             for row in ledger.attempts()
@@ -607,8 +601,6 @@ def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:
             and row["round"] is not None
             and row["status"] in ("pass", "warn")
         )
-    finally:
-        ledger.close()
 
 
 PROMPT_COLUMNS = (

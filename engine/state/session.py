@@ -8,7 +8,6 @@ transaction.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -72,9 +71,7 @@ class Session:
         return self
 
     def __exit__(self, kind: object, exc: BaseException | None, trace: object) -> None:
-        self.close()
-        if isinstance(exc, sqlite3.DatabaseError):  # a damaged ledger: say which file
-            raise self.ledger.damaged(exc) from None
+        self.ledger.__exit__(kind, exc, trace)  # closes it; a damaged file is named
 
     def evaluate(
         self,
