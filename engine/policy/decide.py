@@ -160,9 +160,14 @@ class CompiledPolicy:
                 verdict, output, attempt, trigger.max_attempts, previous_errors, context
             )
             guard = first_guard(compiled, variables)
-        error = verdict.error or ""
-        repeated = bool(trigger.stop_on_repeat and previous_errors and previous_errors[-1] == error)
-        return (block, failure_type, attempt, guard, repeated)
+        return (block, failure_type, attempt, guard, _repeats(trigger, previous_errors, verdict))
+
+
+def _repeats(trigger: Trigger, previous_errors: Sequence[str], verdict: Verdict) -> bool:
+    """``stop_on_repeat`` applies: the error is the last of the previous ones."""
+    return bool(
+        trigger.stop_on_repeat and previous_errors and previous_errors[-1] == (verdict.error or "")
+    )
 
 
 def guard_variables(
@@ -300,7 +305,6 @@ def decide(
         return make("PROCEED", "the output meets its contract", "pass")
     after = trigger.after_failure.action
     failure_type = verdict.failure_type or ""
-    error = verdict.error or ""
     if failure_type in policy.not_retriable:
         return make(after, f"{failure_type} is not retriable", "not-retriable", final_policy=True)
     if failure_type not in trigger.on:
@@ -317,7 +321,7 @@ def decide(
             guard = compiled.guards[holding]
             reason = guard.reason or f"guard {guard.name!r} holds"
             return make(after, reason, f"guard:{guard.name}", final_policy=True)
-    if trigger.stop_on_repeat and previous_errors and previous_errors[-1] == error:
+    if _repeats(trigger, previous_errors, verdict):
         return make(after, "the same error repeated", "repeat", final_policy=True)
     if attempt > cap:
         return make(
