@@ -229,11 +229,12 @@ def _parquet_rows(chunk: Chunk) -> Iterator[dict[str, Any]]:
     Python objects)."""
     file = _parquet(chunk.path)
     groups: list[int] = []
-    row = offset = 0
+    row = offset = 0  # row: the first row of the first group read
     for group in range(file.num_row_groups):
         size = int(file.metadata.row_group(group).num_rows)
         if offset < chunk.end and offset + size > chunk.start:
-            row = offset if not groups else row
+            if not groups:
+                row = offset
             groups.append(group)
         offset += size
     try:

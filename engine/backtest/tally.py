@@ -182,14 +182,11 @@ def tally_lines(
     combinations: Counter[tuple[Counted | None, ...]] = Counter()
     for number, line in enumerate(lines, start=1):
         tally.lines = number
-        if isinstance(line, InvalidRecord):
-            tally.invalid += 1
-            if len(tally.first_invalid) < EXAMPLES_PER_FLIP:
-                tally.first_invalid.append({"line": number, "error": str(line)})
-            continue
-        if not line.strip():
-            continue
         try:
+            if isinstance(line, InvalidRecord):  # could not be read: too long, damaged
+                raise line
+            if not line.strip():
+                continue
             record, text = read_record(line)
         except InvalidRecord as exc:
             tally.invalid += 1
