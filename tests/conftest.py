@@ -104,3 +104,33 @@ def run_script(
     return subprocess.run(
         list(args), cwd=cwd, input=input, capture_output=True, timeout=timeout, env=env, check=False
     )
+
+
+def child_pids(pid: int, at_least: int = 1, timeout: float = 30) -> list[str]:
+    """The child processes of ``pid`` (Linux's /proc), once there are ``at_least`` of them
+    or ``timeout`` seconds have passed."""
+    import time
+
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    deadline = time.monotonic() + timeout
+    while len(children.read_text().split()) < at_least and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return children.read_text().split()
+
+
+def still_running(pids: list[str], timeout: float) -> list[str]:
+    """Those of ``pids`` still running after waiting up to ``timeout`` seconds for them to
+    end. A zombie has ended: who reaps it is not the test's to say."""
+    import time
+
+    def running(pid: str) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+    deadline = time.monotonic() + timeout
+    while any(map(running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if running(pid)]

@@ -17,7 +17,7 @@ from types import ModuleType
 import jsonschema
 import pytest
 
-from conftest import run_cli
+from conftest import child_pids, run_cli, still_running
 from engine.backtest import BacktestError, backtest, dask_executor, local_executor
 
 REPO = Path(__file__).resolve().parent.parent
@@ -600,11 +600,7 @@ def test_a_worker_that_dies_ends_the_backtest_with_an_error(tmp_path: Path) -> N
         stderr=subprocess.PIPE,
     )
     try:
-        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
-        deadline = time.monotonic() + 30
-        while not children.read_text().split() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(int(children.read_text().split()[0]), 9)
+        os.kill(int(child_pids(process.pid)[0]), 9)
         _, stderr = process.communicate(timeout=60)
     finally:
         process.kill()  # whatever happened above: no process left behind
@@ -628,27 +624,12 @@ def test_a_terminated_backtest_leaves_no_worker_behind(tmp_path: Path) -> None:
         [*command, "--workers", "2", str(records)], stdout=subprocess.DEVNULL
     )
     try:
-        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
-        deadline = time.monotonic() + 30
-        while len(children.read_text().split()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        workers = children.read_text().split()
+        workers = child_pids(process.pid, at_least=2)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 128 + signal.SIGTERM
     finally:
         process.kill()
-
-    def running(pid: str) -> bool:  # a zombie has ended; who reaps it is not ours to say
-        stat = Path(f"/proc/{pid}/stat")
-        try:
-            return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except (OSError, IndexError):
-            return False
-
-    deadline = time.monotonic() + 30
-    while any(map(running, workers)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert workers and not any(map(running, workers))
+    assert workers and not still_running(workers, timeout=30)
 
 
 def test_scheduler_needs_the_dask_executor() -> None:

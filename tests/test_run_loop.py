@@ -12,7 +12,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 import engine
-from conftest import FIXTURES, REPO, run_cli, run_script, script
+from conftest import FIXTURES, REPO, child_pids, run_cli, run_script, script, still_running
 from engine.state.ledger import Ledger
 from engine.state.runner import run_loop
 from engine.state.session import Session
@@ -318,25 +318,10 @@ def test_an_interrupted_run_ends_its_model(tmp_path: Path, signal_name: str, sta
         [*command, "--", PY, str(model)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
-        deadline = time.monotonic() + 30
-        while not children.read_text().split() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        [model_pid] = children.read_text().split()
+        [model_pid] = child_pids(process.pid)
         time.sleep(0.5)  # the run is waiting for the model now
         process.send_signal(getattr(signal, signal_name))
         assert process.wait(timeout=30) == status
     finally:
         process.kill()
-
-    def running(pid: str) -> bool:  # a zombie has ended; who reaps it is not ours to say
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return False
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-    deadline = time.monotonic() + 10
-    while running(model_pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not running(model_pid)
+    assert not still_running([model_pid], timeout=10)
