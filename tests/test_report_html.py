@@ -106,7 +106,7 @@ def _rows(count: int, items: int, seed: int) -> list[dict[str, object]]:
 
 
 def test_tier_success_is_the_next_attempt_of_the_item_accepted() -> None:
-    from engine.state.report import session_figures
+    from engine.state.report import session_summary
 
     for seed in range(20):
         rows = _rows(300, 25, seed)
@@ -121,7 +121,7 @@ def test_tier_success_is_the_next_attempt_of_the_item_accepted() -> None:
                 r for r in rows[n + 1 :] if (r["block"], r["item"]) == (row["block"], row["item"])
             ]
             succeeded[tier] += bool(following and following[0]["status"] in ("pass", "warn"))
-        tiers = session_figures(rows)["tiers"]
+        tiers = session_summary(rows).figures["tiers"]
         assert tiers == {t: {"used": used[t], "succeeded": succeeded[t]} for t in used}
 
 

@@ -66,13 +66,14 @@ def evaluation_key(pack: Pack, block: str) -> str | None:
     contract = model.contracts.get(block)
     if contract is None:
         return None
+    spec = contract.model_dump(mode="json")
     parts = [
-        contract.model_dump(mode="json"),
+        spec,
         model.sentinel.model_dump(mode="json"),
         {k: v.model_dump(mode="json") for k, v in model.failure_types.items()},
         model.severities,
         {k: v.model_dump(mode="json") for k, v in model.context.items()},
-        _file_hashes(contract.model_dump(mode="json"), pack.folder_of(("contracts", block))),
+        _file_hashes(spec, pack.folder_of(("contracts", block))),
     ]
     return json.dumps(parts, sort_keys=True, default=str)
 

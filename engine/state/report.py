@@ -148,11 +148,6 @@ def session_summary(rows: Iterable[Row]) -> SessionSummary:
     return SessionSummary(figures, timeline, hidden)
 
 
-def session_figures(rows: Iterable[Row]) -> dict[str, Any]:
-    """The figures a session report shows, from ledger rows (`rules log --format json`)."""
-    return session_summary(rows).figures
-
-
 def _timeline(summary: SessionSummary) -> str:
     out = []
     for (block, item), attempts in summary.timeline.items():
