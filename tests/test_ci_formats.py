@@ -236,6 +236,7 @@ def test_identical_findings_keep_distinct_fingerprints_and_junit_stays_xml() -> 
     sarif = format_sarif(cases)
     sarif.encode("utf-8")  # printable: no lone surrogate left
     results = json.loads(sarif)["runs"][0]["results"]
+    assert results[2]["message"]["text"].endswith("byte \ufffd")  # U+FFFD, as everywhere
     prints = [r["partialFingerprints"]["rulesFinding/v1"] for r in results]
     assert len(set(prints)) == 3 and prints[1] == prints[0] + ":1"
     root = ET.fromstring(format_junit(cases))  # well-formed despite NUL, lone surrogate

@@ -20,6 +20,7 @@ from pathlib import Path
 from engine import __version__
 from engine.format.catalogue import describe
 from engine.format.findings import CheckResult, Finding
+from engine.textio import clean_text
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVELS = {"error": "error", "warning": "warning"}
@@ -79,11 +80,6 @@ def _numbered(fingerprint: str, seen: dict[str, int]) -> str:
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
-def _unicode(text: str) -> str:
-    """``text`` with lone surrogates (from undecodable bytes) replaced by U+FFFD."""
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
 def _xml_text(text: str) -> str:
     """``text`` with the characters XML 1.0 cannot hold replaced by U+FFFD."""
     return _NOT_XML.sub("\ufffd", text)
@@ -114,11 +110,11 @@ def format_sarif(cases: list[CiCase]) -> str:
                 "ruleId": f.rule,
                 "ruleIndex": index[f.rule],
                 "level": SARIF_LEVELS.get(f.level, "note"),
-                "message": {"text": _unicode(message)},
+                "message": {"text": clean_text(message)},
                 "locations": [
                     {
                         "physicalLocation": {
-                            "artifactLocation": {"uri": _unicode(_uri(f.position.file))},
+                            "artifactLocation": {"uri": clean_text(_uri(f.position.file))},
                             "region": {
                                 "startLine": max(f.position.line, 1),
                                 "startColumn": max(f.position.column, 1),
