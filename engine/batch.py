@@ -53,6 +53,30 @@ def text_of_record(record: Mapping[str, Any]) -> str | bytes:
     return text
 
 
+def record_inputs(
+    record: Mapping[str, Any],
+    default_block: str | None = None,
+    default_nonce: str | None = None,
+    block_hint: str = "",
+) -> tuple[str, str | None, dict[str, str]]:
+    """The block, nonce and vars of a record (the defaults for keys it leaves out),
+    checked: ValueError naming the key that is wrong (``block_hint`` follows the message of
+    a missing block)."""
+    block = record.get("block", default_block)
+    nonce = record.get("nonce", default_nonce)
+    variables = record.get("vars") or {}
+    if not isinstance(block, str):
+        raise ValueError("'block' is missing" + block_hint)
+    if nonce is not None and not isinstance(nonce, str):
+        raise ValueError("'nonce' must be a string")
+    if not isinstance(variables, dict):
+        raise ValueError("'vars' must be an object of strings")
+    for key, value in variables.items():  # a loop: all() of a generator costs more here
+        if not (isinstance(key, str) and isinstance(value, str)):
+            raise ValueError("'vars' must be an object of strings")
+    return block, nonce, variables
+
+
 def parse_record(
     pack: Parser,
     line: bytes | str,
@@ -71,18 +95,9 @@ def parse_record(
         return _record_error(None, f"input line {number}: expected a JSON object")
     record_id = record.get("id")
     try:
-        block = record.get("block", default_block)
-        nonce = record.get("nonce", default_nonce)
-        variables = record.get("vars") or {}
-        if not isinstance(block, str):
-            raise ValueError("'block' is missing (give it in the record or with --block)")
-        if nonce is not None and not isinstance(nonce, str):
-            raise ValueError("'nonce' must be a string")
-        if not isinstance(variables, dict):
-            raise ValueError("'vars' must be an object of strings")
-        for key, value in variables.items():
-            if not (isinstance(key, str) and isinstance(value, str)):
-                raise ValueError("'vars' must be an object of strings")
+        block, nonce, variables = record_inputs(
+            record, default_block, default_nonce, " (give it in the record or with --block)"
+        )
         missing = [n for n in pack.required_params(block) if n not in variables]
         if missing:
             needed = " and ".join(f'"vars": {{"{name}": ...}}' for name in missing)

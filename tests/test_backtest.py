@@ -170,6 +170,27 @@ def test_bad_lines_are_reported_with_their_place(tmp_path: Path) -> None:
     assert report["summary"]["pack"]["errors"] == 1
 
 
+def test_bad_record_keys_get_the_messages_of_rules_parse(tmp_path: Path) -> None:
+    """block, nonce and vars are checked by one function for backtests and parse --jsonl."""
+    records = tmp_path / "bad.jsonl"
+    lines = [
+        '{"block": "VERDICT", "nonce": 7, "text": "x"}',
+        '{"block": "VERDICT", "vars": {"criterion": 1}, "text": "x"}',
+        '{"block": "VERDICT", "vars": ["criterion"], "text": "x"}',
+    ]
+    records.write_text("\n".join(lines) + "\n")
+    result = run_cli("backtest", "--pack", "sentinel", "--format", "json", str(records))
+    errors = [e["error"] for e in json.loads(result.stdout)["invalid_examples"]]
+    parsed = run_cli("parse", "--pack", "sentinel", "--jsonl", str(records))
+    from_parse = [json.loads(line)["error"] for line in parsed.stdout.splitlines()]
+    assert errors == [
+        "'nonce' must be a string",
+        "'vars' must be an object of strings",
+        "'vars' must be an object of strings",
+    ]
+    assert from_parse == [f"input line {n}: {error}" for n, error in enumerate(errors, 1)]
+
+
 def test_missing_file_and_bad_pack_are_usage_errors(tmp_path: Path) -> None:
     missing = run_cli("backtest", "--pack", "sentinel", str(tmp_path / "none.jsonl"))
     assert missing.exit_code == 2

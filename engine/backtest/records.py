@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.batch import text_of_record
+from engine.batch import record_inputs, text_of_record
 from engine.errors import EngineError
 from engine.textio import MAX_OUTPUT_BYTES
 
@@ -67,16 +67,10 @@ def read_record(line: bytes) -> tuple[dict[str, Any], str | bytes]:
         raise InvalidRecord(f"not valid JSON ({exc})") from None
     if not isinstance(record, dict):
         raise InvalidRecord("expected a JSON object")
-    if not isinstance(record.get("block"), str):
-        raise InvalidRecord("'block' is missing")
-    nonce = record.get("nonce")
-    if nonce is not None and not isinstance(nonce, str):
-        raise InvalidRecord("'nonce' must be a string")
-    variables = record.get("vars") or {}
-    if not isinstance(variables, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in variables.items()
-    ):
-        raise InvalidRecord("'vars' must be an object of strings")
+    try:
+        record_inputs(record)  # block, nonce and vars: checked as rules parse --jsonl does
+    except ValueError as exc:
+        raise InvalidRecord(str(exc)) from None
     context = record.get("context") or {}
     if not isinstance(context, dict):
         raise InvalidRecord("'context' must be an object")
