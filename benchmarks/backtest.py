@@ -10,6 +10,12 @@ process: `rules backtest`), the rate of a single-process `rules parse --jsonl` o
 records, the rate of one worker backtesting the copy alone (no baseline), and the peak memory
 (ru_maxrss) of each run. Exit status 1 when the flip count is
 wrong.
+
+It also measures, in this process on the first 20,000 records, the least a backtest with a
+baseline must do through the Pack API: decode each record and evaluate it under both packs
+(the payload read once, as a backtest shares it), with no record checks, decisions or
+tallies. Its rate against the same records' `rules parse --jsonl` path (decode, parse,
+encode the result) bounds what one backtest worker can reach against parse --jsonl.
 """
 
 from __future__ import annotations
@@ -143,6 +149,49 @@ def run_backtest(
     return elapsed, peak, json.loads(out)
 
 
+FLOOR_RECORDS = 20_000
+
+
+def floor_rates(records: Path, pack: Path, runs: int = 5) -> tuple[float, float]:
+    """Microseconds a record, best of ``runs``, in this process: ``rules parse --jsonl``'s
+    path (decode, parse, encode the result), and the two verdicts alone (decode, then
+    ``Pack.evaluate`` under the pack and under the shipped sentinel pack, reading shared)."""
+    import io
+
+    sys.path.insert(0, str(ROOT))
+    from engine import load_pack
+    from engine.batch import parse_jsonl
+    from engine.cache import open_parsing_pack
+
+    with records.open("rb") as source:
+        lines = [line for _, line in zip(range(FLOOR_RECORDS), source, strict=False)]
+    data = b"".join(lines)
+    parser = open_parsing_pack("sentinel")
+    packs = [load_pack(str(pack)), load_pack("sentinel")]
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+
+    def parse() -> None:
+        out = io.StringIO()
+        for result in parse_jsonl(parser, io.BytesIO(data)):
+            out.write(encode(result) + "\n")
+
+    def verdicts() -> None:
+        for line in lines:
+            record = json.loads(line)
+            shared: dict[str, object] = {}
+            for one in packs:
+                args = (record["block"], record["text"], record["nonce"], record["vars"])
+                one.evaluate(*args, shared=shared)
+
+    best = {parse: float("inf"), verdicts: float("inf")}
+    for _ in range(runs):
+        for work in best:
+            start = time.perf_counter()
+            work()
+            best[work] = min(best[work], time.perf_counter() - start)
+    return best[parse] / len(lines) * 1e6, best[verdicts] / len(lines) * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
@@ -195,6 +244,13 @@ def main(argv: list[str] | None = None) -> int:
         for workers, rate in rates.items():
             if workers > 1:
                 print(f"{workers} workers / 1 worker: {rate / rates[1]:.2f}")
+    parse_us, verdicts_us = floor_rates(records, pack)
+    print(
+        f"in-process, first {min(args.records, FLOOR_RECORDS):,} records, best of 5: "
+        f"parse --jsonl's path {parse_us:.1f} us/record; the two packs' verdicts alone "
+        f"(no checks, decisions or tallies) {verdicts_us:.1f} us/record: one worker with a "
+        f"baseline reaches at most {parse_us / verdicts_us:.2f}x parse --jsonl"
+    )
     print(f"load average {os.getloadavg()[0]:.2f} at end")
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
