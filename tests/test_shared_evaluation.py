@@ -165,6 +165,51 @@ def test_a_judge_remembers_a_bounded_number_of_decisions() -> None:
     assert len(judge._decisions) <= REMEMBERED_DECISIONS
 
 
+def test_judges_sharing_what_they_remember_keep_status_and_policy_apart(
+    tmp_path: Path,
+) -> None:
+    """A pass and a warn have the same decision key, and so do two policies' decisions on
+    the same failure: what judges remember is keyed by status and policy key too."""
+    from engine.backtest import Judge
+    from engine.backtest.judge import policy_key
+    from engine.results import Failure
+
+    exhausted = _copy(
+        tmp_path,
+        "exhausted",
+        r"(  VERDICT:\n(?:.*\n){1})    max_attempts: 1",
+        r"\g<1>    max_attempts: 0",
+    )
+    remembered: dict[Any, Any] = {}
+    judges = [Judge(PACK, remembered), Judge(exhausted, remembered)]
+    keys = [policy_key(PACK, "VERDICT"), policy_key(exhausted, "VERDICT")]
+    assert keys[0] != keys[1]
+    record = {"block": "VERDICT", "nonce": "4F2C9A", "attempt": 1}
+    passing = Verdict("VERDICT", "pass", [], [], {"answer": "YES"}, PACK.severities)
+    warning = Verdict("VERDICT", "warn", [], ["w"], {"answer": "YES"}, PACK.severities)
+    failing = Verdict(
+        "VERDICT",
+        "fail",
+        [Failure("PARSE_ERROR", "line 1: ANSWER must be unquoted")],
+        [],
+        None,
+        PACK.severities,
+    )
+    output = "x" * 60  # no guard holds (short_output needs fewer than 50 characters)
+    outcomes = [
+        judges[0].outcome(passing, record, output, keys[0]),
+        judges[0].outcome(warning, record, output, keys[0]),
+        judges[0].outcome(failing, record, output, keys[0]),
+        judges[1].outcome(failing, record, output, keys[1]),
+    ]
+    assert [(o.status, o.action) for o in outcomes if o] == [
+        ("pass", "PROCEED"),
+        ("warn", "PROCEED"),
+        ("fail", "REPAIR"),
+        ("fail", "NEEDS_HUMAN"),
+    ]
+
+
 def test_a_repeated_error_is_in_the_decision_key() -> None:
     """stop_on_repeat compares the error with the last previous one: the key says whether
     it repeats, and the decision indeed differs."""

@@ -38,24 +38,14 @@ def loaded_pack(ref: str) -> Pack:
 
 
 class Outcome(NamedTuple):
-    """One record under one pack (a named tuple: one is built per record and pack)."""
+    """What a tally counts of one record under one pack (a named tuple: a judge makes one
+    per decision it remembers and hands out the same object for equal decisions)."""
 
     status: str
     failure_type: str | None
     action: str
     further: bool
     """The decision asks for another attempt (a repair or a retry)."""
-    error: str | None
-    """The first failure's message (shown in flip examples, not counted)."""
-
-
-Counted = tuple[str, str | None, str, bool]
-"""What a tally counts of an outcome: status, failure type, action, further."""
-
-
-def counted(outcome: Outcome | None) -> Counted | None:
-    """What a tally counts of an outcome (all but the message)."""
-    return None if outcome is None else outcome[:4]
 
 
 def evaluation_key(pack: Pack, block: str) -> str | None:
@@ -110,15 +100,20 @@ def policy_key(pack: Pack, block: str) -> str:
 
 DecisionKey = tuple[str, str, int, int, bool]
 
+MemoKey = tuple[str | None, str, DecisionKey]
+"""What a judge remembers an outcome by: policy key, verdict status, decision key."""
+
 
 class Judge:
-    """Evaluates and decides records under one pack, remembering decisions by their
-    decision key (``CompiledPolicy.decision_key``: block, failure type, attempt, the guard
-    that holds, a repeated error)."""
+    """Evaluates and decides records under one pack, remembering outcomes by decision key
+    (``CompiledPolicy.decision_key``: block, failure type, attempt, the guard that holds, a
+    repeated error) with the verdict's status and the pack's policy key. Judges of packs
+    with the same policy for a block decide alike on equal keys, so they share what they
+    remember (``remembered``)."""
 
-    def __init__(self, pack: Pack) -> None:
+    def __init__(self, pack: Pack, remembered: dict[MemoKey, Outcome] | None = None) -> None:
         self.pack = pack
-        self._decisions: dict[DecisionKey, tuple[str, bool]] = {}
+        self._decisions: dict[MemoKey, Outcome] = {} if remembered is None else remembered
 
     def verdict(self, output: EvaluationInput, record: Mapping[str, Any]) -> Verdict | None:
         """The verdict on ``record`` (its ``output`` prepared once for every pack); None
@@ -131,21 +126,27 @@ class Judge:
             return None
 
     def outcome(
-        self, verdict: Verdict | None, record: Mapping[str, Any], text: str
+        self,
+        verdict: Verdict | None,
+        record: Mapping[str, Any],
+        text: str,
+        policy_key: str | None = None,
     ) -> Outcome | None:
         """The decision on ``verdict`` of the output ``text`` (decoded) as an Outcome; None
-        when there is no verdict or the pack cannot decide (a context that does not fit)."""
+        when there is no verdict or the pack cannot decide (a context that does not fit).
+        ``policy_key``: the pack's for the block (``policy_key``), which tells apart the
+        policies of judges that share what they remember."""
         if verdict is None:
             return None
         attempt = record.get("attempt", 1)
         previous_errors = record.get("previous_errors") or ()
         context = record.get("context") or None
-        policy = self.pack.policy
         try:
-            key = policy.decision_key(
+            key = self.pack.policy.decision_key(
                 verdict, attempt, previous_errors, output=text, context=context
             )
-            known = self._decisions.get(key) if key is not None else None
+            memo = None if key is None else (policy_key, verdict.status, key)
+            known = None if memo is None else self._decisions.get(memo)
             if known is None:
                 decision = self.pack.decide(
                     verdict,
@@ -155,17 +156,16 @@ class Judge:
                     nonce=record.get("nonce"),
                     context=context,
                 )
-                known = (decision.action, not decision.final)
-                if key is not None:
+                known = Outcome(
+                    verdict.status, verdict.failure_type, decision.action, not decision.final
+                )
+                if memo is not None:
                     if len(self._decisions) >= REMEMBERED_DECISIONS:  # many attempt numbers
                         self._decisions.clear()
-                    self._decisions[key] = known
+                    self._decisions[memo] = known
         except EngineError:  # a guard that fails, a context that does not fit
             return None
-        failure = verdict.failures[0] if verdict.failures else None
-        if failure is None:
-            return Outcome(verdict.status, None, known[0], known[1], None)
-        return Outcome(verdict.status, failure.type, known[0], known[1], failure.message)
+        return known
 
 
 @dataclass(frozen=True)
@@ -188,38 +188,30 @@ def block_plan(packs: Sequence[Pack], block: str) -> BlockPlan:
     )
 
 
+class Judged(NamedTuple):
+    """A record under each pack: the outcomes, and the verdicts they came from (a flip's
+    example shows their errors)."""
+
+    outcomes: list[Outcome | None]
+    verdicts: list[Verdict | None]
+
+
 def judge_record(
     judges: Sequence[Judge], plan: BlockPlan, record: Mapping[str, Any], text: str | bytes
-) -> list[Outcome | None]:
-    """The outcome of ``record`` under each judge's pack. A verdict is computed once per
-    evaluation key (and the payload read once per reading key: ``Pack.evaluate``'s
-    ``shared``); a decision once per policy key and equal verdict."""
+) -> Judged:
+    """``record`` under each judge's pack. A verdict is computed once per evaluation key
+    (and the payload read once per reading key: ``Pack.evaluate``'s ``shared``); a
+    decision once per policy key, status and decision key (judges share what they
+    remember)."""
     output = prepared_output(text, record.get("nonce"), record.get("vars") or None, shared={})
-    verdicts: dict[str, Verdict | None] = {}
-    decided: list[tuple[str, Verdict, Outcome | None]] = []
-    outcomes: list[Outcome | None] = []
-    for index, judge in enumerate(judges):
-        key = plan.evaluation[index]
-        if key is None:
-            outcomes.append(None)
-            continue
-        if key in verdicts:
-            verdict = verdicts[key]
-        else:
-            verdict = verdicts[key] = judge.verdict(output, record)
-        policy = plan.policy[index]
-        outcome: Outcome | None = None
-        found = False
-        if verdict is not None and policy is not None:
-            for other_policy, other_verdict, other_outcome in decided:
-                if other_policy == policy and (
-                    other_verdict is verdict or other_verdict == verdict
-                ):
-                    outcome, found = other_outcome, True
-                    break
-        if not found:
-            outcome = judge.outcome(verdict, record, output.text or "")
-            if verdict is not None and policy is not None:
-                decided.append((policy, verdict, outcome))
-        outcomes.append(outcome)
-    return outcomes
+    decoded = output.text or ""
+    by_key: dict[str, Verdict | None] = {}
+    judged = Judged([], [])
+    for judge, key, policy in zip(judges, plan.evaluation, plan.policy, strict=True):
+        verdict = None
+        if key is not None:
+            verdict = by_key[key] if key in by_key else judge.verdict(output, record)
+            by_key[key] = verdict
+        judged.verdicts.append(verdict)
+        judged.outcomes.append(judge.outcome(verdict, record, decoded, policy))
+    return judged

@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Any
 from engine.backtest.judge import (
     REMEMBERED_DECISIONS,
     BlockPlan,
-    Counted,
     Judge,
+    MemoKey,
     Outcome,
     block_plan,
-    counted,
     judge_record,
 )
 from engine.backtest.records import InvalidRecord, read_record
@@ -23,6 +22,7 @@ from engine.textio import clean_strings, clean_text
 
 if TYPE_CHECKING:
     from engine.pack import Pack
+    from engine.verdict import Verdict
 
 
 EXAMPLES_PER_FLIP = 3
@@ -106,7 +106,7 @@ def empty_tally(pack_count: int) -> Tally:
     return Tally([PackTally() for _ in range(pack_count)])
 
 
-def _count(tally: PackTally, outcome: Counted | None, times: int) -> None:
+def _count(tally: PackTally, outcome: Outcome | None, times: int) -> None:
     if outcome is None:
         tally.errors += times
         return
@@ -119,14 +119,14 @@ def _count(tally: PackTally, outcome: Counted | None, times: int) -> None:
         tally.further_attempts += times
 
 
-def _side(outcome: Outcome | None) -> dict[str, Any]:
+def _side(outcome: Outcome | None, verdict: Verdict | None) -> dict[str, Any]:
     if outcome is None:
         return {"status": "error", "action": None, "failure_type": None, "error": None}
     return {
         "status": outcome.status,
         "action": outcome.action,
         "failure_type": outcome.failure_type,
-        "error": outcome.error,
+        "error": verdict and verdict.error,
     }
 
 
@@ -145,9 +145,10 @@ def _flip(
     record: Mapping[str, Any],
     text: str | bytes,
     line: int,
-    new: Outcome | None,
-    old: Outcome | None,
+    outcomes: Sequence[Outcome | None],
+    verdicts: Sequence[Verdict | None],
 ) -> None:
+    new, old = outcomes[0], outcomes[1]
     tally.flips[kind] += 1
     _bump(tally.by_block, clean_text(record["block"]), kind)
     failure = (new and new.failure_type) or (old and old.failure_type) or "none"
@@ -160,8 +161,8 @@ def _flip(
             "id": record.get("id"),
             "block": record["block"],
             "text": shown[:EXAMPLE_TEXT_CHARS],
-            "baseline": _side(old),
-            "pack": _side(new),
+            "baseline": _side(old, verdicts[1]),
+            "pack": _side(new, verdicts[0]),
         }
         examples.append(clean_strings(example))  # a record may hold lone surrogates
 
@@ -175,11 +176,12 @@ def tally_lines(
     ``plans``: the block plans of these packs, kept between calls by the caller. A line
     given as an InvalidRecord could not be read (too long, damaged)."""
     tally = empty_tally(len(packs))
-    judges = [Judge(pack) for pack in packs]
+    remembered: dict[MemoKey, Outcome] = {}
+    judges = [Judge(pack, remembered) for pack in packs]
     plans = {} if plans is None else plans
-    # the outcomes of a record under every pack (messages left out), counted once per
-    # record and added to each pack's tally at the end
-    combinations: Counter[tuple[Counted | None, ...]] = Counter()
+    # the outcomes of a record under every pack, counted once per record and added to
+    # each pack's tally at the end
+    combinations: Counter[tuple[Outcome | None, ...]] = Counter()
     for number, line in enumerate(lines, start=1):
         tally.lines = number
         try:
@@ -200,12 +202,12 @@ def tally_lines(
             if len(plans) >= REMEMBERED_DECISIONS:  # records naming many unknown blocks
                 plans.clear()
             plan = plans[block] = block_plan(packs, block)
-        outcomes = judge_record(judges, plan, record, text)
-        combinations[tuple(map(counted, outcomes))] += 1
+        outcomes, verdicts = judge_record(judges, plan, record, text)
+        combinations[tuple(outcomes)] += 1
         if len(outcomes) < 2:
             continue
         new, old = outcomes[0], outcomes[1]
-        if new == old:
+        if new is old or new == old:  # a judge hands out one object for equal outcomes
             continue
         new_status = new.status if new else "error"
         old_status = old.status if old else "error"
@@ -215,9 +217,11 @@ def tally_lines(
             continue
         tally.flipped += 1
         if new_status != old_status:
-            _flip(tally, f"{old_status}->{new_status}", record, text, number, new, old)
+            kind = f"{old_status}->{new_status}"
+            _flip(tally, kind, record, text, number, outcomes, verdicts)
         if new_action != old_action:
-            _flip(tally, f"{old_action}->{new_action}", record, text, number, new, old)
+            kind = f"{old_action}->{new_action}"
+            _flip(tally, kind, record, text, number, outcomes, verdicts)
     for combination, times in combinations.items():
         for pack_tally, outcome in zip(tally.packs, combination, strict=True):
             _count(pack_tally, outcome, times)
