@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,9 +101,15 @@ def plan_chunks(
             chunks += _parquet_chunks(path, len(chunks), chunk_rows)
             continue
         try:
-            size = os.path.getsize(path)
+            status = os.stat(path)
         except OSError as exc:
             raise BacktestError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(status.st_mode):  # a pipe, a FIFO, a device: no positions
+            raise BacktestError(
+                f"{path}: not a regular file (a backtest reads records in chunks by position: "
+                "write them to a file first)"
+            )
+        size = status.st_size
         start = 0
         while True:
             end = min(size, start + chunk_bytes)
