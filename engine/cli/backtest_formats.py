@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from engine.cli.ci_formats import xml_text
+
 
 def _pairs(counts: dict[str, int]) -> str:
     return ", ".join(f"{key} {value}" for key, value in counts.items()) or "-"
@@ -106,9 +108,9 @@ def format_junit(report: dict[str, Any]) -> str:
             f"{e['where']}: {e['pack']['error'] or e['baseline']['error'] or ''}" for e in examples
         )
         cases.append(
-            f'  <testcase classname="backtest" name={quoteattr(kind)}>\n'
-            f"    <failure message={quoteattr(f'{count} records flipped {kind}')}>"
-            f"{escape(detail)}</failure>\n  </testcase>"
+            f'  <testcase classname="backtest" name={quoteattr(xml_text(kind))}>\n'
+            f"    <failure message={quoteattr(xml_text(f'{count} records flipped {kind}'))}>"
+            f"{escape(xml_text(detail))}</failure>\n  </testcase>"
         )
     if not cases:
         cases.append('  <testcase classname="backtest" name="no flips"/>')

@@ -80,7 +80,7 @@ def _numbered(fingerprint: str, seen: dict[str, int]) -> str:
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
-def _xml_text(text: str) -> str:
+def xml_text(text: str) -> str:
     """``text`` with the characters XML 1.0 cannot hold replaced by U+FFFD."""
     return _NOT_XML.sub("\ufffd", text)
 
@@ -154,17 +154,17 @@ def format_junit(cases: list[CiCase]) -> str:
         if suite is None:
             suite = suites[case.suite] = ET.SubElement(root, "testsuite", name=case.suite)
         element = ET.SubElement(
-            suite, "testcase", classname=_xml_text(case.suite), name=_xml_text(case.name)
+            suite, "testcase", classname=xml_text(case.suite), name=xml_text(case.name)
         )
         errors = [f for f in case.findings if f.level == "error"]
         if errors:
             first = errors[0].position
-            element.set("file", _xml_text(first.file))
+            element.set("file", xml_text(first.file))
             element.set("line", str(first.line))
         for f in errors:
-            failure = ET.SubElement(element, "failure", message=_xml_text(f.message), type=f.rule)
+            failure = ET.SubElement(element, "failure", message=xml_text(f.message), type=f.rule)
             detail = f"{f.position}: {f.message}" + (f"\nfix: {f.hint}" if f.hint else "")
-            failure.text = _xml_text(detail)
+            failure.text = xml_text(detail)
     for name, suite in suites.items():
         members = [c for c in cases if c.suite == name]
         suite.set("tests", str(len(members)))
