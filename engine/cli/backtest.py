@@ -9,7 +9,13 @@ from typing import TextIO
 import click
 
 from engine.cli.backtest_formats import BACKTEST_FORMATS
-from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, stopping_on_sigterm
+from engine.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    OutputFile,
+    UsageFailure,
+    stopping_on_sigterm,
+)
 from engine.errors import EngineError
 
 
@@ -74,7 +80,7 @@ def _progress_bar() -> Callable[[int, int], None] | None:
 @click.option(
     "-o",
     "--output",
-    type=click.File("w", encoding="utf-8"),
+    type=OutputFile(),
     default="-",
     help="File to write the report to (default: stdout).",
 )

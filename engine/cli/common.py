@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -31,6 +32,28 @@ def parse_vars(pairs: tuple[str, ...], option: str = "--var") -> dict[str, str]:
             raise click.UsageError(f"{option} expects KEY=VALUE, got {pair!r}")
         out[key] = value
     return out
+
+
+class OutputFile(click.File):
+    """A file to write (``-o``), checked before the command works: a path in a folder that
+    does not exist, a folder, or a place that cannot be written is a usage error (exit 2),
+    not click's exit 1, which these commands give for findings. The file is still opened
+    only when the output is written, so a run that fails leaves an existing file as it was."""
+
+    def __init__(self) -> None:
+        super().__init__("w", encoding="utf-8")
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value != "-":
+            folder = os.path.dirname(value) or "."
+            if os.path.isdir(value):
+                self.fail(f"{value!r} is a folder; name a file in it", param, ctx)
+            if not os.path.isdir(folder):
+                self.fail(f"{value!r}: the folder {folder!r} does not exist", param, ctx)
+            target = value if os.path.exists(value) else folder
+            if not os.access(target, os.W_OK):
+                self.fail(f"{value!r}: cannot be written (permission denied)", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 class UsageFailure(click.ClickException):

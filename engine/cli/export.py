@@ -8,7 +8,7 @@ from typing import TextIO
 
 import click
 
-from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
+from engine.cli.common import EXIT_FINDINGS, EXIT_OK, OutputFile, UsageFailure
 from engine.errors import EngineError
 from engine.textio import MAX_OUTPUT_BYTES, clean_text
 
@@ -25,7 +25,7 @@ from engine.textio import MAX_OUTPUT_BYTES, clean_text
     "-o",
     "--output",
     "output",
-    type=click.File("w", encoding="utf-8"),
+    type=OutputFile(),
     default="-",
     help="File to write (default: stdout).",
 )

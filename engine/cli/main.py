@@ -5,10 +5,12 @@ Exit status: 0 clean, 1 findings (or an action is needed), 2 usage, pack or inte
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import sys
+from typing import NoReturn
 
 import click
 
@@ -182,6 +184,10 @@ def main() -> None:
     _allow_long_integers()
     try:
         cli(prog_name="rules")
+    except OSError as exc:  # what the commands do not name themselves: mostly the output
+        if os.environ.get("RULES_DEBUG"):
+            raise
+        _os_error(exc)
     except Exception as exc:
         if os.environ.get("RULES_DEBUG"):
             raise
@@ -190,6 +196,21 @@ def main() -> None:
             err=True,
         )
         sys.exit(EXIT_USAGE)
+
+
+def _os_error(exc: OSError) -> NoReturn:
+    """A read or write the system refused (a full disk, an output that went away): named,
+    exit 2, and nothing more written to an output that failed."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(
+            f"error: {where}cannot read or write ({exc.strerror or exc}); the output may be "
+            "incomplete",
+            err=True,
+        )
+    with contextlib.suppress(OSError, ValueError):  # the interpreter's last flush would fail
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(EXIT_USAGE)
 
 
 def check_main() -> None:

@@ -7,7 +7,7 @@ from typing import TextIO
 
 import click
 
-from engine.cli.common import EXIT_OK, UsageFailure, session_option
+from engine.cli.common import EXIT_OK, OutputFile, UsageFailure, session_option
 from engine.errors import EngineError
 
 
@@ -16,7 +16,7 @@ from engine.errors import EngineError
 @click.option(
     "-o",
     "--output",
-    type=click.File("w", encoding="utf-8"),
+    type=OutputFile(),
     default="-",
     help="HTML file to write (default: stdout).",
 )
