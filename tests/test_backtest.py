@@ -6,6 +6,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -800,3 +801,70 @@ def test_lone_surrogates_in_records_are_reported_not_crashed_on(
     assert result.exit_code == 0, result.output
     assert "\ufffd" in result.stdout or output_format != "json"
     assert "internal error" not in result.output
+
+
+def test_records_from_a_pipe_are_refused_before_reading(tmp_path: Path) -> None:
+    """A backtest reads records in chunks by position: a FIFO (or /dev/fd/N of a process
+    substitution) is named as not a regular file, without blocking on it."""
+    fifo = tmp_path / "records.fifo"
+    os.mkfifo(fifo)
+    result = run_cli("backtest", "--pack", "sentinel", str(fifo))
+    assert result.exit_code == 2
+    assert f"{fifo}: not a regular file" in result.stderr
+
+
+def test_junit_report_stays_xml_when_outputs_hold_control_characters(tmp_path: Path) -> None:
+    pack = tmp_path / "echo"
+    shutil.copytree(REPO / "rules" / "sentinel", pack)
+    pack_file = pack / "pack.yaml"
+    text = pack_file.read_text(encoding="utf-8").replace(
+        "{check: max_len, field: REASON, max: 500, message: REASON exceeds 500 chars}",
+        '{check: max_len, field: REASON, max: 10, message: "REASON exceeds {max}: {value}"}',
+    )
+    pack_file.write_text(text, encoding="utf-8")
+    block = (
+        "<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\n"
+        'REASON="ok \x1b[31m \x0c done"\n<<<END_VERDICT:AC1:NONCE=4F2C9A>>>'
+    )
+    record = {"block": "VERDICT", "nonce": "4F2C9A", "vars": {"criterion": "AC1"}}
+    records = tmp_path / "control.jsonl"
+    records.write_text(json.dumps({**record, "text": block}) + "\n")
+    result = run_cli(
+        "backtest", "--pack", str(pack), "--baseline", "sentinel", "--format", "junit", str(records)
+    )
+    failure = ET.fromstring(result.stdout).find(".//failure")  # well-formed XML
+    assert failure is not None and failure.text is not None
+    assert "REASON exceeds 10: ok \ufffd[31m \ufffd done" in failure.text
+
+
+@pytest.mark.parametrize("output", ["missing-folder/report.txt", "."])
+def test_an_output_that_cannot_be_written_is_a_usage_error_before_the_work(
+    tmp_path: Path, output: str
+) -> None:
+    """Exit 1 means "more flips than --max-flips": a bad -o must not look like it."""
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"block": "VERDICT", "text": "x"}\n')
+    result = run_cli(
+        "backtest", "--pack", "sentinel", "--max-flips", "0", str(records), "-o", output
+    )
+    assert result.exit_code == 2
+    assert "Invalid value for '-o' / '--output'" in result.stderr
+
+
+def test_a_full_disk_is_an_error_not_an_internal_error(tmp_path: Path) -> None:
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"block": "VERDICT", "text": "x"}\n')
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "engine", "backtest", "--pack", "sentinel", str(records)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert done.stderr.decode() == (
+        "error: cannot read or write (No space left on device); the output may be incomplete\n"
+    )
