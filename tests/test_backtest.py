@@ -868,3 +868,18 @@ def test_a_full_disk_is_an_error_not_an_internal_error(tmp_path: Path) -> None:
     assert done.stderr.decode() == (
         "error: cannot read or write (No space left on device); the output may be incomplete\n"
     )
+
+
+@pytest.mark.parametrize(
+    "address", ["garbage", "", "tcp://127.0.0.1:notaport", "tls://127.0.0.1:1", "tcp://h:70000"]
+)
+def test_a_scheduler_address_that_is_not_tcp_host_port_is_a_usage_error(
+    tmp_path: Path, address: str
+) -> None:
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"block": "VERDICT", "text": "x"}\n')
+    result = run_cli(
+        "backtest", "--pack", "sentinel", "--executor", "dask", "--scheduler", address, str(records)
+    )
+    assert result.exit_code == 2
+    assert f"{address!r} is not a scheduler address: give tcp://HOST:PORT" in result.stderr

@@ -110,7 +110,7 @@ def dask_executor(
         try:
             try:
                 client = distributed.Client(cluster or scheduler)
-            except OSError as exc:
+            except (OSError, ValueError, TypeError) as exc:  # unreachable; an odd address
                 where = "local cluster" if scheduler is None else f"scheduler {scheduler}"
                 raise BacktestError(
                     f"dask {where}: {exc} (is a scheduler running there? Start one with "

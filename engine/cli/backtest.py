@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import TextIO
@@ -17,6 +18,12 @@ from engine.cli.common import (
     stopping_on_sigterm,
 )
 from engine.errors import EngineError
+
+_SCHEDULER = re.compile(
+    r"(tcp://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}"
+    r"|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+)
+"""A Dask scheduler this command can reach: tcp://HOST:PORT (or HOST:PORT), IPv6 in [ ]."""
 
 
 def _progress_bar() -> Callable[[int, int], None] | None:
@@ -133,6 +140,12 @@ def backtest_command(
 
     if scheduler is not None and executor != "dask":
         raise click.UsageError("--scheduler needs --executor dask")
+    if scheduler is not None and not _SCHEDULER.fullmatch(scheduler):
+        raise click.BadParameter(
+            f"{scheduler!r} is not a scheduler address: give tcp://HOST:PORT, e.g. "
+            "tcp://10.0.0.5:8786 (what `dask scheduler` prints)",
+            param_hint="'--scheduler'",
+        )
     try:
         run = dask_executor(scheduler, workers) if executor == "dask" else local_executor(workers)
         with stopping_on_sigterm():
