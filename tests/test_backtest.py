@@ -883,3 +883,34 @@ def test_a_scheduler_address_that_is_not_tcp_host_port_is_a_usage_error(
     )
     assert result.exit_code == 2
     assert f"{address!r} is not a scheduler address: give tcp://HOST:PORT" in result.stderr
+
+
+@pytest.mark.slow
+def test_parquet_values_json_cannot_hold_are_invalid_records(tmp_path: Path) -> None:
+    """A binary text, a date in the context, a list for vars: each row is an invalid record
+    naming the column, not an internal error."""
+    import datetime
+
+    arrow = pytest.importorskip("pyarrow", reason="pyarrow is not installed")
+    parquet = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed")
+    base = {"block": ["VERDICT"], "nonce": ["4F2C9A"], "vars": [{"criterion": "AC1"}]}
+    tables = {
+        "binary": {**base, "text": [b"x"]},
+        "date": {**base, "text": ["x"], "context": [{"day": datetime.date(2020, 1, 1)}]},
+        "list": {**base, "vars": [[1, 2]], "text": ["x"]},
+    }
+    errors = {}
+    for name, columns in tables.items():
+        path = tmp_path / f"{name}.parquet"
+        parquet.write_table(arrow.table(columns), path)
+        result = run_cli("backtest", "--pack", "sentinel", "--format", "json", str(path))
+        report = json.loads(result.stdout)
+        assert result.exit_code == 0 and report["invalid"] == 1
+        errors[name] = report["invalid_examples"][0]["error"]
+    assert errors == {
+        "binary": "column 'text' holds a bytes value; records hold strings, whole numbers and "
+        "objects (vars, context)",
+        "date": "column 'context'['day'] holds a date value; records hold strings, whole "
+        "numbers and objects (vars, context)",
+        "list": "'vars' must be an object of strings",
+    }

@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,7 +143,11 @@ def read_chunk(
                 yield _capped(encode(record).encode("utf-8", "surrogatepass"), max_line_bytes)
     elif chunk.source == "parquet":
         for row in _parquet_rows(chunk):
-            line = encode(_parquet_record(row)).encode("utf-8", "surrogatepass")
+            try:
+                line = encode(_parquet_record(row)).encode("utf-8", "surrogatepass")
+            except (TypeError, ValueError) as exc:  # bytes, dates, decimals; a list for vars
+                yield InvalidRecord(_unjsonable(row, exc))
+                continue
             yield _capped(line, max_line_bytes)
     else:
         yield from _jsonl_lines(chunk, max_line_bytes)
@@ -201,11 +205,43 @@ def _parquet_record(row: dict[str, Any]) -> dict[str, Any]:
     for key in ("vars", "context"):
         value = record.get(key)
         if isinstance(value, list):
-            record[key] = dict(value)
+            with contextlib.suppress(TypeError, ValueError):  # a map: key/value pairs; else
+                record[key] = dict(value)  # left a list, reported as a bad record
         elif isinstance(value, str):
             with contextlib.suppress(ValueError):  # else reported as a bad record
                 record[key] = json.loads(value)
     return record
+
+
+def _unjsonable(row: dict[str, Any], error: Exception) -> str:
+    """What is wrong with a Parquet row that is no JSON record: where the first value JSON
+    cannot hold is (a binary, date, time or decimal column or field), or ``error``."""
+    for key, value in row.items():
+        found = _first_unjsonable(value, repr(key))
+        if found is not None:
+            where, kind = found
+            return (
+                f"column {where} holds a {kind} value; records hold strings, whole numbers "
+                "and objects (vars, context)"
+            )
+    return f"not a record ({error})"
+
+
+def _first_unjsonable(value: Any, where: str, depth: int = 0) -> tuple[str, str] | None:
+    """(where, type name) of the first value under ``value`` that JSON cannot hold."""
+    if value is None or isinstance(value, (str, int, float, bool)) or depth > 32:
+        return None
+    if isinstance(value, dict):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return where, type(value).__name__
+    for inner_key, inner in items:
+        found = _first_unjsonable(inner, f"{where}[{inner_key!r}]", depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _parquet_chunks(path: str, first_index: int, rows: int) -> list[Chunk]:
@@ -246,7 +282,8 @@ def _parquet_rows(chunk: Chunk) -> Iterator[dict[str, Any]]:
             row += batch.num_rows
             if row >= chunk.end:
                 return
-    except (OSError, ValueError) as exc:  # pyarrow's errors of a damaged file
+    except (OSError, ValueError, OverflowError) as exc:  # pyarrow's: a damaged file, a date
+        # out of Python's range
         raise BacktestError(f"{chunk.path}: not a readable Parquet file ({exc})") from None
 
 
