@@ -813,7 +813,7 @@ def test_records_from_a_pipe_are_refused_before_reading(tmp_path: Path) -> None:
     assert f"{fifo}: not a regular file" in result.stderr
 
 
-def test_junit_report_stays_xml_when_outputs_hold_control_characters(tmp_path: Path) -> None:
+def test_junit_and_text_reports_neutralise_control_characters_of_outputs(tmp_path: Path) -> None:
     pack = tmp_path / "echo"
     shutil.copytree(REPO / "rules" / "sentinel", pack)
     pack_file = pack / "pack.yaml"
@@ -835,6 +835,9 @@ def test_junit_report_stays_xml_when_outputs_hold_control_characters(tmp_path: P
     failure = ET.fromstring(result.stdout).find(".//failure")  # well-formed XML
     assert failure is not None and failure.text is not None
     assert "REASON exceeds 10: ok \ufffd[31m \ufffd done" in failure.text
+    text = run_cli("backtest", "--pack", str(pack), "--baseline", "sentinel", str(records))
+    assert "REASON exceeds 10: ok \\x1b[31m \\x0c done" in text.stdout  # no escape reaches
+    assert "\x1b" not in text.stdout  # the terminal
 
 
 @pytest.mark.parametrize("output", ["missing-folder/report.txt", "."])

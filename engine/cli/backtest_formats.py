@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -25,7 +26,21 @@ def _pack_lines(label: str, summary: dict[str, Any]) -> list[str]:
     ]
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """``text`` for a terminal: control characters (but tab and newline) of records and
+    messages written as escapes (\\x1b), so a model's output cannot drive the terminal."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
+
 def format_text(report: dict[str, Any]) -> str:
+    """The report for a terminal (its control characters escaped: ``_printable``)."""
+    return _printable(_text(report))
+
+
+def _text(report: dict[str, Any]) -> str:
     lines = [f"records  {report['total']}"]
     if report["invalid"]:
         lines.append(f"invalid  {report['invalid']}")
