@@ -351,6 +351,117 @@ def test_a_damaged_ledger_is_named_by_every_reader(tmp_path: Path) -> None:
         assert result.stderr.strip() == f"error: {expected}", args
 
 
+CHANGED = (
+    "it was changed outside this engine: undo that change, or move the ledger away and "
+    "start a new session"
+)
+
+HAND_EDITS = [
+    ("DROP TABLE attempts", "no such table: attempts"),
+    ("DROP TABLE warnings", "no such table: warnings"),
+    ("DROP TABLE kept_outputs", "no such table: kept_outputs"),
+    ("DROP TABLE choices", "no such table: choices"),
+    ("ALTER TABLE attempts RENAME COLUMN status TO stat", "no column status in table attempts"),
+    (
+        "UPDATE attempts SET attempt = 'x'",
+        "attempts row 1: column attempt holds text, not an integer",
+    ),
+    (
+        "UPDATE attempts SET error = x'ff00'",
+        "attempts row 1: column error holds bytes, not NULL or text",
+    ),
+    (
+        "UPDATE attempts SET example_tier = 'z', example_chars = 'q'",
+        "attempts row 1: column example_chars holds text, not NULL or an integer",
+    ),
+    (
+        "INSERT INTO choices (attempt_id, ts, block, item, option, label, effect) "
+        "VALUES (1, 't', 'VERDICT', 'i', 'o', 'l', '{bad')",
+        "choices row 1: column effect does not hold JSON text",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def kept_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    session = tmp_path_factory.mktemp("kept") / "session"
+    _run_fake(session, "4F2C9A", "--keep-outputs")  # two attempts, both kept
+    return session
+
+
+@pytest.mark.parametrize(("sql", "problem"), HAND_EDITS)
+def test_a_ledger_edited_by_hand_is_named_by_every_reader(
+    kept_session: Path, tmp_path: Path, sql: str, problem: str
+) -> None:
+    """A table dropped, a column renamed, a value of another type, text that is not JSON:
+    `rules log` (md, json, jsonl) and `rules report` name the file, the table, row and
+    column, and exit 2 (no internal error); the file is left as it is."""
+    import shutil
+    import sqlite3
+
+    session = tmp_path / "d"
+    shutil.copytree(kept_session, session)
+    ledger = session / "ledger.sqlite3"
+    db = sqlite3.connect(ledger)
+    db.executescript(sql)
+    db.close()
+    before = ledger.read_bytes()
+    expected = f"error: {ledger}: not a usable ledger ({problem}); {CHANGED}"
+    readers = [
+        ["log", "--session", str(session)],
+        ["log", "--session", str(session), "--format", "json"],
+        ["log", "--session", str(session), "--format", "jsonl"],
+        ["report", "--session", str(session), "-o", str(tmp_path / "r.html")],
+    ]
+    if "attempts SET" not in sql and "choices (" not in sql:  # whole tables: all readers
+        readers += [
+            ["export", "--session", str(session)],
+            ["backtest", "--pack", "sentinel", "--baseline", "sentinel", str(session)],
+        ]
+    for args in readers:
+        result = run_cli(*args)
+        assert (result.exit_code, result.stderr.strip()) == (2, expected), args
+    assert ledger.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        ("UPDATE attempts SET attempt = 'x' WHERE id = 1", "column attempt of its attempt"),
+        ("UPDATE attempts SET error = x'ff00' WHERE id = 1", "the error of attempt 1 of its"),
+        (
+            "UPDATE kept_outputs SET context = '" + "[" * 5000 + "]" * 5000 + "' "
+            "WHERE attempt_id = 1",
+            "its vars or context are nested too deeply",
+        ),
+    ],
+)
+def test_a_kept_output_with_a_row_edited_by_hand_is_named_and_left_out(
+    kept_session: Path, tmp_path: Path, sql: str, why: str
+) -> None:
+    """`rules export` names the record whose row cannot be read, leaves it out, writes the
+    other and exits 1; `rules backtest` counts it invalid (no internal error)."""
+    import shutil
+    import sqlite3
+
+    session = tmp_path / "d"
+    shutil.copytree(kept_session, session)
+    db = sqlite3.connect(session / "ledger.sqlite3")
+    db.executescript(sql)
+    db.close()
+    exported = run_cli("export", "--session", str(session))
+    assert exported.exit_code == 1
+    damaged = exported.stderr.strip()
+    assert damaged.startswith(f"{session}:") and why in damaged and damaged.endswith("left out")
+    assert len(exported.stdout.splitlines()) == 1  # of two kept
+    report = run_cli(
+        "backtest", "--pack", "sentinel", "--baseline", "sentinel", "--format", "json",
+        str(session),
+    )  # fmt: skip
+    assert report.exit_code in (0, 1), report.stderr
+    assert json.loads(report.stdout)["invalid"] >= 1
+
+
 VERDICT_ROW = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n    max_attempts: 1\n"
 
 

@@ -37,12 +37,12 @@ class ChoiceBook:
 
     def grant(self, block: str, item: str) -> Grant:
         rows = self.ledger.db.execute(
-            "SELECT effect, text FROM choices WHERE block = ? AND item = ? ORDER BY id",
+            "SELECT id, effect, text FROM choices WHERE block = ? AND item = ? ORDER BY id",
             (block, item),
         ).fetchall()
         attempts, text = 0, ""
         for row in rows:
-            effect = json.loads(row["effect"])
+            effect = self.ledger.decoded(row["effect"], f"choices row {row['id']}")
             if effect.get("retry"):
                 attempts += int(effect["retry"])
                 text = row["text"] or text
@@ -133,7 +133,7 @@ class ChoiceBook:
 
     def all_choices(self) -> list[dict[str, Any]]:
         return [
-            {**dict(row), "effect": json.loads(row["effect"])}
+            {**dict(row), "effect": self.ledger.decoded(row["effect"], f"choices row {row['id']}")}
             for row in self.ledger.db.execute("SELECT * FROM choices ORDER BY id")
         ]
 

@@ -23,11 +23,12 @@ class ConflictError(EngineError):
     """A conflict command that cannot be done (unknown id, wrong state, option not offered)."""
 
 
-def _row(row: Any) -> dict[str, Any]:
+def _row(ledger: Ledger, row: Any) -> dict[str, Any]:
     record = dict(row)
-    record["fields"] = json.loads(record["fields"])
-    record["options"] = json.loads(record["options"])
-    record["proposal"] = json.loads(record["proposal"]) if record["proposal"] else None
+    where = f"conflicts row {record['id']}"
+    record["fields"] = ledger.decoded(record["fields"], where)
+    record["options"] = ledger.decoded(record["options"], where)
+    record["proposal"] = ledger.decoded(record["proposal"], where) if record["proposal"] else None
     record["converted"] = bool(record["converted"])
     return record
 
@@ -42,7 +43,10 @@ class ConflictBook:
 
     def all(self, rules: CompiledConflicts | None = None) -> list[dict[str, Any]]:
         """Every conflict, in priority order when ``rules`` are given, else as recorded."""
-        rows = [_row(r) for r in self.ledger.db.execute("SELECT * FROM conflicts ORDER BY id")]
+        rows = [
+            _row(self.ledger, r)
+            for r in self.ledger.db.execute("SELECT * FROM conflicts ORDER BY id")
+        ]
         for record in rows:
             record["resolution"] = self._resolution(record["id"])
         return list(rules.ordered(rows)) if rules else rows  # type: ignore[arg-type]
@@ -55,7 +59,7 @@ class ConflictBook:
                 f"no conflict {ref!r} in this session"
                 + (f" (conflicts: {', '.join(known)})" if known else " (none recorded yet)")
             )
-        record = _row(row)
+        record = _row(self.ledger, row)
         record["resolution"] = self._resolution(record["id"])
         return record
 
@@ -66,7 +70,9 @@ class ConflictBook:
         if row is None:
             return None
         record = dict(row)
-        record["actions"] = json.loads(record["actions"])
+        record["actions"] = self.ledger.decoded(
+            record["actions"], f"resolutions row {record['id']}"
+        )
         return record
 
     def resolutions(

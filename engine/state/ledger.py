@@ -10,6 +10,7 @@ concurrent processes lose no row.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -175,6 +176,80 @@ class LedgerError(EngineError):
     """The ledger file cannot be used (corrupt, foreign, newer schema, locked too long)."""
 
 
+JSON_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gate_results": ("checked", "errors", "artifact"),
+    "conflicts": ("fields", "options", "proposal"),
+    "resolutions": ("actions",),
+    "choices": ("effect",),
+}
+"""Columns this engine writes as JSON text and decodes when it reads them."""
+
+UNCHECKED_TYPES = frozenset({"kept_outputs", "attempts", "warnings"})
+"""Tables whose rows are not type-checked on opening: a damaged kept output is named and
+left out by the commands that read it (``kept_records``); attempts and warnings, the large
+tables, are checked as they are read (``Ledger.attempt_rows``), not in a second pass."""
+
+_STORAGE = {"INTEGER": "integer", "TEXT": "text", "BLOB": "blob"}
+
+
+@functools.cache
+def expected_schema() -> dict[str, tuple[tuple[str, str, bool], ...]]:
+    """Every table this engine writes: its columns as (name, SQLite storage class, whether
+    NULL is allowed), read from the migrations applied to an empty in-memory database."""
+    db = sqlite3.connect(":memory:")
+    try:
+        for migration in MIGRATIONS:
+            db.executescript(migration)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {
+            table: tuple(
+                (str(name), _STORAGE[str(kind)], not notnull and not primary)
+                for _, name, kind, notnull, _, primary in db.execute(f"PRAGMA table_info({table})")
+            )
+            for table in tables
+            if table != "sqlite_sequence"
+        }
+    finally:
+        db.close()
+
+
+def _bad_value(table: str, name: str, storage: str, nullable: bool) -> tuple[str, str]:
+    """(SQL true when column ``name`` holds what this engine never writes there, what it
+    should hold)."""
+    allowed = f"'{storage}', 'null'" if nullable else f"'{storage}'"
+    condition = f'typeof("{name}") NOT IN ({allowed})'
+    what = {"integer": "an integer", "text": "text", "blob": "bytes"}[storage]
+    if name in JSON_COLUMNS.get(table, ()):
+        condition += f' OR ("{name}" IS NOT NULL AND NOT json_valid("{name}"))'
+        what = "JSON text"
+    return condition, what + ("" if not nullable else " or NULL")
+
+
+def check_schema(db: sqlite3.Connection, rows: bool) -> str | None:
+    """What makes ``db`` unusable by this engine, or None: a table or column it writes that
+    is missing, or (with ``rows``) the first row of a table, but kept outputs, with a value
+    of another type than the engine writes (text in an integer column, bytes in a text
+    column, text that is not JSON in a JSON column)."""
+    for table, columns in expected_schema().items():
+        found = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+        if not found:
+            return f"no such table: {table}"
+        missing = [name for name, _, _ in columns if name not in found]
+        if missing:
+            return f"no column {', '.join(missing)} in table {table}"
+        if not rows or table in UNCHECKED_TYPES:
+            continue
+        checks = [_bad_value(table, *column) for column in columns]
+        cases = " ".join(f"WHEN {sql} THEN {n}" for n, (sql, _) in enumerate(checks))
+        bad = db.execute(
+            f"SELECT rowid, CASE {cases} END AS bad FROM {table} WHERE bad IS NOT NULL LIMIT 1"
+        ).fetchone()
+        if bad is not None:
+            name = columns[bad[1]][0]
+            return f"{table} row {bad[0]}: column {name} does not hold {checks[bad[1]][1]}"
+    return None
+
+
 def now() -> str:
     """ISO 8601 UTC with seconds, e.g. 2026-01-12T14:30:00Z (seed 003 §6); SOURCE_DATE_EPOCH
     fixes it (engine.clock)."""
@@ -316,10 +391,10 @@ class Ledger:
             if version == len(MIGRATIONS):
                 ledger = cls.__new__(cls)
                 ledger.path, ledger.db = path, db
-                return ledger
+                return ledger.checked()
             db.close()
             if version < len(MIGRATIONS) and os.access(session_dir, os.W_OK):
-                return cls(session_dir)  # an older schema: a writer upgrades it first
+                return cls(session_dir).checked()  # an older schema: a writer upgrades it
             raise LedgerError(
                 f"{path}: schema {version}, this engine reads {len(MIGRATIONS)}; "
                 + (
@@ -345,6 +420,40 @@ class Ledger:
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable enough, much faster
         self._migrate()
+        self.check(rows=False)
+
+    def check(self, rows: bool) -> None:
+        """LedgerError when the tables and columns this engine writes are not all there or,
+        with ``rows``, a row holds a value of another type than it writes
+        (``check_schema``): a ledger changed outside this engine."""
+        problem = check_schema(self.db, rows)
+        if problem is not None:
+            raise LedgerError(self._changed(problem))
+
+    def checked(self) -> Ledger:
+        """This ledger once its rows are checked too (``check``); closed when they fail."""
+        try:
+            self.check(rows=True)
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, None)  # closes it; a damaged file is named
+            raise
+        return self
+
+    def decoded(self, text: str, where: str) -> Any:
+        """JSON text this engine stored at ``where`` (e.g. "choices row 3"), decoded; a
+        LedgerError when it is not JSON or nested too deeply to decode."""
+        try:
+            return json.loads(text)
+        except RecursionError:
+            raise LedgerError(self._changed(f"{where}: JSON nested too deeply")) from None
+        except (ValueError, TypeError) as exc:
+            raise LedgerError(self._changed(f"{where}: {exc}")) from None
+
+    def _changed(self, problem: object) -> str:
+        return (
+            f"{self.path}: not a usable ledger ({problem}); it was changed outside this "
+            "engine: undo that change, or move the ledger away and start a new session"
+        )
 
     def _migrate(self) -> None:
         with self.transaction():
@@ -385,14 +494,22 @@ class Ledger:
 
     def __exit__(self, kind: object, exc: BaseException | None, trace: object) -> None:
         """Close the ledger. A damaged file (a page that is not what SQLite wrote) leaves
-        the block as a LedgerError naming it, not an internal error; other SQLite errors
-        (locked, busy, ...) stay as they are."""
+        the block as a LedgerError naming it, not an internal error; so does any other
+        SQLite error (a busy or locked ledger, a table changed outside this engine)."""
         self.close()
         if type(exc) is sqlite3.DatabaseError:
             raise LedgerError(
                 f"{self.path}: cannot be read ({exc}); the file is damaged: "
                 f"`sqlite3 {self.path} .recover` can save what is left"
             ) from None
+        if isinstance(exc, sqlite3.OperationalError) and any(
+            word in str(exc) for word in ("locked", "busy")
+        ):
+            raise LedgerError(
+                f"{self.path}: {exc}: another process holds it; try again when it is done"
+            ) from None
+        if isinstance(exc, sqlite3.Error):
+            raise LedgerError(self._changed(exc)) from None
 
     def setting(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
@@ -418,18 +535,28 @@ class Ledger:
     def attempt_rows(self, warnings: bool = False) -> Iterator[dict[str, Any]]:
         """Every attempt, oldest first, read as the caller goes (memory stays constant);
         with ``warnings``, each with the list of its warnings' messages."""
-        rows = self.db.execute("SELECT * FROM attempts ORDER BY id")
+        rows = self.db.cursor()
+        rows.row_factory = None  # plain tuples: zipped with the names faster than dict(Row)
+        rows.execute("SELECT * FROM attempts ORDER BY id")
+        attempt = _AttemptTypes(self, [d[0] for d in rows.description])
         if not warnings:
-            yield from map(_attempt, rows)
+            yield from map(attempt, rows)
             return
         found = self.db.execute(
-            "SELECT attempt_id, message FROM warnings ORDER BY attempt_id, id"
+            "SELECT attempt_id, message, id FROM warnings ORDER BY attempt_id, id"
         )  # read alongside the attempts: both in attempt order
         pending = next(found, None)
         for row in rows:
-            record = _attempt(row)
+            record = attempt(row)
             messages = []
             while pending is not None and pending[0] <= record["id"]:
+                if type(pending[0]) is not int or type(pending[1]) is not str:
+                    raise LedgerError(
+                        self._changed(
+                            f"warnings row {pending[2]}: attempt_id or message is not "
+                            "what this engine writes (an integer, text)"
+                        )
+                    )
                 if pending[0] == record["id"]:
                     messages.append(pending[1])
                 pending = next(found, None)
@@ -442,10 +569,11 @@ class Ledger:
         for row in self.db.execute("SELECT * FROM gate_results ORDER BY id"):
             record = dict(row)
             record["valid"] = bool(record["valid"])
-            record["checked"] = json.loads(record["checked"])
-            record["errors"] = json.loads(record["errors"])
+            where = f"gate_results row {record['id']}"
+            record["checked"] = self.decoded(record["checked"], where)
+            record["errors"] = self.decoded(record["errors"], where)
             record["artifact"] = (
-                json.loads(record["artifact"]) if record["artifact"] is not None else None
+                self.decoded(record["artifact"], where) if record["artifact"] is not None else None
             )
             out.append(record)
         return out
@@ -534,8 +662,54 @@ def keep_output(
     )
 
 
-def _attempt(row: sqlite3.Row) -> dict[str, Any]:
-    record = dict(row)
+_PYTHON_TYPES: dict[str, type] = {"integer": int, "text": str, "blob": bytes}
+_TYPE_NAMES: dict[type, str] = {
+    int: "an integer",
+    str: "text",
+    bytes: "bytes",
+    float: "a real",
+    type(None): "NULL",
+}
+
+
+class _AttemptTypes:
+    """An attempts row as a dict, once its values are checked to be of the types this
+    engine writes (a LedgerError naming the row otherwise). The types of a row (which
+    columns are NULL) take few forms: each form is checked once, so a read stays as fast."""
+
+    def __init__(self, ledger: Ledger, names: Sequence[str]) -> None:
+        expected = {
+            name: (storage, nullable) for name, storage, nullable in expected_schema()["attempts"]
+        }
+        self.ledger = ledger
+        self.names = names
+        self.allowed: list[set[type]] = [
+            (
+                {_PYTHON_TYPES[expected[n][0]]} | ({type(None)} if expected[n][1] else set())
+                if n in expected
+                else {int, str, float, bytes, type(None)}
+            )
+            for n in names
+        ]
+        self.good: set[tuple[type, ...]] = set()
+
+    def __call__(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        kinds = tuple(map(type, row))
+        if kinds not in self.good:
+            for name, kind, allowed in zip(self.names, kinds, self.allowed, strict=True):
+                if kind not in allowed:
+                    what = " or ".join(sorted(_TYPE_NAMES[t] for t in allowed))
+                    raise LedgerError(
+                        self.ledger._changed(
+                            f"attempts row {row[self.names.index('id')]}: column {name} holds "
+                            f"{_TYPE_NAMES.get(kind, kind.__name__)}, not {what}"
+                        )
+                    )
+            self.good.add(kinds)
+        return _attempt(dict(zip(self.names, row, strict=True)))
+
+
+def _attempt(record: dict[str, Any]) -> dict[str, Any]:
     record["final"] = bool(record["final"])
     if record["example_truncated"] is not None:
         record["example_truncated"] = bool(record["example_truncated"])
@@ -554,12 +728,18 @@ def kept_records(
         "SELECT a.id, a.block, a.nonce, a.attempt, k.vars, k.context, k.output,"
         " (SELECT json_group_array(error) FROM (SELECT p.error FROM attempts p"
         "   WHERE p.block = a.block AND p.item = a.item AND p.id < a.id"
-        "   AND p.error IS NOT NULL ORDER BY p.id)) AS previous_errors"
+        "   AND typeof(p.error) = 'text' ORDER BY p.id)) AS previous_errors,"
+        " (SELECT min(p.id) FROM attempts p WHERE p.block = a.block AND p.item = a.item"
+        "   AND p.id < a.id AND typeof(p.error) NOT IN ('text', 'null')) AS bad_error"
         " FROM kept_outputs k JOIN attempts a ON a.id = k.attempt_id"
         " WHERE a.id > ? ORDER BY a.id LIMIT ?",
         (after, limit),
     )
     for row in rows:
+        bad = _bad_kept_row(row)
+        if bad is not None:
+            yield {"id": row["id"], "damaged": bad}
+            continue
         try:
             record = {
                 "id": row["id"],
@@ -571,9 +751,21 @@ def kept_records(
                 "previous_errors": json.loads(row["previous_errors"] or "[]"),
                 "text": _kept_text(row["output"], max_text_bytes),
             }
+        except RecursionError:
+            record = {"id": row["id"], "damaged": "its vars or context are nested too deeply"}
         except (ValueError, TypeError, zlib.error) as exc:
             record = {"id": row["id"], "damaged": f"its kept output cannot be read ({exc})"}
         yield record
+
+
+def _bad_kept_row(row: sqlite3.Row) -> str | None:
+    """Why the attempt row of a kept output is not what this engine writes, or None."""
+    if row["bad_error"] is not None:
+        return f"the error of attempt {row['bad_error']} of its item is not text"
+    for name, kind in (("block", str), ("nonce", (str, type(None))), ("attempt", int)):
+        if not isinstance(row[name], kind):
+            return f"column {name} of its attempt does not hold what this engine writes"
+    return None
 
 
 def _kept_text(compressed: bytes, max_text_bytes: int) -> str:
