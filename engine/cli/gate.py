@@ -21,10 +21,14 @@ from engine.cli.common import (
     parse_vars,
     session_option,
 )
-from engine.contracts.json_document import output_documents
+from engine.contracts.json_document import MAX_CHARS, output_documents
 from engine.errors import EngineError
 from engine.policy.gates import GateOutcome
-from engine.textio import decode_output
+from engine.textio import decode_output, read_capped
+
+MAX_FILE_BYTES = 4 * MAX_CHARS
+"""Bytes read from one FILE at most: a UTF-8 character is at most 4 bytes, so a longer
+file is over the JSON character limit whatever it holds."""
 
 EPILOG = """\b
 Each FILE holds one JSON document, a JSON array of documents, or
@@ -51,9 +55,19 @@ def _read_outputs(files: tuple[str, ...]) -> tuple[list[Any], list[str]]:
     errors: list[str] = []
     for name in files:
         try:
-            data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+            if name == "-":
+                data, more = read_capped(sys.stdin.buffer, MAX_FILE_BYTES)
+            else:
+                with Path(name).open("rb") as stream:
+                    data, more = read_capped(stream, MAX_FILE_BYTES)
         except OSError as exc:
             raise UsageFailure(f"{name}: cannot read: {exc.strerror or exc}") from None
+        if more:  # surely over the character limit too: the gate's error, as for any size
+            errors.append(
+                f"Invalid JSON: {name}: the output is over {MAX_FILE_BYTES} bytes, over the "
+                f"limit of {MAX_CHARS} characters for JSON; it was not read further"
+            )
+            continue
         documents, error = output_documents(name, decode_output(data))
         outputs.extend(documents)
         errors.extend([error] if error else [])

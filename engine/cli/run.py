@@ -20,6 +20,10 @@ from engine.cli.common import (
 from engine.errors import EngineError
 from engine.state.runner import DEFAULT_TIMEOUT, run_loop
 from engine.state.session import Outcome, Session
+from engine.textio import MAX_OUTPUT_BYTES
+
+MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
+"""The largest --prompt file: as large as the largest model output read by default."""
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True})
@@ -43,7 +47,8 @@ from engine.state.session import Outcome, Session
     "--prompt",
     "prompt_file",
     type=click.Path(dir_okay=False, exists=True),
-    help="The first prompt to send (default: empty).",
+    help="UTF-8 file with the first prompt to send (default: empty); at most "
+    f"{MAX_PROMPT_BYTES} bytes.",
 )
 @session_option("Session folder whose ledger records every attempt.")
 @click.option(
@@ -99,7 +104,7 @@ def run_command(
       rules log                         # the attempts, from .rules-session/
     """
     pack = open_pack(pack_ref)
-    prompt = Path(prompt_file).read_text(encoding="utf-8") if prompt_file else ""
+    prompt = _read_prompt(prompt_file) if prompt_file else ""
     try:
         variables, context = pack.split_inputs(
             block, load_context(context_file), parse_vars(var_pairs)
@@ -138,6 +143,16 @@ def run_command(
     elif decision.default is not None:
         click.echo(json.dumps(decision.default, ensure_ascii=False))
     raise SystemExit(decision.exit_code)
+
+
+def _read_prompt(name: str) -> str:
+    """The --prompt file's text: UTF-8, at most MAX_PROMPT_BYTES (read no further)."""
+    from engine.format.loader import read_text
+
+    text = read_text(Path(name), MAX_PROMPT_BYTES, name)
+    if not isinstance(text, str):
+        raise UsageFailure(f"{text.position}: {text.message} (--prompt)")
+    return text
 
 
 def _report(outcome: Outcome) -> None:

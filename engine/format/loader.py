@@ -25,6 +25,7 @@ from engine.format.locate import (
     resolve_pack_file,
 )
 from engine.resources import builtin_pack_names, data_dir
+from engine.textio import read_capped
 
 MAX_YAML_BYTES = 1024 * 1024
 MAX_NODES = 100_000
@@ -220,55 +221,44 @@ class _TooBig(Exception):
         self.mark = mark
 
 
+def read_text(path: Path, limit: int, display: str | None = None) -> str | Finding:
+    """A UTF-8 text file of at most ``limit`` bytes, reading no further (a FIFO,
+    /dev/zero); a Finding naming the file when it is larger, unreadable or not UTF-8."""
+    where = Position(display or display_path(path))
+    try:
+        with path.open("rb") as stream:
+            raw, more = read_capped(stream, limit)
+    except OSError as exc:
+        return Finding(
+            "file-unreadable",
+            f"cannot read file: {exc.strerror or exc}",
+            where,
+            "check the path and its permissions",
+        )
+    if more:
+        return Finding(
+            "yaml-too-large",
+            f"file is over the {limit}-byte limit; it was not read further",
+            where,
+            "split the file, or move long text into files the pack references",
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Finding(
+            "yaml-encoding",
+            f"file is not valid UTF-8 (byte {exc.start})",
+            where,
+            "save the file as UTF-8",
+        )
+
+
 def read_yaml(path: Path, display: str | None = None) -> Document:
     """Read one YAML file; never raises for anything the file can contain."""
     shown = display or display_path(path)
-    where = Position(shown)
-    try:
-        size = path.stat().st_size
-        if size > MAX_YAML_BYTES:
-            return Document(
-                None,
-                SourceMap(),
-                [
-                    Finding(
-                        "yaml-too-large",
-                        f"file is {size} bytes, over the {MAX_YAML_BYTES}-byte limit "
-                        "for pack files",
-                        where,
-                        "split the pack or move long text into files the pack references",
-                    )
-                ],
-            )
-        raw = path.read_bytes()
-    except OSError as exc:
-        return Document(
-            None,
-            SourceMap(),
-            [
-                Finding(
-                    "file-unreadable",
-                    f"cannot read file: {exc.strerror or exc}",
-                    where,
-                    "check the path and its permissions",
-                )
-            ],
-        )
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Document(
-            None,
-            SourceMap(),
-            [
-                Finding(
-                    "yaml-encoding",
-                    f"file is not valid UTF-8 (byte {exc.start})",
-                    where,
-                    "save the file as UTF-8",
-                )
-            ],
-        )
+    text = read_text(path, MAX_YAML_BYTES, shown)
+    if isinstance(text, Finding):
+        return Document(None, SourceMap(), [text])
     return parse_yaml(text, shown)
 
 
