@@ -8,7 +8,9 @@ Bounds: ``*`` and ``**`` are intercepted (so nothing is constant-folded at compi
 and refuse results over ``MAX_RENDER_CHARS`` characters or ``MAX_POWER_BITS`` bits;
 ``range`` gives at most ``MAX_RANGE`` numbers and checks the render's deadline as it goes;
 a render stops after ``MAX_RENDER_SECONDS`` or ``MAX_RENDER_CHARS`` characters of output.
-A sandbox violation or a bound reached is a ``RenderError`` naming the template and line.
+A sandbox violation, a bound reached or any other error a template raises while it renders
+(``1/0``, ``[1, 'a']|sort``, an undefined attribute) is a ``RenderError`` naming the
+template and line; a lone surrogate in the output becomes U+FFFD.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from engine.conditions import native_condition
 from engine.errors import RenderError
 from engine.jinja_bounds import NoFoldingGenerator, harden, refuse_wide_format
 from engine.patterns import PatternError, compile_pattern
-from engine.textio import find_word
+from engine.textio import clean_text, find_word
 
 # What retry and escalation templates see of the decision (engine.prompts.render).
 _DECISION_VARIABLES = frozenset(
@@ -265,8 +267,9 @@ class BoundedEnvironment(SandboxedEnvironment):
 
 
 class BoundedTemplate(jinja2.Template):
-    """A template whose render is bounded in time and output, and whose sandbox violations
-    are ``RenderError``s naming the template (``origin``, set when it is loaded) and line."""
+    """A template whose render is bounded in time and output, and whose errors (sandbox
+    violations, bounds, whatever its expressions raise) are ``RenderError``s naming the
+    template (``origin``, set when it is loaded) and line."""
 
     origin: str = "template"
 
@@ -289,15 +292,19 @@ class BoundedTemplate(jinja2.Template):
                         "bound the template's loops"
                     )
                 parts.append(chunk)
-        except SecurityError as exc:
-            raise RenderError(f"{self.origin}:{_template_line(exc)}: {exc}") from None
+        except RenderError:
+            raise
         except RecursionError as exc:
             raise RenderError(
                 f"{self.origin}:{_template_line(exc)}: recursion too deep (a macro calling itself?)"
             ) from None
+        except Exception as exc:  # whatever a template's data, filters or operators raise
+            message = str(exc) or type(exc).__name__
+            raise RenderError(f"{self.origin}:{_template_line(exc)}: {message}") from None
         finally:
             _DEADLINE.reset(token)
-        return "".join(parts)
+        # a string literal may hold a lone surrogate ('\ud800'), which no output can encode
+        return clean_text("".join(parts))
 
 
 def _template_line(exc: BaseException) -> int:

@@ -31,7 +31,7 @@ from engine.contracts.json_document import (
     schema_problems,
     schema_violations,
 )
-from engine.errors import EngineError, PackError
+from engine.errors import EngineError, PackError, RenderError
 from engine.format.model import ActionSpec, Gates, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.sandbox import ENVIRONMENT, compile_condition, undeclared_names
@@ -287,7 +287,7 @@ class CompiledGates:
 def _render(template: jinja2.Template, what: str, variables: Mapping[str, Any]) -> str:
     try:
         return template.render(**variables)
-    except jinja2.TemplateError as exc:
+    except (jinja2.TemplateError, RenderError) as exc:
         raise GateError(f"cannot render {what}: {exc}") from None
 
 

@@ -1,0 +1,68 @@
+"""What a template, a pack expression or a model output can make fail at run time is a
+clean error naming the place (exit 2), never "internal error" or a traceback: template
+runtime errors (issue: `{{ 1/0 }}` was `internal error: ZeroDivisionError`), conditions
+that raise, and text built with ``~`` or ``+`` past the render's size bound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+PACK = """\
+rulepack: runtime
+extends: [builtin:core]
+contracts:
+  doc: {kind: text, min_chars: 5}
+triggers:
+  doc: {on: [WRONG_FORMAT], max_attempts: 1, template: rep}
+templates:
+  rep: {file: rep.j2, purpose: repair}
+"""
+
+
+def runtime_pack(tmp_path: Path, template: str) -> Path:
+    folder = tmp_path / "pack"
+    folder.mkdir()
+    (folder / "pack.yaml").write_text(PACK, encoding="utf-8")
+    (folder / "rep.j2").write_text(template, encoding="utf-8")
+    (folder / "out.txt").write_text("hi\n", encoding="utf-8")
+    return folder
+
+
+def render(folder: Path) -> tuple[int, str, str]:
+    result = run_cli("render", "--pack", str(folder), "--block", "doc", str(folder / "out.txt"))
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("{{ 1/0 }}", ":1: division by zero"),
+        ("line 1\n{{ [1, 'a']|sort }}", ":2: '<' not supported between instances"),
+        ("{{ [1, 'a']|max }}", ":1: '>' not supported between instances"),
+        ("{{ {1: 'a', 'b': 2}|dictsort }}", ":1: '<' not supported between instances"),
+        ("{{ parser_error|slice(0)|list }}", ":1: integer division or modulo by zero"),
+        ("{{ 'abcdefghijklmnop'|truncate(-5) }}", ":1: expected length >= 3, got -5"),
+        ("{{ (1e308 * 10)|int }}", ":1: cannot convert float infinity to integer"),
+        ("a\nb\n{{ parser_error.nosuch.deeper }}", ":3: 'str object' has no attribute"),
+    ],
+)
+def test_template_runtime_errors_name_the_template_and_line(
+    tmp_path: Path, template: str, message: str
+) -> None:
+    folder = runtime_pack(tmp_path, template)
+    assert run_cli("check", str(folder)).exit_code == 0  # only a render can see these
+    code, stdout, stderr = render(folder)
+    assert code == 2, stdout + stderr
+    assert f"error: template 'rep' (rep.j2){message}" in stderr
+    assert "internal error" not in stderr and stdout == ""
+
+
+def test_a_lone_surrogate_renders_as_a_replacement_character(tmp_path: Path) -> None:
+    folder = runtime_pack(tmp_path, "before {{ '\\ud800' }} after\n")
+    code, stdout, stderr = render(folder)
+    assert code == 0, stderr
+    assert "before \ufffd after" in stdout
