@@ -6,6 +6,7 @@ One root type, ``EngineError``; the CLI turns any of them into a message and exi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 
@@ -18,6 +19,10 @@ class Position(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.column}"
+
+
+Locate = Callable[[tuple[str | int, ...]], Position]
+"""The position of a key path of a pack (``SourceMap.locate``)."""
 
 
 class EngineError(Exception):
@@ -49,6 +54,20 @@ class ContextError(EngineError):
 
 class EvaluationError(EngineError):
     """An evaluation could not be carried out (never raised for a bad model output)."""
+
+
+class ConditionError(EvaluationError):
+    """A pack's condition (a guard, a gate rule, a ``where``, a conflict option) raised
+    while it ran: ``1/0``, a comparison of text with a number, a bound of the sandbox."""
+
+    def __init__(self, expression: str, reason: str, position: Position | None = None) -> None:
+        super().__init__(
+            f"condition {expression!r} failed: {reason}",
+            position,
+            "fix the expression, or test what it reads first, e.g. `x is number and x < 50`",
+        )
+        self.expression = expression
+        self.reason = reason
 
 
 class RenderError(EngineError):

@@ -79,18 +79,20 @@ class Pack:
         from engine.policy.decide import compile_policy
         from engine.prompts.compiled import compile_prompts
 
-        self.policy = compile_policy(self.model)
+        self.policy = compile_policy(self.model, self.source.locate)
         self.prompts = compile_prompts(self.model, self.root, self.folder_of)
         self.gates = None
         if self.model.gates.steps:
             from engine.policy.gates import compile_gates
 
-            self.gates = compile_gates(self.model, self.folder_of, self.prompts.templates)
+            self.gates = compile_gates(
+                self.model, self.folder_of, self.prompts.templates, self.source.locate
+            )
         self.conflicts = None
         if self.model.conflicts is not None:
             from engine.policy.conflicts import compile_conflicts
 
-            self.conflicts = compile_conflicts(self.model.conflicts)
+            self.conflicts = compile_conflicts(self.model.conflicts, self.source.locate)
 
     def folder_of(self, path: tuple[str | int, ...]) -> Path:
         """The folder of the pack file that declared ``path`` (packs it extends included)."""

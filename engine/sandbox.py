@@ -29,8 +29,8 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
 from engine.clock import add_minutes
-from engine.conditions import native_condition
-from engine.errors import RenderError
+from engine.conditions import Closure, native_condition
+from engine.errors import ConditionError, Position, RenderError
 from engine.jinja_bounds import NoFoldingGenerator, harden, refuse_wide_format
 from engine.patterns import PatternError, compile_pattern
 from engine.textio import clean_text, find_word
@@ -363,25 +363,51 @@ def expression_problem(expression: str) -> str | None:
 
 
 @lru_cache(maxsize=4096)
-def compile_condition(expression: str) -> Callable[..., Any]:
+def _condition_parts(expression: str) -> tuple[Callable[..., Any], Closure | None]:
+    """The expression compiled by Jinja and, when it is simple enough, as a closure."""
+    return ENVIRONMENT.compile_expression(expression), native_condition(ENVIRONMENT, expression)
+
+
+@lru_cache(maxsize=4096)
+def compile_condition(expression: str, where: Position | None = None) -> Callable[..., Any]:
     """A condition expression compiled once per process: checking a pack and compiling it
     at load share the work. A simple expression runs as a Python closure
     (engine.conditions) and falls back to Jinja whenever the closure raises, so Jinja's
-    result or error stands wherever the closure does not finish."""
-    jinja = ENVIRONMENT.compile_expression(expression)
-    native = native_condition(ENVIRONMENT, expression)
-    if native is None:
-        return jinja
+    result or error stands wherever the closure does not finish.
 
-    def condition(**variables: Any) -> Any:
+    Whatever the expression raises as it runs (``1/0``, ``output < 50``, a sandbox bound,
+    an undefined name) is a ``ConditionError`` naming it and ``where`` it is in the pack,
+    for every caller alike."""
+    jinja, native = _condition_parts(expression)
+
+    if native is None:
+
+        def condition(**variables: Any) -> Any:
+            try:
+                return jinja(**variables)
+            except Exception as exc:
+                raise ConditionError(expression, _reason(exc), where) from None
+
+        return condition
+
+    def native_first(**variables: Any) -> Any:
         try:
             result = native(variables)
         except Exception:  # a name not given, a type error...: Jinja decides and reports
-            return jinja(**variables)
+            try:
+                return jinja(**variables)
+            except Exception as exc:
+                raise ConditionError(expression, _reason(exc), where) from None
         # Jinja gives None for an undefined result (a missing attribute)
         return None if isinstance(result, jinja2.Undefined) else result
 
-    return condition
+    return native_first
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "recursion too deep"
+    return str(exc) or type(exc).__name__
 
 
 @lru_cache(maxsize=1024)

@@ -66,3 +66,54 @@ def test_a_lone_surrogate_renders_as_a_replacement_character(tmp_path: Path) -> 
     code, stdout, stderr = render(folder)
     assert code == 0, stderr
     assert "before \ufffd after" in stdout
+
+
+# ---------------------------------------------------------------- conditions
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("1/0", "division by zero"),
+        ("output < 50", "'<' not supported between instances of 'str' and 'int'"),
+        ("error is search(5)", "object of type 'int' has no len()"),
+        ("('a' * 3000000000)", "a repetition of 3000000000 items"),
+        ("'%2000000000s'|format", "a format width or precision of a million or more"),
+    ],
+)
+def test_a_guard_that_fails_names_the_expression_and_its_place(
+    tmp_path: Path, expression: str, message: str
+) -> None:
+    import shutil
+
+    from conftest import REPO
+
+    folder = tmp_path / "sentinel"
+    shutil.copytree(REPO / "rules" / "sentinel", folder)
+    pack = folder / "pack.yaml"
+    text = pack.read_text(encoding="utf-8")
+    guard = 'when: "output | length < 50"'
+    line = text[: text.index(guard)].count("\n") + 1
+    column = text.splitlines()[line - 1].index(guard) + len("when: ") + 1
+    pack.write_text(text.replace(guard, f"when: {expression!r}", 1), encoding="utf-8")
+    junk = REPO / "rules" / "sentinel" / "tests" / "outputs" / "PLAN.junk.txt"
+    result = run_cli(
+        "eval", "--pack", str(folder), "--block", "PLAN", "--nonce", "4F2C9A", str(junk)
+    )
+    assert result.exit_code == 2, result.output
+    assert f"pack.yaml:{line}:{column}: condition {expression!r} failed: {message}" in (
+        result.stderr
+    )
+    assert "internal error" not in result.stderr
+
+
+def test_a_condition_that_fails_is_a_condition_error() -> None:
+    from engine.errors import ConditionError, EvaluationError, Position
+    from engine.sandbox import compile_condition
+
+    where = Position("pack.yaml", 3, 7)
+    with pytest.raises(ConditionError, match=r"^pack.yaml:3:7: condition 'x < 1' failed: '<'"):
+        compile_condition("x < 1", where)(x="a")  # native closure, then Jinja: both raise
+    with pytest.raises(EvaluationError, match=r"^condition 'x\|sort' failed: '<'"):
+        compile_condition("x|sort")(x=[1, "a"])  # Jinja only
+    assert compile_condition("x < 1", where)(x=0) is True

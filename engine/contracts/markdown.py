@@ -12,10 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import jinja2
-
 from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.errors import ContextError
+from engine.errors import ConditionError, ContextError
 from engine.format.model import (
     AnyOfCheck,
     CoverageCheck,
@@ -299,11 +297,11 @@ def _where(check: CoverageCheck, item: Any, context: Mapping[str, Any]) -> bool:
         return isinstance(item, Mapping) and item.get(check.where.key) in check.where.in_
     try:
         return bool(compile_condition(check.where)(item=item, context=context))
-    except jinja2.TemplateError as exc:
+    except ConditionError as exc:
         raise ContextError(
             f"condition {check.where!r} on an item of {check.items!r} "
-            f"failed: {exc}; check the items' keys"
-        ) from exc
+            f"failed: {exc.reason}; check the items' keys"
+        ) from None
 
 
 def soft_match(text: str, item: Any, soft: SoftMatch) -> bool:

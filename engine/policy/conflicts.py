@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.errors import Locate
 from engine.format.model import ConflictRules
 from engine.placeholders import fill
 from engine.sandbox import compile_condition
@@ -203,10 +204,18 @@ def _values(conflict: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def compile_conflicts(spec: ConflictRules) -> CompiledConflicts:
-    """Compile a pack's conflict rules once (the option conditions)."""
+def compile_conflicts(spec: ConflictRules, locate: Locate | None = None) -> CompiledConflicts:
+    """Compile a pack's conflict rules once (the option conditions; ``locate`` gives their
+    places in the pack for their errors)."""
+
+    def condition(expression: str | None, index: int, key: str) -> Callable[..., Any] | None:
+        if not expression:
+            return None
+        where = locate(("conflicts", "options", index, key)) if locate else None
+        return compile_condition(expression, where)
+
     return CompiledConflicts(
         spec,
-        tuple(compile_condition(o.when) if o.when else None for o in spec.options),
-        tuple(compile_condition(o.recommended) if o.recommended else None for o in spec.options),
+        tuple(condition(o.when, i, "when") for i, o in enumerate(spec.options)),
+        tuple(condition(o.recommended, i, "recommended") for i, o in enumerate(spec.options)),
     )

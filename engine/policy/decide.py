@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.errors import Locate
 from engine.format.model import ActionSpec, AttemptPolicy, Rulepack, Trigger
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.policy.limits import (
@@ -91,13 +92,23 @@ class CompiledTrigger:
     guards: tuple[CompiledGuard, ...]
 
 
-def compile_trigger(trigger: Trigger) -> CompiledTrigger:
-    """The trigger row with each guard's condition compiled."""
+def compile_trigger(
+    trigger: Trigger, block: str = "", locate: Locate | None = None
+) -> CompiledTrigger:
+    """The trigger row with each guard's condition compiled (``locate``: where the pack
+    declares it, for the errors of a guard that fails as it runs)."""
     return CompiledTrigger(
         trigger,
         tuple(
-            CompiledGuard(guard.name, guard.reason, compile_condition(guard.when))
-            for guard in trigger.skip_when
+            CompiledGuard(
+                guard.name,
+                guard.reason,
+                compile_condition(
+                    guard.when,
+                    locate(("triggers", block, "skip_when", index, "when")) if locate else None,
+                ),
+            )
+            for index, guard in enumerate(trigger.skip_when)
         ),
     )
 
@@ -204,12 +215,18 @@ def first_guard(compiled: CompiledTrigger, variables: Mapping[str, Any]) -> int:
     return -1
 
 
-def compile_policy(pack: Rulepack) -> CompiledPolicy:
-    """Compile every guard of ``pack`` once."""
+def compile_policy(pack: Rulepack, locate: Locate | None = None) -> CompiledPolicy:
+    """Compile every guard of ``pack`` once (``locate``: positions in the pack's files)."""
     return CompiledPolicy(
         actions={**STANDARD_ACTIONS, **pack.actions},
-        triggers={block: compile_trigger(trigger) for block, trigger in pack.triggers.items()},
-        rate_limits={block: compile_rate_limits(spec) for block, spec in pack.rate_limits.items()},
+        triggers={
+            block: compile_trigger(trigger, block, locate)
+            for block, trigger in pack.triggers.items()
+        },
+        rate_limits={
+            block: compile_rate_limits(spec, block, locate)
+            for block, spec in pack.rate_limits.items()
+        },
         round_key=pack.session.round,
         history_key=pack.session.history,
         not_retriable=frozenset(

@@ -31,7 +31,7 @@ from engine.contracts.json_document import (
     schema_problems,
     schema_violations,
 )
-from engine.errors import EngineError, PackError, RenderError
+from engine.errors import ConditionError, EngineError, Locate, PackError, RenderError
 from engine.format.model import ActionSpec, Gates, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.sandbox import ENVIRONMENT, compile_condition, undeclared_names
@@ -65,7 +65,7 @@ class CompiledDetect:
         if self.when is not None:
             try:
                 return bool(self.when(**{**context, "context": dict(context), "output": output}))
-            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError):
+            except ConditionError:
                 return False  # an expression that cannot apply to this output: no match
         return True
 
@@ -186,8 +186,11 @@ class CompiledGates:
         for rule in self.rules:
             try:
                 holds = rule.when(**variables)
-            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as exc:
-                raise GateError(f"gates.decide rule {rule.source!r} failed: {exc}") from None
+            except ConditionError as exc:
+                where = f"{exc.position}: " if exc.position else ""
+                raise GateError(
+                    f"{where}gates.decide rule {rule.source!r} failed: {exc.reason}"
+                ) from None
             if holds:
                 spec = self.actions[rule.action]
                 return GateResult(
@@ -295,10 +298,17 @@ FolderOf = Callable[[tuple[str | int, ...]], Path]
 
 
 def compile_gates(
-    pack: Rulepack, folder_of: FolderOf, templates: Mapping[str, jinja2.Template]
+    pack: Rulepack,
+    folder_of: FolderOf,
+    templates: Mapping[str, jinja2.Template],
+    locate: Locate | None = None,
 ) -> CompiledGates | None:
     """The pack's gates compiled (None when it declares none); ``templates`` are the pack's
-    compiled templates."""
+    compiled templates, ``locate`` gives the places of its conditions for their errors."""
+
+    def condition(expression: str, *path: str | int) -> Callable[..., Any]:
+        return compile_condition(expression, locate(("gates", *path)) if locate else None)
+
     spec = pack.gates
     if not spec.steps:
         return None
@@ -322,13 +332,15 @@ def compile_gates(
                 tuple(rule.has),
                 rule.key,
                 rule.equals,
-                compile_condition(rule.when) if rule.when else None,
+                condition(rule.when, "detect", index, "when") if rule.when else None,
             )
-            for rule in spec.detect
+            for index, rule in enumerate(spec.detect)
         ),
         rules=tuple(
-            CompiledRule(compile_condition(rule.when), rule.action, rule.reason, rule.when)
-            for rule in spec.decide
+            CompiledRule(
+                condition(rule.when, "decide", index, "when"), rule.action, rule.reason, rule.when
+            )
+            for index, rule in enumerate(spec.decide)
         ),
         actions={**STANDARD_ACTIONS, **pack.actions},
         reprompt=templates[spec.reprompt] if spec.reprompt else None,

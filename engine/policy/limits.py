@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.errors import Locate
 from engine.format.model import RateLimit, RateLimits
 from engine.patterns import CompiledPattern, compile_pattern
 from engine.placeholders import FIGURES, Part, compile_figures, fill_figures
@@ -182,12 +183,16 @@ class CompiledRateLimits:
         )
 
 
-def compile_rate_limits(spec: RateLimits) -> CompiledRateLimits:
-    """Compile a block's rate limits once (pattern, condition, message templates)."""
+def compile_rate_limits(
+    spec: RateLimits, block: str = "", locate: Locate | None = None
+) -> CompiledRateLimits:
+    """Compile a block's rate limits once (pattern, condition, message templates);
+    ``locate`` gives the condition's place in the pack for its errors."""
+    where = locate(("rate_limits", block, "count", "where")) if locate else None
     return CompiledRateLimits(
         spec=spec,
         pattern=compile_pattern(spec.count.pattern),
-        where=compile_condition(spec.count.where) if spec.count.where else None,
+        where=compile_condition(spec.count.where, where) if spec.count.where else None,
         limits=tuple(
             CompiledLimit(
                 limit,
