@@ -33,6 +33,37 @@ class NoFoldingGenerator(CodeGenerator):
             raise nodes.Impossible()
         return str(super()._output_child_to_const(node, frame, finalize))
 
+    def visit_Add(self, node: nodes.BinExpr, frame: Frame) -> None:
+        """``a + b`` as ``environment.bounded_add(a, b)`` when the environment has it: a
+        direct call, cheaper than the sandbox's intercepted operators for every ``+``."""
+        if not hasattr(self.environment, "bounded_add"):
+            super().visit_Add(node, frame)
+            return
+        self.write("environment.bounded_add(")
+        self.visit(node.left, frame)
+        self.write(", ")
+        self.visit(node.right, frame)
+        self.write(")")
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        """``a ~ b ~ c`` as ``environment.bounded_concat(join, (a, b, c))`` when the
+        environment has it (Jinja writes ``join((a, b, c))``), which refuses a text over the
+        render's size bound: ``~`` in a loop cannot double a text without bound."""
+        if not hasattr(self.environment, "bounded_concat"):
+            super().visit_Concat(node, frame)
+            return
+        if frame.eval_ctx.volatile:
+            join = "(markup_join if context.eval_ctx.volatile else str_join)"
+        elif frame.eval_ctx.autoescape:
+            join = "markup_join"
+        else:
+            join = "str_join"
+        self.write(f"environment.bounded_concat({join}, (")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
 
 def refuse_wide_format(text: Any) -> None:
     """A format string whose width would build a huge text is refused."""

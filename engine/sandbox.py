@@ -5,7 +5,9 @@ loudly (``StrictUndefined``). What each kind of template may use is declared her
 so `rules check` can name a variable that the engine will never provide.
 
 Bounds: ``*`` and ``**`` are intercepted (so nothing is constant-folded at compile time)
-and refuse results over ``MAX_RENDER_CHARS`` characters or ``MAX_POWER_BITS`` bits;
+and refuse results over ``MAX_RENDER_CHARS`` characters or ``MAX_POWER_BITS`` bits; ``~``
+and ``+`` are compiled to ``BoundedEnvironment.bounded_concat`` and ``bounded_add``, which
+refuse results over ``MAX_RENDER_CHARS`` characters (or items);
 ``range`` gives at most ``MAX_RANGE`` numbers and checks the render's deadline as it goes;
 a render stops after ``MAX_RENDER_SECONDS`` or ``MAX_RENDER_CHARS`` characters of output.
 A sandbox violation, a bound reached or any other error a template raises while it renders
@@ -236,10 +238,33 @@ def _size(value: Any) -> int | None:
 
 
 class BoundedEnvironment(SandboxedEnvironment):
-    """The sandbox with bounded ``*`` and ``**`` (intercepted, so never constant-folded)."""
+    """The sandbox with bounded ``*`` and ``**`` (intercepted, so never constant-folded),
+    ``~`` and ``+``."""
 
     intercepted_binops = frozenset({"*", "**", "%"})
     code_generator_class = NoFoldingGenerator
+
+    def bounded_concat(self, join: Callable[[Any], str], parts: tuple[Any, ...]) -> str:
+        """``a ~ b ~ c`` (engine.jinja_bounds has the generator call this): a text over
+        MAX_RENDER_CHARS characters is refused, so doubling a text in a loop stops at the
+        bound. Checked on the joined text (one ``len``), so a step may build a text as
+        long as its parts together before it is refused, never more."""
+        joined = join(parts)
+        if len(joined) > MAX_RENDER_CHARS:
+            raise SecurityError(
+                f"a concatenation of {len(joined)} characters (at most {MAX_RENDER_CHARS})"
+            )
+        return joined
+
+    def bounded_add(self, left: Any, right: Any) -> Any:
+        """``a + b`` (the generator calls this): a text, list or tuple over MAX_RENDER_CHARS
+        characters or items is refused, as ``~`` is; checked on the sum, like ``~``."""
+        result = left + right
+        if isinstance(result, str | list | tuple) and len(result) > MAX_RENDER_CHARS:
+            raise SecurityError(
+                f"a concatenation of {len(result)} items (at most {MAX_RENDER_CHARS})"
+            )
+        return result
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
         refuse_wide_format(getattr(value, "__self__", None))

@@ -117,3 +117,33 @@ def test_a_condition_that_fails_is_a_condition_error() -> None:
     with pytest.raises(EvaluationError, match=r"^condition 'x\|sort' failed: '<'"):
         compile_condition("x|sort")(x=[1, "a"])  # Jinja only
     assert compile_condition("x < 1", where)(x=0) is True
+
+
+# ---------------------------------------------------------------- concatenation
+
+DOUBLING = (
+    "line 1\n{{% set ns = namespace(s={start}) %}}{{% for i in range(23) %}}"
+    "{{% set ns.s = ns.s {op} ns.s %}}{{% endfor %}}{{{{ ns.s|length }}}}"
+)
+
+
+@pytest.mark.parametrize(
+    ("start", "op"), [("'ab'", "~"), ("'ab'", "+"), ("['a', 'b']", "+"), ("'ab'", "~ '' ~")]
+)
+def test_concatenation_is_bounded_like_repetition(tmp_path: Path, start: str, op: str) -> None:
+    """Doubling a text with `~` or `+` 31 times reached 6 GB before the time budget saw it;
+    a result over the render's size bound is refused at the step that would build it."""
+    folder = runtime_pack(tmp_path, DOUBLING.format(start=start, op=op))
+    code, stdout, stderr = render(folder)
+    assert code == 2, stdout
+    assert "error: template 'rep' (rep.j2):2: a concatenation of 8388608 " in stderr
+    assert "(at most 4194304)" in stderr
+
+
+def test_ordinary_concatenation_is_unchanged() -> None:
+    from engine.sandbox import ENVIRONMENT
+
+    template = "{{ 'a' ~ 1 ~ none ~ [2] }} {{ 'x' + 'y' }} {{ [1] + [2] }} {{ 1 + 2.5 }}"
+    assert ENVIRONMENT.from_string(template).render() == "a1None[2] xy [1, 2] 3.5"
+    bound = "{{ ('x' * 4194303) ~ 'y' }}"
+    assert len(ENVIRONMENT.from_string(bound).render()) == 4194304
