@@ -2,13 +2,17 @@
 
 Jinja compiles constant expressions by running them (``{{ 'x'|center(10**9) }}`` ran at
 `rules check`), and a few filters and globals build text whose size a template chooses.
-Here compiling computes nothing, those filters are bounded, and the globals a pack has no
-use for (``lipsum``, ``cycler``, ``joiner``) are gone.
+Here compiling computes nothing, those filters (``center``, ``indent``, ``format``,
+``wordwrap``, ``replace``, ``join``) and what a macro, a ``{% set %}`` block or a
+``{% call %}`` body captures are bounded, ``~`` and ``+`` are compiled to the environment's
+bounded versions when it has them, and the globals a pack has no use for (``lipsum``,
+``cycler``, ``joiner``) are gone.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from jinja2 import Environment, filters, nodes
@@ -94,6 +98,47 @@ def _format(value: Any, *args: Any, **kwargs: Any) -> str:
     return filters.do_format(value, *args, **kwargs)
 
 
+def _replace(eval_ctx: Any, value: Any, old: Any, new: Any, count: Any = None) -> Any:
+    text, old_text = str(value), str(old)
+    times = text.count(old_text)
+    if isinstance(count, int) and 0 <= count < times:
+        times = count
+    size = len(text) + times * (len(str(new)) - len(old_text))
+    if size > MAX_FILTER_CHARS:
+        raise SecurityError(f"a replace giving {size} characters (at most {MAX_FILTER_CHARS})")
+    return filters.do_replace(eval_ctx, value, old, new, count)
+
+
+_replace.jinja_pass_arg = filters.do_replace.jinja_pass_arg  # type: ignore[attr-defined]
+
+
+def _join(eval_ctx: Any, value: Any, d: Any = "", attribute: Any = None) -> Any:
+    if attribute is None and isinstance(value, list | tuple):
+        texts = sum(len(item) for item in value if isinstance(item, str))
+        size = texts + len(str(d)) * max(len(value) - 1, 0)
+        if size > MAX_FILTER_CHARS:
+            raise SecurityError(f"a join of {size} characters (at most {MAX_FILTER_CHARS})")
+    joined = filters.do_join(eval_ctx, value, d, attribute)
+    if len(joined) > MAX_FILTER_CHARS:
+        raise SecurityError(f"a join of {len(joined)} characters (at most {MAX_FILTER_CHARS})")
+    return joined
+
+
+_join.jinja_pass_arg = filters.do_join.jinja_pass_arg  # type: ignore[attr-defined]
+
+
+def bounded_capture(parts: Iterable[str]) -> str:
+    """What a macro, a ``{% set %}`` block or a ``{% call %}`` body captures (Jinja joins
+    it with ``environment.concat``): over MAX_FILTER_CHARS characters is refused, so a
+    macro doubling its argument cannot grow a text without bound."""
+    joined = "".join(parts)
+    if len(joined) > MAX_FILTER_CHARS:
+        raise SecurityError(
+            f"a captured text of {len(joined)} characters (at most {MAX_FILTER_CHARS})"
+        )
+    return joined
+
+
 def _wordwrap(environment: Environment, value: Any, *args: Any, **kwargs: Any) -> str:
     if len(str(value)) > MAX_WORDWRAP_CHARS:
         raise SecurityError(f"wordwrap of more than {MAX_WORDWRAP_CHARS} characters")
@@ -111,3 +156,6 @@ def harden(env: Environment) -> None:
     env.filters["indent"] = _indent
     env.filters["format"] = _format
     env.filters["wordwrap"] = _wordwrap
+    env.filters["replace"] = _replace
+    env.filters["join"] = _join
+    env.concat = bounded_capture  # type: ignore[method-assign]

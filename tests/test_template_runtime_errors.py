@@ -147,3 +147,43 @@ def test_ordinary_concatenation_is_unchanged() -> None:
     assert ENVIRONMENT.from_string(template).render() == "a1None[2] xy [1, 2] 3.5"
     bound = "{{ ('x' * 4194303) ~ 'y' }}"
     assert len(ENVIRONMENT.from_string(bound).render()) == 4194304
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        (  # a macro doubling its argument into a block set, 23 levels deep
+            "{% macro d(s, n) %}{% set t %}{{ s }}{{ s }}{% endset %}"
+            "{% if n > 0 %}{{ d(t, n - 1) }}{% else %}{{ s|length }}{% endif %}{% endmacro %}\n"
+            "{{ d('ab', 23) }}",
+            "a captured text of 8388608 characters (at most 4194304)",
+        ),
+        (
+            "{{ ('a' * 4000000)|replace('a', 'aaaa')|length }}",
+            "a replace giving 16000000 characters (at most 4194304)",
+        ),
+        (
+            "{{ (['aaaa'] * 4000000)|join|length }}",
+            "a join of 16000000 characters (at most 4194304)",
+        ),
+    ],
+)
+def test_captured_text_replace_and_join_are_bounded(
+    tmp_path: Path, template: str, message: str
+) -> None:
+    folder = runtime_pack(tmp_path, template)
+    code, stdout, stderr = render(folder)
+    assert code == 2, stdout
+    assert "error: template 'rep' (rep.j2):" in stderr and message in stderr
+
+
+def test_ordinary_replace_join_and_captures_are_unchanged() -> None:
+    from engine.sandbox import ENVIRONMENT
+
+    template = (
+        "{% macro m(x) %}<{{ x }}>{% endmacro %}{% set t %}{{ m(1) }}{{ m(2) }}{% endset %}"
+        "{{ t }} {{ 'aXbX'|replace('X', '-') }} {{ 'aaa'|replace('a', 'b', 2) }} "
+        "{{ 'ab'|replace('', '.') }} {{ [1, 'b']|join(', ') }} "
+        "{{ [{'n': 'x'}]|join(attribute='n') }}"
+    )
+    assert ENVIRONMENT.from_string(template).render() == "<1><2> a-b- bba .a.b. 1, b x"
