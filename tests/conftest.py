@@ -134,3 +134,32 @@ def still_running(pids: list[str], timeout: float) -> list[str]:
     while any(map(running, pids)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return [pid for pid in pids if running(pid)]
+
+
+TEMPLATE_PACK = """\
+rulepack: hostile
+extends: [builtin:core]
+contracts:
+  doc: {kind: text, min_chars: 5}
+triggers:
+  doc: {on: [WRONG_FORMAT], max_attempts: 1, template: rep}
+templates:
+  rep: {file: rep.j2, purpose: repair}
+"""
+
+
+def template_pack(tmp_path: Path, template: str, guard: str | None = None) -> Path:
+    """A pack whose one repair template (rep.j2) is ``template`` and whose trigger has the
+    guard ``guard``, with an output (out.txt) that fails its text contract."""
+    folder = tmp_path / "pack"
+    folder.mkdir()
+    text = TEMPLATE_PACK
+    if guard is not None:
+        text = text.replace(
+            "max_attempts: 1, template: rep}",
+            f"max_attempts: 1, template: rep,\n        skip_when: [{{name: g, when: {guard!r}}}]}}",
+        )
+    (folder / "pack.yaml").write_text(text, encoding="utf-8")
+    (folder / "rep.j2").write_text(template, encoding="utf-8")
+    (folder / "out.txt").write_text("hi\n", encoding="utf-8")
+    return folder

@@ -951,13 +951,19 @@ def test_junit_and_text_reports_neutralise_control_characters_of_outputs(tmp_pat
     assert "\x1b" not in text.stdout  # the terminal
 
 
+def one_record(tmp_path: Path) -> Path:
+    """A records file of one record (what it holds does not matter to the test)."""
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"block": "VERDICT", "text": "x"}\n')
+    return records
+
+
 @pytest.mark.parametrize("output", ["missing-folder/report.txt", "."])
 def test_an_output_that_cannot_be_written_is_a_usage_error_before_the_work(
     tmp_path: Path, output: str
 ) -> None:
     """Exit 1 means "more flips than --max-flips": a bad -o must not look like it."""
-    records = tmp_path / "r.jsonl"
-    records.write_text('{"block": "VERDICT", "text": "x"}\n')
+    records = one_record(tmp_path)
     result = run_cli(
         "backtest", "--pack", "sentinel", "--max-flips", "0", str(records), "-o", output
     )
@@ -966,8 +972,7 @@ def test_an_output_that_cannot_be_written_is_a_usage_error_before_the_work(
 
 
 def test_a_full_disk_is_an_error_not_an_internal_error(tmp_path: Path) -> None:
-    records = tmp_path / "r.jsonl"
-    records.write_text('{"block": "VERDICT", "text": "x"}\n')
+    records = one_record(tmp_path)
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
     with open("/dev/full", "wb") as full:
@@ -990,8 +995,7 @@ def test_a_full_disk_is_an_error_not_an_internal_error(tmp_path: Path) -> None:
 def test_a_scheduler_address_that_is_not_tcp_host_port_is_a_usage_error(
     tmp_path: Path, address: str
 ) -> None:
-    records = tmp_path / "r.jsonl"
-    records.write_text('{"block": "VERDICT", "text": "x"}\n')
+    records = one_record(tmp_path)
     result = run_cli(
         "backtest", "--pack", "sentinel", "--executor", "dask", "--scheduler", address, str(records)
     )

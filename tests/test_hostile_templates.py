@@ -11,34 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_script, script
+from conftest import run_script, script, template_pack
 
-PACK = """\
-rulepack: hostile
-extends: [builtin:core]
-contracts:
-  doc: {kind: text, min_chars: 5}
-triggers:
-  doc: {on: [WRONG_FORMAT], max_attempts: 1, template: rep}
-templates:
-  rep: {file: rep.j2, purpose: repair}
-"""
 GIB = 1024 * 1024  # ru_maxrss is in KiB on Linux
-
-
-def hostile_pack(tmp_path: Path, template: str, guard: str | None = None) -> Path:
-    folder = tmp_path / "pack"
-    folder.mkdir()
-    text = PACK
-    if guard is not None:
-        text = text.replace(
-            "max_attempts: 1, template: rep}",
-            f"max_attempts: 1, template: rep,\n        skip_when: [{{name: g, when: {guard!r}}}]}}",
-        )
-    (folder / "pack.yaml").write_text(text, encoding="utf-8")
-    (folder / "rep.j2").write_text(template, encoding="utf-8")
-    (folder / "out.txt").write_text("hi\n", encoding="utf-8")
-    return folder
 
 
 def bounded(*args: str, cwd: Path) -> tuple[int, str, float]:
@@ -65,7 +40,7 @@ def bounded(*args: str, cwd: Path) -> tuple[int, str, float]:
     ],
 )
 def test_check_refuses_unsafe_templates(tmp_path: Path, template: str, problem: str) -> None:
-    folder = hostile_pack(tmp_path, template)
+    folder = template_pack(tmp_path, template)
     code, output, elapsed = bounded("check", ".", cwd=folder)
     assert code == 1 and "(unsafe-template)" in output and problem in output
     assert "rep.j2:1:1:" in output
@@ -73,7 +48,7 @@ def test_check_refuses_unsafe_templates(tmp_path: Path, template: str, problem: 
 
 
 def test_constant_folding_does_not_hang_check(tmp_path: Path) -> None:
-    folder = hostile_pack(tmp_path, "{{ 'x' * 10**10 }}")
+    folder = template_pack(tmp_path, "{{ 'x' * 10**10 }}")
     code, output, elapsed = bounded("check", ".", cwd=folder)
     assert code == 0, output  # nothing to see without rendering: the render refuses it
     assert elapsed < 10
@@ -110,7 +85,7 @@ def test_render_bounds_are_errors(tmp_path: Path, template: str, message: str) -
 @pytest.mark.slow
 def test_a_loop_without_output_stops_at_the_time_budget(tmp_path: Path) -> None:
     # `n` is not a constant, so `rules check` cannot see the size; the render's budget stops it.
-    folder = hostile_pack(
+    folder = template_pack(
         tmp_path,
         "{% set n = 100000 %}{% for i in range(n) %}"
         "{% for j in range(n) %}{% endfor %}{% endfor %}",
@@ -132,7 +107,7 @@ def test_output_cap(tmp_path: Path) -> None:
 
 
 def test_unsafe_expressions_are_findings(tmp_path: Path) -> None:
-    folder = hostile_pack(tmp_path, "{{ parser_error }}", guard="output.__class__")
+    folder = template_pack(tmp_path, "{{ parser_error }}", guard="output.__class__")
     code, output, _ = bounded("check", ".", cwd=folder)
     assert code == 1 and "(unsafe-expression)" in output
     assert "attribute '__class__' is refused by the sandbox" in output
@@ -224,7 +199,7 @@ def test_a_nul_byte_in_a_pack_is_a_finding(tmp_path: Path) -> None:
     ],
 )
 def test_huge_or_deep_expressions_are_findings(tmp_path: Path, expression: str) -> None:
-    folder = hostile_pack(tmp_path, "{{ parser_error }}", guard=expression)
+    folder = template_pack(tmp_path, "{{ parser_error }}", guard=expression)
     code, output, elapsed = bounded("check", ".", cwd=folder)
     assert code == 1 and "(expression-too-large)" in output
     assert elapsed < 10
@@ -343,7 +318,7 @@ def test_size_taking_filters_and_recursion_are_bounded(template: str, message: s
 
 def test_no_constant_folding_of_filters_at_check(tmp_path: Path) -> None:
     """`{{ 'x'|center(10**9) }}` was folded while compiling: 19 s and 3 GB at check."""
-    folder = hostile_pack(tmp_path, "{{ 'x'|center(1000000000) }}")
+    folder = template_pack(tmp_path, "{{ 'x'|center(1000000000) }}")
     code, _, elapsed = bounded("check", str(folder), cwd=tmp_path)
     assert code == 0 and elapsed < 10
     code, text, elapsed = bounded(
@@ -353,7 +328,7 @@ def test_no_constant_folding_of_filters_at_check(tmp_path: Path) -> None:
 
 
 def test_lipsum_cycler_joiner_are_not_provided(tmp_path: Path) -> None:
-    folder = hostile_pack(tmp_path, "{{ lipsum(1000000) }}{{ cycler(1) }}{{ joiner() }}")
+    folder = template_pack(tmp_path, "{{ lipsum(1000000) }}{{ cycler(1) }}{{ joiner() }}")
     code, text, elapsed = bounded("check", str(folder), cwd=tmp_path)
     assert code == 1 and elapsed < 10
     for name in ("lipsum", "cycler", "joiner"):
@@ -361,7 +336,7 @@ def test_lipsum_cycler_joiner_are_not_provided(tmp_path: Path) -> None:
 
 
 def test_a_nul_byte_in_a_template_is_a_finding(tmp_path: Path) -> None:
-    folder = hostile_pack(tmp_path, "line 1\nab\x00c{{ 1 }}")
+    folder = template_pack(tmp_path, "line 1\nab\x00c{{ 1 }}")
     code, text, elapsed = bounded("check", str(folder), cwd=tmp_path)
     assert code == 1 and elapsed < 10
     assert "rep.j2:2:3: [error] template 'rep' holds a NUL byte (template-encoding)" in text

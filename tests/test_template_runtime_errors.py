@@ -9,27 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
-
-PACK = """\
-rulepack: runtime
-extends: [builtin:core]
-contracts:
-  doc: {kind: text, min_chars: 5}
-triggers:
-  doc: {on: [WRONG_FORMAT], max_attempts: 1, template: rep}
-templates:
-  rep: {file: rep.j2, purpose: repair}
-"""
-
-
-def runtime_pack(tmp_path: Path, template: str) -> Path:
-    folder = tmp_path / "pack"
-    folder.mkdir()
-    (folder / "pack.yaml").write_text(PACK, encoding="utf-8")
-    (folder / "rep.j2").write_text(template, encoding="utf-8")
-    (folder / "out.txt").write_text("hi\n", encoding="utf-8")
-    return folder
+from conftest import run_cli, template_pack
 
 
 def render(folder: Path) -> tuple[int, str, str]:
@@ -53,7 +33,7 @@ def render(folder: Path) -> tuple[int, str, str]:
 def test_template_runtime_errors_name_the_template_and_line(
     tmp_path: Path, template: str, message: str
 ) -> None:
-    folder = runtime_pack(tmp_path, template)
+    folder = template_pack(tmp_path, template)
     assert run_cli("check", str(folder)).exit_code == 0  # only a render can see these
     code, stdout, stderr = render(folder)
     assert code == 2, stdout + stderr
@@ -62,7 +42,7 @@ def test_template_runtime_errors_name_the_template_and_line(
 
 
 def test_a_lone_surrogate_renders_as_a_replacement_character(tmp_path: Path) -> None:
-    folder = runtime_pack(tmp_path, "before {{ '\\ud800' }} after\n")
+    folder = template_pack(tmp_path, "before {{ '\\ud800' }} after\n")
     code, stdout, stderr = render(folder)
     assert code == 0, stderr
     assert "before \ufffd after" in stdout
@@ -133,7 +113,7 @@ DOUBLING = (
 def test_concatenation_is_bounded_like_repetition(tmp_path: Path, start: str, op: str) -> None:
     """Doubling a text with `~` or `+` 31 times reached 6 GB before the time budget saw it;
     a result over the render's size bound is refused at the step that would build it."""
-    folder = runtime_pack(tmp_path, DOUBLING.format(start=start, op=op))
+    folder = template_pack(tmp_path, DOUBLING.format(start=start, op=op))
     code, stdout, stderr = render(folder)
     assert code == 2, stdout
     assert "error: template 'rep' (rep.j2):2: a concatenation of 8388608 " in stderr
@@ -171,7 +151,7 @@ def test_ordinary_concatenation_is_unchanged() -> None:
 def test_captured_text_replace_and_join_are_bounded(
     tmp_path: Path, template: str, message: str
 ) -> None:
-    folder = runtime_pack(tmp_path, template)
+    folder = template_pack(tmp_path, template)
     code, stdout, stderr = render(folder)
     assert code == 2, stdout
     assert "error: template 'rep' (rep.j2):" in stderr and message in stderr
