@@ -438,8 +438,20 @@ def _reason(exc: BaseException) -> str:
 @lru_cache(maxsize=1024)
 def undeclared_names(source: str) -> frozenset[str]:
     """The variables a template (or expression) reads without defining them (once per
-    source: a base pack's templates are checked with every pack that extends it)."""
-    return frozenset(meta.find_undeclared_variables(ENVIRONMENT.parse(source)))
+    source: a base pack's templates are checked with every pack that extends it).
+
+    Jinja's ``find_undeclared_variables`` counts a name set inside an ``{% if %}`` branch
+    as read from outside wherever it is read, even right after the branch sets it; such
+    names are left out (reading one where no branch set it fails at render, naming the
+    template and line)."""
+    tree = ENVIRONMENT.parse(source)
+    set_in_branches = {
+        name.name
+        for branch in tree.find_all(nodes.If)
+        for name in branch.find_all(nodes.Name)
+        if name.ctx == "store"
+    }
+    return frozenset(meta.find_undeclared_variables(tree) - set_in_branches)
 
 
 def first_use(source: str, name: str) -> tuple[int, int]:

@@ -226,6 +226,21 @@ templates:
     assert findings(folder) == [("unknown-template-variable", "q.j2:1:4")]
 
 
+def test_a_variable_set_inside_an_if_branch_is_not_unknown(make_pack: PackMaker) -> None:
+    """Jinja's own analysis reports a name set inside {% if %} as read from outside; the
+    check leaves such names out and still finds a misspelt variable next to them."""
+    template = (
+        "{% macro twice(x) %}{% if x %}{% set t %}{{ x }}{{ x }}{% endset %}{{ t }}"
+        "{% endif %}{% endmacro %}{{ twice(nonce) }}\n"
+        "{% if attempt %}{% set left = max_attempts - attempt %}{{ left }}{% endif %}\n"
+        "{{ parser_eror }}\n"
+    )
+    folder = make_pack(
+        HEADER + "templates:\n  r: {file: r.j2, purpose: repair}\n", files={"r.j2": template}
+    )
+    assert findings(folder) == [("unknown-template-variable", "r.j2:3:4")]
+
+
 def test_sentinel_contract_references(make_pack: PackMaker) -> None:
     folder = make_pack(
         HEADER
