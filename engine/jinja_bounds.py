@@ -12,7 +12,7 @@ bounded versions when it has them, and the globals a pack has no use for (``lips
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from jinja2 import Environment, filters, nodes
@@ -67,6 +67,78 @@ class NoFoldingGenerator(CodeGenerator):
             self.visit(arg, frame)
             self.write(", ")
         self.write("))")
+
+
+TEXT_FILTERS = (
+    "string", "json", "json_pretty", "tojson", "pprint", "upper", "lower", "title", "capitalize",
+    "trim", "truncate", "wordcount", "striptags", "urlencode", "urlize", "center", "indent",
+    "format", "replace", "wordwrap", "escape", "e", "forceescape", "safe", "join",
+)  # fmt: skip
+"""Filters that turn their value into text: a list or mapping is checked first."""
+
+
+def text_size(value: Any, limit: int) -> int:
+    """At least the length of ``str(value)`` for what templates build (texts, numbers,
+    lists, tuples, sets, mappings, nested), counted only until it passes ``limit``: a list
+    of a million references to one long text is as long as Python would write it. Walked
+    lazily (memory: the nesting depth); below 200 levels containers count as ``[...]``."""
+    total = 0
+    stack: list[Iterator[Any]] = [iter((value,))]
+    while stack and total <= limit:
+        item = next(stack[-1], _DONE)
+        if item is _DONE:
+            stack.pop()
+        elif item.__class__ is str:
+            total += len(item) + 2
+        elif isinstance(item, list | tuple | set | frozenset | dict):
+            total += 2 + 2 * len(item)
+            if len(stack) < 200:
+                stack.append(iter(item.items() if isinstance(item, dict) else item))
+        else:
+            total += 8
+    return total
+
+
+_DONE: Any = object()
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def refuse_large_text(value: Any) -> None:
+    """A list or mapping whose text would be over MAX_FILTER_CHARS characters is refused
+    before Python writes it (``str``, a filter, ``~``, ``%``, ``format``, the output)."""
+    if value.__class__ not in _PLAIN:
+        size = text_size(value, MAX_FILTER_CHARS)
+        if size > MAX_FILTER_CHARS:
+            raise SecurityError(
+                f"a value of more than {MAX_FILTER_CHARS} characters as text (at least {size})"
+            )
+
+
+def bounded_output(value: Any) -> Any:
+    """The environment's ``finalize``: what ``{{ ... }}`` writes, checked first."""
+    if value.__class__ not in _PLAIN:
+        refuse_large_text(value)
+    return value
+
+
+def _text_checked(function: Any) -> Any:
+    """``function`` (a filter) with its value checked by ``refuse_large_text`` first."""
+    pass_arg = getattr(function, "jinja_pass_arg", None)
+    if pass_arg is None:
+
+        def checked(value: Any, *args: Any, **kwargs: Any) -> Any:
+            refuse_large_text(value)
+            return function(value, *args, **kwargs)
+
+        return checked
+
+    def checked_with(first: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        refuse_large_text(value)
+        return function(first, value, *args, **kwargs)
+
+    checked_with.jinja_pass_arg = pass_arg  # type: ignore[attr-defined]
+    return checked_with
 
 
 def refuse_wide_format(text: Any) -> None:
@@ -158,4 +230,7 @@ def harden(env: Environment) -> None:
     env.filters["wordwrap"] = _wordwrap
     env.filters["replace"] = _replace
     env.filters["join"] = _join
+    for name in TEXT_FILTERS:
+        if name in env.filters:
+            env.filters[name] = _text_checked(env.filters[name])
     env.concat = bounded_capture  # type: ignore[method-assign]

@@ -33,7 +33,13 @@ from jinja2.sandbox import SandboxedEnvironment
 from engine.clock import add_minutes
 from engine.conditions import Closure, native_condition
 from engine.errors import ConditionError, Position, RenderError
-from engine.jinja_bounds import NoFoldingGenerator, harden, refuse_wide_format
+from engine.jinja_bounds import (
+    NoFoldingGenerator,
+    bounded_output,
+    harden,
+    refuse_large_text,
+    refuse_wide_format,
+)
 from engine.patterns import PatternError, compile_pattern
 from engine.textio import clean_text, find_word
 
@@ -249,6 +255,9 @@ class BoundedEnvironment(SandboxedEnvironment):
         MAX_RENDER_CHARS characters is refused, so doubling a text in a loop stops at the
         bound. Checked on the joined text (one ``len``), so a step may build a text as
         long as its parts together before it is refused, never more."""
+        for part in parts:
+            if not isinstance(part, str):
+                refuse_large_text(part)
         joined = join(parts)
         if len(joined) > MAX_RENDER_CHARS:
             raise SecurityError(
@@ -268,11 +277,22 @@ class BoundedEnvironment(SandboxedEnvironment):
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
         refuse_wide_format(getattr(value, "__self__", None))
-        return super().wrap_str_format(value)
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+        formatting = wrapped
+
+        def checked(*args: Any, **kwargs: Any) -> str:
+            for argument in (*args, *kwargs.values()):
+                refuse_large_text(argument)
+            return formatting(*args, **kwargs)
+
+        return checked
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "%":
             refuse_wide_format(left)
+            refuse_large_text(right)
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
                 size = _size(seq)
@@ -345,6 +365,7 @@ def _template_line(exc: BaseException) -> int:
 
 def make_environment() -> SandboxedEnvironment:
     env = BoundedEnvironment(
+        finalize=bounded_output,
         optimized=False,
         undefined=StrictUndefined,
         keep_trailing_newline=True,

@@ -142,9 +142,24 @@ def test_ordinary_concatenation_is_unchanged() -> None:
             "{{ ('a' * 4000000)|replace('a', 'aaaa')|length }}",
             "a replace giving 16000000 characters (at most 4194304)",
         ),
-        (
+        (  # joined items are counted as text before the join
             "{{ (['aaaa'] * 4000000)|join|length }}",
-            "a join of 16000000 characters (at most 4194304)",
+            "a value of more than 4194304 characters as text",
+        ),
+        (  # lists of references to one long text, written by str(), a filter, % or format
+            "{{ (['a' * 4000000] * 4000000)|string|length }}",
+            "a value of more than 4194304 characters as text",
+        ),
+        ("{{ [['a' * 4000000]] * 100 }}", "a value of more than 4194304 characters as text"),
+        ("{{ '%s' % (['a' * 4000000] * 10) }}", "a value of more than 4194304 characters as text"),
+        (
+            "{{ '{}'.format(['a' * 4000000] * 10) }}",
+            "a value of more than 4194304 characters as text",
+        ),
+        ("{{ (['a' * 4000000] * 10)|upper }}", "a value of more than 4194304 characters as text"),
+        (
+            "{{ ([['a' * 4000000]] * 10)|join }}",
+            "a value of more than 4194304 characters as text",
         ),
     ],
 )
