@@ -344,8 +344,7 @@ class BoundedTemplate(jinja2.Template):
                 f"{self.origin}:{_template_line(exc)}: recursion too deep (a macro calling itself?)"
             ) from None
         except Exception as exc:  # whatever a template's data, filters or operators raise
-            message = str(exc) or type(exc).__name__
-            raise RenderError(f"{self.origin}:{_template_line(exc)}: {message}") from None
+            raise RenderError(f"{self.origin}:{_template_line(exc)}: {_reason(exc)}") from None
         finally:
             _DEADLINE.reset(token)
         # a string literal may hold a lone surrogate ('\ud800'), which no output can encode
@@ -426,24 +425,20 @@ def compile_condition(expression: str, where: Position | None = None) -> Callabl
     for every caller alike."""
     jinja, native = _condition_parts(expression)
 
+    def condition(**variables: Any) -> Any:
+        try:
+            return jinja(**variables)
+        except Exception as exc:
+            raise ConditionError(expression, _reason(exc), where) from None
+
     if native is None:
-
-        def condition(**variables: Any) -> Any:
-            try:
-                return jinja(**variables)
-            except Exception as exc:
-                raise ConditionError(expression, _reason(exc), where) from None
-
         return condition
 
     def native_first(**variables: Any) -> Any:
         try:
             result = native(variables)
         except Exception:  # a name not given, a type error...: Jinja decides and reports
-            try:
-                return jinja(**variables)
-            except Exception as exc:
-                raise ConditionError(expression, _reason(exc), where) from None
+            return condition(**variables)
         # Jinja gives None for an undefined result (a missing attribute)
         return None if isinstance(result, jinja2.Undefined) else result
 
