@@ -74,3 +74,23 @@ def test_installed_scripts_run_as_subprocesses(tmp_path: Path) -> None:
     assert missing.returncode == 2
     assert missing.stderr.startswith(b"error: nowhere:")
     assert b"Traceback" not in missing.stderr
+
+
+def test_both_scripts_name_a_full_disk() -> None:
+    """`rules` and `rules-check` share one runner: a refused write is an error, exit 2."""
+    import os
+    import subprocess
+
+    import pytest
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    for command in ([script("rules"), "check", "rules/"], [script("rules-check"), "rules/"]):
+        with open("/dev/full", "wb") as full:
+            done = subprocess.run(
+                command, cwd=REPO, stdout=full, stderr=subprocess.PIPE, timeout=60, check=False
+            )
+        assert done.returncode == 2, command
+        assert done.stderr.decode() == (
+            "error: cannot read or write (No space left on device); the output may be incomplete\n"
+        )

@@ -182,8 +182,14 @@ def _allow_long_integers() -> None:
 def main() -> None:
     """Entry point of the `rules` script."""
     _allow_long_integers()
+    _run(cli, "rules")
+
+
+def _run(command: click.Command, prog_name: str) -> None:
+    """Run a script's command: what it does not turn into a message itself (a refused read
+    or write, an internal error) is said on stderr with exit status 2."""
     try:
-        cli(prog_name="rules")
+        command(prog_name=prog_name)
     except OSError as exc:  # what the commands do not name themselves: mostly the output
         if os.environ.get("RULES_DEBUG"):
             raise
@@ -215,10 +221,4 @@ def _os_error(exc: OSError) -> NoReturn:
 
 def check_main() -> None:
     """Entry point of the `rules-check` script (the same as `rules check`)."""
-    try:
-        check_command(prog_name="rules-check")
-    except Exception as exc:
-        if os.environ.get("RULES_DEBUG"):
-            raise
-        click.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+    _run(check_command, "rules-check")
