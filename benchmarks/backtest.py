@@ -160,8 +160,8 @@ def floor_rates(records: Path, pack: Path, runs: int = 5) -> tuple[float, float]
 
     sys.path.insert(0, str(ROOT))
     from engine import load_pack
-    from engine.batch import parse_jsonl
-    from engine.cache import open_parsing_pack
+    from engine.pack.batch import parse_jsonl
+    from engine.pack.cache import open_parsing_pack
 
     with records.open("rb") as source:
         lines = [line for _, line in zip(range(FLOOR_RECORDS), source, strict=False)]

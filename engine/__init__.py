@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import EngineError, PackError
-
-__version__ = "0.1.0"
+from engine.core.errors import EngineError, PackError
+from engine.core.version import VERSION as __version__
 
 if TYPE_CHECKING:
-    from engine.pack import Pack, check_packs, load_pack
+    from engine.pack.loaded import Pack, check_packs, load_pack
 
 __all__ = ["EngineError", "Pack", "PackError", "__version__", "check_packs", "load_pack"]
 
@@ -22,7 +21,7 @@ _LAZY = {"Pack", "check_packs", "load_pack"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from engine import pack
+        from engine.pack import loaded
 
-        return getattr(pack, name)
+        return getattr(loaded, name)
     raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -39,7 +39,7 @@ ALLOWED = {
     # The markdown `refs_exist` check reports the references it could not find as
     # `invalid_ids` in the verdict's data: part of the verdict JSON users read, so renaming
     # it is a behaviour change of its own.
-    ("contracts/markdown.py", "invalid_ids"),
+    ("contracts/markdown/kind.py", "invalid_ids"),
     # `rules gate --stage NAME` and the `stage` key of its JSON result and failure log are
     # named by issue 10 (after seed 004's CLI and gate_result); the command module maps
     # them to the engine's gate name and nothing below the CLI uses the word.
@@ -82,3 +82,22 @@ def test_the_patterns_fire_on_what_they_are_for() -> None:
         assert SEED_WORDS.search(text), text
     for text in ("gap_count", "roles_of", "stages", "backstage", "overlap"):
         assert not SEED_WORDS.search(text), text
+
+
+def test_the_import_contracts_hold() -> None:
+    """The layer order, the independence of contract kinds and the absence of import cycles
+    are import-linter contracts in pyproject.toml; `lint-imports` checks them."""
+    import shutil
+    import subprocess
+    import sys
+
+    linter = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    root = ENGINE_DIR.parent
+    done = subprocess.run(
+        [linter, "--config", str(root / "pyproject.toml")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-4000:]

@@ -11,7 +11,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from conftest import PackMaker, copy_fixture, run_cli
-from engine.pack import check_pack_file
+from engine.pack.loaded import check_pack_file
 
 HEADER = """\
 rulepack: t

@@ -227,7 +227,7 @@ def test_check_tests_runs_the_packs_own_cases(tmp_path: Path) -> None:
 
 def test_identical_findings_keep_distinct_fingerprints_and_junit_stays_xml() -> None:
     from engine.cli.ci_formats import CiCase, format_junit, format_sarif
-    from engine.errors import Position
+    from engine.core.errors import Position
     from engine.format.findings import Finding
 
     same = [Finding("unknown-key", "unknown key 'x'", Position("p.yaml", n, 3)) for n in (4, 9)]

@@ -10,7 +10,7 @@ import pytest
 from sentinel_cases import NONCE
 
 import engine
-from engine.sandbox import ENVIRONMENT
+from engine.sandbox.environment import ENVIRONMENT
 
 RULES = Path(engine.__file__).resolve().parent.parent / "rules"
 SENTINEL = engine.load_pack("sentinel")

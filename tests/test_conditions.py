@@ -1,4 +1,4 @@
-"""Conditions run as Python closures (engine.conditions) compute what Jinja computes: every
+"""Conditions run as Python closures (engine.sandbox.conditions) compute what Jinja computes: every
 shipped condition is native, and over generated expressions and values a closure that
 finishes gives Jinja's value while Jinja raises nothing."""
 
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from jinja2 import Undefined
 
 from conftest import REPO
-from engine.conditions import native_condition
-from engine.sandbox import ENVIRONMENT, compile_condition
+from engine.sandbox.conditions import native_condition
+from engine.sandbox.environment import ENVIRONMENT, compile_condition
 
 
 def _shipped_conditions() -> list[str]:
@@ -58,7 +58,7 @@ def test_a_guard_gives_jinjas_answers() -> None:
 
 
 def test_what_the_closure_cannot_finish_jinja_reports() -> None:
-    from engine.errors import ConditionError
+    from engine.core.errors import ConditionError
 
     with pytest.raises(ConditionError, match="'missing' is undefined"):
         compile_condition("missing | length > 1")(output="x")
@@ -106,7 +106,7 @@ VALUES = st.one_of(
 
 
 def _outcome(function: Any, variables: dict[str, Any]) -> tuple[str, Any]:
-    from engine.errors import ConditionError
+    from engine.core.errors import ConditionError
 
     try:
         return "value", function(**variables)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from sentinel_cases import NONCE, delimiters
 
 import engine
+from engine.core.verdict import verdict_from_parse
 from engine.policy.decide import decide
 from engine.prompts.render import render_repair
-from engine.verdict import verdict_from_parse
 
 PACK = engine.load_pack("sentinel")
 SEVERITIES = {name: ft.severity for name, ft in PACK.model.failure_types.items()}

@@ -15,9 +15,9 @@ import pytest
 
 import engine
 from conftest import REPO, script
+from engine.core.patterns import compile_pattern
 from engine.format import model
 from engine.format.semantics import walk_references
-from engine.patterns import compile_pattern
 
 VERDICT = (REPO / "examples" / "sentinel" / "verdict.txt").read_text(encoding="utf-8")
 

@@ -70,8 +70,8 @@ def test_constant_folding_does_not_hang_check(tmp_path: Path) -> None:
     ],
 )
 def test_render_bounds_are_errors(tmp_path: Path, template: str, message: str) -> None:
-    from engine.errors import RenderError
-    from engine.sandbox import ENVIRONMENT
+    from engine.core.errors import RenderError
+    from engine.sandbox.environment import ENVIRONMENT
 
     compiled = ENVIRONMENT.from_string(template)
     with pytest.raises(RenderError, match="template"):
@@ -98,8 +98,8 @@ def test_a_loop_without_output_stops_at_the_time_budget(tmp_path: Path) -> None:
 
 
 def test_output_cap(tmp_path: Path) -> None:
-    from engine.errors import RenderError
-    from engine.sandbox import ENVIRONMENT
+    from engine.core.errors import RenderError
+    from engine.sandbox.environment import ENVIRONMENT
 
     compiled = ENVIRONMENT.from_string("{% for i in range(100000) %}{{ 'y' * 100 }}{% endfor %}")
     with pytest.raises(RenderError, match="output over 4194304 characters"):
@@ -308,8 +308,8 @@ def test_parse_and_eval_refuse_unknown_vars_alike() -> None:
     ],
 )
 def test_size_taking_filters_and_recursion_are_bounded(template: str, message: str) -> None:
-    from engine.errors import RenderError
-    from engine.sandbox import ENVIRONMENT
+    from engine.core.errors import RenderError
+    from engine.sandbox.environment import ENVIRONMENT
 
     compiled = ENVIRONMENT.from_string(template)  # compiling computes nothing
     with pytest.raises(RenderError, match=message):

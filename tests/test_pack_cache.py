@@ -134,7 +134,7 @@ def test_every_sentinel_case_parses_the_same_from_cached_data() -> None:
     from sentinel_cases import CASES, build_text, call_args
 
     import engine
-    from engine.cache import ParsingPack, parsing_data
+    from engine.pack.cache import ParsingPack, parsing_data
 
     pack = engine.load_pack("sentinel")
     cached = ParsingPack(json.loads(json.dumps(parsing_data(pack))))

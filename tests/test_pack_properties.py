@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.pack import check_pack_file
+from engine.pack.loaded import check_pack_file
 
 SECTIONS = [
     "rulepack",

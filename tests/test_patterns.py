@@ -17,10 +17,17 @@ from pydantic import BaseModel
 
 from conftest import FIXTURES, REPO
 from engine.contracts.sentinel.delimiters import DelimiterTemplate
+from engine.core.patterns import (
+    RE2,
+    STDLIB,
+    PatternError,
+    compile_pattern,
+    pattern_engine,
+    plan_pattern,
+)
 from engine.format.model import Ref, Rulepack
 from engine.format.semantics import _element, _refs_in
-from engine.pack import check_pack_file
-from engine.patterns import RE2, STDLIB, PatternError, compile_pattern, pattern_engine, plan_pattern
+from engine.pack.loaded import check_pack_file
 
 ACCEPTED = [
     "^[A-Za-z0-9_./-]+\\n?$",
@@ -327,7 +334,7 @@ def test_the_pack_patterns_were_found() -> None:
 
 def test_patterns_module_imports_re2_only_when_needed() -> None:
     code = (
-        "import sys; from engine.patterns import compile_pattern;"
+        "import sys; from engine.core.patterns import compile_pattern;"
         "compile_pattern('^[A-Z]+$'); assert 're2' not in sys.modules;"
         "compile_pattern('[a-z]+x'); assert 're2' in sys.modules"
     )

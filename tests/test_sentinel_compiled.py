@@ -175,7 +175,7 @@ def test_plain_data_defaults_are_the_model_defaults() -> None:
 
 
 def test_clean_text_replaces_surrogates_in_huge_texts_too() -> None:
-    from engine.textio import clean_text
+    from engine.core.textio import clean_text
 
     def reference(text: str) -> str:
         try:

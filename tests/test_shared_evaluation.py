@@ -15,8 +15,8 @@ from sentinel_cases import CASES, build_text, call_args
 import engine
 from conftest import REPO
 from engine.contracts.sentinel.parser import SentinelParser
-from engine.pack import Pack
-from engine.verdict import Verdict
+from engine.core.verdict import Verdict
+from engine.pack.loaded import Pack
 
 PACK = engine.load_pack("sentinel")
 
@@ -126,9 +126,9 @@ def test_equal_decision_keys_mean_equal_decisions() -> None:
 
 
 def test_a_guard_reading_the_context_is_in_the_decision_key() -> None:
+    from engine.core.results import Failure
     from engine.format.model import Guard
     from engine.policy.decide import compile_policy, decide
-    from engine.results import Failure
 
     trigger = PACK.model.triggers["VERDICT"].model_copy(
         update={"skip_when": [Guard(name="strict", when="mode == 'strict'", reason="strict")]}
@@ -172,7 +172,7 @@ def test_judges_sharing_what_they_remember_keep_status_and_policy_apart(
     the same failure: what judges remember is keyed by status and policy key too."""
     from engine.backtest import Judge
     from engine.backtest.judge import policy_key
-    from engine.results import Failure
+    from engine.core.results import Failure
 
     exhausted = _copy(
         tmp_path,
@@ -213,8 +213,8 @@ def test_judges_sharing_what_they_remember_keep_status_and_policy_apart(
 def test_a_repeated_error_is_in_the_decision_key() -> None:
     """stop_on_repeat compares the error with the last previous one: the key says whether
     it repeats, and the decision indeed differs."""
+    from engine.core.results import Failure
     from engine.policy.decide import compile_policy, decide
-    from engine.results import Failure
 
     trigger = PACK.model.triggers["VERDICT"].model_copy(
         update={"skip_when": [], "stop_on_repeat": True, "max_attempts": 3}

@@ -88,8 +88,8 @@ def test_a_guard_that_fails_names_the_expression_and_its_place(
 
 
 def test_a_condition_that_fails_is_a_condition_error() -> None:
-    from engine.errors import ConditionError, EvaluationError, Position
-    from engine.sandbox import compile_condition
+    from engine.core.errors import ConditionError, EvaluationError, Position
+    from engine.sandbox.environment import compile_condition
 
     where = Position("pack.yaml", 3, 7)
     with pytest.raises(ConditionError, match=r"^pack.yaml:3:7: condition 'x < 1' failed: '<'"):
@@ -121,7 +121,7 @@ def test_concatenation_is_bounded_like_repetition(tmp_path: Path, start: str, op
 
 
 def test_ordinary_concatenation_is_unchanged() -> None:
-    from engine.sandbox import ENVIRONMENT
+    from engine.sandbox.environment import ENVIRONMENT
 
     template = "{{ 'a' ~ 1 ~ none ~ [2] }} {{ 'x' + 'y' }} {{ [1] + [2] }} {{ 1 + 2.5 }}"
     assert ENVIRONMENT.from_string(template).render() == "a1None[2] xy [1, 2] 3.5"
@@ -173,7 +173,7 @@ def test_captured_text_replace_and_join_are_bounded(
 
 
 def test_ordinary_replace_join_and_captures_are_unchanged() -> None:
-    from engine.sandbox import ENVIRONMENT
+    from engine.sandbox.environment import ENVIRONMENT
 
     template = (
         "{% macro m(x) %}<{{ x }}>{% endmacro %}{% set t %}{{ m(1) }}{{ m(2) }}{% endset %}"

@@ -12,8 +12,8 @@ from typing import Any
 from engine.backtest.judge import BlockPlan, loaded_pack
 from engine.backtest.records import BacktestError, Chunk, read_chunk
 from engine.backtest.tally import Tally, tally_lines
-from engine.errors import EngineError
-from engine.textio import MAX_OUTPUT_BYTES
+from engine.core.errors import EngineError
+from engine.core.textio import MAX_OUTPUT_BYTES
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from engine.errors import EngineError
-from engine.pack import prepared_output
+from engine.core.errors import EngineError
+from engine.pack.loaded import prepared_output
 
 if TYPE_CHECKING:
     from engine.contracts.kind import EvaluationInput
-    from engine.pack import Pack
-    from engine.verdict import Verdict
+    from engine.core.verdict import Verdict
+    from engine.pack.loaded import Pack
 
 
 REMEMBERED_DECISIONS = 4096
@@ -31,7 +31,7 @@ def loaded_pack(ref: str) -> Pack:
     """The pack ``ref``, loaded once per process (workers keep theirs between chunks)."""
     pack = _LOADED.get(ref)
     if pack is None:
-        from engine.pack import load_pack
+        from engine.pack.loaded import load_pack
 
         pack = _LOADED[ref] = load_pack(ref)
     return pack

@@ -1,6 +1,6 @@
 """The records of a backtest, cut into chunks and read a chunk at a time.
 
-The records are the ``--jsonl`` records of engine.batch (``id``, ``block``, ``nonce``,
+The records are the ``--jsonl`` records of engine.pack.batch (``id``, ``block``, ``nonce``,
 ``vars``, ``text`` or ``text_base64``) with three optional keys: ``context`` (an object),
 ``attempt`` (the attempt number the output was, default 1) and ``previous_errors`` (the
 item's earlier errors, oldest first). They come from JSONL files (chunks: byte ranges cut
@@ -18,9 +18,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.batch import record_inputs, text_of_record
-from engine.errors import EngineError
-from engine.textio import MAX_OUTPUT_BYTES
+from engine.core.errors import EngineError
+from engine.core.textio import MAX_OUTPUT_BYTES
+from engine.pack.batch import record_inputs, text_of_record
 
 CHUNK_BYTES = 1 << 20
 

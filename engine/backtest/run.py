@@ -12,8 +12,8 @@ from engine.backtest.executors import Executor, Task, run_inline
 from engine.backtest.judge import loaded_pack
 from engine.backtest.records import CHUNK_BYTES, PARQUET_CHUNK, BacktestError, plan_chunks
 from engine.backtest.tally import Tally, empty_tally
-from engine.errors import EngineError
-from engine.textio import MAX_OUTPUT_BYTES
+from engine.core.errors import EngineError
+from engine.core.textio import MAX_OUTPUT_BYTES
 
 
 @dataclass

@@ -18,11 +18,11 @@ from engine.backtest.judge import (
     judge_record,
 )
 from engine.backtest.records import InvalidRecord, read_record
-from engine.textio import clean_strings, clean_text
+from engine.core.textio import clean_strings, clean_text
 
 if TYPE_CHECKING:
-    from engine.pack import Pack
-    from engine.verdict import Verdict
+    from engine.core.verdict import Verdict
+    from engine.pack.loaded import Pack
 
 
 EXAMPLES_PER_FLIP = 3

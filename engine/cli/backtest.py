@@ -17,7 +17,7 @@ from engine.cli.common import (
     UsageFailure,
     stopping_on_sigterm,
 )
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 _SCHEDULER = re.compile(
     r"(tcp://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}"

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from engine.cli.common import UsageFailure, load_context, open_pack, session_option
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 
 @click.command("choose")
@@ -54,7 +54,7 @@ def choose_command(
     block of the round has failed (e.g. 1 for ESCALATE); 2 usage error (nothing pending,
     an option the menu does not offer).
     """
-    from engine import clock
+    from engine.core import clock
     from engine.state.choices import ChoiceBook
     from engine.state.choose import apply_choice
     from engine.state.ledger import LEDGER_FILE, Ledger

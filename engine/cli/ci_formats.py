@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine import __version__
+from engine.core.textio import clean_text
+from engine.core.version import VERSION
 from engine.format.catalogue import describe
-from engine.format.findings import CheckResult, Finding
-from engine.textio import clean_text
+from engine.format.findings import Finding
+from engine.pack.result import CheckResult
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_LEVELS = {"error": "error", "warning": "warning"}
@@ -133,7 +134,7 @@ def format_sarif(cases: list[CiCase]) -> str:
                 "tool": {
                     "driver": {
                         "name": "rules",
-                        "version": __version__,
+                        "version": VERSION,
                         "rules": rules,
                     }
                 },

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
-    from engine.pack import Pack
+    from engine.pack.loaded import Pack
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,7 +66,7 @@ class UsageFailure(click.ClickException):
 
 
 def open_pack(ref: str) -> Pack:
-    from engine.pack import load_pack
+    from engine.pack.loaded import load_pack
 
     try:
         return load_pack(ref)
@@ -96,7 +96,7 @@ def load_context(path: str | None) -> dict[str, Any]:
 def output_cap(option: int | None, pack_limit: int | None) -> int:
     """The largest output to read: the command's --max-output-bytes, else the pack's
     `limits.max_output_bytes`, else the engine's default."""
-    from engine.textio import MAX_OUTPUT_BYTES
+    from engine.core.textio import MAX_OUTPUT_BYTES
 
     return option or pack_limit or MAX_OUTPUT_BYTES
 

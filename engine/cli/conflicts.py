@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from engine import clock
 from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars, session_option
-from engine.errors import EngineError
-from engine.pack import Pack
+from engine.core import clock
+from engine.core.errors import EngineError
+from engine.pack.loaded import Pack
 from engine.policy.conflicts import CompiledConflicts
 from engine.state.conflicts import FLAGGED, OPEN, ConflictBook
 from engine.state.ledger import LEDGER_FILE, Ledger

@@ -18,12 +18,12 @@ from engine.cli.common import (
     parse_vars,
 )
 from engine.cli.formats import format_evaluation
-from engine.errors import EngineError
-from engine.pack import Pack
+from engine.core.errors import EngineError
+from engine.core.textio import read_capped, too_large_message
+from engine.core.verdict import Verdict
+from engine.pack.loaded import Pack
 from engine.policy.decide import Decision
 from engine.state.session import Session, ledger_accepted_rounds, record_prompt_warnings
-from engine.textio import read_capped, too_large_message
-from engine.verdict import Verdict
 
 
 def _exit_status_help() -> str:

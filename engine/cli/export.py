@@ -9,8 +9,8 @@ from typing import TextIO
 import click
 
 from engine.cli.common import EXIT_FINDINGS, EXIT_OK, OutputFile, UsageFailure
-from engine.errors import EngineError
-from engine.textio import MAX_OUTPUT_BYTES, clean_text
+from engine.core.errors import EngineError
+from engine.core.textio import MAX_OUTPUT_BYTES, clean_text
 
 
 @click.command("export")

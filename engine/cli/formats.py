@@ -6,12 +6,13 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from engine.format.findings import CheckResult, Finding
+from engine.format.findings import Finding
+from engine.pack.result import CheckResult
 
 if TYPE_CHECKING:
+    from engine.core.verdict import Verdict
     from engine.format.model import Rulepack, Trigger
     from engine.policy.decide import Decision
-    from engine.verdict import Verdict
 
 
 def format_text(results: list[CheckResult]) -> str:
@@ -231,9 +232,9 @@ def format_explain(pack: Rulepack, block: str | None = None) -> str:
 
 def format_patterns(pack: Rulepack, block: str | None = None) -> str:
     """Every pattern the pack declares (or block ``block`` declares), with its engine."""
+    from engine.core.patterns import pattern_engine
     from engine.format import model
     from engine.format.semantics import walk_references
-    from engine.patterns import pattern_engine
 
     rows = []
     seen: set[tuple[str, str]] = set()

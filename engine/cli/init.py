@@ -186,7 +186,7 @@ _EXTENSIONS = {"sentinel": "txt", "markdown": "md", "json": "json"}
 
 def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
     """Write the pack files of a new ``kind`` pack called ``name`` into ``folder``."""
-    from engine.resources import data_dir
+    from engine.core.resources import data_dir
 
     schema = Path(os.path.relpath(data_dir("contracts") / "rulepack.schema.json", folder))
     body = {"sentinel": _SENTINEL, "markdown": _MARKDOWN, "json": _JSON}[kind]

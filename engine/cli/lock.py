@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from engine.cli.common import EXIT_FINDINGS, UsageFailure
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 
 @click.command("lock")

@@ -9,9 +9,9 @@ from typing import Any
 import click
 
 from engine.cli.common import UsageFailure, open_pack, session_option
-from engine.errors import EngineError
-from engine.pack import Pack
-from engine.resources import builtin_pack_names
+from engine.core.errors import EngineError
+from engine.core.resources import builtin_pack_names
+from engine.pack.loaded import Pack
 from engine.state.choices import ChoiceBook
 from engine.state.ledger import LEDGER_FILE, Ledger
 from engine.state.views import json_text, log_views, render_log

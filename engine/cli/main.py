@@ -14,9 +14,9 @@ from typing import NoReturn
 
 import click
 
-from engine import __version__
 from engine.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageFailure
-from engine.errors import EngineError
+from engine.core.errors import EngineError
+from engine.core.version import VERSION
 
 # Commands defined in their own modules, imported only when invoked: `rules --version` and
 # `rules parse` do not pay for the imports of the others.
@@ -57,7 +57,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="rules")
+@click.version_option(VERSION, prog_name="rules")
 @click.option(
     "--locked/--no-locked",
     default=None,
@@ -132,8 +132,8 @@ def check_command(
         return
     if locked is not None:
         os.environ["RULES_LOCKED"] = "1" if locked else "0"
-    from engine.cache import check_packs_remembered as check_packs
     from engine.cli.formats import FORMATTERS
+    from engine.pack.cache import check_packs_remembered as check_packs
 
     try:
         results = check_packs(list(paths) or ["rules"])

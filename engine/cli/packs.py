@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from engine.cli.common import UsageFailure
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 
 def _about(pack_file: Path) -> tuple[str, str]:
@@ -34,8 +34,8 @@ def packs_command(output_format: str) -> None:
       rules packs
       rules packs --format json
     """
+    from engine.core.resources import builtin_pack_names, data_dir, installed_packs
     from engine.format.locate import PACK_FILE
-    from engine.resources import builtin_pack_names, data_dir, installed_packs
 
     rows: list[dict[str, Any]] = []
     for name in builtin_pack_names():

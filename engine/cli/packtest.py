@@ -1,4 +1,4 @@
-"""`rules test`: run packs' own test cases (engine.packtests)."""
+"""`rules test`: run packs' own test cases (engine.pack.selftests)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 import click
 
 from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
-from engine.errors import EngineError, Position
-from engine.format.findings import CheckResult, Finding
+from engine.core.errors import EngineError, Position
+from engine.format.findings import Finding
+from engine.pack.result import CheckResult
 
 if TYPE_CHECKING:
-    from engine.packtests import CaseResult
+    from engine.pack.selftests import CaseResult
 
 TEST_FORMATS = ("text", "json", "github", "junit", "sarif")
 
@@ -121,8 +122,8 @@ def _run_packs(
 ) -> tuple[list[tuple[str, list[CaseResult]]], dict[str, str]]:
     """Every case of every pack ``targets`` name, by pack; and each pack's version."""
     from engine.format.locate import find_pack_files
-    from engine.pack import load_pack
-    from engine.packtests import run_pack_tests
+    from engine.pack.loaded import load_pack
+    from engine.pack.selftests import run_pack_tests
 
     runs = []
     versions: dict[str, str] = {}
@@ -145,8 +146,8 @@ def test_findings(results: list[CheckResult], targets: list[str]) -> list[CheckR
     """``results`` with each pack's failing test cases added as findings (`--tests`); a
     case that cannot be read is a `pack-test-unreadable` finding of its pack."""
     from engine.format.locate import find_pack_files
-    from engine.pack import load_pack
-    from engine.packtests import run_pack_tests
+    from engine.pack.loaded import load_pack
+    from engine.pack.selftests import run_pack_tests
 
     out = []
     for result in results:

@@ -16,9 +16,9 @@ from engine.cli.common import (
     output_cap,
     parse_vars,
 )
-from engine.errors import EngineError
-from engine.results import Failure, ParseResult
-from engine.textio import read_capped, too_large_message
+from engine.core.errors import EngineError
+from engine.core.results import Failure, ParseResult
+from engine.core.textio import read_capped, too_large_message
 
 
 @click.command("parse")
@@ -87,8 +87,8 @@ def parse_command(
     Exit status: 0 parsed (every record, with --jsonl), 1 parse failure (any record),
     2 usage or pack error.
     """
-    from engine.batch import parse_jsonl
-    from engine.cache import open_parsing_pack
+    from engine.pack.batch import parse_jsonl
+    from engine.pack.cache import open_parsing_pack
 
     try:
         pack = open_parsing_pack(pack_ref)

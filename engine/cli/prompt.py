@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars, session_option
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 
 @click.command("prompt")

@@ -8,7 +8,7 @@ from typing import TextIO
 import click
 
 from engine.cli.common import EXIT_OK, OutputFile, UsageFailure, session_option
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 
 @click.command("report")

@@ -17,10 +17,10 @@ from engine.cli.common import (
     session_option,
     stopping_on_sigterm,
 )
-from engine.errors import EngineError
+from engine.core.errors import EngineError
+from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.state.runner import DEFAULT_TIMEOUT, run_loop
 from engine.state.session import Outcome, Session
-from engine.textio import MAX_OUTPUT_BYTES
 
 MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
 """The largest --prompt file: as large as the largest model output read by default."""

@@ -11,14 +11,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
+    from engine.core.results import ParseResult
+    from engine.core.verdict import Verdict
     from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
-    from engine.results import ParseResult
-    from engine.verdict import Verdict
 
 
 class EvaluationInput(NamedTuple):

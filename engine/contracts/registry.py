@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 _KIND_MODULES: dict[str, str] = {
     "sentinel": "engine.contracts.sentinel.kind",
-    "markdown": "engine.contracts.markdown",
-    "json": "engine.contracts.json_contract",
-    "text": "engine.contracts.text_contract",
+    "markdown": "engine.contracts.markdown.kind",
+    "json": "engine.contracts.json.kind",
+    "text": "engine.contracts.text.kind",
 }
 
 

@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from engine.errors import ContextError
+from engine.core.errors import ContextError
 from engine.format.model import ContextKey
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from engine.errors import Position
-
-if TYPE_CHECKING:
-    from engine.format.loader import PackTree
-    from engine.format.model import Rulepack
+from engine.core.errors import Position
 
 Level = Literal["error", "warning"]
 
@@ -30,20 +26,3 @@ class Finding:
 
 def has_errors(findings: list[Finding]) -> bool:
     return any(f.level == "error" for f in findings)
-
-
-@dataclass
-class CheckResult:
-    """What `rules check` found in one pack (``model`` and ``tree`` when it was loaded
-    now, not taken from the check cache)."""
-
-    target: str
-    findings: list[Finding]
-    name: str | None = None
-    model: Rulepack | None = None
-    tree: PackTree | None = None
-    version: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return not has_errors(self.findings)

@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 GIT_PREFIX = "git+"
 LOCK_FILE = "rules.lock"

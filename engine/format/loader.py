@@ -14,7 +14,9 @@ from typing import Any
 
 import yaml
 
-from engine.errors import Position
+from engine.core.errors import Position
+from engine.core.resources import builtin_pack_names, data_dir
+from engine.core.textio import read_capped
 from engine.format.findings import Finding
 from engine.format.gitpacks import GitPackError, checkout_root, is_git_ref, resolve_git_pack
 from engine.format.locate import (
@@ -24,8 +26,6 @@ from engine.format.locate import (
     display_path,
     resolve_pack_file,
 )
-from engine.resources import builtin_pack_names, data_dir
-from engine.textio import read_capped
 
 MAX_YAML_BYTES = 1024 * 1024
 MAX_NODES = 100_000

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.errors import PackError
-from engine.resources import builtin_pack_names, data_dir, installed_packs
+from engine.core.errors import PackError
+from engine.core.resources import builtin_pack_names, data_dir, installed_packs
 
 PACK_FILE = "pack.yaml"
 BUILTIN_PREFIX = "builtin:"

@@ -20,13 +20,13 @@ from typing import Any, get_args, get_origin
 import jinja2
 from pydantic import BaseModel
 
-from engine.errors import Position
+from engine.core.errors import Position
+from engine.core.patterns import PatternError, compile_pattern
 from engine.format.findings import Finding, Level
 from engine.format.loader import KeyPath, SourceMap
 from engine.format.model import ITEM_PARTS, Ref, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
-from engine.patterns import PatternError, compile_pattern
-from engine.sandbox import (
+from engine.sandbox.environment import (
     CONDITION_VARIABLES,
     DETECT_VARIABLES,
     GATE_VARIABLES,
@@ -172,13 +172,13 @@ class PackChecker:
 
     def _requires(self) -> None:
         """``requires`` is a version range the running engine must be in."""
-        from engine import __version__
+        from engine.core.version import VERSION
 
-        failed = unmet_requirements(self.pack.requires, __version__)
+        failed = unmet_requirements(self.pack.requires, VERSION)
         if failed:
             self.add(
                 "requires-unmet",
-                f"the pack requires engine {', '.join(failed)}; this is engine {__version__}",
+                f"the pack requires engine {', '.join(failed)}; this is engine {VERSION}",
                 ("requires",),
                 "install an engine in that range, or widen `requires` if the pack works",
             )
@@ -411,7 +411,7 @@ class PackChecker:
     def _rate_limits(self) -> None:
         """Limit messages name known figures with valid format specs; presentations are
         templates of purpose `presentation`."""
-        from engine.placeholders import FIGURES, FigureError, compile_figures
+        from engine.core.placeholders import FIGURES, FigureError, compile_figures
 
         for block, spec in self.pack.rate_limits.items():
             for index, limit in enumerate(spec.limits):

@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import Locate
+from engine.core.errors import Locate
+from engine.core.placeholders import fill
 from engine.format.model import ConflictRules
-from engine.placeholders import fill
-from engine.sandbox import compile_condition
+from engine.sandbox.environment import compile_condition
 
 EXPLICIT = "explicit"
 IMPLICIT = "implicit"

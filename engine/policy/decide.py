@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import Locate
+from engine.core.errors import Locate
+from engine.core.verdict import Verdict
 from engine.format.model import ActionSpec, AttemptPolicy, Rulepack, Trigger
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.policy.limits import (
@@ -22,8 +23,7 @@ from engine.policy.limits import (
     compile_rate_limits,
     rounds_from,
 )
-from engine.sandbox import compile_condition
-from engine.verdict import Verdict
+from engine.sandbox.environment import compile_condition
 
 
 @dataclass(frozen=True)

@@ -24,17 +24,17 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from engine.clock import compact, iso
-from engine.contracts.json_document import (
+from engine.contracts.json.document import (
     compile_schema,
     read_schema_file,
     schema_problems,
     schema_violations,
 )
-from engine.errors import ConditionError, EngineError, Locate, PackError, RenderError
+from engine.core.clock import compact, iso
+from engine.core.errors import ConditionError, EngineError, Locate, PackError, RenderError
 from engine.format.model import ActionSpec, Gates, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
-from engine.sandbox import ENVIRONMENT, compile_condition, undeclared_names
+from engine.sandbox.environment import ENVIRONMENT, compile_condition, undeclared_names
 
 if TYPE_CHECKING:
     from engine.format.semantics import PackChecker

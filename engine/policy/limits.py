@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import Locate
+from engine.core.errors import Locate
+from engine.core.patterns import CompiledPattern, compile_pattern
+from engine.core.placeholders import FIGURES, Part, compile_figures, fill_figures
 from engine.format.model import RateLimit, RateLimits
-from engine.patterns import CompiledPattern, compile_pattern
-from engine.placeholders import FIGURES, Part, compile_figures, fill_figures
-from engine.sandbox import compile_condition
+from engine.sandbox.environment import compile_condition
 
 Round = tuple[int, int, int]
 """(round, count, total) of one round."""

@@ -16,11 +16,11 @@ from typing import Any
 
 import jinja2
 
-from engine.errors import PackError
+from engine.core.errors import PackError
+from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.format.model import IdKind, Rulepack
-from engine.patterns import CompiledPattern, compile_pattern
 from engine.prompts.examples import PackFiles, example_files
-from engine.sandbox import ENVIRONMENT
+from engine.sandbox.environment import ENVIRONMENT
 
 
 @dataclass(frozen=True)

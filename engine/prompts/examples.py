@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.contracts.markdown import extract_ids
+from engine.contracts.markdown.kind import extract_ids
+from engine.core.placeholders import fill
 from engine.format.model import (
     Examples,
     IdKind,
@@ -26,7 +27,6 @@ from engine.format.model import (
     SessionExamples,
     SessionKeys,
 )
-from engine.placeholders import fill
 
 _ROUND_FIELD = re.compile(r"\{(n|block)(?::0(\d)d)?\}")
 MAX_EXAMPLE_BYTES = 2 * 1024 * 1024

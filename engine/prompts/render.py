@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import RenderError
+from engine.core.errors import RenderError
+from engine.core.placeholders import fill
+from engine.core.verdict import Verdict
 from engine.format.model import Rulepack, Truncation
-from engine.placeholders import fill
 from engine.policy.decide import Decision
 from engine.prompts.compiled import CompiledPrompts, compile_prompts
 from engine.prompts.examples import earlier_rounds, select_example
-from engine.verdict import Verdict
 
 _QUOTES = str.maketrans(
     {

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import EngineError
-from engine.placeholders import fill
+from engine.core.errors import EngineError
+from engine.core.placeholders import fill
 from engine.state.choices import ChoiceBook, round_failed
 from engine.state.session import Session, ledger_accepted_rounds
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 from engine.policy.conflicts import IMPLICIT, CompiledConflicts
 from engine.state.ledger import Ledger, now
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.state.ledger import LEDGER_FILE, Ledger, LedgerError, kept_records
-from engine.textio import MAX_OUTPUT_BYTES
 
 BATCH = 1000
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.errors import EngineError
-from engine.pack import Pack
+from engine.core.errors import EngineError
+from engine.pack.loaded import Pack
 from engine.policy.gates import GateOutcome
 from engine.state.ledger import GateRecord, Ledger, sha256
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import clock
-from engine.errors import EngineError
-from engine.textio import MAX_OUTPUT_BYTES
+from engine.core import clock
+from engine.core.errors import EngineError
+from engine.core.textio import MAX_OUTPUT_BYTES
 
 LEDGER_FILE = "ledger.sqlite3"
 LOCK_FILE = "ledger.lock"
@@ -252,7 +252,7 @@ def check_schema(db: sqlite3.Connection, rows: bool) -> str | None:
 
 def now() -> str:
     """ISO 8601 UTC with seconds, e.g. 2026-01-12T14:30:00Z (seed 003 §6); SOURCE_DATE_EPOCH
-    fixes it (engine.clock)."""
+    fixes it (engine.core.clock)."""
     return clock.iso(clock.now())
 
 

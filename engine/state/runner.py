@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
+from engine.core.verdict import Verdict
 from engine.policy.decide import Decision
 from engine.state.ledger import note_prompt, sha256
 from engine.state.session import EXECUTION_FAILURE, Outcome, Session
-from engine.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
-from engine.verdict import Verdict
 
 DEFAULT_TIMEOUT = 600.0
 GRACE_SECONDS = 2.0

@@ -13,8 +13,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.pack import Pack
-from engine.placeholders import fill
+from engine.core.placeholders import fill
+from engine.core.textio import decode_output
+from engine.core.verdict import Verdict
+from engine.pack.loaded import Pack
 from engine.policy.decide import Decision
 from engine.policy.limits import Measure, Round
 from engine.prompts.render import RenderedPrompt
@@ -28,8 +30,6 @@ from engine.state.ledger import (
     note_prompt,
     sha256,
 )
-from engine.textio import decode_output
-from engine.verdict import Verdict
 
 KEEP_OUTPUTS = "keep_outputs"
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import jinja2
 
-from engine.errors import EngineError, PackError
-from engine.pack import Pack
-from engine.sandbox import ENVIRONMENT
+from engine.core.errors import EngineError, PackError
+from engine.pack.loaded import Pack
+from engine.sandbox.environment import ENVIRONMENT
 
 Row = dict[str, Any]
 

@@ -24,8 +24,8 @@ from engine.contracts.sentinel.syntax import (
     splits_at_first_equals,
 )
 from engine.contracts.sentinel.values import ValueError_, parse_value, tokenize
-from engine.patterns import compile_pattern
-from engine.placeholders import fill, render_list
+from engine.core.patterns import compile_pattern
+from engine.core.placeholders import fill, render_list
 
 # Contract keys used only after the payload is read into fields (and documentation).
 _AFTER_READING = frozenset({"rules", "warnings", "output", "description"})

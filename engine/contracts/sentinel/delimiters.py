@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.patterns import compile_pattern
+from engine.core.patterns import compile_pattern
 
 _PUNCTUATION = frozenset("\\^$.|?*+()[]{}-/#&~!@%=:;,'\"<>`")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.placeholders import fill
-from engine.results import Failure
+from engine.core.placeholders import fill
+from engine.core.results import Failure
 
 
 class Reject(Exception):

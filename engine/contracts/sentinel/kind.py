@@ -8,17 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import EvaluationInput
 from engine.contracts.sentinel.parser import SentinelParser
-from engine.errors import EvaluationError
-from engine.verdict import verdict_from_parse
+from engine.core.errors import EvaluationError
+from engine.core.verdict import verdict_from_parse
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from engine.core.results import ParseResult
+    from engine.core.verdict import Verdict
     from engine.format.loader import KeyPath
     from engine.format.model import Rulepack, SentinelContract
     from engine.format.semantics import PackChecker
-    from engine.results import ParseResult
-    from engine.verdict import Verdict
 
 _GRAMMAR_FAILURES = ("parse_failure", "nonce_failure", "input_failure")
 

@@ -23,9 +23,9 @@ from engine.contracts.sentinel.delimiters import DelimiterLine
 from engine.contracts.sentinel.failures import Reject
 from engine.contracts.sentinel.rules import ABSENT, to_int
 from engine.contracts.sentinel.runtime import read_fields
-from engine.placeholders import fill
-from engine.results import Failure, ParseResult
-from engine.textio import find_word
+from engine.core.placeholders import fill
+from engine.core.results import Failure, ParseResult
+from engine.core.textio import find_word
 
 if TYPE_CHECKING:
     from engine.format.model import SentinelContract, SentinelGrammar

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine.patterns import compile_pattern
-from engine.placeholders import fill
+from engine.core.patterns import compile_pattern
+from engine.core.placeholders import fill
 
 ABSENT: Any = object()
 """The subject of a rule whose field or key is not there."""

@@ -3,7 +3,7 @@
 A grammar may override each of these patterns. The engine's own defaults (those of
 ``SentinelGrammar``) have exact string-method equivalents here, so the per-line dispatch
 runs a few ``str`` tests instead of regex calls; any other pattern is compiled with
-``engine.patterns.compile_pattern`` (stdlib ``re`` when proven linear, RE2 otherwise).
+``engine.core.patterns.compile_pattern`` (stdlib ``re`` when proven linear, RE2 otherwise).
 Each equivalence is tested against the pattern it replaces (tests/test_sentinel_syntax.py).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.patterns import compile_pattern
+from engine.core.patterns import compile_pattern
 
 HeaderMatcher = Callable[[str], "str | None"]
 """A line -> the section name it introduces (the pattern's group 1), or None."""

@@ -9,7 +9,7 @@ tuples, comparisons, ``and``/``or``/``not``, ``-x``, attribute and item access (
 sandbox's own ``getattr``/``getitem``), and filters and tests that take no context (the
 environment's own functions, so bounded as they are in a template) into a closure over the
 variables. The closure computes what Jinja's generated code computes, in the same order;
-anything else is left to Jinja (None). ``engine.sandbox.compile_condition`` runs the closure
+anything else is left to Jinja (None). ``compile_condition`` (sandbox.environment) runs the closure
 and falls back to Jinja when it raises (a name not given, a type error), so Jinja decides
 every case the closure does not finish.
 """

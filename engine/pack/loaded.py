@@ -10,17 +10,18 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.contracts.registry import check_contracts, compile_contracts
-from engine.errors import EngineError, PackError, Position, unknown_block_error
+from engine.core.errors import EngineError, PackError, Position, unknown_block_error
+from engine.core.results import ParseResult
+from engine.core.textio import clean_text, decode_output
+from engine.core.verdict import Verdict, verdict_from_error
 from engine.format.context import build_context
-from engine.format.findings import CheckResult, Finding
+from engine.format.findings import Finding
 from engine.format.loader import SourceMap, load_pack_tree
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
 from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
-from engine.results import ParseResult
-from engine.textio import clean_text, decode_output
-from engine.verdict import Verdict, verdict_from_error
+from engine.pack.result import CheckResult
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -208,7 +209,7 @@ class Pack:
     ) -> GateOutcome:
         """Run quality gate ``gate`` on ``outputs`` (JSON values): result, reprompt and
         artifact. ``now`` fixes the clock (else SOURCE_DATE_EPOCH, else the real time)."""
-        from engine.clock import now as clock_now
+        from engine.core.clock import now as clock_now
         from engine.policy.gates import GateError
 
         if self.gates is None:

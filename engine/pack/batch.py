@@ -12,8 +12,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, BinaryIO, Protocol
 
-from engine.errors import EngineError
-from engine.results import ParseResult
+from engine.core.errors import EngineError
+from engine.core.results import ParseResult
 
 
 class Parser(Protocol):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.json_document import (
+from engine.contracts.json.document import (
     JsonDocumentError,
     compile_schema,
     read_documents,
@@ -23,17 +23,17 @@ from engine.contracts.json_document import (
     schema_violations,
 )
 from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.errors import EvaluationError, PackError
+from engine.core.errors import EvaluationError, PackError
+from engine.core.results import Failure
+from engine.core.verdict import verdict_from_checks
 from engine.format.model import declared_default_failures
-from engine.results import Failure
-from engine.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
+    from engine.core.results import ParseResult
+    from engine.core.verdict import Verdict
     from engine.format.loader import KeyPath
     from engine.format.model import JsonContract, Rulepack
     from engine.format.semantics import PackChecker
-    from engine.results import ParseResult
-    from engine.verdict import Verdict
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.results import Failure, ParseResult
+from engine.core.results import Failure, ParseResult
 
 Status = Literal["pass", "warn", "fail"]
 

@@ -30,18 +30,18 @@ from jinja2 import StrictUndefined, meta, nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 
-from engine.clock import add_minutes
-from engine.conditions import Closure, native_condition
-from engine.errors import ConditionError, Position, RenderError
-from engine.jinja_bounds import (
+from engine.core.clock import add_minutes
+from engine.core.errors import ConditionError, Position, RenderError
+from engine.core.patterns import PatternError, compile_pattern
+from engine.core.textio import clean_text, find_word
+from engine.sandbox.bounds import (
     NoFoldingGenerator,
     bounded_output,
     harden,
     refuse_large_text,
     refuse_wide_format,
 )
-from engine.patterns import PatternError, compile_pattern
-from engine.textio import clean_text, find_word
+from engine.sandbox.conditions import Closure, native_condition
 
 # What retry and escalation templates see of the decision (engine.prompts.render).
 _DECISION_VARIABLES = frozenset(
@@ -251,7 +251,7 @@ class BoundedEnvironment(SandboxedEnvironment):
     code_generator_class = NoFoldingGenerator
 
     def bounded_concat(self, join: Callable[[Any], str], parts: tuple[Any, ...]) -> str:
-        """``a ~ b ~ c`` (engine.jinja_bounds has the generator call this): a text over
+        """``a ~ b ~ c`` (engine.sandbox.bounds has the generator call this): a text over
         MAX_RENDER_CHARS characters is refused, so doubling a text in a loop stops at the
         bound. Checked on the joined text (one ``len``), so a step may build a text as
         long as its parts together before it is refused, never more."""
@@ -417,7 +417,7 @@ def _condition_parts(expression: str) -> tuple[Callable[..., Any], Closure | Non
 def compile_condition(expression: str, where: Position | None = None) -> Callable[..., Any]:
     """A condition expression compiled once per process: checking a pack and compiling it
     at load share the work. A simple expression runs as a Python closure
-    (engine.conditions) and falls back to Jinja whenever the closure raises, so Jinja's
+    (engine.sandbox.conditions) and falls back to Jinja whenever the closure raises, so Jinja's
     result or error stands wherever the closure does not finish.
 
     Whatever the expression raises as it runs (``1/0``, ``output < 50``, a sandbox bound,

@@ -29,23 +29,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import __version__
 from engine.contracts.sentinel.parser import SentinelParser
-from engine.errors import unknown_block_error
-from engine.format.findings import CheckResult
+from engine.core.errors import unknown_block_error
+from engine.core.results import ParseResult
+from engine.core.textio import clean_text, decode_output
+from engine.core.version import VERSION
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
-from engine.results import ParseResult
-from engine.textio import clean_text, decode_output
+from engine.pack.result import CheckResult
 
 if TYPE_CHECKING:
-    from engine.pack import Pack
+    from engine.pack.loaded import Pack
 
 FORMAT = 1
 MAX_FILES = 500
 MAX_BYTES = 16 * 1024 * 1024
-_ENGINE_DIR = Path(__file__).resolve().parent
+_ENGINE_DIR = Path(__file__).resolve().parent.parent
 # The modules whose code gives the cached parse data its meaning (a check depends on all).
-_PARSE_MEANING = ("format/model.py", "contracts/sentinel", "cache.py")
+_PARSE_MEANING = ("format/model.py", "contracts/sentinel", "pack/cache.py")
 
 
 class ParsingPack:
@@ -154,7 +154,7 @@ def _fingerprint(folders: list[str]) -> dict[str, str] | None:
 
 
 def _entry_path(root: Path, purpose: str, pack_file: Path) -> Path:
-    key = json.dumps([purpose, str(pack_file), __version__, sys.version, FORMAT])
+    key = json.dumps([purpose, str(pack_file), VERSION, sys.version, FORMAT])
     return root / f"{purpose}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
@@ -216,7 +216,7 @@ def open_parsing_pack(ref: str) -> ParsingPack:
                 return ParsingPack(data)
             except (KeyError, TypeError, ValueError):
                 pass
-    from engine.pack import load_pack
+    from engine.pack.loaded import load_pack
 
     pack = load_pack(pack_file)
     data = parsing_data(pack)
@@ -226,7 +226,7 @@ def open_parsing_pack(ref: str) -> ParsingPack:
 
 
 def check_packs_remembered(targets: list[str]) -> list[CheckResult]:
-    """``engine.pack.check_packs`` with a memory: a pack that was found clean is not
+    """``engine.pack.loaded.check_packs`` with a memory: a pack that was found clean is not
     loaded again while its files and the engine are unchanged. Packs with findings are
     always checked afresh, so every finding is current."""
     root = cache_dir()
@@ -250,7 +250,7 @@ def _check_one(root: Path | None, stamp: list[list[Any]], pack_file: Path) -> Ch
                 data["name"],
                 version=version if isinstance(version, str) else None,
             )
-    from engine.pack import check_pack_file
+    from engine.pack.loaded import check_pack_file
 
     result = check_pack_file(pack_file)
     if entry_path is not None and not result.findings and result.tree is not None:

@@ -9,19 +9,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.errors import EvaluationError
+from engine.core.errors import EvaluationError
+from engine.core.patterns import CompiledPattern, compile_pattern
+from engine.core.placeholders import fill
+from engine.core.results import Failure
+from engine.core.verdict import verdict_from_checks
 from engine.format.model import declared_default_failures
-from engine.patterns import CompiledPattern, compile_pattern
-from engine.placeholders import fill
-from engine.results import Failure
-from engine.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
+    from engine.core.results import ParseResult
+    from engine.core.verdict import Verdict
     from engine.format.loader import KeyPath
     from engine.format.model import Rulepack, TextContract
     from engine.format.semantics import PackChecker
-    from engine.results import ParseResult
-    from engine.verdict import Verdict
 
 DEFAULT_MESSAGES = {
     "min_chars": "output has {count} characters (at least {min})",

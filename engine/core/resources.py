@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
 def data_dir(name: str) -> Path:
@@ -48,7 +48,7 @@ def installed_packs() -> dict[str, InstalledPack]:
     loaded raises ``PackError`` naming it."""
     from importlib.metadata import entry_points
 
-    from engine.errors import PackError
+    from engine.core.errors import PackError
 
     found: dict[str, InstalledPack] = {}
     for point in entry_points(group=PACK_ENTRY_POINTS):

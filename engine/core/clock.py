@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 
 class ClockError(EngineError):

@@ -25,11 +25,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.errors import EngineError, Position
+from engine.core.errors import EngineError, Position
+from engine.core.textio import decode_output
 from engine.format.loader import read_yaml
 from engine.format.model import PackTest
-from engine.pack import Pack
-from engine.textio import decode_output
+from engine.pack.loaded import Pack
 
 CASE_FILE_GLOB = "*.yaml"
 SIDE_CAR = ".yaml"
@@ -205,7 +205,7 @@ def _compare(result: CaseResult, checks: list[tuple[str, Any, Any]]) -> None:
 
 def run_gate_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
     """Run the case's quality gate on the JSON documents of its input; compare."""
-    from engine.contracts.json_document import output_documents
+    from engine.contracts.json.document import output_documents
 
     spec, expect = case.spec, case.spec.expect
     assert spec.gate is not None

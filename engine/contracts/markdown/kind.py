@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.errors import ConditionError, ContextError
+from engine.core.errors import ConditionError, ContextError
+from engine.core.patterns import PatternError, compile_pattern
+from engine.core.placeholders import fill, render_list
+from engine.core.results import Failure, ParseResult
+from engine.core.verdict import Verdict, verdict_from_checks
 from engine.format.model import (
     AnyOfCheck,
     CoverageCheck,
@@ -30,11 +34,7 @@ from engine.format.model import (
     SoftMatch,
     declared_default_failures,
 )
-from engine.patterns import PatternError, compile_pattern
-from engine.placeholders import fill, render_list
-from engine.results import Failure, ParseResult
-from engine.sandbox import compile_condition
-from engine.verdict import Verdict, verdict_from_checks
+from engine.sandbox.environment import compile_condition
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,0 +1,1 @@
+"""The json contract kind: JSON documents checked against a JSON Schema."""

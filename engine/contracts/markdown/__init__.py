@@ -1,0 +1,1 @@
+"""The markdown contract kind: headings, sections, references and coverage checks."""

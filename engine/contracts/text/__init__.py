@@ -1,0 +1,1 @@
+"""The text contract kind: size, line and pattern rules over plain text."""
