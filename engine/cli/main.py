@@ -169,8 +169,9 @@ def schema_command() -> None:
       # yaml-language-server: $schema=../../contracts/rulepack.schema.json
     """
     from engine.format.schema import rulepack_schema_text
+    from engine.pack.sections import rulepack_model
 
-    click.echo(rulepack_schema_text(), nl=False)
+    click.echo(rulepack_schema_text(rulepack_model()), nl=False)
 
 
 def _allow_long_integers() -> None:

@@ -7,51 +7,32 @@ a finding. Strings that point at something else carry a ``Ref`` marker in their 
 
 from __future__ import annotations
 
-from enum import Enum
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, create_model, model_validator
+
+from engine.format.fields import (
+    ITEM_PARTS,
+    ActionRef,
+    ContextKeyRef,
+    ContractRef,
+    Expression,
+    FailureRef,
+    ItemPartRef,
+    Message,
+    Name,
+    PackPath,
+    Pattern,
+    Ref,
+    SeverityRef,
+    Strict,
+    TemplateRef,
+)
+
+__all__ = ["ITEM_PARTS", "Ref", "Strict"]
 
 FORMAT_VERSION = 1
-
-
-class Ref(str, Enum):
-    """What a marked string refers to; `rules check` resolves each kind."""
-
-    FAILURE_TYPE = "failure type"
-    SEVERITY = "severity"
-    TEMPLATE = "template"
-    CONTRACT = "contract"
-    ACTION = "action"
-    FILE = "file"
-    PATTERN = "pattern"
-    EXPRESSION = "expression"
-    MESSAGE = "message"
-    CONTEXT_KEY = "context key"
-    ITEM_PART = "item part"
-    GATE_EXPRESSION = "gate decision expression"
-    DETECT_EXPRESSION = "detection expression"
-    ITEM_EXPRESSION = "item expression"
-
-
-FailureRef = Annotated[str, Ref.FAILURE_TYPE]
-SeverityRef = Annotated[str, Ref.SEVERITY]
-TemplateRef = Annotated[str, Ref.TEMPLATE]
-ContractRef = Annotated[str, Ref.CONTRACT]
-ActionRef = Annotated[str, Ref.ACTION]
-PackPath = Annotated[str, Ref.FILE]
-Pattern = Annotated[str, Ref.PATTERN]
-Expression = Annotated[str, Ref.EXPRESSION]
-Message = Annotated[str, Ref.MESSAGE]
-ContextKeyRef = Annotated[str, Ref.CONTEXT_KEY]
-ItemPartRef = Annotated[str, Ref.ITEM_PART]
-ITEM_PARTS = ("nonce", "params")  # item parts besides context keys (SessionKeys.item)
-
-Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=100)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 # --------------------------------------------------------------------------- vocabulary
@@ -1265,3 +1246,22 @@ def declared_default_failures(contract: BaseModel) -> list[tuple[str, str]]:
         if Ref.FAILURE_TYPE in f.metadata and n not in contract.model_fields_set
     ]
     return [(n, getattr(contract, n)) for n in names]
+
+
+def compose_rulepack(
+    types: Mapping[str, Any], extra_fields: Mapping[str, tuple[Any, Any]]
+) -> type[Rulepack]:
+    """The root model with the sections and contract kinds registered now.
+
+    ``types`` resolves the names the annotations of ``Rulepack`` use for the models that
+    sections and kinds own (``Contract`` is the union of the registered kinds' models);
+    ``extra_fields`` are the sections the root does not declare (registered from outside the
+    engine), added by a subclass of ``Rulepack``.
+    """
+    Rulepack.model_rebuild(force=True, _types_namespace=dict(types))
+    if not extra_fields:
+        return Rulepack
+    composed: type[Rulepack] = create_model(  # type: ignore[call-overload]
+        "Rulepack", __base__=Rulepack, __module__=__name__, **extra_fields
+    )
+    return composed

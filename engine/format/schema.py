@@ -13,8 +13,9 @@ SCHEMA_ID = "https://rules-engine.invalid/schemas/rulepack.v1.json"
 _SHORTHANDS = {"AfterFailure": "the action name alone, e.g. NEEDS_HUMAN"}
 
 
-def rulepack_schema() -> dict[str, Any]:
-    schema = Rulepack.model_json_schema()
+def rulepack_schema(root: type[Rulepack]) -> dict[str, Any]:
+    """The JSON Schema of a composed root model (``engine.pack.sections.rulepack_model``)."""
+    schema = root.model_json_schema()
     for name, description in _SHORTHANDS.items():
         definition = schema["$defs"][name]
         schema["$defs"][name] = {
@@ -28,5 +29,5 @@ def rulepack_schema() -> dict[str, Any]:
     }
 
 
-def rulepack_schema_text() -> str:
-    return json.dumps(rulepack_schema(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+def rulepack_schema_text(root: type[Rulepack]) -> str:
+    return json.dumps(rulepack_schema(root), indent=2, sort_keys=False, ensure_ascii=False) + "\n"

@@ -65,9 +65,9 @@ def _unwrap(annotation: Any) -> list[Any]:
     return [annotation]
 
 
-def model_at(data: Any, path: KeyPath) -> type[BaseModel] | None:
+def model_at(root: type[BaseModel], data: Any, path: KeyPath) -> type[BaseModel] | None:
     """The model class that describes the mapping at ``path`` (for "allowed keys" hints)."""
-    candidates: list[Any] = [Rulepack]
+    candidates: list[Any] = [root]
     node = data
     for element in path:
         next_candidates: list[Any] = []
@@ -114,13 +114,15 @@ def _label(path: KeyPath) -> str:
     return "".join(parts).lstrip(".") or "the pack"
 
 
-def _finding_for(error: Any, data: Any, source: SourceMap) -> tuple[KeyPath, Finding]:
+def _finding_for(
+    root: type[BaseModel], error: Any, data: Any, source: SourceMap
+) -> tuple[KeyPath, Finding]:
     kind = error["type"]
     path, missing = data_path(data, tuple(error["loc"]))
     where = _label(path)
     if kind == "extra_forbidden":
         key = str(path[-1]) if path else "?"
-        model = model_at(data, path[:-1])
+        model = model_at(root, data, path[:-1])
         allowed = sorted(model.model_fields) if model else []
         close = difflib.get_close_matches(key, allowed, n=1)
         hint = (
@@ -194,13 +196,16 @@ def _prune(data: Any, path: KeyPath) -> bool:
     return False
 
 
-def validate_tree(data: Any, source: SourceMap) -> tuple[Rulepack | None, list[Finding]]:
-    """Validate a pack tree; return the model (of the pruned tree if needed) and findings."""
+def validate_tree(
+    data: Any, source: SourceMap, root: type[Rulepack]
+) -> tuple[Rulepack | None, list[Finding]]:
+    """Validate a pack tree against the composed root model; return the model (of the pruned
+    tree if needed) and findings."""
     findings: list[Finding] = []
     work = copy.deepcopy(data)
     for round_number in range(MAX_PRUNE_ROUNDS):
         try:
-            model = Rulepack.model_validate(work)
+            model = root.model_validate(work)
             shared = share_grammars(model.contracts)
             if shared != model.contracts:
                 model = model.model_copy(update={"contracts": shared})
@@ -210,7 +215,7 @@ def validate_tree(data: Any, source: SourceMap) -> tuple[Rulepack | None, list[F
             if round_number == 0:
                 entries = []
                 for error in errors:
-                    path, finding = _finding_for(error, work, source)
+                    path, finding = _finding_for(root, error, work, source)
                     entries.append((path, str(error["type"]), finding))
                 findings.extend(_collapse(entries))
             paths = [data_path(work, tuple(error["loc"]))[0] for error in errors]

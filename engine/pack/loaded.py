@@ -22,6 +22,7 @@ from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
 from engine.pack.result import CheckResult
+from engine.pack.sections import rulepack_model
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -392,7 +393,7 @@ def check_pack_file(pack_file: Path) -> CheckResult:
     findings = list(tree.findings)
     model = None
     if tree.data:
-        model, invalid = validate_tree(tree.data, tree.source)
+        model, invalid = validate_tree(tree.data, tree.source, rulepack_model())
         findings.extend(invalid)
         if model is not None:
             checker = PackChecker(model, tree.source)

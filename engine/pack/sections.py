@@ -1,0 +1,79 @@
+"""The registry of rulepack sections: the engine's own, those registered with
+``register_section``, and those of installed distributions (entry point group
+``rules_engine.sections``, each naming an object that implements ``format.section.Section``).
+
+``rulepack_model()`` is the root model composed of every registered section and contract kind;
+everything that validates a pack or describes the format asks it for the model.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import Any
+
+from engine.contracts.registry import contract_types
+from engine.core.errors import EngineError
+from engine.format.model import Rulepack, compose_rulepack
+from engine.format.section import Section
+
+ENTRY_POINT_GROUP = "rules_engine.sections"
+
+# The engine's own sections, in the order of the format's keys.
+_BUILTIN: tuple[Section, ...] = ()
+
+_registered: dict[str, Section] = {}
+_loaded_entry_points = False
+_composed: type[Rulepack] | None = None
+
+
+def register_section(section: Section) -> None:
+    """Add a section (a program or a test registers one this way; entry points do the same)."""
+    global _composed
+    if section.key in _registered or any(s.key == section.key for s in _BUILTIN):
+        raise EngineError(f"a rulepack section {section.key!r} is already registered")
+    _registered[section.key] = section
+    _composed = None
+
+
+def unregister_section(key: str) -> None:
+    """Remove a section registered with ``register_section`` (tests clean up this way)."""
+    global _composed
+    _registered.pop(key, None)
+    _composed = None
+
+
+def _load_entry_points() -> None:
+    global _loaded_entry_points
+    if _loaded_entry_points:
+        return
+    _loaded_entry_points = True
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            section = point.load()
+        except Exception as exc:  # a broken plugin is named, not a traceback
+            raise EngineError(
+                f"the rulepack section {point.name!r} ({point.value}) cannot be loaded: {exc}"
+            ) from exc
+        if point.name not in _registered:
+            register_section(section)
+
+
+def sections() -> tuple[Section, ...]:
+    """Every registered section: the engine's own first, then the others by name."""
+    _load_entry_points()
+    return _BUILTIN + tuple(_registered[k] for k in sorted(_registered))
+
+
+def rulepack_model() -> type[Rulepack]:
+    """The root model of the sections and contract kinds registered now (composed once)."""
+    global _composed
+    if _composed is None:
+        every = sections()
+        types: dict[str, Any] = dict(contract_types())
+        extra: dict[str, tuple[Any, Any]] = {}
+        for section in every:
+            types.update(section.types)
+            if section.key not in Rulepack.model_fields:
+                extra[section.key] = (section.annotation, section.default)
+        _composed = compose_rulepack(types, extra)
+    return _composed
