@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 import jinja2
+from packaging.specifiers import Specifier
+from packaging.version import Version
 from pydantic import BaseModel
 
 from engine.core.errors import Position
@@ -573,30 +575,15 @@ def _is_set(model: BaseModel, path: KeyPath) -> bool:
     return node not in ({}, [], None) or isinstance(node, int)
 
 
-def _version(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in text.split("+")[0].split("-")[0].split("."):
-        parts.append(int(piece) if piece.isdigit() else 0)
-    return tuple(parts)
-
-
 def unmet_requirements(requires: str, version: str) -> list[str]:
-    """The constraints of a ``requires`` range (``>=0.1, <2``) that ``version`` breaks."""
-    have = _version(version)
+    """The constraints of a ``requires`` range (``>=0.1, <2``) that ``version`` breaks, in the
+    order written, compared as PEP 440 versions (``0.1`` equals ``0.1.0``; an engine
+    pre-release is compared too, before its release)."""
+    have = Version(version)
     failed = []
+    # The model's pattern admits constraints without commas between them (`>=0.1 <2`).
     for op, number in re.findall(r"([<>]=?|==|!=)\s*(\d+(?:\.\d+)*)", requires):
-        wanted = _version(number)
-        width = max(len(have), len(wanted))
-        ours, theirs = have + (0,) * (width - len(have)), wanted + (0,) * (width - len(wanted))
-        holds = {
-            ">=": ours >= theirs,
-            ">": ours > theirs,
-            "<=": ours <= theirs,
-            "<": ours < theirs,
-            "==": ours == theirs,
-            "!=": ours != theirs,
-        }[op]
-        if not holds:
+        if not Specifier(op + number).contains(have, prereleases=True):
             failed.append(f"{op}{number}")
     return failed
 

@@ -22,7 +22,7 @@ from engine.state.session import Session
 PACK_DIR = REPO / "rules" / "gap-review"
 PACK = engine.load_pack("gap-review")
 CASES: list[dict[str, Any]] = yaml.safe_load(
-    (Path(__file__).parent / "cases" / "rate_limit_cases.yaml").read_text(encoding="utf-8")
+    (Path(__file__).parent.parent / "cases" / "rate_limit_cases.yaml").read_text(encoding="utf-8")
 )
 DECISION_SCHEMA = json.loads((REPO / "contracts" / "decision.schema.json").read_text())
 

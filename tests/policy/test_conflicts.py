@@ -15,7 +15,7 @@ from syrupy.assertion import SnapshotAssertion
 from conftest import REPO, run_cli
 
 CASES: list[dict[str, Any]] = yaml.safe_load(
-    (Path(__file__).parent / "cases" / "conflict_cases.yaml").read_text(encoding="utf-8")
+    (Path(__file__).parent.parent / "cases" / "conflict_cases.yaml").read_text(encoding="utf-8")
 )
 PACK_DIR = REPO / "rules" / "gap-review"
 
