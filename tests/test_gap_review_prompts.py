@@ -13,7 +13,7 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import REPO, run_cli
-from engine.prompts.examples import earlier_rounds, select_example, truncate_example
+from engine.prompts.examples.select import earlier_rounds, select_example, truncate_example
 
 PACK = engine.load_pack("gap-review")
 EXAMPLES = PACK.model.examples

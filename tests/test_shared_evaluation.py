@@ -127,8 +127,8 @@ def test_equal_decision_keys_mean_equal_decisions() -> None:
 
 def test_a_guard_reading_the_context_is_in_the_decision_key() -> None:
     from engine.core.results import Failure
-    from engine.format.model import Guard
-    from engine.policy.decide import compile_policy, decide
+    from engine.policy.triggers.decide import compile_policy, decide
+    from engine.policy.triggers.model import Guard
 
     trigger = PACK.model.triggers["VERDICT"].model_copy(
         update={"skip_when": [Guard(name="strict", when="mode == 'strict'", reason="strict")]}
@@ -214,7 +214,7 @@ def test_a_repeated_error_is_in_the_decision_key() -> None:
     """stop_on_repeat compares the error with the last previous one: the key says whether
     it repeats, and the decision indeed differs."""
     from engine.core.results import Failure
-    from engine.policy.decide import compile_policy, decide
+    from engine.policy.triggers.decide import compile_policy, decide
 
     trigger = PACK.model.triggers["VERDICT"].model_copy(
         update={"skip_when": [], "stop_on_repeat": True, "max_attempts": 3}

@@ -15,7 +15,7 @@ from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars,
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.pack.loaded import Pack
-from engine.policy.conflicts import CompiledConflicts
+from engine.policy.conflicts.runtime import CompiledConflicts
 from engine.state.conflicts import FLAGGED, OPEN, ConflictBook
 from engine.state.ledger import LEDGER_FILE, Ledger
 

@@ -22,7 +22,7 @@ from engine.core.errors import EngineError
 from engine.core.textio import read_capped, too_large_message
 from engine.core.verdict import Verdict
 from engine.pack.loaded import Pack
-from engine.policy.decide import Decision
+from engine.policy.triggers.decide import Decision
 from engine.state.session import Session, ledger_accepted_rounds, record_prompt_warnings
 
 

@@ -11,8 +11,9 @@ from engine.pack.result import CheckResult
 
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
-    from engine.format.model import Rulepack, Trigger
-    from engine.policy.decide import Decision
+    from engine.format.model import Rulepack
+    from engine.policy.triggers.decide import Decision
+    from engine.policy.triggers.model import Trigger
 
 
 def format_text(results: list[CheckResult]) -> str:
@@ -178,7 +179,7 @@ def _after(trigger: Trigger) -> str:
 def format_explain(pack: Rulepack, block: str | None = None) -> str:
     """The pack's name and version, its trigger table (one row per block), the failure
     types and the actions."""
-    from engine.format.model import Trigger
+    from engine.policy.triggers.model import Trigger
 
     title = f"{pack.rulepack} {pack.version}" + (
         f": {pack.description}" if pack.description else ""

@@ -24,7 +24,7 @@ from engine.cli.common import (
 from engine.contracts.json.document import MAX_CHARS, output_documents
 from engine.core.errors import EngineError
 from engine.core.textio import decode_output, read_capped
-from engine.policy.gates import GateOutcome
+from engine.policy.gates.runtime import GateOutcome
 
 MAX_FILE_BYTES = 4 * MAX_CHARS
 """Bytes read from one FILE at most: a UTF-8 character is at most 4 bytes, so a longer

@@ -1,4 +1,7 @@
-"""The rulepack format, version 1, as pydantic models.
+"""The rulepack format, version 1: the root model, composed of the registered sections
+(``engine.pack.sections``: each section's model lives with the section, in ``policy/`` or
+``prompts/``), the format's own vocabulary (failure types, severities, actions, context keys,
+session keys), the contract models (until they move to their kinds) and the pack's tests.
 
 Every model is frozen and forbids unknown keys, so a key written where it does not apply is
 a finding. Strings that point at something else carry a ``Ref`` marker in their annotation;
@@ -7,8 +10,8 @@ a finding. Strings that point at something else carry a ``Ref`` marker in their 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
@@ -17,7 +20,6 @@ from engine.format.fields import (
     ActionRef,
     ContextKeyRef,
     ContractRef,
-    Expression,
     FailureRef,
     ItemPartRef,
     Message,
@@ -29,6 +31,16 @@ from engine.format.fields import (
     Strict,
     TemplateRef,
 )
+
+if TYPE_CHECKING:  # the sections' models, given at run time by compose_rulepack
+    from engine.policy.choices.model import Menu
+    from engine.policy.conflicts.model import ConflictRules
+    from engine.policy.gates.model import Gates
+    from engine.policy.limits.model import Limits, RateLimits
+    from engine.policy.rounds.model import Rounds
+    from engine.policy.triggers.model import Hint, Trigger
+    from engine.prompts.examples.model import Examples
+    from engine.prompts.templates.model import TemplateSpec
 
 __all__ = ["ITEM_PARTS", "Ref", "Strict"]
 
@@ -66,29 +78,6 @@ class ContextKey(Strict):
         default=None,
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="environment variable read when no value is given (before `default`)",
-    )
-    description: str = ""
-
-
-class TemplateSpec(Strict):
-    """A Jinja2 template file of the pack and what it is used for."""
-
-    file: PackPath
-    purpose: Literal[
-        "repair",
-        "retry",
-        "escalation",
-        "reprompt",
-        "artifact",
-        "example",
-        "log",
-        "presentation",
-        "conflicts",
-        "initial",
-    ] = "repair"
-    format: Literal["md", "jsonl", "json", "text"] = Field(
-        default="md",
-        description="what the template writes; `rules log --format` picks log templates by it",
     )
     description: str = ""
 
@@ -616,311 +605,7 @@ Contract = Annotated[
 ]
 
 
-# --------------------------------------------------------------------------- policy
-
-
-class Guard(Strict):
-    """Skip the repair (go straight to the after-failure policy) when ``when`` is true."""
-
-    name: str = Field(min_length=1)
-    when: Expression
-    reason: str = ""
-
-
-class Truncation(Strict):
-    strategy: Literal["head_tail", "head", "none"] = "head_tail"
-    max_chars: int = Field(default=8000, ge=0, le=100_000_000)
-    head: int = Field(default=4000, ge=0, le=100_000_000)
-    tail: int = Field(default=4000, ge=0, le=100_000_000)
-    marker: str = "[...truncated...]"
-
-    @model_validator(mode="after")
-    def _fits(self) -> Truncation:
-        if self.strategy == "head_tail" and self.head + self.tail > self.max_chars:
-            raise ValueError("head + tail must not exceed max_chars")
-        return self
-
-
-class AttemptPolicy(Strict):
-    """The decision taken on attempt ``attempt`` when it fails and a repair is still allowed:
-    which action, which template, with a micro-hint or not (attempt 1 = the original output)."""
-
-    attempt: int = Field(ge=1, le=100)
-    action: ActionRef = "REPAIR"
-    template: TemplateRef | None = None
-    hint: bool = True
-
-
-class AfterFailure(Strict):
-    action: ActionRef
-    template: TemplateRef | None = None
-    default: Any = None
-    log: Literal["none", "info", "warning", "error"] = "none"
-    reason: str = ""
-    menu: str | None = Field(
-        default=None,
-        description="the menu (a name of `menus:`) whose options the user answers with "
-        "`rules choose` after this final action",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        return {"action": value} if isinstance(value, str) else value
-
-
-class Trigger(Strict):
-    """The trigger row of one block: when to repair, how often, what then."""
-
-    contract: ContractRef | None = None
-    on: list[FailureRef] = Field(default_factory=list)
-    max_attempts: int = Field(default=1, ge=0, le=100)
-    action: ActionRef = "REPAIR"
-    template: TemplateRef | None = None
-    attempts: list[AttemptPolicy] = Field(default_factory=list)
-    skip_when: list[Guard] = Field(default_factory=list)
-    stop_on_repeat: bool = False
-    truncate: Truncation = Field(default_factory=Truncation)
-    normalize: list[Literal["ascii_quotes", "strip_bom", "crlf"]] = Field(default_factory=list)
-    modifications: dict[FailureRef, TemplateRef] = Field(default_factory=dict)
-    default_modification: str = "Please review your output and try again."
-    after_failure: AfterFailure = Field(default_factory=lambda: AfterFailure(action="CYCLE_FAIL"))
-    description: str = ""
-
-
-class Hint(Strict):
-    """A one-line hint for the model, chosen when the error matches ``match``."""
-
-    match: Pattern
-    hint: str = Field(min_length=1)
-    blocks: list[ContractRef] = Field(default_factory=list)
-
-
-# ------------------------------------------------------------------ examples, limits, gates
-
-
-class CanonicalExample(Strict):
-    """A tier-1 example: a file of the pack, or a section of a document named in the context."""
-
-    file: PackPath | None = None
-    from_context: str | None = None
-    heading: str | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> CanonicalExample:
-        if (self.file is None) == (self.from_context is None):
-            raise ValueError("give exactly one of `file` or `from_context` (with `heading`)")
-        if self.from_context is not None and not self.heading:
-            raise ValueError("`from_context` needs `heading`: the section to extract")
-        return self
-
-
-class ScoreRule(Strict):
-    """Points for a session example: when it contains text, per referenced id (capped),
-    when its length is in a band, or when it references an id from a context list."""
-
-    points: int = Field(ge=-1000, le=1000)
-    failure: list[FailureRef] = Field(default_factory=list)
-    contains: str | None = None
-    per_id: str | None = None
-    max: int | None = Field(default=None, ge=0)
-    length_min: int | None = Field(default=None, ge=0)
-    length_max: int | None = Field(default=None, ge=0)
-    references_any_of: str | None = None
-    ids: str | None = None
-
-
-class SessionExamples(Strict):
-    """Tier 2: earlier rounds' outputs in the session folder, most recent first.
-
-    The session folder and the current round are the context keys named under the pack's
-    ``session:``. ``path`` and the ``exclude_if_exists`` / ``require_exists`` patterns are
-    relative to the session folder and may use ``{n}`` / ``{n:03d}`` (the round) and
-    ``{block}``. ``provenance`` is shown above the example with ``{round}`` and ``{ids}``:
-    the ids of kind ``provenance_ids`` the example references (``provenance_no_ids`` when
-    it references none).
-    """
-
-    path: str = Field(min_length=1)
-    exclude_if_exists: list[str] = Field(default_factory=list)
-    exclude_rounds_from: str | None = None
-    require_exists: list[str] = Field(default_factory=list)
-    require_rounds_from: str | None = None
-    validated_in_ledger: bool = False
-    scoring: list[ScoreRule] = Field(default_factory=list)
-    provenance: str
-    provenance_ids: str | None = None
-    provenance_no_ids: str = ""
-
-
-class Budgets(Strict):
-    retry_tokens: int = Field(default=2000, ge=1)
-    initial_tokens: int = Field(default=1000, ge=1)
-    chars_per_token: int = Field(default=4, ge=1, le=100)
-
-
-class SelectionStep(Strict):
-    """One tier to try, with the source line shown above the example."""
-
-    tier: Literal["canonical", "session", "template", "none"]
-    source: str = ""
-    id_list: Literal["no", "prepend", "append"] = "no"
-
-
-class Examples(Strict):
-    """Examples attached to retry prompts: tiers, selection per failure type, budgets.
-
-    A selection step with ``id_list`` adds the list held by the context key
-    ``id_list_context`` under ``id_list_header``, before or after the example.
-    """
-
-    budgets: Budgets = Field(default_factory=Budgets)
-    canonical: dict[str, list[CanonicalExample]] = Field(default_factory=dict)
-    session: SessionExamples | None = None
-    templates: dict[str, PackPath] = Field(default_factory=dict)
-    selection: dict[str, list[SelectionStep]] = Field(default_factory=dict)
-    priority_sections: list[str] = Field(default_factory=list)
-    id_list_context: ContextKeyRef | None = None
-    id_list_header: str = ""
-    truncation_notice: str = "\n\n[Example truncated for length]"
-
-
-class RateCount(Strict):
-    """What a block's rate limits count in an output, and against what.
-
-    ``count``: the number of matches of ``pattern`` in the output (the id is capture group
-    ``id_group``; 0 is the whole match). With ``items`` (a context list), the items are the
-    list's entries for which ``where`` holds (``item`` is the entry); ``total`` is their
-    number, and with ``only_items`` only matches whose id is an item's id (``item_id``: the
-    key of a map entry; a string entry is its own id) count.
-    """
-
-    pattern: Pattern
-    id_group: int = Field(default=0, ge=0, le=99)
-    items: ContextKeyRef | None = None
-    item_id: str = "id"
-    where: Annotated[str, Ref.ITEM_EXPRESSION] | None = None
-    only_items: bool = True
-    distinct: bool = False
-
-
-class RateWindow(Strict):
-    """The window of a block's limits: the last ``rounds`` rounds (the current included),
-    summed; a window limit applies only when at least ``min_rounds`` rounds are known."""
-
-    rounds: int = Field(default=3, ge=1, le=1000)
-    min_rounds: int = Field(default=3, ge=1, le=1000)
-
-
-class RateLimit(Strict):
-    """One limit: ``value`` of the round (or the window) compared with ``threshold``; when
-    it holds, the decision's action becomes ``action``. ``message`` and ``recommendation``
-    use the figures as ``{name}`` or ``{name:spec}`` (Python format specs, e.g.
-    ``{ratio:.0%}``): count, total, ratio, threshold, rounds, round."""
-
-    name: Name
-    over: Literal["round", "window"] = "round"
-    value: Literal["count", "ratio"] = "count"
-    compare: Literal[">", ">="] = ">"
-    threshold: float = Field(ge=0)
-    action: ActionRef
-    message: Message
-    recommendation: Message = ""
-    presentation: TemplateRef | None = None
-
-
-class RateLimits(Strict):
-    """A block's rate limits: what is counted, the window, and the limits in order (the
-    first that holds decides; none holding leaves the decision as it is)."""
-
-    count: RateCount
-    window: RateWindow = Field(default_factory=RateWindow)
-    limits: list[RateLimit] = Field(min_length=1)
-    otherwise: Name | None = Field(
-        default=None,
-        description="the outcome reported in the decision's `limit` when no limit holds "
-        "(e.g. ALLOW, with the round's figures); the decision's action is unchanged. "
-        "Omitted: no `limit` object then",
-    )
-
-
-class GateSchema(Strict):
-    """A JSON Schema file of the pack that gate outputs are checked against."""
-
-    file: PackPath
-    description: str = Field(
-        default="",
-        description="shown in reprompts next to a required schema that no output satisfied",
-    )
-
-
-class DetectRule(Strict):
-    """Which schema an output is: every condition given must hold (first rule wins)."""
-
-    schema_name: str = Field(
-        alias="schema",
-        description="the schema (under `gates.schemas`) "
-        "an output matching this rule is checked against",
-    )
-    has: list[str] = Field(
-        default_factory=list, description="top-level keys that must all be present"
-    )
-    key: str | None = Field(default=None, description="discriminator key; with `equals`")
-    equals: Any = None
-    when: Annotated[str, Ref.DETECT_EXPRESSION] | None = Field(
-        default=None, description="an expression over `output` (and the context)"
-    )
-
-    @model_validator(mode="after")
-    def _some_condition(self) -> DetectRule:
-        if not self.has and self.key is None and self.when is None:
-            raise ValueError("give at least one of `has`, `key` (with `equals`) or `when`")
-        if self.key is None and "equals" in self.model_fields_set:
-            raise ValueError("`equals` needs `key`")
-        return self
-
-
-class GateRule(Strict):
-    """An ordered decision rule of the gates: the first whose ``when`` holds decides."""
-
-    when: Annotated[str, Ref.GATE_EXPRESSION]
-    action: ActionRef
-    reason: str = ""
-
-
-class GateArtifact(Strict):
-    """A JSON document built for an action (from a template of purpose `artifact`) and
-    validated against one of the gate schemas before it is printed or written."""
-
-    template: TemplateRef
-    schema_name: str = Field(alias="schema")
-
-
-class Gates(Strict):
-    """Quality gates: required schemas per gate, detection, validation, decision, reprompt."""
-
-    schemas: dict[str, GateSchema] = Field(default_factory=dict)
-    steps: dict[str, list[str]] = Field(
-        default_factory=dict,
-        description="gate name -> the schemas its outputs must include (each at least once, valid)",
-    )
-    detect: list[DetectRule] = Field(default_factory=list)
-    max_retry: int = Field(default=3, ge=0, le=1000)
-    decide: list[GateRule] = Field(default_factory=list)
-    reprompt: TemplateRef | None = Field(
-        default=None,
-        description="template (purpose `reprompt`) printed when the action is not PROCEED",
-    )
-    output_file: str = Field(
-        default="",
-        description="Jinja2 template of the path an output is resubmitted "
-        "from; sees `gate` and `retry`",
-    )
-    artifacts: dict[ActionRef, GateArtifact] = Field(default_factory=dict)
-    log: str = Field(
-        default="",
-        description="failure log (JSON lines), relative to the session folder; empty: no log file",
-    )
+# --------------------------------------------------------------------------- the pack's own tests
 
 
 class Expectation(Strict):
@@ -1026,175 +711,14 @@ class SessionKeys(Strict):
     )
 
 
-class SynthesisRule(Strict):
-    """A middle-ground option: when ``field`` of a conflict contains one of ``contains``
-    (case-insensitive), the synthesis option proposes ``proposal`` (``{field}`` of the
-    conflict filled in) with its trade-off."""
-
-    field: str = Field(min_length=1)
-    contains: list[str] = Field(min_length=1)
-    proposal: Message
-    trade_off: Message = ""
-    addresses_both: bool = False
+_section_types: dict[str, Any] = {}
+"""The section models the root was last composed with (``compose_rulepack``)."""
 
 
-class ConflictOption(Strict):
-    """One option offered for a conflict, in the order listed."""
-
-    label: str = Field(pattern=r"^[A-Z]$")
-    name: str = Field(min_length=1, description="whose position it is, e.g. the author")
-    text: Message = Field(default="", description="the option, `{field}` of the conflict filled")
-    implicit_text: Message | None = Field(
-        default=None, description="the text for a conflict converted from an implicit flag"
-    )
-    trade_off: Message = ""
-    synthesis: bool = Field(
-        default=False,
-        description="the synthesis option: offered when a synthesis rule matches or a "
-        "mediator proposed one (`rules conflicts propose`); text and trade-off come from there",
-    )
-    when: Annotated[str, Ref.ITEM_EXPRESSION] | None = Field(
-        default=None, description="offered only when this holds (an expression over `item`)"
-    )
-    recommended: Annotated[str, Ref.ITEM_EXPRESSION] | None = Field(
-        default=None,
-        description="recommended when this holds (`item.synthesis` is the synthesis found)",
-    )
-
-
-class TerminationRule(Strict):
-    """What an unresolved conflict of this severity does to each termination state."""
-
-    severity: str = Field(min_length=1)
-    blocks: list[str] = Field(default_factory=list)
-    warns: list[str] = Field(
-        default_factory=list, description="allowed with a warning that needs acknowledgement"
-    )
-
-
-class Termination(Strict):
-    states: list[str] = Field(min_length=1)
-    rules: list[TerminationRule] = Field(default_factory=list)
-    warn_exit: int = Field(default=4, ge=3, le=125)
-
-
-class ConflictRules(Strict):
-    """Conflicts between a block's output and the items of a context list: explicit (a
-    sections check of the block matched the item) or implicit (a coverage check found the
-    item unaddressed; becomes a conflict when the user converts it), with options, an order,
-    a presentation, a decisions record and a termination table."""
-
-    block: ContractRef
-    explicit: str = Field(min_length=1, description="verdict data of a `sections` check")
-    implicit: str | None = Field(default=None, description="verdict data of a `coverage` check")
-    items: ContextKeyRef
-    item_id: str = "id"
-    item_fields: dict[str, str] = Field(
-        default_factory=dict, description="conflict field -> key of the context item"
-    )
-    section_fields: dict[str, str] = Field(
-        default_factory=dict, description="conflict field -> field of the matched section"
-    )
-    severity: str = Field(default="severity", description="the item key holding the severity")
-    severity_order: list[str] = Field(min_length=1)
-    options: list[ConflictOption] = Field(min_length=2)
-    min_options: int = Field(default=2, ge=1)
-    max_options: int = Field(default=4, ge=1, le=26)
-    synthesis: list[SynthesisRule] = Field(default_factory=list)
-    actions: list[Name] = Field(
-        default_factory=list,
-        description="who a resolution asks to act: `rules conflicts resolve --action "
-        "NAME=TEXT` takes these names (the decisions template reads `actions.NAME`)",
-    )
-    termination: Termination | None = None
-    presentation: TemplateRef
-    decisions: TemplateRef
-
-
-class Limits(Strict):
-    """Bounds a pack may set for its own outputs and model commands; a command-line option
-    wins over them, and without either the engine's defaults hold (README "Limits")."""
-
-    max_output_bytes: int | None = Field(
-        default=None,
-        ge=1,
-        le=1024**3,
-        description="the largest output read (`--max-output-bytes`); a bigger one is "
-        "OUTPUT_TOO_LARGE",
-    )
-    model_timeout: float | None = Field(
-        default=None,
-        gt=0,
-        le=86400,
-        description="seconds before `rules run` stops the model command (`--timeout`)",
-    )
-
-
-class ChoiceEffect(Strict):
-    """What choosing an option does (exactly one key)."""
-
-    status: str | None = Field(
-        default=None,
-        max_length=40,
-        description="record this status for the item's block in its round (e.g. SKIP)",
-    )
-    retry: int | None = Field(
-        default=None,
-        ge=1,
-        le=10,
-        description="allow this many more attempts; `--text` goes into the next prompt "
-        "(the `user_context` variable)",
-    )
-    end: ActionRef | None = Field(default=None, description="end the item with this action")
-    pause: bool = Field(default=False, description="pause the session until `--resume`")
-
-    @model_validator(mode="after")
-    def _one_effect(self) -> ChoiceEffect:
-        given = [self.status is not None, self.retry is not None, self.end is not None, self.pause]
-        if sum(given) != 1:
-            raise ValueError("give exactly one of `status`, `retry`, `end` or `pause: true`")
-        return self
-
-
-class ChoiceOption(Strict):
-    key: Name
-    label: str = Field(min_length=1)
-    effect: ChoiceEffect
-
-
-class Menu(Strict):
-    """The options a final decision offers the user (`rules choose ITEM OPTION`), numbered
-    from 1 in this order."""
-
-    options: list[ChoiceOption] = Field(min_length=1, max_length=20)
-
-
-class StatusRule(Strict):
-    """When ``block`` gets ``status`` in a round, ``then_block`` gets ``then_status`` if its
-    status then is one of ``if_status`` (by default: it has a valid output)."""
-
-    block: ContractRef
-    status: str
-    then_block: ContractRef
-    then_status: str
-    if_status: list[str] = Field(default_factory=lambda: ["ok", "partial"])
-
-
-class AllFailed(Strict):
-    """When every block of ``rounds.blocks`` ends a round in one of ``statuses``."""
-
-    statuses: list[str] = Field(min_length=1)
-    action: ActionRef
-    message: Message = Field(description="shown as the decision's reason; {round} is filled in")
-
-
-class Rounds(Strict):
-    """Round statuses per block (`ok`, `partial`, `failed`, `pending`, or a status a
-    choice records), shown by log templates and used for `all_failed`."""
-
-    blocks: list[ContractRef] = Field(min_length=1)
-    follow: list[StatusRule] = Field(default_factory=list)
-    all_failed: AllFailed | None = None
+def _section_default(name: str) -> Callable[[], Any]:
+    """The default of a section whose model the root gets at run time: a fresh instance of
+    the model named ``name`` in the namespace the root was composed with."""
+    return lambda: _section_types[name]()
 
 
 class Rulepack(Strict):
@@ -1216,13 +740,13 @@ class Rulepack(Strict):
     triggers: dict[ContractRef, Trigger] = Field(default_factory=dict)
     hints: list[Hint] = Field(default_factory=list)
     templates: dict[str, TemplateSpec] = Field(default_factory=dict)
-    examples: Examples = Field(default_factory=Examples)
+    examples: Examples = Field(default_factory=_section_default("Examples"))
     rate_limits: dict[ContractRef, RateLimits] = Field(
         default_factory=dict,
         description="per block: limits on counts in its outputs, "
         "per round and over a window of rounds",
     )
-    gates: Gates = Field(default_factory=Gates)
+    gates: Gates = Field(default_factory=_section_default("Gates"))
     conflicts: ConflictRules | None = None
     prompts: dict[ContractRef, TemplateRef] = Field(
         default_factory=dict,
@@ -1231,7 +755,7 @@ class Rulepack(Strict):
     )
     menus: dict[Name, Menu] = Field(default_factory=dict)
     rounds: Rounds | None = None
-    limits: Limits = Field(default_factory=Limits)
+    limits: Limits = Field(default_factory=_section_default("Limits"))
     tests: list[PackTest] = Field(default_factory=list)
 
 
@@ -1258,6 +782,8 @@ def compose_rulepack(
     ``extra_fields`` are the sections the root does not declare (registered from outside the
     engine), added by a subclass of ``Rulepack``.
     """
+    _section_types.clear()
+    _section_types.update(types)
     Rulepack.model_rebuild(force=True, _types_namespace=dict(types))
     if not extra_fields:
         return Rulepack

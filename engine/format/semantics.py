@@ -29,20 +29,17 @@ from engine.format.loader import KeyPath, SourceMap
 from engine.format.model import ITEM_PARTS, Ref, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.sandbox.environment import (
-    CONDITION_VARIABLES,
-    DETECT_VARIABLES,
-    GATE_VARIABLES,
-    ITEM_VARIABLES,
-    TEMPLATE_VARIABLES,
     compile_condition,
     expression_problem,
     expression_source,
-    first_use,
     undeclared_names,
     unsafe_constructs,
 )
 
-MAX_TEMPLATE_BYTES = 1024 * 1024
+# Variables of a condition on one context-list item (which items a coverage check, a
+# rate limit or a conflict option counts): ``Ref.ITEM_EXPRESSION``, a reference kind of the
+# format, checked by the generic walk. Each section checks its other expressions itself.
+ITEM_VARIABLES: frozenset[str] = frozenset({"item", "context"})
 
 
 @dataclass(frozen=True)
@@ -145,10 +142,7 @@ class PackChecker:
             ),
             Ref.FILE: self._file,
             Ref.PATTERN: self._pattern,
-            Ref.EXPRESSION: self._expression,
-            Ref.GATE_EXPRESSION: lambda ref: self._expression(ref, GATE_VARIABLES),
-            Ref.DETECT_EXPRESSION: lambda ref: self._expression(ref, DETECT_VARIABLES),
-            Ref.ITEM_EXPRESSION: lambda ref: self._expression(ref, ITEM_VARIABLES),
+            Ref.ITEM_EXPRESSION: lambda ref: self.expression(ref, ITEM_VARIABLES),
             Ref.MESSAGE: lambda ref: None,
             Ref.CONTEXT_KEY: self._named(
                 self.pack.context, "context key", "declare it under `context:`"
@@ -160,12 +154,9 @@ class PackChecker:
             ),
         }
         for ref in walk_references(self.pack, Rulepack, (), ()):
-            checks[ref.kind](ref)
-        self._templates()
-        self._rate_limits()
-        self._retried_types()
-        self._menus()
-        self._conflicts()
+            check = checks.get(ref.kind)
+            if check is not None:  # the other expressions: the section that owns them checks
+                check(ref)
         self._requires()
         self._without_behaviour()
         return self.findings
@@ -278,7 +269,19 @@ class PackChecker:
                 "patterns use RE2 syntax: no look-arounds or back-references",
             )
 
-    def _expression(self, ref: Reference, variables: frozenset[str] = CONDITION_VARIABLES) -> None:
+    def expressions(self, key: str, variables: typing.Mapping[Ref, frozenset[str]]) -> None:
+        """Check the expressions of the section ``key`` whose kinds ``variables`` names, each
+        with the variables of its kind (a section owns what its conditions may see)."""
+        if key not in self.pack.model_fields_set:
+            return
+        annotation = type(self.pack).model_fields[key].annotation
+        for ref in walk_references(
+            getattr(self.pack, key), annotation, _refs_in(annotation), (key,)
+        ):
+            if ref.kind in variables:
+                self.expression(ref, variables[ref.kind])
+
+    def expression(self, ref: Reference, variables: frozenset[str]) -> None:
         problem = expression_problem(ref.value)
         if problem is not None:
             self.add(
@@ -318,9 +321,8 @@ class PackChecker:
                 "unknown-variable", f"expression uses unknown variable {name!r}", ref.path, hint
             )
 
-    # ----------------------------------------------------------------- rate limits
-
-    def _purpose(self, name: str, purpose: str, path: KeyPath) -> None:
+    def template_purpose(self, name: str, purpose: str, path: KeyPath) -> None:
+        """A finding when the template ``name`` is declared with another purpose."""
         template = self.pack.templates.get(name)
         if template is not None and template.purpose != purpose:
             self.add(
@@ -329,212 +331,6 @@ class PackChecker:
                 path,
                 f"declare it with `purpose: {purpose}`",
             )
-
-    def _conflicts(self) -> None:
-        """First prompts and conflict templates have the right purpose; the conflict rules
-        name checks of their block, unique option labels, known severities."""
-        for block, name in self.pack.prompts.items():
-            self._purpose(name, "initial", ("prompts", block))
-        spec = self.pack.conflicts
-        if spec is None:
-            return
-        base: KeyPath = ("conflicts",)
-        self._purpose(spec.presentation, "conflicts", (*base, "presentation"))
-        self._purpose(spec.decisions, "conflicts", (*base, "decisions"))
-        contract = self.pack.contracts.get(spec.block)
-        checks = getattr(contract, "checks", None) or []
-        named = {getattr(c, "name", None): getattr(c, "check", None) for c in checks}
-        for key, kind in (("explicit", "sections"), ("implicit", "coverage")):
-            value = getattr(spec, key)
-            if value is not None and contract is not None and named.get(value) != kind:
-                self.add(
-                    "unknown-check",
-                    f"conflicts.{key} names {value!r}, which is no {kind} check of "
-                    f"block {spec.block!r}",
-                    (*base, key),
-                    f"name the `name:` of a `check: {kind}` of that block's contract",
-                )
-        labels = [option.label for option in spec.options]
-        for label in sorted({x for x in labels if labels.count(x) > 1}):
-            self.add("duplicate-option", f"option {label} is declared twice", (*base, "options"))
-        if spec.synthesis and not any(option.synthesis for option in spec.options):
-            self.add(
-                "no-behaviour",
-                "synthesis rules are declared but no option has `synthesis: true`",
-                (*base, "synthesis"),
-                "add an option with `synthesis: true`",
-                level="warning",
-            )
-        if spec.termination is not None:
-            for index, rule in enumerate(spec.termination.rules):
-                if rule.severity not in spec.severity_order:
-                    self.add(
-                        "unknown-severity",
-                        f"termination rule for {rule.severity!r}, which is not in severity_order",
-                        (*base, "termination", "rules", index, "severity"),
-                        f"severities: {', '.join(spec.severity_order)}",
-                    )
-                for state in sorted({*rule.blocks, *rule.warns} - set(spec.termination.states)):
-                    self.add(
-                        "unknown-state",
-                        f"termination state {state!r} is not in termination.states",
-                        (*base, "termination", "rules", index),
-                        f"states: {', '.join(spec.termination.states)}",
-                    )
-
-    def _menus(self) -> None:
-        """Every `after_failure.menu` names a menu of `menus:`."""
-        for block, trigger in self.pack.triggers.items():
-            menu = trigger.after_failure.menu
-            if menu is not None and menu not in self.pack.menus:
-                self.add(
-                    "unknown-menu",
-                    f"trigger {block!r} offers menu {menu!r}, which is not declared",
-                    ("triggers", block, "after_failure", "menu"),
-                    f"declare it under `menus:` (menus: {', '.join(self.pack.menus) or 'none'})",
-                )
-
-    def _retried_types(self) -> None:
-        """A trigger never retries a failure type declared ``retriable: false``: listing
-        one under ``on:`` would never act, so it is a finding."""
-        for block, trigger in self.pack.triggers.items():
-            for index, name in enumerate(trigger.on):
-                declared = self.pack.failure_types.get(name)
-                if declared is not None and not declared.retriable:
-                    self.add(
-                        "not-retriable",
-                        f"trigger {block!r} retries {name}, which is declared "
-                        "`retriable: false`: it goes to the after-failure policy instead",
-                        ("triggers", block, "on", index),
-                        f"remove it from `on:`, or declare `failure_types: {{{name}: "
-                        "{retriable: true, ...}}` to retry it",
-                    )
-
-    def _rate_limits(self) -> None:
-        """Limit messages name known figures with valid format specs; presentations are
-        templates of purpose `presentation`."""
-        from engine.core.placeholders import FIGURES, FigureError, compile_figures
-
-        for block, spec in self.pack.rate_limits.items():
-            for index, limit in enumerate(spec.limits):
-                path: KeyPath = ("rate_limits", block, "limits", index)
-                for key in ("message", "recommendation"):
-                    try:
-                        compile_figures(getattr(limit, key), FIGURES)
-                    except FigureError as exc:
-                        self.add(
-                            "invalid-message",
-                            f"{key} of limit {limit.name!r}: {exc}",
-                            (*path, key),
-                            f"figures: {', '.join(sorted(FIGURES))}",
-                        )
-                template = self.pack.templates.get(limit.presentation or "")
-                if template is not None and template.purpose != "presentation":
-                    self.add(
-                        "wrong-template-purpose",
-                        f"template {limit.presentation!r} is "
-                        f"a {template.purpose} template, not a presentation template",
-                        (*path, "presentation"),
-                        "declare it with `purpose: presentation`",
-                    )
-            names = [limit.name for limit in spec.limits]
-            for name in sorted({n for n in names if names.count(n) > 1}):
-                self.add(
-                    "duplicate-limit",
-                    f"limit {name!r} is declared twice for {block!r}",
-                    ("rate_limits", block, "limits"),
-                    "give each limit its own name",
-                )
-            if spec.window.min_rounds > spec.window.rounds:
-                self.add(
-                    "invalid-window",
-                    "min_rounds exceeds the window's rounds",
-                    ("rate_limits", block, "window"),
-                    "lower min_rounds",
-                )
-
-    # ----------------------------------------------------------------- templates
-
-    def _templates(self) -> None:
-        for name, spec in self.pack.templates.items():
-            path: KeyPath = ("templates", name, "file")
-            target = self.quiet_resolve(spec.file, path)
-            if target is None:
-                continue
-            shown = _display(target)
-            if target.stat().st_size > MAX_TEMPLATE_BYTES:
-                self.add(
-                    "template-too-large",
-                    f"template {name!r} is over {MAX_TEMPLATE_BYTES} bytes",
-                    path,
-                    "shorten the template",
-                )
-                continue
-            try:
-                source = target.read_text(encoding="utf-8")
-                names = undeclared_names(source)
-            except RecursionError:
-                self.add(
-                    "template-syntax",
-                    f"template {name!r} is nested too deeply to compile",
-                    path,
-                    "flatten the template",
-                )
-                continue
-            except UnicodeDecodeError:
-                self.add(
-                    "template-encoding",
-                    f"template {name!r} is not valid UTF-8",
-                    path,
-                    "save it as UTF-8",
-                )
-                continue
-            except jinja2.TemplateSyntaxError as exc:
-                self.add(
-                    "template-syntax",
-                    f"template {name!r}: {exc.message}",
-                    path,
-                    "fix the Jinja2 syntax",
-                    position=Position(shown, exc.lineno or 1, 1),
-                )
-                continue
-            if "\x00" in source:
-                before = source[: source.index("\x00")]
-                self.add(
-                    "template-encoding",
-                    f"template {name!r} holds a NUL byte",
-                    path,
-                    "remove it (a NUL byte often means a binary or UTF-16 file)",
-                    position=Position(
-                        shown, before.count("\n") + 1, len(before) - before.rfind("\n")
-                    ),
-                )
-                continue
-            for line, problem in unsafe_constructs(source):
-                self.add(
-                    "unsafe-template",
-                    f"template {name!r}: {problem}",
-                    path,
-                    "use only the variables the engine provides, and bounded loops",
-                    position=Position(shown, line, 1),
-                )
-            allowed = TEMPLATE_VARIABLES[spec.purpose] | self.context_names
-            for unknown in sorted(names - allowed):
-                line, column = first_use(source, unknown)
-                close = difflib.get_close_matches(unknown, sorted(allowed), n=1)
-                hint = (
-                    f"did you mean {close[0]!r}?"
-                    if close
-                    else f"{spec.purpose} templates may use: {', '.join(sorted(allowed))}"
-                )
-                self.add(
-                    "unknown-template-variable",
-                    f"template {name!r} uses {unknown!r}, which the engine does not "
-                    f"provide to {spec.purpose} templates",
-                    path,
-                    hint,
-                    position=Position(shown, line, column),
-                )
 
     def quiet_resolve(self, value: str, path: KeyPath) -> Path | None:
         """Resolve a path already checked by the generic walk, without a second finding."""
@@ -553,7 +349,8 @@ class PackChecker:
         )
 
 
-def _display(path: Path) -> str:
+def display(path: Path) -> str:
+    """``path`` relative to the working folder when it can be (as findings show files)."""
     try:
         return os.path.relpath(path)
     except ValueError:  # pragma: no cover

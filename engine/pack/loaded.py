@@ -22,15 +22,15 @@ from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
 from engine.pack.result import CheckResult
-from engine.pack.sections import rulepack_model
+from engine.pack.sections import rulepack_model, sections
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from engine.policy.conflicts import CompiledConflicts
-    from engine.policy.decide import CompiledPolicy, Decision
-    from engine.policy.gates import CompiledGates, GateOutcome
-    from engine.policy.limits import Measure
+    from engine.policy.conflicts.runtime import CompiledConflicts
+    from engine.policy.gates.runtime import CompiledGates, GateOutcome
+    from engine.policy.limits.rates import Measure
+    from engine.policy.triggers.decide import CompiledPolicy, Decision
     from engine.prompts.compiled import CompiledPrompts
     from engine.prompts.render import RenderedPrompt
 
@@ -78,21 +78,21 @@ class Pack:
         if not self.contracts:
             self.contracts = compile_contracts(self.model, self.folder_of)
         # Imported here: `rules check` validates packs without building their policy.
-        from engine.policy.decide import compile_policy
+        from engine.policy.triggers.decide import compile_policy
         from engine.prompts.compiled import compile_prompts
 
         self.policy = compile_policy(self.model, self.source.locate)
         self.prompts = compile_prompts(self.model, self.root, self.folder_of)
         self.gates = None
         if self.model.gates.steps:
-            from engine.policy.gates import compile_gates
+            from engine.policy.gates.runtime import compile_gates
 
             self.gates = compile_gates(
                 self.model, self.folder_of, self.prompts.templates, self.source.locate
             )
         self.conflicts = None
         if self.model.conflicts is not None:
-            from engine.policy.conflicts import compile_conflicts
+            from engine.policy.conflicts.runtime import compile_conflicts
 
             self.conflicts = compile_conflicts(self.model.conflicts, self.source.locate)
 
@@ -211,7 +211,7 @@ class Pack:
         """Run quality gate ``gate`` on ``outputs`` (JSON values): result, reprompt and
         artifact. ``now`` fixes the clock (else SOURCE_DATE_EPOCH, else the real time)."""
         from engine.core.clock import now as clock_now
-        from engine.policy.gates import GateError
+        from engine.policy.gates.runtime import GateError
 
         if self.gates is None:
             raise GateError(f"pack {self.name!r} declares no gates (`gates.steps`)")
@@ -256,10 +256,10 @@ class Pack:
         extra_attempts: int = 0,
     ) -> Decision:
         """What happens next for ``verdict`` (see engine.decide for attempt counting;
-        ``measure`` and ``earlier``: a block's rate-limit counts, engine.policy.limits;
+        ``measure`` and ``earlier``: a block's rate-limit counts, engine.policy.limits.rates;
         ``extra_attempts``: more repairs/retries a user's choice allowed)."""
         carry = {"nonce": nonce, "model": model}
-        from engine.policy.decide import decide
+        from engine.policy.triggers.decide import decide
 
         return decide(
             self.policy,
@@ -399,10 +399,8 @@ def check_pack_file(pack_file: Path) -> CheckResult:
             checker = PackChecker(model, tree.source)
             checker.run()
             check_contracts(model, checker)
-            if model.gates != type(model.gates)():
-                from engine.policy.gates import check_gates
-
-                check_gates(model, checker)
+            for section in sections():
+                section.check(model, checker)
             findings.extend(checker.findings)
     unique = sorted(set(findings), key=Finding.sort_key)
     return CheckResult(

@@ -15,11 +15,31 @@ from engine.contracts.registry import contract_types
 from engine.core.errors import EngineError
 from engine.format.model import Rulepack, compose_rulepack
 from engine.format.section import Section
+from engine.policy.choices.section import MENUS
+from engine.policy.conflicts.section import CONFLICTS
+from engine.policy.gates.section import GATES
+from engine.policy.limits.section import LIMITS, RATE_LIMITS
+from engine.policy.rounds.section import ROUNDS
+from engine.policy.triggers.section import HINTS, TRIGGERS
+from engine.prompts.examples.section import EXAMPLES
+from engine.prompts.templates.section import PROMPTS, TEMPLATES
 
 ENTRY_POINT_GROUP = "rules_engine.sections"
 
 # The engine's own sections, in the order of the format's keys.
-_BUILTIN: tuple[Section, ...] = ()
+_BUILTIN: tuple[Section, ...] = (
+    TRIGGERS,
+    HINTS,
+    TEMPLATES,
+    EXAMPLES,
+    RATE_LIMITS,
+    GATES,
+    CONFLICTS,
+    PROMPTS,
+    MENUS,
+    ROUNDS,
+    LIMITS,
+)
 
 _registered: dict[str, Section] = {}
 _loaded_entry_points = False

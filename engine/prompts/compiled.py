@@ -19,7 +19,7 @@ import jinja2
 from engine.core.errors import PackError
 from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.format.model import IdKind, Rulepack
-from engine.prompts.examples import PackFiles, example_files
+from engine.prompts.examples.select import PackFiles, example_files
 from engine.sandbox.environment import ENVIRONMENT
 
 

@@ -10,10 +10,11 @@ from typing import Any
 from engine.core.errors import RenderError
 from engine.core.placeholders import fill
 from engine.core.verdict import Verdict
-from engine.format.model import Rulepack, Truncation
-from engine.policy.decide import Decision
+from engine.format.model import Rulepack
+from engine.policy.triggers.decide import Decision
+from engine.policy.triggers.model import Truncation
 from engine.prompts.compiled import CompiledPrompts, compile_prompts
-from engine.prompts.examples import earlier_rounds, select_example
+from engine.prompts.examples.select import earlier_rounds, select_example
 
 _QUOTES = str.maketrans(
     {

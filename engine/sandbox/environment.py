@@ -1,8 +1,8 @@
 """The sandboxed Jinja2 environment: templates and condition expressions of packs.
 
 A shared pack cannot run code (``SandboxedEnvironment``) and a misspelt variable fails
-loudly (``StrictUndefined``). What each kind of template may use is declared here, once,
-so `rules check` can name a variable that the engine will never provide.
+loudly (``StrictUndefined``). What each kind of template and condition may use is declared
+by the section that owns it (``engine.policy``, ``engine.prompts``); the checks pass it in.
 
 Bounds: ``*`` and ``**`` are intercepted (so nothing is constant-folded at compile time)
 and refuse results over ``MAX_RENDER_CHARS`` characters or ``MAX_POWER_BITS`` bits; ``~``
@@ -42,135 +42,6 @@ from engine.sandbox.bounds import (
     refuse_wide_format,
 )
 from engine.sandbox.conditions import Closure, native_condition
-
-# What retry and escalation templates see of the decision (engine.prompts.render).
-_DECISION_VARIABLES = frozenset(
-    {
-        "block",
-        "block_type",
-        "attempt",
-        "max_attempts",
-        "retries_left",
-        "reason",
-        "rule",
-        "user_context",
-        "failure_type",
-        "failure_message",
-        "failures",
-        "data",
-        "context",
-    }
-)
-# What gate reprompt and artifact templates see of a gate result (engine.policy.gates).
-_GATE_RESULT_VARIABLES = frozenset(
-    {
-        "gate",
-        "action",
-        "valid",
-        "errors",
-        "missing",
-        "checked",
-        "outputs",
-        "retry",
-        "max_retry",
-        "timestamp",
-        "timestamp_compact",
-        "output_file",
-        "context",
-    }
-)
-
-# Variables the engine provides to a template, by the template's purpose. Generic only:
-# templates may also use every context key their pack declares.
-TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
-    # the conflict presentation and the decisions record (engine.policy.conflicts)
-    "conflicts": frozenset({"conflicts", "total", "rounds", "context"}),
-    # a block's first prompt, with the decisions of the previous round
-    "initial": frozenset(
-        {
-            "block",
-            "resolutions",
-            "params",
-            "context",
-            "example",
-            "example_source",
-            "example_tier",
-            "example_truncated",
-        }
-    ),
-    "repair": frozenset(
-        {
-            "block_type",
-            "nonce",
-            "parser_error",
-            "micro_hint",
-            "original_output",
-            "format_contract",
-            "failure_type",
-            "attempt",
-            "max_attempts",
-            "params",
-            "context",
-        }
-    ),
-    "retry": _DECISION_VARIABLES
-    | {"modification", "example", "example_source", "example_tier", "example_truncated"},
-    "escalation": _DECISION_VARIABLES,
-    "reprompt": _GATE_RESULT_VARIABLES | {"descriptions", "artifact"},
-    "artifact": _GATE_RESULT_VARIABLES,
-    "example": frozenset({"block", "context"}),
-    "log": frozenset({"entries", "rounds", "session", "gate_results"}),
-    "presentation": frozenset(
-        {
-            "block",
-            "limit",
-            "action",
-            "message",
-            "recommendation",
-            "figures",
-            "items",
-            "context",
-        }
-    ),
-}
-
-# Variables of the gates' decision rules, and of their detection rules (with the context).
-GATE_VARIABLES: frozenset[str] = frozenset(
-    {
-        "gate",
-        "valid",
-        "errors",
-        "missing",
-        "checked",
-        "retry",
-        "max_retry",
-        "context",
-    }
-)
-DETECT_VARIABLES: frozenset[str] = frozenset({"output", "context"})
-# Variables of a condition on one context-list item (which items a coverage check or a
-# rate limit counts).
-ITEM_VARIABLES: frozenset[str] = frozenset({"item", "context"})
-
-# Variables a condition expression (guards) may use.
-CONDITION_VARIABLES: frozenset[str] = frozenset(
-    {
-        "output",
-        "error",
-        "failure_type",
-        "failures",
-        "attempt",
-        "max_attempts",
-        "block",
-        "previous_errors",
-        "status",
-        "warnings",
-        "data",
-        "context",
-        "missing",
-        "errors",
-    }
-)
 
 
 def _regex_test(value: Any, pattern: str) -> bool:

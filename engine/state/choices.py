@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.format.model import ChoiceOption, Rounds
+from engine.policy.choices.model import ChoiceOption
+from engine.policy.rounds.model import Rounds
 from engine.state.ledger import Ledger, LedgerError
 
 PAUSED = "paused"

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.core.errors import EngineError
-from engine.policy.conflicts import IMPLICIT, CompiledConflicts
+from engine.policy.conflicts.runtime import IMPLICIT, CompiledConflicts
 from engine.state.ledger import Ledger, now
 
 OPEN = "open"

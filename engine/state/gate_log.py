@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.core.errors import EngineError
 from engine.pack.loaded import Pack
-from engine.policy.gates import GateOutcome
+from engine.policy.gates.runtime import GateOutcome
 from engine.state.ledger import GateRecord, Ledger, sha256
 
 

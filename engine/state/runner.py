@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
 from engine.core.verdict import Verdict
-from engine.policy.decide import Decision
+from engine.policy.triggers.decide import Decision
 from engine.state.ledger import note_prompt, sha256
 from engine.state.session import EXECUTION_FAILURE, Outcome, Session
 

@@ -17,8 +17,8 @@ from engine.core.placeholders import fill
 from engine.core.textio import decode_output
 from engine.core.verdict import Verdict
 from engine.pack.loaded import Pack
-from engine.policy.decide import Decision
-from engine.policy.limits import Measure, Round
+from engine.policy.limits.rates import Measure, Round
+from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
 from engine.state.choices import ChoiceBook, ensure_not_paused, round_failed
 from engine.state.ledger import (

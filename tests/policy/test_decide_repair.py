@@ -6,7 +6,7 @@ from sentinel_cases import NONCE, delimiters
 
 import engine
 from engine.core.verdict import verdict_from_parse
-from engine.policy.decide import decide
+from engine.policy.triggers.decide import decide
 from engine.prompts.render import render_repair
 
 PACK = engine.load_pack("sentinel")

@@ -20,26 +20,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jinja2
 
 from engine.contracts.json.document import (
     compile_schema,
     read_schema_file,
-    schema_problems,
     schema_violations,
 )
 from engine.core.clock import compact, iso
 from engine.core.errors import ConditionError, EngineError, Locate, PackError, RenderError
-from engine.format.model import ActionSpec, Gates, Rulepack
+from engine.format.model import ActionSpec, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
-from engine.sandbox.environment import ENVIRONMENT, compile_condition, undeclared_names
-
-if TYPE_CHECKING:
-    from engine.format.semantics import PackChecker
-
-OUTPUT_FILE_VARIABLES = frozenset({"gate", "retry"})
+from engine.policy.gates.model import Gates
+from engine.sandbox.environment import ENVIRONMENT, compile_condition
 
 
 class GateError(EngineError):
@@ -350,117 +345,3 @@ def compile_gates(
         output_file=output_file,
         descriptions={name: s.description for name, s in spec.schemas.items()},
     )
-
-
-# ------------------------------------------------------------------------ rules check
-
-
-def check_gates(pack: Rulepack, checker: PackChecker) -> None:
-    """Findings for the ``gates:`` section beyond the generic reference walk: schema files
-    are valid JSON Schemas with local references only, schema names exist, templates have
-    the right purpose, the output-file pattern compiles, a gate table has decision rules."""
-    spec = pack.gates
-    names = spec.schemas
-
-    def schema_ref(name: str, path: tuple[str | int, ...]) -> None:
-        if name in names:
-            return
-        close = difflib.get_close_matches(name, list(names), n=1)
-        checker.add(
-            "unknown-schema",
-            f"unknown gate schema {name!r}",
-            path,
-            f"did you mean {close[0]!r}?" if close else "declare it under `gates.schemas:`",
-        )
-
-    for name, schema in names.items():
-        path: tuple[str | int, ...] = ("gates", "schemas", name, "file")
-        target = checker.quiet_resolve(schema.file, path)
-        if target is None:
-            continue
-        try:
-            document = read_schema_file(target)
-        except (ValueError, UnicodeDecodeError) as exc:
-            checker.add("invalid-schema", f"schema {name!r}: {exc}", path, "fix the JSON syntax")
-            continue
-        for problem in schema_problems(document):
-            checker.add("invalid-schema", f"schema {name!r}: {problem}", path, "fix the schema")
-    for gate, required in spec.steps.items():
-        for index, name in enumerate(required):
-            schema_ref(name, ("gates", "steps", gate, index))
-    for index, rule in enumerate(spec.detect):
-        schema_ref(rule.schema_name, ("gates", "detect", index))
-    for action, artifact in spec.artifacts.items():
-        schema_ref(artifact.schema_name, ("gates", "artifacts", action))
-        _purpose(checker, artifact.template, "artifact", ("gates", "artifacts", action, "template"))
-    if spec.reprompt:
-        _purpose(checker, spec.reprompt, "reprompt", ("gates", "reprompt"))
-    if not spec.steps:
-        checker.add(
-            "no-behaviour",
-            "`gates` without `steps` has no effect: no gate can run",
-            ("gates",),
-            "declare `gates.steps:` (gate name -> required schemas)",
-            is_key=True,
-            level="warning",
-        )
-        return
-    if spec.steps and not spec.decide:
-        checker.add(
-            "gates-no-decision",
-            "gates declare no decision rules",
-            ("gates", "steps"),
-            "add `gates.decide:` rules, the last one with `when: 'true'`",
-        )
-    if spec.steps and not spec.detect:
-        checker.add(
-            "gates-no-detection",
-            "gates declare no detection rules: no output can be checked",
-            ("gates", "steps"),
-            "add `gates.detect:` rules",
-        )
-    if spec.output_file:
-        try:
-            used = undeclared_names(spec.output_file)
-        except jinja2.TemplateError as exc:
-            checker.add(
-                "template-syntax",
-                f"gates.output_file: {exc}",
-                ("gates", "output_file"),
-                "fix the Jinja2 syntax",
-            )
-        else:
-            for unknown in sorted(used - OUTPUT_FILE_VARIABLES):
-                checker.add(
-                    "unknown-template-variable",
-                    f"gates.output_file uses {unknown!r}",
-                    ("gates", "output_file"),
-                    f"it may use: {', '.join(sorted(OUTPUT_FILE_VARIABLES))}",
-                )
-    if spec.log:
-        parts = spec.log.replace("\\", "/").split("/")
-        if spec.log.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
-            checker.add(
-                "path-traversal",
-                f"gates.log {spec.log!r} must stay inside the session folder",
-                ("gates", "log"),
-                "write a relative path without '..'",
-            )
-    elif spec.steps and spec.log == "" and "log" in spec.model_fields_set:
-        checker.add(
-            "gates-empty-log",
-            "gates.log is empty",
-            ("gates", "log"),
-            "remove the key or name a file",
-        )
-
-
-def _purpose(checker: PackChecker, name: str, purpose: str, path: tuple[str | int, ...]) -> None:
-    spec = checker.pack.templates.get(name)
-    if spec is not None and spec.purpose != purpose:
-        checker.add(
-            "template-purpose",
-            f"template {name!r} has purpose {spec.purpose!r}; this needs purpose {purpose!r}",
-            path,
-            f"declare it with `purpose: {purpose}`",
-        )

@@ -14,15 +14,16 @@ from typing import Any
 
 from engine.core.errors import Locate
 from engine.core.verdict import Verdict
-from engine.format.model import ActionSpec, AttemptPolicy, Rulepack, Trigger
+from engine.format.model import ActionSpec, Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
-from engine.policy.limits import (
+from engine.policy.limits.rates import (
     CompiledRateLimits,
     Measure,
     Round,
     compile_rate_limits,
     rounds_from,
 )
+from engine.policy.triggers.model import AttemptPolicy, Trigger
 from engine.sandbox.environment import compile_condition
 
 
@@ -254,7 +255,7 @@ def decide(
     user's choice granted them).
 
     An output that meets its contract is checked against the block's rate limits: the
-    first limit that holds gives the decision its action (engine.policy.limits).
+    first limit that holds gives the decision its action (engine.policy.limits.rates).
     ``measure`` is the output's count when the caller has it already; ``earlier`` the
     earlier rounds' counts (a ledger's), else those of the pack's history context key.
 

@@ -19,14 +19,8 @@ from typing import Any
 
 from engine.contracts.markdown.kind import extract_ids
 from engine.core.placeholders import fill
-from engine.format.model import (
-    Examples,
-    IdKind,
-    ScoreRule,
-    SelectionStep,
-    SessionExamples,
-    SessionKeys,
-)
+from engine.format.model import IdKind, SessionKeys
+from engine.prompts.examples.model import Examples, ScoreRule, SelectionStep, SessionExamples
 
 _ROUND_FIELD = re.compile(r"\{(n|block)(?::0(\d)d)?\}")
 MAX_EXAMPLE_BYTES = 2 * 1024 * 1024

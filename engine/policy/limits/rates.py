@@ -19,7 +19,7 @@ from typing import Any
 from engine.core.errors import Locate
 from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.core.placeholders import FIGURES, Part, compile_figures, fill_figures
-from engine.format.model import RateLimit, RateLimits
+from engine.policy.limits.model import RateLimit, RateLimits
 from engine.sandbox.environment import compile_condition
 
 Round = tuple[int, int, int]

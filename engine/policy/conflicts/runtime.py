@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.core.errors import Locate
 from engine.core.placeholders import fill
-from engine.format.model import ConflictRules
+from engine.policy.conflicts.model import ConflictRules
 from engine.sandbox.environment import compile_condition
 
 EXPLICIT = "explicit"

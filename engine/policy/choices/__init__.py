@@ -1,0 +1,1 @@
+"""The choices section of the rulepack format: model, checks, compiler and runtime."""

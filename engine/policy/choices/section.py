@@ -1,0 +1,34 @@
+"""The ``menus:`` section: the options a final decision offers the user (``rules choose``);
+the model in ``model.py``, recording a choice in ``engine.state.choices``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from engine.format.fields import Name
+from engine.policy.choices.model import Menu
+from engine.policy.section import BuiltinSection
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
+
+
+def check_menus(pack: Rulepack, checker: PackChecker) -> None:
+    """Every `after_failure.menu` names a menu of `menus:`."""
+    for block, trigger in pack.triggers.items():
+        menu = trigger.after_failure.menu
+        if menu is not None and menu not in pack.menus:
+            checker.add(
+                "unknown-menu",
+                f"trigger {block!r} offers menu {menu!r}, which is not declared",
+                ("triggers", block, "after_failure", "menu"),
+                f"declare it under `menus:` (menus: {', '.join(pack.menus) or 'none'})",
+            )
+
+
+MENUS = BuiltinSection(
+    "menus", dict[Name, Menu], Field(default_factory=dict), {"Menu": Menu}, check_menus
+)

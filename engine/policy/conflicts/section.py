@@ -1,0 +1,93 @@
+"""The ``conflicts:`` section: the models in ``model.py``, which conflicts a verdict holds
+and their options in ``runtime.py`` (recording them is ``engine.state.conflicts``); here
+what conflict templates see and the checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from engine.format.loader import KeyPath
+from engine.policy.conflicts.model import ConflictRules
+from engine.policy.section import BuiltinSection
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
+
+# Variables the engine provides to the conflict presentation and the decisions record.
+TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
+    "conflicts": frozenset({"conflicts", "total", "rounds", "context"}),
+}
+
+
+def check_conflicts(pack: Rulepack, checker: PackChecker) -> None:
+    """Conflict templates have the right purpose; the conflict rules name checks of their
+    block, unique option labels, known severities."""
+    spec = pack.conflicts
+    if spec is None:
+        return
+    base: KeyPath = ("conflicts",)
+    checker.template_purpose(spec.presentation, "conflicts", (*base, "presentation"))
+    checker.template_purpose(spec.decisions, "conflicts", (*base, "decisions"))
+    contract = pack.contracts.get(spec.block)
+    checks = getattr(contract, "checks", None) or []
+    named = {getattr(c, "name", None): getattr(c, "check", None) for c in checks}
+    for key, kind in (("explicit", "sections"), ("implicit", "coverage")):
+        value = getattr(spec, key)
+        if value is not None and contract is not None and named.get(value) != kind:
+            checker.add(
+                "unknown-check",
+                f"conflicts.{key} names {value!r}, which is no {kind} check of "
+                f"block {spec.block!r}",
+                (*base, key),
+                f"name the `name:` of a `check: {kind}` of that block's contract",
+            )
+    labels = [option.label for option in spec.options]
+    for label in sorted({x for x in labels if labels.count(x) > 1}):
+        checker.add("duplicate-option", f"option {label} is declared twice", (*base, "options"))
+    if spec.synthesis and not any(option.synthesis for option in spec.options):
+        checker.add(
+            "no-behaviour",
+            "synthesis rules are declared but no option has `synthesis: true`",
+            (*base, "synthesis"),
+            "add an option with `synthesis: true`",
+            level="warning",
+        )
+    if spec.termination is not None:
+        for index, rule in enumerate(spec.termination.rules):
+            if rule.severity not in spec.severity_order:
+                checker.add(
+                    "unknown-severity",
+                    f"termination rule for {rule.severity!r}, which is not in severity_order",
+                    (*base, "termination", "rules", index, "severity"),
+                    f"severities: {', '.join(spec.severity_order)}",
+                )
+            for state in sorted({*rule.blocks, *rule.warns} - set(spec.termination.states)):
+                checker.add(
+                    "unknown-state",
+                    f"termination state {state!r} is not in termination.states",
+                    (*base, "termination", "rules", index),
+                    f"states: {', '.join(spec.termination.states)}",
+                )
+
+
+def _compile_conflicts(pack: Rulepack, root: Path) -> Any:
+    if pack.conflicts is None:
+        return None
+    # Imported here for start-up time: `rules check` loads the sections, not the runtime.
+    from engine.policy.conflicts.runtime import compile_conflicts
+
+    return compile_conflicts(pack.conflicts)
+
+
+CONFLICTS = BuiltinSection(
+    "conflicts",
+    ConflictRules | None,
+    Field(default=None),
+    {"ConflictRules": ConflictRules},
+    check_conflicts,
+    _compile_conflicts,
+)

@@ -1,0 +1,184 @@
+"""The ``gates:`` section: the models in ``model.py``, compiling and running gates in
+``runtime.py``; here what gate templates and conditions may see and the checks."""
+
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING
+
+import jinja2
+from pydantic import Field
+
+from engine.contracts.json.document import read_schema_file, schema_problems
+from engine.format.fields import Ref
+from engine.policy.gates.model import Gates
+from engine.policy.section import BuiltinSection
+from engine.sandbox.environment import undeclared_names
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
+
+# What gate reprompt and artifact templates see of a gate result (engine.policy.gates.runtime).
+_GATE_RESULT_VARIABLES = frozenset(
+    {
+        "gate",
+        "action",
+        "valid",
+        "errors",
+        "missing",
+        "checked",
+        "outputs",
+        "retry",
+        "max_retry",
+        "timestamp",
+        "timestamp_compact",
+        "output_file",
+        "context",
+    }
+)
+
+# Variables the engine provides to the templates of the purposes gates use.
+TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
+    "reprompt": _GATE_RESULT_VARIABLES | {"descriptions", "artifact"},
+    "artifact": _GATE_RESULT_VARIABLES,
+}
+
+# Variables of the gates' decision rules, and of their detection rules (with the context).
+GATE_VARIABLES: frozenset[str] = frozenset(
+    {
+        "gate",
+        "valid",
+        "errors",
+        "missing",
+        "checked",
+        "retry",
+        "max_retry",
+        "context",
+    }
+)
+DETECT_VARIABLES: frozenset[str] = frozenset({"output", "context"})
+
+# What the output-file pattern may use.
+OUTPUT_FILE_VARIABLES = frozenset({"gate", "retry"})
+
+
+def check_gates(pack: Rulepack, checker: PackChecker) -> None:
+    """Findings for the ``gates:`` section beyond the generic reference walk: decision and
+    detection rules use only their variables; when the pack declares gates, schema files
+    are valid JSON Schemas with local references only, schema names exist, templates have
+    the right purpose, the output-file pattern compiles, a gate table has decision rules."""
+    checker.expressions(
+        "gates", {Ref.GATE_EXPRESSION: GATE_VARIABLES, Ref.DETECT_EXPRESSION: DETECT_VARIABLES}
+    )
+    spec = pack.gates
+    if spec == Gates():
+        return
+    names = spec.schemas
+
+    def schema_ref(name: str, path: tuple[str | int, ...]) -> None:
+        if name in names:
+            return
+        close = difflib.get_close_matches(name, list(names), n=1)
+        checker.add(
+            "unknown-schema",
+            f"unknown gate schema {name!r}",
+            path,
+            f"did you mean {close[0]!r}?" if close else "declare it under `gates.schemas:`",
+        )
+
+    for name, schema in names.items():
+        path: tuple[str | int, ...] = ("gates", "schemas", name, "file")
+        target = checker.quiet_resolve(schema.file, path)
+        if target is None:
+            continue
+        try:
+            document = read_schema_file(target)
+        except (ValueError, UnicodeDecodeError) as exc:
+            checker.add("invalid-schema", f"schema {name!r}: {exc}", path, "fix the JSON syntax")
+            continue
+        for problem in schema_problems(document):
+            checker.add("invalid-schema", f"schema {name!r}: {problem}", path, "fix the schema")
+    for gate, required in spec.steps.items():
+        for index, name in enumerate(required):
+            schema_ref(name, ("gates", "steps", gate, index))
+    for index, rule in enumerate(spec.detect):
+        schema_ref(rule.schema_name, ("gates", "detect", index))
+    for action, artifact in spec.artifacts.items():
+        schema_ref(artifact.schema_name, ("gates", "artifacts", action))
+        _purpose(checker, artifact.template, "artifact", ("gates", "artifacts", action, "template"))
+    if spec.reprompt:
+        _purpose(checker, spec.reprompt, "reprompt", ("gates", "reprompt"))
+    if not spec.steps:
+        checker.add(
+            "no-behaviour",
+            "`gates` without `steps` has no effect: no gate can run",
+            ("gates",),
+            "declare `gates.steps:` (gate name -> required schemas)",
+            is_key=True,
+            level="warning",
+        )
+        return
+    if spec.steps and not spec.decide:
+        checker.add(
+            "gates-no-decision",
+            "gates declare no decision rules",
+            ("gates", "steps"),
+            "add `gates.decide:` rules, the last one with `when: 'true'`",
+        )
+    if spec.steps and not spec.detect:
+        checker.add(
+            "gates-no-detection",
+            "gates declare no detection rules: no output can be checked",
+            ("gates", "steps"),
+            "add `gates.detect:` rules",
+        )
+    if spec.output_file:
+        try:
+            used = undeclared_names(spec.output_file)
+        except jinja2.TemplateError as exc:
+            checker.add(
+                "template-syntax",
+                f"gates.output_file: {exc}",
+                ("gates", "output_file"),
+                "fix the Jinja2 syntax",
+            )
+        else:
+            for unknown in sorted(used - OUTPUT_FILE_VARIABLES):
+                checker.add(
+                    "unknown-template-variable",
+                    f"gates.output_file uses {unknown!r}",
+                    ("gates", "output_file"),
+                    f"it may use: {', '.join(sorted(OUTPUT_FILE_VARIABLES))}",
+                )
+    if spec.log:
+        parts = spec.log.replace("\\", "/").split("/")
+        if spec.log.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+            checker.add(
+                "path-traversal",
+                f"gates.log {spec.log!r} must stay inside the session folder",
+                ("gates", "log"),
+                "write a relative path without '..'",
+            )
+    elif spec.steps and spec.log == "" and "log" in spec.model_fields_set:
+        checker.add(
+            "gates-empty-log",
+            "gates.log is empty",
+            ("gates", "log"),
+            "remove the key or name a file",
+        )
+
+
+def _purpose(checker: PackChecker, name: str, purpose: str, path: tuple[str | int, ...]) -> None:
+    spec = checker.pack.templates.get(name)
+    if spec is not None and spec.purpose != purpose:
+        checker.add(
+            "template-purpose",
+            f"template {name!r} has purpose {spec.purpose!r}; this needs purpose {purpose!r}",
+            path,
+            f"declare it with `purpose: {purpose}`",
+        )
+
+
+# Compiled by Pack, with the pack's templates (engine.prompts) and source positions.
+GATES = BuiltinSection("gates", Gates, Field(default_factory=Gates), {"Gates": Gates}, check_gates)

@@ -1,0 +1,1 @@
+"""The limits section of the rulepack format: model, checks, compiler and runtime."""

@@ -1,0 +1,97 @@
+"""The models of ``rate_limits:`` (per block: limits on counts in its outputs, per round and
+over a window of rounds) and ``limits:`` (bounds on outputs and model commands)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from engine.format.fields import (
+    ActionRef,
+    ContextKeyRef,
+    Message,
+    Name,
+    Pattern,
+    Ref,
+    Strict,
+    TemplateRef,
+)
+
+
+class RateCount(Strict):
+    """What a block's rate limits count in an output, and against what.
+
+    ``count``: the number of matches of ``pattern`` in the output (the id is capture group
+    ``id_group``; 0 is the whole match). With ``items`` (a context list), the items are the
+    list's entries for which ``where`` holds (``item`` is the entry); ``total`` is their
+    number, and with ``only_items`` only matches whose id is an item's id (``item_id``: the
+    key of a map entry; a string entry is its own id) count.
+    """
+
+    pattern: Pattern
+    id_group: int = Field(default=0, ge=0, le=99)
+    items: ContextKeyRef | None = None
+    item_id: str = "id"
+    where: Annotated[str, Ref.ITEM_EXPRESSION] | None = None
+    only_items: bool = True
+    distinct: bool = False
+
+
+class RateWindow(Strict):
+    """The window of a block's limits: the last ``rounds`` rounds (the current included),
+    summed; a window limit applies only when at least ``min_rounds`` rounds are known."""
+
+    rounds: int = Field(default=3, ge=1, le=1000)
+    min_rounds: int = Field(default=3, ge=1, le=1000)
+
+
+class RateLimit(Strict):
+    """One limit: ``value`` of the round (or the window) compared with ``threshold``; when
+    it holds, the decision's action becomes ``action``. ``message`` and ``recommendation``
+    use the figures as ``{name}`` or ``{name:spec}`` (Python format specs, e.g.
+    ``{ratio:.0%}``): count, total, ratio, threshold, rounds, round."""
+
+    name: Name
+    over: Literal["round", "window"] = "round"
+    value: Literal["count", "ratio"] = "count"
+    compare: Literal[">", ">="] = ">"
+    threshold: float = Field(ge=0)
+    action: ActionRef
+    message: Message
+    recommendation: Message = ""
+    presentation: TemplateRef | None = None
+
+
+class RateLimits(Strict):
+    """A block's rate limits: what is counted, the window, and the limits in order (the
+    first that holds decides; none holding leaves the decision as it is)."""
+
+    count: RateCount
+    window: RateWindow = Field(default_factory=RateWindow)
+    limits: list[RateLimit] = Field(min_length=1)
+    otherwise: Name | None = Field(
+        default=None,
+        description="the outcome reported in the decision's `limit` when no limit holds "
+        "(e.g. ALLOW, with the round's figures); the decision's action is unchanged. "
+        "Omitted: no `limit` object then",
+    )
+
+
+class Limits(Strict):
+    """Bounds a pack may set for its own outputs and model commands; a command-line option
+    wins over them, and without either the engine's defaults hold (README "Limits")."""
+
+    max_output_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024**3,
+        description="the largest output read (`--max-output-bytes`); a bigger one is "
+        "OUTPUT_TOO_LARGE",
+    )
+    model_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        le=86400,
+        description="seconds before `rules run` stops the model command (`--timeout`)",
+    )

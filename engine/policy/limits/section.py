@@ -1,0 +1,86 @@
+"""The ``rate_limits:`` and ``limits:`` sections: models in ``model.py``, rate limits
+compiled and measured in ``rates.py``; here what presentations see and the checks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from engine.core.placeholders import FIGURES, FigureError, compile_figures
+from engine.format.fields import ContractRef
+from engine.format.loader import KeyPath
+from engine.policy.limits.model import Limits, RateLimits
+from engine.policy.section import BuiltinSection
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
+
+# Variables the engine provides to presentation templates (a rate limit that held).
+TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
+    "presentation": frozenset(
+        {
+            "block",
+            "limit",
+            "action",
+            "message",
+            "recommendation",
+            "figures",
+            "items",
+            "context",
+        }
+    ),
+}
+
+
+def check_rate_limits(pack: Rulepack, checker: PackChecker) -> None:
+    """Limit messages name known figures with valid format specs; presentations are
+    templates of purpose `presentation`."""
+    for block, spec in pack.rate_limits.items():
+        for index, limit in enumerate(spec.limits):
+            path: KeyPath = ("rate_limits", block, "limits", index)
+            for key in ("message", "recommendation"):
+                try:
+                    compile_figures(getattr(limit, key), FIGURES)
+                except FigureError as exc:
+                    checker.add(
+                        "invalid-message",
+                        f"{key} of limit {limit.name!r}: {exc}",
+                        (*path, key),
+                        f"figures: {', '.join(sorted(FIGURES))}",
+                    )
+            template = pack.templates.get(limit.presentation or "")
+            if template is not None and template.purpose != "presentation":
+                checker.add(
+                    "wrong-template-purpose",
+                    f"template {limit.presentation!r} is "
+                    f"a {template.purpose} template, not a presentation template",
+                    (*path, "presentation"),
+                    "declare it with `purpose: presentation`",
+                )
+        names = [limit.name for limit in spec.limits]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            checker.add(
+                "duplicate-limit",
+                f"limit {name!r} is declared twice for {block!r}",
+                ("rate_limits", block, "limits"),
+                "give each limit its own name",
+            )
+        if spec.window.min_rounds > spec.window.rounds:
+            checker.add(
+                "invalid-window",
+                "min_rounds exceeds the window's rounds",
+                ("rate_limits", block, "window"),
+                "lower min_rounds",
+            )
+
+
+RATE_LIMITS = BuiltinSection(
+    "rate_limits",
+    dict[ContractRef, RateLimits],
+    Field(default_factory=dict),
+    {"RateLimits": RateLimits},
+    check_rate_limits,
+)
+LIMITS = BuiltinSection("limits", Limits, Field(default_factory=Limits), {"Limits": Limits})

@@ -1,0 +1,1 @@
+"""The rounds section of the rulepack format: model, checks, compiler and runtime."""

@@ -1,0 +1,16 @@
+"""The ``rounds:`` section: round statuses per block, shown by log templates and used for
+``all_failed``; the model in ``model.py``, the statuses recorded by ``engine.state``."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from engine.policy.rounds.model import Rounds
+from engine.policy.section import BuiltinSection
+
+# Variables the engine provides to log templates (the session's views of its ledger).
+TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
+    "log": frozenset({"entries", "rounds", "session", "gate_results"}),
+}
+
+ROUNDS = BuiltinSection("rounds", Rounds | None, Field(default=None), {"Rounds": Rounds})

@@ -1,0 +1,1 @@
+"""The triggers section of the rulepack format: model, checks, compiler and runtime."""

@@ -1,0 +1,1 @@
+"""The templates section of the rulepack format: model, checks, compiler and runtime."""

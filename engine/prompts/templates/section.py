@@ -1,0 +1,160 @@
+"""The ``templates:`` and ``prompts:`` sections: the model in ``model.py``, compiling and
+rendering in ``engine.prompts.compiled`` and ``render``; here what each purpose sees and
+the checks.
+
+What a template of each purpose may use is declared by the section that defines the
+purpose (triggers: repair, retry, escalation; gates: reprompt, artifact; ...), gathered
+here so `rules check` can name a variable the engine will never provide.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING
+
+import jinja2
+from pydantic import Field
+
+from engine.core.errors import Position
+from engine.format.fields import ContractRef, TemplateRef
+from engine.format.loader import KeyPath
+from engine.format.semantics import display
+from engine.policy.conflicts import section as conflicts
+from engine.policy.gates import section as gates
+from engine.policy.limits import section as limits
+from engine.policy.rounds import section as rounds
+from engine.policy.section import BuiltinSection
+from engine.policy.triggers import section as triggers
+from engine.prompts.examples import section as examples
+from engine.prompts.templates.model import TemplateSpec
+from engine.sandbox.environment import first_use, undeclared_names, unsafe_constructs
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
+
+MAX_TEMPLATE_BYTES = 1024 * 1024
+
+# Variables the engine provides to a template, by the template's purpose. Generic only:
+# templates may also use every context key their pack declares.
+TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
+    **conflicts.TEMPLATE_VARIABLES,
+    # a block's first prompt (``prompts:``), with the decisions of the previous round
+    "initial": frozenset(
+        {
+            "block",
+            "resolutions",
+            "params",
+            "context",
+            "example",
+            "example_source",
+            "example_tier",
+            "example_truncated",
+        }
+    ),
+    **triggers.TEMPLATE_VARIABLES,
+    **gates.TEMPLATE_VARIABLES,
+    **examples.TEMPLATE_VARIABLES,
+    **rounds.TEMPLATE_VARIABLES,
+    **limits.TEMPLATE_VARIABLES,
+}
+
+
+def check_templates(pack: Rulepack, checker: PackChecker) -> None:
+    """Every template file is small, UTF-8, compiles, is safe, and uses only the variables
+    its purpose sees (and the pack's context keys)."""
+    for name, spec in pack.templates.items():
+        path: KeyPath = ("templates", name, "file")
+        target = checker.quiet_resolve(spec.file, path)
+        if target is None:
+            continue
+        shown = display(target)
+        if target.stat().st_size > MAX_TEMPLATE_BYTES:
+            checker.add(
+                "template-too-large",
+                f"template {name!r} is over {MAX_TEMPLATE_BYTES} bytes",
+                path,
+                "shorten the template",
+            )
+            continue
+        try:
+            source = target.read_text(encoding="utf-8")
+            names = undeclared_names(source)
+        except RecursionError:
+            checker.add(
+                "template-syntax",
+                f"template {name!r} is nested too deeply to compile",
+                path,
+                "flatten the template",
+            )
+            continue
+        except UnicodeDecodeError:
+            checker.add(
+                "template-encoding",
+                f"template {name!r} is not valid UTF-8",
+                path,
+                "save it as UTF-8",
+            )
+            continue
+        except jinja2.TemplateSyntaxError as exc:
+            checker.add(
+                "template-syntax",
+                f"template {name!r}: {exc.message}",
+                path,
+                "fix the Jinja2 syntax",
+                position=Position(shown, exc.lineno or 1, 1),
+            )
+            continue
+        if "\x00" in source:
+            before = source[: source.index("\x00")]
+            checker.add(
+                "template-encoding",
+                f"template {name!r} holds a NUL byte",
+                path,
+                "remove it (a NUL byte often means a binary or UTF-16 file)",
+                position=Position(shown, before.count("\n") + 1, len(before) - before.rfind("\n")),
+            )
+            continue
+        for line, problem in unsafe_constructs(source):
+            checker.add(
+                "unsafe-template",
+                f"template {name!r}: {problem}",
+                path,
+                "use only the variables the engine provides, and bounded loops",
+                position=Position(shown, line, 1),
+            )
+        allowed = TEMPLATE_VARIABLES[spec.purpose] | checker.context_names
+        for unknown in sorted(names - allowed):
+            line, column = first_use(source, unknown)
+            close = difflib.get_close_matches(unknown, sorted(allowed), n=1)
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else f"{spec.purpose} templates may use: {', '.join(sorted(allowed))}"
+            )
+            checker.add(
+                "unknown-template-variable",
+                f"template {name!r} uses {unknown!r}, which the engine does not "
+                f"provide to {spec.purpose} templates",
+                path,
+                hint,
+                position=Position(shown, line, column),
+            )
+
+
+def check_prompts(pack: Rulepack, checker: PackChecker) -> None:
+    """First prompts are templates of purpose ``initial``."""
+    for block, name in pack.prompts.items():
+        checker.template_purpose(name, "initial", ("prompts", block))
+
+
+TEMPLATES = BuiltinSection(
+    "templates",
+    dict[str, TemplateSpec],
+    Field(default_factory=dict),
+    {"TemplateSpec": TemplateSpec},
+    check_templates,
+)
+PROMPTS = BuiltinSection(
+    "prompts", dict[ContractRef, TemplateRef], Field(default_factory=dict), {}, check_prompts
+)
