@@ -73,6 +73,7 @@ class Pack:
     """The quality gates, compiled (None when the pack declares none)."""
     conflicts: CompiledConflicts | None = field(init=False, repr=False)
     """The conflict rules, compiled (None when the pack declares none)."""
+    _sections: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.contracts:
@@ -95,6 +96,17 @@ class Pack:
             from engine.policy.conflicts.runtime import compile_conflicts
 
             self.conflicts = compile_conflicts(self.model.conflicts, self.source.locate)
+
+    def section(self, key: str) -> Any:
+        """The section ``key`` compiled by its registered ``Section.compile`` (once, on first
+        use): how a section registered from outside the engine gets its runtime form. The
+        engine's own sections are compiled above, with the pack's source positions."""
+        if key not in self._sections:
+            found = [s for s in sections() if s.key == key]
+            if not found:
+                raise EngineError(f"no rulepack section {key!r} is registered")
+            self._sections[key] = found[0].compile(self.model, self.root)
+        return self._sections[key]
 
     def folder_of(self, path: tuple[str | int, ...]) -> Path:
         """The folder of the pack file that declared ``path`` (packs it extends included)."""
