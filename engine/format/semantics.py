@@ -1,8 +1,10 @@
-"""Semantic checks of a validated pack: every reference resolves, every file is inside the
-pack, every template, pattern and expression compiles, every template variable exists.
+"""Semantic checks of a validated pack, the generic part: every reference resolves, every
+file is inside the pack, every pattern compiles, the engine is in the pack's ``requires``.
 
 The walk is generic: fields of the models that refer to something carry a ``Ref`` marker
-(model.py), and each kind of reference has one checking function here.
+(fields.py), and each kind of reference has one checking function here. ``PackChecker``
+collects the findings; each section checks the rest itself (``Section.check``: templates,
+its own expressions with the variables it provides...), run by ``engine.pack.loaded``.
 """
 
 from __future__ import annotations
