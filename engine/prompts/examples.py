@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.contracts.markdown.kind import extract_ids
+from engine.contracts.markdown.model import IdKind
 from engine.core.placeholders import fill
 from engine.format.model import (
     Examples,
-    IdKind,
     ScoreRule,
     SelectionStep,
     SessionExamples,

@@ -13,12 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.core.errors import ConditionError, ContextError
-from engine.core.patterns import PatternError, compile_pattern
-from engine.core.placeholders import fill, render_list
-from engine.core.results import Failure, ParseResult
-from engine.core.verdict import Verdict, verdict_from_checks
-from engine.format.model import (
+from engine.contracts.markdown.model import (
     AnyOfCheck,
     CoverageCheck,
     ItemWhere,
@@ -32,8 +27,13 @@ from engine.format.model import (
     SectionsCheck,
     SimilarPosition,
     SoftMatch,
-    declared_default_failures,
 )
+from engine.contracts.model import declared_default_failures
+from engine.core.errors import ConditionError, ContextError
+from engine.core.patterns import PatternError, compile_pattern
+from engine.core.placeholders import fill, render_list
+from engine.core.results import Failure, ParseResult
+from engine.core.verdict import Verdict, verdict_from_checks
 from engine.sandbox.environment import compile_condition
 
 if TYPE_CHECKING:
@@ -443,6 +443,18 @@ class CompiledMarkdown:
 
 class MarkdownKind:
     name = "markdown"
+    model = MarkdownContract
+
+    def resolve(self, contract: MarkdownContract, contracts: Mapping[str, Any]) -> Any:
+        return contract
+
+    def named_checks(self, contract: MarkdownContract) -> Mapping[str, str]:
+        """Checks with a ``name:`` (sections, coverage), by name → ``check:``."""
+        return {
+            c.name: c.check
+            for c in contract.checks
+            if isinstance(c, SectionsCheck | CoverageCheck) and c.name
+        }
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         return declared_default_failures(contract)
