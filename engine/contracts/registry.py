@@ -122,11 +122,12 @@ def kind_of(contract: Any) -> ContractKind:
     return contract_kind(contract.kind)
 
 
-def contract_models() -> list[type[Any]]:
-    """The model of every registered kind, in ``kind_names()`` order (the engine's own from
-    their model modules, without importing what evaluates them)."""
+def contract_models(engine_only: bool = False) -> list[type[Any]]:
+    """The model of every registered kind (or of the engine's own), in ``kind_names()``
+    order (the engine's own from their model modules, without importing what evaluates
+    them)."""
     models: list[type[Any]] = []
-    for name in kind_names():
+    for name in _ENGINE_KINDS if engine_only else kind_names():
         if name in _ENGINE_KINDS:
             package, model_name = _ENGINE_KINDS[name]
             models.append(getattr(importlib.import_module(f"{package}.model"), model_name))
@@ -135,20 +136,25 @@ def contract_models() -> list[type[Any]]:
     return models
 
 
+def contract_union(models: list[type[Any]]) -> Any:
+    """The type of a contract of one of ``models``, told apart by ``kind``."""
+    # Imported here: pydantic is needed to compose the root, never to parse from the cache.
+    from pydantic import Field
+
+    union = models[0] if len(models) == 1 else Union[tuple(models)]  # noqa: UP007
+    return Annotated[union, Field(discriminator="kind")]
+
+
 def contract_types() -> dict[str, Any]:
     """The names the root model's annotations use for contract models: ``Contract`` (the
     union of the registered kinds' models, told apart by ``kind``), each kind's model class
     and the kind models the root names itself (``SentinelGrammar``)."""
-    # Imported here: pydantic is needed to compose the root, never to parse from the cache.
-    from pydantic import Field
-
     models = contract_models()
     types: dict[str, Any] = {
         name: getattr(importlib.import_module(module), name) for name, module in _ROOT_TYPES.items()
     }
     types.update({model.__name__: model for model in models})
-    union = models[0] if len(models) == 1 else Union[tuple(models)]  # noqa: UP007
-    types["Contract"] = Annotated[union, Field(discriminator="kind")]
+    types["Contract"] = contract_union(models)
     return types
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from typing import Any
 
+from pydantic import Field
+
 from engine.contracts import registry as kinds
 from engine.core.errors import EngineError
 from engine.format.model import Rulepack, compose_rulepack
@@ -72,6 +74,14 @@ def rulepack_model() -> type[Rulepack]:
         every = sections()
         types: dict[str, Any] = dict(kinds.contract_types())
         extra: dict[str, tuple[Any, Any]] = {}
+        # The root resolves its annotations once, in place: there `contracts:` holds the
+        # engine's own kinds; kinds registered from outside are a field of a composed subclass
+        # (so a kind registered, or unregistered, after a first load is seen).
+        engine_kinds = kinds.contract_models(engine_only=True)
+        if len(engine_kinds) != len(kinds.kind_names()):
+            every_kind = types["Contract"]
+            extra["contracts"] = (dict[str, every_kind], Field(default_factory=dict))  # type: ignore[valid-type]
+        types["Contract"] = kinds.contract_union(engine_kinds)
         for section in every:
             types.update(section.types)
             if section.key not in Rulepack.model_fields:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.contracts.markdown.kind import extract_ids
 from engine.contracts.markdown.model import IdKind
+from engine.contracts.markdown.sections import extract_ids
 from engine.core.placeholders import fill
 from engine.format.model import (
     Examples,
