@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
+    from engine.contracts.model import ContractModel
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.loader import KeyPath
@@ -78,17 +77,13 @@ class ContractKind(Protocol):
     """A kind of contract (``kind:`` in a pack): its model, its checks and its compiler."""
 
     name: str
-    model: type[BaseModel]
-    """The pydantic model of its contracts, with ``kind: Literal["<name>"]`` (build it on
-    ``engine.contracts.model.ContractModel`` for the keys every contract has)."""
+    model: type[ContractModel]
+    """The pydantic model of its contracts: a ``ContractModel`` (the keys every contract
+    has) with ``kind: Literal["<name>"]``."""
 
     def resolve(self, contract: Any, contracts: Mapping[str, Any]) -> Any:
         """The contract completed from the pack's other contracts (e.g. a grammar it shares),
         before it is checked and compiled; the same object when there is nothing to do."""
-        ...
-
-    def named_checks(self, contract: Any) -> Mapping[str, str]:
-        """The parts of the contract other sections may name: ``name:`` → what it checks."""
         ...
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:

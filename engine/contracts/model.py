@@ -19,6 +19,11 @@ class ContractModel(Strict):
     if TYPE_CHECKING:
         kind: str
 
+    def named_checks(self) -> dict[str, str]:
+        """The parts of the contract other sections may name (``conflicts:`` names checks of
+        its block): ``name:`` → what it checks. None unless the kind says otherwise."""
+        return {}
+
 
 def declared_default_failures(contract: BaseModel) -> list[tuple[str, str]]:
     """(setting, failure type) of a contract's failure-type settings left at their default."""

@@ -18,6 +18,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
+from pydantic import Field
+
+from engine.contracts.model import ContractModel
 from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
@@ -68,13 +71,18 @@ def unregister_kind(name: str) -> None:
 
 
 def _check_model(kind: Any) -> None:
-    """The kind's model declares ``kind: Literal[<its name>]`` (the union is told apart by it)."""
+    """The kind's model is a ``ContractModel`` declaring ``kind: Literal[<its name>]`` (the
+    union is told apart by it)."""
     model = getattr(kind, "model", None)
     field = getattr(model, "model_fields", {}).get("kind")
-    if field is None or getattr(field.annotation, "__args__", None) != (kind.name,):
+    if (
+        not (isinstance(model, type) and issubclass(model, ContractModel))
+        or field is None
+        or getattr(field.annotation, "__args__", None) != (kind.name,)
+    ):
         raise EngineError(
-            f"contract kind {kind.name!r}: its `model` must be a pydantic model with "
-            f'`kind: Literal["{kind.name}"]`'
+            f"contract kind {kind.name!r}: its `model` must be a subclass of "
+            f'engine.contracts.model.ContractModel with `kind: Literal["{kind.name}"]`'
         )
 
 
@@ -138,9 +146,6 @@ def contract_models(engine_only: bool = False) -> list[type[Any]]:
 
 def contract_union(models: list[type[Any]]) -> Any:
     """The type of a contract of one of ``models``, told apart by ``kind``."""
-    # Imported here: pydantic is needed to compose the root, never to parse from the cache.
-    from pydantic import Field
-
     union = models[0] if len(models) == 1 else Union[tuple(models)]  # noqa: UP007
     return Annotated[union, Field(discriminator="kind")]
 
@@ -195,8 +200,3 @@ def compile_contracts(
         name: kind_of(contract).compile(name, contract, pack, folder_of)
         for name, contract in pack.contracts.items()
     }
-
-
-def named_checks(contract: Any) -> dict[str, str]:
-    """The checks of a contract that carry a ``name:``, by name → what they check."""
-    return dict(kind_of(contract).named_checks(contract))

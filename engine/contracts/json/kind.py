@@ -88,9 +88,6 @@ class JsonKind:
     def resolve(self, contract: JsonContract, contracts: Mapping[str, Any]) -> Any:
         return contract
 
-    def named_checks(self, contract: JsonContract) -> Mapping[str, str]:
-        return {}
-
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         return declared_default_failures(contract)
 

@@ -357,14 +357,6 @@ class MarkdownKind:
     def resolve(self, contract: MarkdownContract, contracts: Mapping[str, Any]) -> Any:
         return contract
 
-    def named_checks(self, contract: MarkdownContract) -> Mapping[str, str]:
-        """Checks with a ``name:`` (sections, coverage), by name → ``check:``."""
-        return {
-            c.name: c.check
-            for c in contract.checks
-            if isinstance(c, SectionsCheck | CoverageCheck) and c.name
-        }
-
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         return declared_default_failures(contract)
 

@@ -216,3 +216,11 @@ class MarkdownContract(ContractModel):
     kind: Literal["markdown"]
     ids: dict[str, IdKind] = Field(default_factory=dict)
     checks: list[MarkdownCheck] = Field(default_factory=list)
+
+    def named_checks(self) -> dict[str, str]:
+        """Checks with a ``name:`` (sections, coverage), by name → ``check:``."""
+        return {
+            c.name: c.check
+            for c in self.checks
+            if isinstance(c, SectionsCheck | CoverageCheck) and c.name
+        }

@@ -84,9 +84,6 @@ class SentinelKind:
         shared["messages"] = {**base.messages, **contract.messages}
         return contract.model_copy(update=shared)
 
-    def named_checks(self, contract: SentinelContract) -> Mapping[str, str]:
-        return {}
-
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         grammar = pack.sentinel
         return [

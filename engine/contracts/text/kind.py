@@ -119,9 +119,6 @@ class TextKind:
     def resolve(self, contract: TextContract, contracts: Mapping[str, Any]) -> Any:
         return contract
 
-    def named_checks(self, contract: TextContract) -> Mapping[str, str]:
-        return {}
-
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         return declared_default_failures(contract)
 
