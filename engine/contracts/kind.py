@@ -1,7 +1,10 @@
-"""What every contract kind provides: checks of its model, compiling it, evaluating outputs.
+"""What every contract kind provides: its model, checks of it, compiling it, evaluating outputs.
 
-A kind is one module of this package registered by its ``kind:`` name (registry.py). Nothing
-outside this package asks which kind a contract is: callers hold a ``CompiledContract``.
+A kind is an object implementing ``ContractKind``, registered by its ``kind:`` name
+(registry.py): the engine's own are packages of this one, others come from programs
+(``register_kind``) or installed distributions (entry point group ``rules_engine.kinds``).
+Nothing outside this package asks which kind a contract is: callers hold a
+``CompiledContract``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
+    from engine.contracts.model import ContractModel
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.loader import KeyPath
@@ -70,9 +74,17 @@ class CompiledContract(Protocol):
 
 
 class ContractKind(Protocol):
-    """A kind of contract (``kind:`` in a pack): its checks and its compiler."""
+    """A kind of contract (``kind:`` in a pack): its model, its checks and its compiler."""
 
     name: str
+    model: type[ContractModel]
+    """The pydantic model of its contracts: a ``ContractModel`` (the keys every contract
+    has) with ``kind: Literal["<name>"]``."""
+
+    def resolve(self, contract: Any, contracts: Mapping[str, Any]) -> Any:
+        """The contract completed from the pack's other contracts (e.g. a grammar it shares),
+        before it is checked and compiled; the same object when there is nothing to do."""
+        ...
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         """(setting, failure type) the contract reports through settings left at default."""

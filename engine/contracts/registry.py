@@ -1,15 +1,27 @@
-"""The registry of contract kinds: ``kind:`` name → the module that implements it.
+"""The registry of contract kinds: ``kind:`` name → the object that implements it.
 
-Kinds are imported when first used, so a command that parses sentinel blocks never imports
-the JSON Schema machinery. Adding a kind is its module plus one line here.
+Three sources, one registry: the engine's own kinds (a module each, imported when first used,
+so a command that parses sentinel blocks never imports the JSON Schema machinery), kinds a
+program or a test registers with ``register_kind``, and kinds of installed distributions
+(entry point group ``rules_engine.kinds``, each naming an object that implements
+``ContractKind``; read once, when a kind the engine does not know is first asked for).
+
+``version()`` changes whenever the registered kinds do, so a cache of what was composed from
+them (the root model, engine.pack.sections) knows when to compose again.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Union
+
+from pydantic import Field
+
+from engine.contracts.model import ContractModel
+from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
     from engine.contracts.kind import CompiledContract, ContractKind
@@ -17,28 +29,150 @@ if TYPE_CHECKING:
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
 
-_KIND_MODULES: dict[str, str] = {
-    "sentinel": "engine.contracts.sentinel.kind",
-    "markdown": "engine.contracts.markdown.kind",
-    "json": "engine.contracts.json.kind",
-    "text": "engine.contracts.text.kind",
+ENTRY_POINT_GROUP = "rules_engine.kinds"
+
+# The engine's own kinds, in the order of the format's union: name → its package, whose
+# `kind` module exposes the kind as ``KIND`` and whose `model` module holds the model class.
+_ENGINE_KINDS: dict[str, tuple[str, str]] = {
+    "sentinel": ("engine.contracts.sentinel", "SentinelContract"),
+    "markdown": ("engine.contracts.markdown", "MarkdownContract"),
+    "json": ("engine.contracts.json", "JsonContract"),
+    "text": ("engine.contracts.text", "TextContract"),
 }
+
+# Models of a kind that the root model names itself (the root key `sentinel:`).
+_ROOT_TYPES: dict[str, str] = {"SentinelGrammar": "engine.contracts.sentinel.model"}
+
+_registered: dict[str, ContractKind] = {}
+_loaded_entry_points = False
+_version = 0
+
+
+def version() -> int:
+    """A number that changes whenever a kind is registered or unregistered."""
+    return _version
+
+
+def register_kind(kind: ContractKind) -> None:
+    """Add a kind (a program or a test registers one this way; entry points do the same)."""
+    global _version
+    if kind.name in _ENGINE_KINDS or kind.name in _registered:
+        raise EngineError(f"a contract kind {kind.name!r} is already registered")
+    _check_model(kind)
+    _registered[kind.name] = kind
+    _version += 1
+
+
+def unregister_kind(name: str) -> None:
+    """Remove a kind registered with ``register_kind`` (tests clean up this way)."""
+    global _version
+    if _registered.pop(name, None) is not None:
+        _version += 1
+
+
+def _check_model(kind: Any) -> None:
+    """The kind's model is a ``ContractModel`` declaring ``kind: Literal[<its name>]`` (the
+    union is told apart by it)."""
+    model = getattr(kind, "model", None)
+    field = getattr(model, "model_fields", {}).get("kind")
+    if (
+        not (isinstance(model, type) and issubclass(model, ContractModel))
+        or field is None
+        or getattr(field.annotation, "__args__", None) != (kind.name,)
+    ):
+        raise EngineError(
+            f"contract kind {kind.name!r}: its `model` must be a subclass of "
+            f'engine.contracts.model.ContractModel with `kind: Literal["{kind.name}"]`'
+        )
+
+
+def _load_entry_points() -> None:
+    global _loaded_entry_points
+    if _loaded_entry_points:
+        return
+    _loaded_entry_points = True
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            kind = point.load()
+            if point.name != getattr(kind, "name", None):
+                raise EngineError(f"it names itself {getattr(kind, 'name', None)!r}")
+            if point.name not in _registered and point.name not in _ENGINE_KINDS:
+                register_kind(kind)
+        except Exception as exc:  # a broken plugin is named, not a traceback
+            raise EngineError(
+                f"the contract kind {point.name!r} ({point.value}) cannot be loaded: {exc}"
+            ) from exc
 
 
 def kind_names() -> list[str]:
-    return list(_KIND_MODULES)
+    """Every registered kind's name: the engine's own first, then the others by name."""
+    _load_entry_points()
+    return [*_ENGINE_KINDS, *sorted(_registered)]
 
 
 def contract_kind(name: str) -> ContractKind:
-    """The kind registered as ``name`` (each module exposes it as ``KIND``)."""
-    module = importlib.import_module(_KIND_MODULES[name])
-    kind: ContractKind = module.KIND
-    return kind
+    """The kind registered as ``name``."""
+    if name in _ENGINE_KINDS:
+        module = importlib.import_module(f"{_ENGINE_KINDS[name][0]}.kind")
+        kind: ContractKind = module.KIND
+        return kind
+    if name not in _registered:
+        _load_entry_points()
+    if name not in _registered:
+        raise EngineError(
+            f"no contract kind {name!r} is registered (known: {', '.join(kind_names())})"
+        )
+    return _registered[name]
 
 
 def kind_of(contract: Any) -> ContractKind:
     """The kind of a validated contract model (its ``kind`` field)."""
     return contract_kind(contract.kind)
+
+
+def contract_models(engine_only: bool = False) -> list[type[Any]]:
+    """The model of every registered kind (or of the engine's own), in ``kind_names()``
+    order (the engine's own from their model modules, without importing what evaluates
+    them)."""
+    models: list[type[Any]] = []
+    for name in _ENGINE_KINDS if engine_only else kind_names():
+        if name in _ENGINE_KINDS:
+            package, model_name = _ENGINE_KINDS[name]
+            models.append(getattr(importlib.import_module(f"{package}.model"), model_name))
+        else:
+            models.append(_registered[name].model)
+    return models
+
+
+def contract_union(models: list[type[Any]]) -> Any:
+    """The type of a contract of one of ``models``, told apart by ``kind``."""
+    union = models[0] if len(models) == 1 else Union[tuple(models)]  # noqa: UP007
+    return Annotated[union, Field(discriminator="kind")]
+
+
+def contract_types() -> dict[str, Any]:
+    """The names the root model's annotations use for contract models: ``Contract`` (the
+    union of the registered kinds' models, told apart by ``kind``), each kind's model class
+    and the kind models the root names itself (``SentinelGrammar``)."""
+    models = contract_models()
+    types: dict[str, Any] = {
+        name: getattr(importlib.import_module(module), name) for name, module in _ROOT_TYPES.items()
+    }
+    types.update({model.__name__: model for model in models})
+    types["Contract"] = contract_union(models)
+    return types
+
+
+def resolve_contracts(pack: Rulepack) -> Rulepack:
+    """The pack with each contract as its kind completes it from the pack's other contracts
+    (a sentinel contract's shared ``grammar:``); the same pack when nothing changes."""
+    contracts = pack.contracts
+    resolved = {
+        name: kind_of(contract).resolve(contract, contracts) for name, contract in contracts.items()
+    }
+    if all(resolved[name] is contract for name, contract in contracts.items()):
+        return pack
+    return pack.model_copy(update={"contracts": resolved})
 
 
 def check_contracts(pack: Rulepack, checker: PackChecker) -> None:
@@ -66,10 +200,3 @@ def compile_contracts(
         name: kind_of(contract).compile(name, contract, pack, folder_of)
         for name, contract in pack.contracts.items()
     }
-
-
-def contract_types() -> dict[str, Any]:
-    """The names the root model's annotations use for contract models: ``Contract`` (the
-    union of the registered kinds' models, told apart by ``kind``) and each model class.
-    Empty while the contract models still live in format/model.py."""
-    return {}

@@ -1,7 +1,7 @@
 """The rulepack format, version 1: the root model, composed of the registered sections
 (``engine.pack.sections``: each section's model lives with the section, in ``policy/`` or
 ``prompts/``), the format's own vocabulary (failure types, severities, actions, context keys,
-session keys), the contract models (until they move to their kinds) and the pack's tests.
+session keys) and the pack's tests; the contract models are the kinds' (``engine.contracts``).
 
 Every model is frozen and forbids unknown keys, so a key written where it does not apply is
 a finding. Strings that point at something else carry a ``Ref`` marker in their annotation;
@@ -11,9 +11,9 @@ a finding. Strings that point at something else carry a ``Ref`` marker in their 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic import Field, create_model, model_validator
 
 from engine.format.fields import (
     ITEM_PARTS,
@@ -22,10 +22,8 @@ from engine.format.fields import (
     ContractRef,
     FailureRef,
     ItemPartRef,
-    Message,
     Name,
     PackPath,
-    Pattern,
     Ref,
     SeverityRef,
     Strict,
@@ -33,6 +31,11 @@ from engine.format.fields import (
 )
 
 if TYPE_CHECKING:  # the sections' models, given at run time by compose_rulepack
+    # The models of the contract kinds, for type checking only: at run time the contract
+    # registry hands them to compose_rulepack (``Contract`` is then the union of the
+    # registered kinds' models, told apart by ``kind``).
+    from engine.contracts.model import ContractModel as Contract
+    from engine.contracts.sentinel.model import SentinelGrammar
     from engine.policy.choices.model import Menu
     from engine.policy.conflicts.model import ConflictRules
     from engine.policy.gates.model import Gates
@@ -80,529 +83,6 @@ class ContextKey(Strict):
         description="environment variable read when no value is given (before `default`)",
     )
     description: str = ""
-
-
-# --------------------------------------------------------------------------- sentinel grammar
-
-
-class Condition(Strict):
-    """`field` has (or lacks) a value; used to make a rule apply only sometimes."""
-
-    field: str
-    equals: str | None = None
-    present: bool | None = None
-
-
-class _Rule(Strict):
-    field: str | None = None
-    key: str | None = None
-    message: Message | None = None
-    when: Condition | None = None
-
-
-class EnumRule(_Rule):
-    check: Literal["enum"]
-    values: list[str] = Field(min_length=1)
-
-
-class PatternRule(_Rule):
-    check: Literal["pattern"]
-    pattern: Pattern
-
-
-class NonEmptyRule(_Rule):
-    check: Literal["non_empty"]
-
-
-class SingleLineRule(_Rule):
-    check: Literal["single_line"]
-
-
-class MaxLenRule(_Rule):
-    check: Literal["max_len"]
-    max: int = Field(ge=0, le=100_000_000)
-
-
-class MinItemsRule(_Rule):
-    check: Literal["min_items"]
-    min: int = Field(ge=0, le=1_000_000)
-
-
-class MaxItemsRule(_Rule):
-    check: Literal["max_items"]
-    max: int = Field(ge=0, le=1_000_000)
-
-
-class UniqueRule(_Rule):
-    check: Literal["unique"]
-
-
-class RequiredRule(_Rule):
-    check: Literal["required"]
-    non_empty: bool = True
-
-
-class CountMatchesRule(_Rule):
-    check: Literal["count_matches"]
-    section: str
-
-
-class PathRule(_Rule):
-    check: Literal["path"]
-    chars: Pattern = "^[A-Za-z0-9_./-]+$"
-    chars_message: Message | None = None
-    absolute_message: Message | None = None
-    traversal_message: Message | None = None
-
-
-class EachRule(_Rule):
-    """Split a field's value and run ``rules`` on every part, part by part."""
-
-    check: Literal["each"]
-    split: str = Field(default=",", min_length=1)
-    strip: bool = True
-    rules: list[ValueRule] = Field(min_length=1)
-    max_parts: int | None = Field(default=None, ge=0)
-    max_parts_message: Message | None = None
-
-
-ValueRule = Annotated[
-    EnumRule | PatternRule | NonEmptyRule | SingleLineRule | MaxLenRule | PathRule,
-    Field(discriminator="check"),
-]
-
-BlockRule = Annotated[
-    EnumRule
-    | PatternRule
-    | NonEmptyRule
-    | SingleLineRule
-    | MaxLenRule
-    | MinItemsRule
-    | MaxItemsRule
-    | UniqueRule
-    | RequiredRule
-    | CountMatchesRule
-    | PathRule
-    | EachRule,
-    Field(discriminator="check"),
-]
-
-
-class ItemSpec(Strict):
-    """How one list item of a section is written and checked."""
-
-    line_limit: int | None = Field(default=None, ge=1, le=10_000_000)
-    keys: list[str] = Field(default_factory=list)
-    quoted: list[str] = Field(default_factory=list)
-    value: Literal["tokens", "quoted", "either"] = "tokens"
-    quoted_message: Message | None = None
-    rules: list[BlockRule] = Field(default_factory=list)
-
-
-class FieldSpec(Strict):
-    """One field of a sentinel block payload."""
-
-    form: Literal["unquoted", "quoted", "either", "section"] = "either"
-    required: bool = False
-    multiline: Literal["no", "forced", "optional"] = "no"
-    require_continuation: bool = False
-    non_empty: bool = False
-    item: ItemSpec | None = None
-
-    @model_validator(mode="after")
-    def _section_has_items(self) -> FieldSpec:
-        if self.form == "section" and self.item is None:
-            raise ValueError("a section field needs `item:` (how its list items are written)")
-        if self.form != "section" and self.item is not None:
-            raise ValueError("`item:` applies only to fields with `form: section`")
-        if self.form == "section" and self.multiline != "no":
-            raise ValueError("a section field cannot be multiline")
-        return self
-
-
-class WordWarning(Strict):
-    """Warn when an item's text uses one of ``words`` as a whole word."""
-
-    check: Literal["words"]
-    section: str
-    key: str
-    words: list[str] = Field(min_length=1)
-    lowercase: bool = True
-    message: Message
-
-
-class OutputKey(Strict):
-    """One key of the JSON a successful parse produces."""
-
-    key: str
-    field: str | None = None
-    param: str | None = None
-    warnings: bool = False
-    type: Literal["string", "int", "bool", "split", "items"] = "string"
-    split: str = Field(default=",", min_length=1)
-
-    @model_validator(mode="after")
-    def _one_source(self) -> OutputKey:
-        sources = [self.field is not None, self.param is not None, self.warnings]
-        if sum(sources) != 1:
-            raise ValueError("give exactly one of `field`, `param` or `warnings: true`")
-        return self
-
-
-class ParamSpec(Strict):
-    """A value given by the caller (e.g. a criterion id) and used in the delimiters."""
-
-    pattern: Pattern
-    required: bool = True
-    missing_message: Message | None = None
-    invalid_message: Message | None = None
-    description: str = ""
-
-
-class SentinelGrammar(Strict):
-    """Grammar settings shared by every sentinel contract of a pack."""
-
-    nonce_input: Pattern = "^[0-9A-F]{6}$"
-    nonce_token: Pattern = "[0-9A-F]{6}"
-    max_payload_chars: int = Field(default=16000, ge=1, le=100_000_000)
-    continuation_indent: str = Field(default="  ", min_length=1)
-    item_prefix: str = Field(default="- ", min_length=1)
-    section_header: Pattern = "^([A-Z_]+):$"
-    field_line: Pattern = "^([A-Z][A-Z0-9_]*)="
-    field_name: Pattern = "^[A-Z]"
-    item_key: Pattern = "^[a-z][a-z_]*$"
-    quote: str = Field(default='"', min_length=1, max_length=1)
-    escapes: dict[str, str] = Field(
-        default_factory=lambda: {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
-    )
-    parse_failure: FailureRef = "PARSE_ERROR"
-    nonce_failure: FailureRef = "NONCE_MISMATCH"
-    input_failure: FailureRef = "PARSE_ERROR"
-    messages: dict[str, Message] = Field(default_factory=dict)
-
-
-class _Contract(Strict):
-    description: str = ""
-    contract_text: PackPath | None = None
-
-
-class SentinelContract(_Contract):
-    kind: Literal["sentinel"]
-    grammar: Name | None = Field(
-        default=None,
-        description="take opener, closer, params, fields, rules, warnings, output and "
-        "messages from this sentinel contract of the pack (shared, not copied); give none "
-        "of them here but `messages`, which are added to the shared ones",
-    )
-    count: Literal["one", "many"] = Field(
-        default="one",
-        description="`one`: exactly one block (a second opener is an error); `many`: one "
-        "or more complete blocks in order, each parsed on its own, the data a list",
-    )
-    between: Literal["blank", "text"] = Field(
-        default="blank",
-        description="with `count: many`, what may stand between two blocks: only blank "
-        "lines, or any text",
-    )
-    max_blocks: int = Field(default=20, ge=1, le=1000, description="with `count: many`")
-    opener: str = Field(default="", description="required unless `grammar:` is given")
-    closer: str = Field(default="", description="required unless `grammar:` is given")
-    params: dict[str, ParamSpec] = Field(default_factory=dict)
-    fields: dict[str, FieldSpec] = Field(
-        default_factory=dict, description="required unless `grammar:` is given"
-    )
-    rules: list[BlockRule] = Field(default_factory=list)
-    warnings: list[WordWarning] = Field(default_factory=list)
-    output: list[OutputKey] = Field(default_factory=list)
-    messages: dict[str, Message] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _own_or_shared_grammar(self) -> SentinelContract:
-        given = sorted((GRAMMAR_KEYS - {"messages"}) & self.model_fields_set)
-        if self.grammar is not None and given:
-            raise ValueError(
-                f"a contract with `grammar: {self.grammar}` takes its grammar from that "
-                f"contract; remove {', '.join(given)}"
-            )
-        if self.grammar is None:
-            missing = [key for key in ("opener", "closer", "fields") if not getattr(self, key)]
-            if missing:
-                raise ValueError(
-                    f"a sentinel contract needs {', '.join(missing)} "
-                    "(or `grammar: NAME` to share another contract's grammar)"
-                )
-        return self
-
-
-GRAMMAR_KEYS = frozenset(
-    {"opener", "closer", "params", "fields", "rules", "warnings", "output", "messages"}
-)
-"""What a sentinel contract with ``grammar:`` takes from the contract it names."""
-
-
-def share_grammars(contracts: dict[str, Any]) -> dict[str, Any]:
-    """The contracts with every ``grammar:`` reference filled in from the contract it names
-    (when that is a sentinel contract with a grammar of its own; otherwise left for
-    ``rules check`` to report)."""
-    out = dict(contracts)
-    for name, contract in contracts.items():
-        if not isinstance(contract, SentinelContract) or contract.grammar is None:
-            continue
-        base = contracts.get(contract.grammar)
-        if isinstance(base, SentinelContract) and base.grammar is None:
-            shared = {key: getattr(base, key) for key in GRAMMAR_KEYS}
-            shared["messages"] = {**base.messages, **contract.messages}
-            out[name] = contract.model_copy(update=shared)
-    return out
-
-
-class _Check(Strict):
-    tier: Literal["structure", "content"] = "structure"
-    level: Literal["error", "warning"] = "error"
-    fail: FailureRef
-    message: Message | None = None
-
-
-class PresentCheck(_Check):
-    """The output file exists (when the output was given as a path)."""
-
-    check: Literal["present"]
-
-
-class NonEmptyCheck(_Check):
-    """The output holds more than whitespace."""
-
-    check: Literal["non_empty"]
-
-
-class RequireTextCheck(_Check):
-    """The output contains ``text`` (a heading, a marker) verbatim."""
-
-    check: Literal["require_text"]
-    text: str = Field(min_length=1)
-
-
-class AnyOfCheck(_Check):
-    """The output contains at least one of ``any``."""
-
-    check: Literal["any_of"]
-    any: list[str] = Field(min_length=1)
-
-
-class MinRefsCheck(_Check):
-    """At least ``min`` distinct ids of kind ``ids`` are referenced."""
-
-    check: Literal["min_refs"]
-    ids: str
-    min: int = Field(default=1, ge=0)
-
-
-class RefsExistCheck(_Check):
-    """Every referenced id of kind ``ids`` is in the context list ``known``."""
-
-    check: Literal["refs_exist"]
-    ids: str
-    known: str
-
-
-class SectionCharsCheck(_Check):
-    """Each referenced id's section (``heading`` + id up to the next ``## ``) has ``min`` chars."""
-
-    check: Literal["min_section_chars"]
-    ids: str
-    heading: str = Field(min_length=1)
-    min: int = Field(ge=0)
-
-
-class SectionMarker(Strict):
-    """Text every matched section must contain, and the failure when it does not."""
-
-    text: str = Field(min_length=1)
-    fail: FailureRef
-    message: Message | None = Field(
-        default=None, description="`{id}` (the section's id) and `{text}` are filled"
-    )
-
-
-class ItemWhere(Strict):
-    """A condition on a context-list item: its ``key`` is one of ``in``."""
-
-    key: str = Field(min_length=1)
-    in_: list[Any] = Field(alias="in", min_length=1)
-
-
-class SimilarPosition(Strict):
-    """A warning when the output seems to propose again a position that was decided
-    against: at least ``ratio`` of the keywords of the decision item's ``field`` are in the
-    output (keywords as for soft matching), unless the item's ``unless`` key has one of its
-    values (e.g. the option that took that position)."""
-
-    field: str = Field(min_length=1)
-    unless: ItemWhere | None = None
-    ratio: float = Field(default=0.6, gt=0, le=1)
-    stop_words: list[str] = Field(default_factory=list)
-    message: Message
-
-
-class DecidedSections(Strict):
-    """Sections on ids that were already decided fail: the ids are the ``key`` of the items
-    of the context list ``items`` (absent from the context: nothing is decided)."""
-
-    items: ContextKeyRef
-    key: str = "id"
-    fail: FailureRef
-    message: Message = "{id} was already decided"
-    similar: SimilarPosition | None = None
-
-
-class SectionsCheck(_Check):
-    """Sections found by a heading pattern, each checked on its own, in document order.
-
-    A section starts at a line matching ``heading`` (not inside a fenced code block unless
-    ``in_fences``) and runs to the next line starting with ``until``, or the end. Its id is
-    ``id`` with ``{0}`` (the whole match) and ``{1}``, ``{2}``... (capture groups) filled.
-    Per section, in this order: the id is in the context list ``known`` (``fail`` and
-    ``message``; items of the list are strings, or maps whose ``known_key`` holds the id),
-    then each of ``markers`` is in the section. ``fields`` extract the first capture group
-    of a pattern searched in the section (stripped); the sections become verdict data under
-    ``name``: a list of ``{id, <field>: value or null}``.
-    """
-
-    check: Literal["sections"]
-    tier: Literal["structure", "content"] = "content"
-    name: Name
-    heading: Pattern
-    id: str = Field(default="{0}", min_length=1)
-    until: str = Field(default="## ", min_length=1)
-    in_fences: bool = False
-    known: ContextKeyRef | None = None
-    known_key: str | None = None
-    decided: DecidedSections | None = Field(
-        default=None,
-        description="checked after `known`, before the markers: a section on a decided id "
-        "fails; `similar` warns about a rejected position proposed again",
-    )
-    markers: list[SectionMarker] = Field(default_factory=list)
-    fields: dict[Name, Pattern] = Field(default_factory=dict)
-
-
-class SoftMatch(Strict):
-    """When an item without an explicit reference counts as softly matched: the share of the
-    keywords of its ``summary`` found in the output is at least ``ratio``, or the value of
-    its ``phrase`` key (or ``location`` key) appears in the output verbatim. Keywords are
-    lower-case runs of letters and digits, minus ``stop_words``."""
-
-    ratio: float = Field(default=0.5, ge=0, le=1)
-    summary: str | None = "summary"
-    phrase: str | None = None
-    location: str | None = None
-    stop_words: list[str] = Field(default_factory=list)
-    effect: Literal["suppress", "warn"] = "suppress"
-    message: Message | None = Field(
-        default=None, description="the warning of `effect: warn` (default: the check's)"
-    )
-    confidence: str = "MEDIUM"
-    reason: str = "soft match: the output may address this item"
-
-
-class CoverageCheck(_Check):
-    """Every item of the context list ``items`` that matches ``where`` is referenced: by one
-    of the ``referenced_by`` texts (``{id}`` filled) or as the id of a section matched by a
-    sections check named in ``sections``; otherwise a finding (``{id}`` and the item's keys
-    are filled in ``message``). ``soft`` declares the fallback matching. With ``name``, the
-    covered items become verdict data: ``{id, match: explicit | soft | none}``."""
-
-    check: Literal["coverage"]
-    tier: Literal["structure", "content"] = "content"
-    name: Name | None = None
-    items: ContextKeyRef
-    key: str = "id"
-    where: ItemWhere | Annotated[str, Ref.ITEM_EXPRESSION] | None = None
-    referenced_by: list[str] = Field(default_factory=list)
-    sections: list[str] = Field(default_factory=list)
-    soft: SoftMatch | None = None
-
-    @model_validator(mode="after")
-    def _some_reference(self) -> CoverageCheck:
-        if not self.referenced_by and not self.sections:
-            raise ValueError("give `referenced_by` or `sections`: how an item is referenced")
-        return self
-
-
-MarkdownCheck = Annotated[
-    PresentCheck
-    | NonEmptyCheck
-    | RequireTextCheck
-    | AnyOfCheck
-    | MinRefsCheck
-    | RefsExistCheck
-    | SectionCharsCheck
-    | SectionsCheck
-    | CoverageCheck,
-    Field(discriminator="check"),
-]
-
-
-class IdKind(Strict):
-    """A kind of id the output references, found by ``pattern``."""
-
-    pattern: Pattern
-    description: str = ""
-
-
-class MarkdownContract(_Contract):
-    kind: Literal["markdown"]
-    ids: dict[str, IdKind] = Field(default_factory=dict)
-    checks: list[MarkdownCheck] = Field(default_factory=list)
-
-
-class JsonContract(_Contract):
-    """A JSON output checked against a JSON Schema file of the pack."""
-
-    kind: Literal["json"]
-    schema_file: PackPath
-    extract: Literal["whole", "fenced", "first"] = "whole"
-    """Where the JSON is: the whole output, the first ```json fenced block, or the first
-    balanced object or array (prose around it ignored)."""
-    many: Literal["one", "list", "jsonl"] = "one"
-    """One document, each element of a top-level array, or one document per line."""
-    max_chars: int = Field(default=8 * 1024 * 1024, ge=1, le=256 * 1024 * 1024)
-    max_depth: int = Field(default=200, ge=1, le=900)
-    max_errors: int = Field(default=100, ge=1, le=10_000)
-    parse_failure: FailureRef = "PARSE_ERROR"
-    schema_failure: FailureRef = "SCHEMA_ERROR"
-
-
-class TextRule(Strict):
-    """A pattern the output must contain (``require``) or must not (``forbid``)."""
-
-    pattern: Pattern
-    message: Message | None = None
-    fail: FailureRef | None = None
-
-
-class TextContract(_Contract):
-    """Plain text with bounds on its size and lines, and required or forbidden patterns."""
-
-    kind: Literal["text"]
-    min_chars: int | None = Field(default=None, ge=0)
-    max_chars: int | None = Field(default=None, ge=1)
-    min_lines: int | None = Field(default=None, ge=0)
-    max_lines: int | None = Field(default=None, ge=1)
-    pattern: Pattern | None = None
-    """A pattern the output must contain (a shorthand for one ``require`` rule)."""
-    require: list[TextRule] = Field(default_factory=list)
-    forbid: list[TextRule] = Field(default_factory=list)
-    messages: dict[str, Message] = Field(default_factory=dict)
-    """Wording of the size and line messages by id (min_chars, max_chars, min_lines,
-    max_lines, pattern, require, forbid); ``{name}`` placeholders."""
-    fail: FailureRef = "WRONG_FORMAT"
-
-
-Contract = Annotated[
-    SentinelContract | MarkdownContract | JsonContract | TextContract,
-    Field(discriminator="kind"),
-]
 
 
 # ------------------------------------------------------------------- the pack's own tests
@@ -735,7 +215,8 @@ class Rulepack(Strict):
     actions: dict[str, ActionSpec] = Field(default_factory=dict)
     context: dict[str, ContextKey] = Field(default_factory=dict)
     session: SessionKeys = Field(default_factory=SessionKeys)
-    sentinel: SentinelGrammar = Field(default_factory=SentinelGrammar)
+    # A model of the sentinel kind: built from {} (the factory cannot name it here).
+    sentinel: SentinelGrammar = Field(default_factory=dict, validate_default=True)
     contracts: dict[str, Contract] = Field(default_factory=dict)
     triggers: dict[ContractRef, Trigger] = Field(default_factory=dict)
     hints: list[Hint] = Field(default_factory=list)
@@ -757,19 +238,6 @@ class Rulepack(Strict):
     rounds: Rounds | None = None
     limits: Limits = Field(default_factory=_section_default("Limits"))
     tests: list[PackTest] = Field(default_factory=list)
-
-
-EachRule.model_rebuild()
-
-
-def declared_default_failures(contract: BaseModel) -> list[tuple[str, str]]:
-    """(setting, failure type) of a contract's failure-type settings left at their default."""
-    names = [
-        n
-        for n, f in type(contract).model_fields.items()
-        if Ref.FAILURE_TYPE in f.metadata and n not in contract.model_fields_set
-    ]
-    return [(n, getattr(contract, n)) for n in names]
 
 
 def compose_rulepack(

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from engine.format.findings import Finding
 from engine.format.loader import KeyPath, SourceMap
-from engine.format.model import Rulepack, share_grammars
+from engine.format.model import Rulepack
 
 MAX_PRUNE_ROUNDS = 100
 
@@ -205,11 +205,7 @@ def validate_tree(
     work = copy.deepcopy(data)
     for round_number in range(MAX_PRUNE_ROUNDS):
         try:
-            model = root.model_validate(work)
-            shared = share_grammars(model.contracts)
-            if shared != model.contracts:
-                model = model.model_copy(update={"contracts": shared})
-            return model, findings
+            return root.model_validate(work), findings
         except ValidationError as exc:
             errors = exc.errors(include_url=False)
             if round_number == 0:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import CompiledContract, EvaluationInput
-from engine.contracts.registry import check_contracts, compile_contracts
+from engine.contracts.registry import check_contracts, compile_contracts, resolve_contracts
 from engine.core.errors import EngineError, PackError, Position, unknown_block_error
 from engine.core.results import ParseResult
 from engine.core.textio import clean_text, decode_output
@@ -408,6 +408,7 @@ def check_pack_file(pack_file: Path) -> CheckResult:
         model, invalid = validate_tree(tree.data, tree.source, rulepack_model())
         findings.extend(invalid)
         if model is not None:
+            model = resolve_contracts(model)
             checker = PackChecker(model, tree.source)
             checker.run()
             check_contracts(model, checker)

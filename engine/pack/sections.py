@@ -11,7 +11,9 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 from typing import Any
 
-from engine.contracts.registry import contract_types
+from pydantic import Field
+
+from engine.contracts import registry as kinds
 from engine.core.errors import EngineError
 from engine.format.model import Rulepack, compose_rulepack
 from engine.format.section import Section
@@ -44,6 +46,7 @@ _BUILTIN: tuple[Section, ...] = (
 _registered: dict[str, Section] = {}
 _loaded_entry_points = False
 _composed: type[Rulepack] | None = None
+_composed_kinds = -1  # the contract registry's version _composed was composed with
 
 
 def register_section(section: Section) -> None:
@@ -86,14 +89,23 @@ def sections() -> tuple[Section, ...]:
 
 def rulepack_model() -> type[Rulepack]:
     """The root model of the sections and contract kinds registered now (composed once)."""
-    global _composed
-    if _composed is None:
+    global _composed, _composed_kinds
+    if _composed is None or _composed_kinds != kinds.version():
         every = sections()
-        types: dict[str, Any] = dict(contract_types())
+        types: dict[str, Any] = dict(kinds.contract_types())
         extra: dict[str, tuple[Any, Any]] = {}
+        # The root resolves its annotations once, in place: there `contracts:` holds the
+        # engine's own kinds; kinds registered from outside are a field of a composed subclass
+        # (so a kind registered, or unregistered, after a first load is seen).
+        engine_kinds = kinds.contract_models(engine_only=True)
+        if len(engine_kinds) != len(kinds.kind_names()):
+            every_kind = types["Contract"]
+            extra["contracts"] = (dict[str, every_kind], Field(default_factory=dict))  # type: ignore[valid-type]
+        types["Contract"] = kinds.contract_union(engine_kinds)
         for section in every:
             types.update(section.types)
             if section.key not in Rulepack.model_fields:
                 extra[section.key] = (section.annotation, section.default)
         _composed = compose_rulepack(types, extra)
+        _composed_kinds = kinds.version()  # after contract_types: it may load entry points
     return _composed

@@ -16,9 +16,10 @@ from typing import Any
 
 import jinja2
 
+from engine.contracts.markdown.model import IdKind
 from engine.core.errors import PackError
 from engine.core.patterns import CompiledPattern, compile_pattern
-from engine.format.model import IdKind, Rulepack
+from engine.format.model import Rulepack
 from engine.prompts.examples.select import PackFiles, example_files
 from engine.sandbox.environment import ENVIRONMENT
 

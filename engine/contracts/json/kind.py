@@ -22,17 +22,18 @@ from engine.contracts.json.document import (
     schema_problems,
     schema_violations,
 )
+from engine.contracts.json.model import JsonContract
 from engine.contracts.kind import EvaluationInput, no_parser_error
+from engine.contracts.model import declared_default_failures
 from engine.core.errors import EvaluationError, PackError
 from engine.core.results import Failure
 from engine.core.verdict import verdict_from_checks
-from engine.format.model import declared_default_failures
 
 if TYPE_CHECKING:
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.loader import KeyPath
-    from engine.format.model import JsonContract, Rulepack
+    from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
 
 
@@ -82,6 +83,10 @@ class CompiledJson:
 
 class JsonKind:
     name = "json"
+    model = JsonContract
+
+    def resolve(self, contract: JsonContract, contracts: Mapping[str, Any]) -> Any:
+        return contract
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         return declared_default_failures(contract)

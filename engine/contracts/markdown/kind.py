@@ -7,18 +7,12 @@ collected. Each check kind is one small function, registered by name.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.core.errors import ConditionError, ContextError
-from engine.core.patterns import PatternError, compile_pattern
-from engine.core.placeholders import fill, render_list
-from engine.core.results import Failure, ParseResult
-from engine.core.verdict import Verdict, verdict_from_checks
-from engine.format.model import (
+from engine.contracts.markdown.model import (
     AnyOfCheck,
     CoverageCheck,
     ItemWhere,
@@ -31,9 +25,23 @@ from engine.format.model import (
     SectionCharsCheck,
     SectionsCheck,
     SimilarPosition,
-    SoftMatch,
-    declared_default_failures,
 )
+from engine.contracts.markdown.sections import (
+    GROUP,
+    Section,
+    extract_ids,
+    find_sections,
+    group_count,
+    keywords,
+    section_of,
+    soft_match,
+)
+from engine.contracts.model import declared_default_failures
+from engine.core.errors import ConditionError, ContextError
+from engine.core.patterns import compile_pattern
+from engine.core.placeholders import fill, render_list
+from engine.core.results import Failure, ParseResult
+from engine.core.verdict import Verdict, verdict_from_checks
 from engine.sandbox.environment import compile_condition
 
 if TYPE_CHECKING:
@@ -72,70 +80,6 @@ class Output:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Section:
-    """One section matched by a sections check: its id and its text (heading line on)."""
-
-    id: str
-    text: str
-
-
-_GROUP = re.compile(r"\{(\d+)\}")
-_WORD = re.compile(r"[^\W_]+")
-_FENCE = re.compile(r"^[ ]{0,3}(```|~~~)", re.MULTILINE)
-
-
-def keywords(text: str, stop_words: Iterable[str] = ()) -> set[str]:
-    """The keywords of a text: its lower-case runs of letters and digits, minus stop words."""
-    stop = {w.lower() for w in stop_words}
-    return {w for w in _WORD.findall(text.lower()) if w not in stop}
-
-
-def _fenced_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of the fenced code blocks of a markdown text (an open fence runs on)."""
-    spans, opened = [], -1
-    for match in _FENCE.finditer(text):
-        if opened < 0:
-            opened = match.start()
-        else:
-            spans.append((opened, match.end()))
-            opened = -1
-    if opened >= 0:
-        spans.append((opened, len(text)))
-    return spans
-
-
-def find_sections(text: str, check: SectionsCheck) -> list[Section]:
-    """The sections of ``text`` whose heading matches the check's pattern, in order."""
-    fences = [] if check.in_fences else _fenced_spans(text)
-    found = []
-    for match in compile_pattern(check.heading).finditer(text):
-        start = match.start()
-        if any(a <= start < b for a, b in fences):
-            continue
-        end = text.find("\n" + check.until, match.end())
-        body = text[start:] if end < 0 else text[start:end]
-        found.append(Section(fill_groups(check.id, [match.group(0), *match.groups()]), body))
-    return found
-
-
-def fill_groups(template: str, groups: list[str | None]) -> str:
-    """``{0}`` (the whole match) and ``{1}``, ``{2}``... (capture groups) filled."""
-
-    def group(g: re.Match[str]) -> str:
-        index = int(g.group(1))
-        return (groups[index] or "") if index < len(groups) else g.group(0)
-
-    return _GROUP.sub(group, template)
-
-
-def _group_count(pattern: str) -> int | None:
-    try:
-        return int(getattr(compile_pattern(pattern), "groups", 0))
-    except PatternError:
-        return None
-
-
 def _item_id(item: Any, key: str | None) -> str:
     if isinstance(item, Mapping):
         return str(item.get(key or "id", ""))
@@ -148,28 +92,6 @@ def _context_list(out: Output, key: str) -> list[Any]:
 
 
 Finding = tuple[str, dict[str, Any]]  # a message template code or text, and its values
-
-
-def extract_ids(text: str, pattern: str) -> list[str]:
-    """Distinct matches of ``pattern``, sorted."""
-    return sorted({m.group(0) for m in compile_pattern(pattern).finditer(text)})
-
-
-def section_of(text: str, heading: str, ident: str) -> str | None:
-    """The text after ``heading`` + whitespace + ``ident``, up to the next ``\\n## ``."""
-    start = 0
-    while True:
-        index = text.find(heading, start)
-        if index < 0:
-            return None
-        after = index + len(heading)
-        while after < len(text) and text[after].isspace():
-            after += 1
-        if text.startswith(ident, after):
-            body_start = after + len(ident)
-            end = text.find("\n## ", body_start)
-            return text[body_start:].strip() if end < 0 else text[body_start:end].strip()
-        start = index + 1
 
 
 def _present(check: PresentCheck, out: Output) -> list[dict[str, Any]]:
@@ -304,19 +226,6 @@ def _where(check: CoverageCheck, item: Any, context: Mapping[str, Any]) -> bool:
         ) from None
 
 
-def soft_match(text: str, item: Any, soft: SoftMatch) -> bool:
-    """Whether an item is softly matched by the text (see ``SoftMatch``)."""
-    if not isinstance(item, Mapping):
-        return False
-    if soft.summary and item.get(soft.summary):
-        wanted = keywords(str(item[soft.summary]), soft.stop_words)
-        if wanted and len(wanted & keywords(text, soft.stop_words)) / len(wanted) >= soft.ratio:
-            return True
-    return any(
-        key and item.get(key) and str(item[key]) in text for key in (soft.phrase, soft.location)
-    )
-
-
 def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
     text = out.text or ""
     in_sections = {s.id for name in check.sections for s in out.sections.get(name, [])}
@@ -443,6 +352,10 @@ class CompiledMarkdown:
 
 class MarkdownKind:
     name = "markdown"
+    model = MarkdownContract
+
+    def resolve(self, contract: MarkdownContract, contracts: Mapping[str, Any]) -> Any:
+        return contract
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         return declared_default_failures(contract)
@@ -468,10 +381,10 @@ class MarkdownKind:
 
     @staticmethod
     def _check_sections(check: SectionsCheck, path: KeyPath, checker: PackChecker) -> None:
-        groups = _group_count(check.heading)
+        groups = group_count(check.heading)
         if groups is None:
             return  # the generic walk reports the pattern
-        for number in sorted({int(n) for n in _GROUP.findall(check.id)}):
+        for number in sorted({int(n) for n in GROUP.findall(check.id)}):
             if number > groups:
                 checker.add(
                     "unknown-group",
@@ -481,7 +394,7 @@ class MarkdownKind:
                     "add a capture group to `heading` or use {0}",
                 )
         for field_name, pattern in check.fields.items():
-            if _group_count(pattern) == 0:
+            if group_count(pattern) == 0:
                 checker.add(
                     "no-capture-group",
                     f"field {field_name!r}: pattern "

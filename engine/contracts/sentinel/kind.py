@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import EvaluationInput
+from engine.contracts.sentinel.model import GRAMMAR_KEYS, SentinelContract
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.errors import EvaluationError
 from engine.core.verdict import verdict_from_parse
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.loader import KeyPath
-    from engine.format.model import Rulepack, SentinelContract
+    from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
 
 _GRAMMAR_FAILURES = ("parse_failure", "nonce_failure", "input_failure")
@@ -68,6 +69,20 @@ def _holes(template: str) -> set[str]:
 
 class SentinelKind:
     name = "sentinel"
+    model = SentinelContract
+
+    def resolve(self, contract: SentinelContract, contracts: Mapping[str, Any]) -> Any:
+        """The contract with its ``grammar:`` reference filled in from the contract it names
+        (when that is a sentinel contract with a grammar of its own; otherwise left for
+        ``check`` to report)."""
+        if contract.grammar is None:
+            return contract
+        base = contracts.get(contract.grammar)
+        if not isinstance(base, SentinelContract) or base.grammar is not None:
+            return contract
+        shared = {key: getattr(base, key) for key in GRAMMAR_KEYS}
+        shared["messages"] = {**base.messages, **contract.messages}
+        return contract.model_copy(update=shared)
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         grammar = pack.sentinel

@@ -28,7 +28,7 @@ from engine.core.results import Failure, ParseResult
 from engine.core.textio import find_word
 
 if TYPE_CHECKING:
-    from engine.format.model import SentinelContract, SentinelGrammar
+    from engine.contracts.sentinel.model import SentinelContract, SentinelGrammar
 
 Reading = dict[str, Any] | Failure
 """What ``SentinelParser.read`` gives: the payload's fields, or the failure that stopped it."""

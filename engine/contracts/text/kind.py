@@ -9,18 +9,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import EvaluationInput, no_parser_error
+from engine.contracts.model import declared_default_failures
+from engine.contracts.text.model import TextContract
 from engine.core.errors import EvaluationError
 from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.core.placeholders import fill
 from engine.core.results import Failure
 from engine.core.verdict import verdict_from_checks
-from engine.format.model import declared_default_failures
 
 if TYPE_CHECKING:
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.loader import KeyPath
-    from engine.format.model import Rulepack, TextContract
+    from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
 
 DEFAULT_MESSAGES = {
@@ -113,6 +114,10 @@ class CompiledText:
 
 class TextKind:
     name = "text"
+    model = TextContract
+
+    def resolve(self, contract: TextContract, contracts: Mapping[str, Any]) -> Any:
+        return contract
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         return declared_default_failures(contract)

@@ -33,8 +33,7 @@ def check_conflicts(pack: Rulepack, checker: PackChecker) -> None:
     checker.template_purpose(spec.presentation, "conflicts", (*base, "presentation"))
     checker.template_purpose(spec.decisions, "conflicts", (*base, "decisions"))
     contract = pack.contracts.get(spec.block)
-    checks = getattr(contract, "checks", None) or []
-    named = {getattr(c, "name", None): getattr(c, "check", None) for c in checks}
+    named = contract.named_checks() if contract is not None else {}
     for key, kind in (("explicit", "sections"), ("implicit", "coverage")):
         value = getattr(spec, key)
         if value is not None and contract is not None and named.get(value) != kind:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.contracts.markdown.kind import extract_ids
+from engine.contracts.markdown.model import IdKind
+from engine.contracts.markdown.sections import extract_ids
 from engine.core.placeholders import fill
-from engine.format.model import IdKind, SessionKeys
+from engine.format.model import SessionKeys
 from engine.prompts.examples.model import Examples, ScoreRule, SelectionStep, SessionExamples
 
 _ROUND_FIELD = re.compile(r"\{(n|block)(?::0(\d)d)?\}")

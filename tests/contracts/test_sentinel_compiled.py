@@ -169,7 +169,7 @@ assert loaded == [], loaded
 
 def test_plain_data_defaults_are_the_model_defaults() -> None:
     from engine.contracts.sentinel.compiler import _GRAMMAR_DEFAULTS
-    from engine.format.model import SentinelGrammar
+    from engine.contracts.sentinel.model import SentinelGrammar
 
     assert SentinelGrammar().model_dump() == _GRAMMAR_DEFAULTS
 

@@ -1,0 +1,111 @@
+"""Reading a markdown output: its sections (found by a heading pattern, outside fenced code),
+the ids it references, the keywords of a text and soft matching of context items."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.contracts.markdown.model import SectionsCheck, SoftMatch
+from engine.core.patterns import PatternError, compile_pattern
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section matched by a sections check: its id and its text (heading line on)."""
+
+    id: str
+    text: str
+
+
+GROUP = re.compile(r"\{(\d+)\}")
+_WORD = re.compile(r"[^\W_]+")
+_FENCE = re.compile(r"^[ ]{0,3}(```|~~~)", re.MULTILINE)
+
+
+def keywords(text: str, stop_words: Iterable[str] = ()) -> set[str]:
+    """The keywords of a text: its lower-case runs of letters and digits, minus stop words."""
+    stop = {w.lower() for w in stop_words}
+    return {w for w in _WORD.findall(text.lower()) if w not in stop}
+
+
+def _fenced_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the fenced code blocks of a markdown text (an open fence runs on)."""
+    spans, opened = [], -1
+    for match in _FENCE.finditer(text):
+        if opened < 0:
+            opened = match.start()
+        else:
+            spans.append((opened, match.end()))
+            opened = -1
+    if opened >= 0:
+        spans.append((opened, len(text)))
+    return spans
+
+
+def find_sections(text: str, check: SectionsCheck) -> list[Section]:
+    """The sections of ``text`` whose heading matches the check's pattern, in order."""
+    fences = [] if check.in_fences else _fenced_spans(text)
+    found = []
+    for match in compile_pattern(check.heading).finditer(text):
+        start = match.start()
+        if any(a <= start < b for a, b in fences):
+            continue
+        end = text.find("\n" + check.until, match.end())
+        body = text[start:] if end < 0 else text[start:end]
+        found.append(Section(fill_groups(check.id, [match.group(0), *match.groups()]), body))
+    return found
+
+
+def fill_groups(template: str, groups: list[str | None]) -> str:
+    """``{0}`` (the whole match) and ``{1}``, ``{2}``... (capture groups) filled."""
+
+    def group(g: re.Match[str]) -> str:
+        index = int(g.group(1))
+        return (groups[index] or "") if index < len(groups) else g.group(0)
+
+    return GROUP.sub(group, template)
+
+
+def group_count(pattern: str) -> int | None:
+    try:
+        return int(getattr(compile_pattern(pattern), "groups", 0))
+    except PatternError:
+        return None
+
+
+def extract_ids(text: str, pattern: str) -> list[str]:
+    """Distinct matches of ``pattern``, sorted."""
+    return sorted({m.group(0) for m in compile_pattern(pattern).finditer(text)})
+
+
+def section_of(text: str, heading: str, ident: str) -> str | None:
+    """The text after ``heading`` + whitespace + ``ident``, up to the next ``\\n## ``."""
+    start = 0
+    while True:
+        index = text.find(heading, start)
+        if index < 0:
+            return None
+        after = index + len(heading)
+        while after < len(text) and text[after].isspace():
+            after += 1
+        if text.startswith(ident, after):
+            body_start = after + len(ident)
+            end = text.find("\n## ", body_start)
+            return text[body_start:].strip() if end < 0 else text[body_start:end].strip()
+        start = index + 1
+
+
+def soft_match(text: str, item: Any, soft: SoftMatch) -> bool:
+    """Whether an item is softly matched by the text (see ``SoftMatch``)."""
+    if not isinstance(item, Mapping):
+        return False
+    if soft.summary and item.get(soft.summary):
+        wanted = keywords(str(item[soft.summary]), soft.stop_words)
+        if wanted and len(wanted & keywords(text, soft.stop_words)) / len(wanted) >= soft.ratio:
+            return True
+    return any(
+        key and item.get(key) and str(item[key]) in text for key in (soft.phrase, soft.location)
+    )

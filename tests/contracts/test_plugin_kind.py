@@ -1,0 +1,154 @@
+"""A contract kind from outside the engine (lines_kind.py, beside this file) registered
+through the registry API and through an entry point: a pack using it passes `rules check`,
+`rules test` and `rules eval`, and `rules schema` lists it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from lines_kind import KIND, LinesContract
+
+from conftest import REPO, PackMaker, run_cli
+from engine.contracts import registry
+from engine.core.errors import EngineError
+from engine.pack.sections import rulepack_model
+
+PACK = """
+rulepack: toy-lines
+version: 1.0.0
+extends: [builtin:core]
+contracts:
+  haiku:
+    kind: lines
+    count: 3
+tests:
+  - name: three lines pass
+    block: haiku
+    input: "old pond\\nfrog leaps in\\nwater's sound\\n"
+    expect: {status: pass, data: {lines: 3}}
+  - name: two lines fail
+    block: haiku
+    input: "old pond\\n\\nfrog leaps in\\n"
+    expect: {status: fail, failure: WRONG_FORMAT, message: "expected 3 non-empty lines, found 2"}
+"""
+
+
+@pytest.fixture
+def lines_kind() -> Iterator[None]:
+    registry.register_kind(KIND)
+    yield
+    registry.unregister_kind(KIND.name)
+
+
+def test_a_registered_kind_passes_check_test_and_eval(
+    lines_kind: None, make_pack: PackMaker, tmp_path: Path
+) -> None:
+    folder = make_pack(PACK)
+    checked = run_cli("check", str(folder))
+    assert checked.exit_code == 0, checked.output
+    tested = run_cli("test", str(folder))
+    assert tested.exit_code == 0, tested.output
+    assert "1 pack, 2 cases: 2 passed, 0 failed" in tested.output, tested.output
+
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
+    good.write_text("a\nb\nc\n", encoding="utf-8")
+    bad.write_text("a\n", encoding="utf-8")
+    evaluate = ("eval", "--pack", str(folder), "--block", "haiku", "--format", "json")
+    passed = run_cli(*evaluate, str(good))
+    assert passed.exit_code == 0, passed.output
+    assert json.loads(passed.output)["verdict"]["status"] == "pass"
+    failed = run_cli(*evaluate, str(bad))
+    verdict = json.loads(failed.output)["verdict"]
+    assert failed.exit_code == 1, failed.output
+    assert verdict["status"] == "fail"
+    assert verdict["failures"][0]["message"] == "expected 3 non-empty lines, found 1"
+
+
+def test_the_kinds_own_check_and_the_models_validation_are_findings(
+    lines_kind: None, make_pack: PackMaker
+) -> None:
+    too_many = make_pack(PACK.replace("count: 3", "count: 5000"), name="too_many")
+    result = run_cli("check", str(too_many))
+    assert result.exit_code == 1
+    assert "asks for 5000 lines (at most 1000)" in result.output
+    unknown_key = make_pack(PACK.replace("count: 3", "count: 3\n    colour: red"), name="key")
+    result = run_cli("check", str(unknown_key))
+    assert result.exit_code == 1
+    assert "unknown key 'colour' in contracts.haiku" in result.output
+
+
+def test_rules_schema_lists_a_kind_registered_after_a_first_load(lines_kind: None) -> None:
+    registry.unregister_kind(KIND.name)
+    before = rulepack_model().model_json_schema()
+    assert "LinesContract" not in before["$defs"]
+    registry.register_kind(KIND)
+    result = run_cli("schema")
+    schema = json.loads(result.output)
+    assert schema["$defs"]["LinesContract"]["properties"]["kind"]["const"] == "lines"
+    assert "lines" in json.dumps(schema["properties"]["contracts"])
+
+
+def test_without_the_kind_a_pack_using_it_is_an_unknown_kind(make_pack: PackMaker) -> None:
+    result = run_cli("check", str(make_pack(PACK)))
+    assert result.exit_code == 1
+    assert (
+        "contracts.haiku: Input tag 'lines' found using 'kind' does not match any of the "
+        "expected tags: 'sentinel', 'markdown', 'json', 'text' (unknown-kind)"
+    ) in result.output
+
+
+def test_a_kind_is_registered_once_and_its_model_names_it(lines_kind: None) -> None:
+    with pytest.raises(EngineError, match="already registered"):
+        registry.register_kind(KIND)
+
+    class Misnamed:
+        name = "rows"
+        model = LinesContract
+
+    with pytest.raises(EngineError, match=r'`kind: Literal\["rows"\]`'):
+        registry.register_kind(Misnamed())  # type: ignore[arg-type]
+
+
+def _with_distribution(tmp_path: Path, entry_point: str) -> dict[str, str]:
+    """An installed distribution declaring ``entry_point`` in group rules_engine.kinds (a
+    .dist-info folder on the path), and the environment of a process that sees it."""
+    site = tmp_path / "site"
+    info = site / "toy_kinds-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-kinds\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[rules_engine.kinds]\n{entry_point}\n")
+    path = os.pathsep.join([str(site), str(Path(__file__).parent), str(REPO)])
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def _rules(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "engine", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_an_entry_point_registers_the_kind(make_pack: PackMaker, tmp_path: Path) -> None:
+    env = _with_distribution(tmp_path, "lines = lines_kind:KIND")
+    folder = make_pack(PACK)
+    checked = _rules(env, "check", str(folder))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = _rules(env, "test", str(folder))
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "2 passed, 0 failed" in tested.stdout
+    schema = json.loads(_rules(env, "schema").stdout)
+    assert "LinesContract" in schema["$defs"]
+
+
+def test_a_broken_entry_point_is_named(make_pack: PackMaker, tmp_path: Path) -> None:
+    env = _with_distribution(tmp_path, "lines = lines_kind:NO_SUCH_KIND")
+    result = _rules(env, "check", str(make_pack(PACK)))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "the contract kind 'lines' (lines_kind:NO_SUCH_KIND) cannot be loaded" in (
+        result.stdout + result.stderr
+    )
+    assert "Traceback" not in result.stderr
