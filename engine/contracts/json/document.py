@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from engine.contracts.json.keywords import linear_keywords, pattern_problems
+
 Extract = Literal["whole", "fenced", "first"]
 Many = Literal["one", "list", "jsonl"]
 
@@ -191,7 +193,9 @@ def read_schema_file(path: Path) -> Any:
 def compile_schema(schema: Any) -> Any:
     """A validator for ``schema`` (Draft 2020-12 unless its ``$schema`` says otherwise).
 
-    References resolve inside the schema only: no file and no network is ever read.
+    References resolve inside the schema only: no file and no network is ever read. Patterns
+    and enums cost time linear in the document (``keywords``); ``ValueError`` for a pattern
+    that cannot run so.
     """
     import jsonschema
     from referencing import Registry
@@ -200,7 +204,11 @@ def compile_schema(schema: Any) -> Any:
     def refuse(uri: str) -> Any:
         raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
+    problems = pattern_problems(schema)
+    if problems:
+        raise ValueError(problems[0])
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = linear_keywords(cls)
     return cls(schema, registry=Registry(retrieve=refuse))  # type: ignore[call-arg]
 
 
@@ -218,7 +226,7 @@ def schema_problems(schema: Any) -> list[str]:
         "resolved; nothing is fetched)"
         for ref in _refs(schema)
         if not ref.startswith("#")
-    ]
+    ] + pattern_problems(schema)
 
 
 def _refs(schema: Any) -> list[str]:
