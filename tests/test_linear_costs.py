@@ -204,3 +204,55 @@ def test_a_finding_of_a_pack_reached_twice_is_reported_once(tmp_path: Path) -> N
     code, text, _ = rules("check", str(_diamond(tmp_path / "f", 3, finding=True)))
     assert code == 1
     assert text.count("unknown_key") == 1, text
+
+
+# --------------------------------------------------------------------------- many
+
+
+def test_json_lines_past_the_document_limit_fail_naming_it(
+    make_pack: PackMaker, tmp_path: Path
+) -> None:
+    pack = json_pack(make_pack, {"type": "object"}, many="jsonl")
+    output = tmp_path / "out.jsonl"
+    output.write_text("{}\n" * 2_600_000, encoding="utf-8")
+    code, text, _ = rules("eval", "--pack", str(pack), "--block", "doc", str(output))
+    assert code == 1
+    assert (
+        "PARSE_ERROR (HIGH): the output holds more than 10000 JSON documents, over the "
+        "contract's limit (max_documents)" in text
+    )
+
+
+def test_the_document_limit_is_a_contract_setting_for_lists_and_lines(
+    make_pack: PackMaker,
+) -> None:
+    import engine
+
+    folder = json_pack(make_pack, {"type": "object"}, many="list")
+    yaml = (folder / "pack.yaml").read_text(encoding="utf-8")
+    (folder / "pack.yaml").write_text(yaml + "    max_documents: 3\n", encoding="utf-8")
+    pack = engine.load_pack(folder)
+    assert pack.evaluate("doc", "[{}, {}, {}]").status == "pass"
+    failures = pack.evaluate("doc", "[{}, {}, {}, {}]").failures
+    assert [f.message for f in failures] == [
+        "the output holds more than 3 JSON documents, over the contract's limit (max_documents)"
+    ]
+
+
+@pytest.mark.slow
+def test_json_lines_cost_time_linear_in_their_count(make_pack: PackMaker) -> None:
+    import engine
+
+    folder = json_pack(make_pack, {"type": "object"}, many="jsonl")
+    yaml = (folder / "pack.yaml").read_text(encoding="utf-8")
+    (folder / "pack.yaml").write_text(yaml + "    max_documents: 1000000\n", encoding="utf-8")
+    pack = engine.load_pack(folder)
+
+    def cost(lines: int) -> float:
+        start = time.monotonic()
+        assert pack.evaluate("doc", '{"a": 1}\n' * lines).status == "pass"
+        return time.monotonic() - start
+
+    cost(1000)
+    small, large = cost(50_000), cost(400_000)
+    assert large < 8 * small * 2.5, (small, large)  # 8x the lines, about 8x the time
