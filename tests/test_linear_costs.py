@@ -256,3 +256,82 @@ def test_json_lines_cost_time_linear_in_their_count(make_pack: PackMaker) -> Non
     cost(1000)
     small, large = cost(50_000), cost(400_000)
     assert large < 8 * small * 2.5, (small, large)  # 8x the lines, about 8x the time
+
+
+# --------------------------------------------------------------------------- markdown
+
+SECTION = "## DISAGREE: ISSUE-R1-001\n\n**Reviewer Concern:**\n> q\n\n**Rationale:**\nBecause.\n\n"
+HEAD = "## Gap Resolution: GAP-FLOW-001\n\n**Confidence:** HIGH\n\n### Trade-offs\nSome.\n\n"
+
+
+def _context(tmp_path: Path) -> Path:
+    context = tmp_path / "context.json"
+    known = {
+        "known_gaps": ["GAP-FLOW-001"],
+        "known_issues": [{"id": "ISSUE-R1-001", "severity": "LOW"}],
+    }
+    context.write_text(json.dumps(known), encoding="utf-8")
+    return context
+
+
+def test_sections_past_the_limit_fail_naming_it(tmp_path: Path) -> None:
+    from engine.contracts.markdown.kind import MAX_SECTIONS
+
+    output = tmp_path / "out.md"
+    context = ["--context", str(_context(tmp_path))]
+    pack = ["--pack", "gap-review", "--block", "engineer"]
+    output.write_text(HEAD + SECTION * MAX_SECTIONS, encoding="utf-8")
+    assert rules("eval", *pack, *context, str(output))[0] == 0
+    output.write_text(HEAD + SECTION * (MAX_SECTIONS + 1), encoding="utf-8")
+    code, text, _ = rules("eval", *pack, *context, str(output))
+    assert code == 3
+    assert (
+        "INVALID_DISAGREE_REF (HIGH): more than 10000 disagree sections: over the engine's "
+        "limit of 10000 sections for one sections check (MAX_SECTIONS)"
+    ) in text
+
+
+@pytest.mark.slow
+def test_a_60_mb_markdown_output_of_500_000_sections_gets_its_verdict(tmp_path: Path) -> None:
+    output = tmp_path / "out.md"
+    output.write_text(HEAD + SECTION * (60_000_000 // len(SECTION)), encoding="utf-8")
+    start = time.monotonic()
+    done = run_script(
+        "/usr/bin/time",
+        "-f",
+        "%M",
+        script("rules"),
+        *("eval", "--pack", "gap-review", "--block", "engineer", str(output)),
+        *("--context", str(_context(tmp_path))),
+        timeout=60,
+    )
+    assert time.monotonic() - start < 10
+    assert done.returncode == 3
+    assert b"more than 10000 disagree sections" in done.stdout
+    assert int(done.stderr.decode().split()[-1]) < 1024 * 1024  # KB
+
+
+def test_sections_end_at_the_next_heading_of_their_check_and_cost_linear_time() -> None:
+    from engine.contracts.markdown.kind import find_sections
+    from engine.format.model import SectionsCheck
+
+    check = SectionsCheck(
+        check="sections", name="items", heading="### Item [0-9]+", until="## ", fail="X"
+    )
+    text = "### Item 1\none\n### Item 2\ntwo\n## Next\nrest\n### Item 3\nthree"
+    assert [(s.id, s.text) for s in find_sections(text, check)] == [
+        ("### Item 1", "### Item 1\none\n"),
+        ("### Item 2", "### Item 2\ntwo"),
+        ("### Item 3", "### Item 3\nthree"),
+    ]
+
+    def cost(count: int) -> float:
+        body = "### Item 1\n" + "x" * 200 + "\n"
+        start = time.monotonic()
+        sections = find_sections(body * count, check)
+        assert len(sections) == count
+        return time.monotonic() - start
+
+    cost(100)
+    small, large = cost(1000), cost(8000)
+    assert large < 8 * small * 3, (small, large)  # no until: no section holds the rest

@@ -8,6 +8,7 @@ collected. Each check kind is one small function, registered by name.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -85,10 +86,16 @@ _WORD = re.compile(r"[^\W_]+")
 _FENCE = re.compile(r"^[ ]{0,3}(```|~~~)", re.MULTILINE)
 
 
+MAX_SECTIONS = 10_000
+"""The most sections one sections check takes from an output; past it the check fails."""
+
+
 def keywords(text: str, stop_words: Iterable[str] = ()) -> set[str]:
-    """The keywords of a text: its lower-case runs of letters and digits, minus stop words."""
+    """The keywords of a text: its lower-case runs of letters and digits, minus stop words.
+    Built word by word: a 60 MB text never becomes a list of its ten million words."""
     stop = {w.lower() for w in stop_words}
-    return {w for w in _WORD.findall(text.lower()) if w not in stop}
+    words = {m.group(0) for m in _WORD.finditer(text.lower())}
+    return words - stop
 
 
 def _fenced_spans(text: str) -> list[tuple[int, int]]:
@@ -106,21 +113,38 @@ def _fenced_spans(text: str) -> list[tuple[int, int]]:
 
 
 def find_sections(text: str, check: SectionsCheck) -> list[Section]:
-    """The sections of ``text`` whose heading matches the check's pattern, in order."""
+    """The sections of ``text`` whose heading matches the check's pattern, in order (at most
+    ``MAX_SECTIONS + 1``: the check fails past ``MAX_SECTIONS``).
+
+    A section ends at the next line starting with ``until``, or at the next heading of the
+    same check: sections never overlap, so what is checked in them costs time and memory
+    linear in the text, and finding their ends scans the text once."""
     fences = [] if check.in_fences else _fenced_spans(text)
-    found = []
+    fence_starts = [start for start, _ in fences]
+    heads: list[tuple[int, int, str]] = []  # start, end of the heading match, id
     for match in compile_pattern(check.heading).finditer(text):
         start = match.start()
-        if any(a <= start < b for a, b in fences):
+        inside = bisect_right(fence_starts, start) - 1
+        if inside >= 0 and start < fences[inside][1]:
             continue
-        end = text.find("\n" + check.until, match.end())
-        body = text[start:] if end < 0 else text[start:end]
-        found.append(Section(fill_groups(check.id, [match.group(0), *match.groups()]), body))
+        ident = fill_groups(check.id, [match.group(0), *match.groups()])
+        heads.append((start, match.end(), ident))
+        if len(heads) > MAX_SECTIONS:
+            break
+    until = "\n" + check.until
+    found = []
+    for index, (start, after, ident) in enumerate(heads):
+        limit = heads[index + 1][0] if index + 1 < len(heads) else len(text)
+        end = text.find(until, after, min(len(text), limit + len(until) - 1))
+        found.append(Section(ident, text[start : limit if end < 0 else min(end, limit)]))
     return found
 
 
 def fill_groups(template: str, groups: list[str | None]) -> str:
     """``{0}`` (the whole match) and ``{1}``, ``{2}``... (capture groups) filled."""
+
+    if "{" not in template:
+        return template
 
     def group(g: re.Match[str]) -> str:
         index = int(g.group(1))
@@ -220,6 +244,12 @@ def _section_chars(check: SectionCharsCheck, out: Output) -> list[dict[str, Any]
 
 def _sections(check: SectionsCheck, out: Output) -> list[dict[str, Any]]:
     sections = out.sections.get(check.name, [])
+    if len(sections) > MAX_SECTIONS:
+        message = (
+            f"more than {MAX_SECTIONS} {check.name} sections: over the engine's limit of "
+            f"{MAX_SECTIONS} sections for one sections check (MAX_SECTIONS)"
+        )
+        return [{FAIL: check.fail, MESSAGE: message, LEVEL: "error"}]
     if sections and check.known is not None and check.known not in out.context:
         raise ContextError(
             f"context key {check.known!r} is needed to check the "
@@ -271,6 +301,8 @@ def _similar(
 ) -> list[dict[str, Any]]:
     """Warnings for decided items whose rejected position the text seems to propose again."""
     found: list[dict[str, Any]] = []
+    if not items:
+        return found
     words = keywords(text, rule.stop_words)
     for item in items:
         if rule.unless is not None and item.get(rule.unless.key) in rule.unless.in_:
@@ -304,13 +336,17 @@ def _where(check: CoverageCheck, item: Any, context: Mapping[str, Any]) -> bool:
         ) from None
 
 
-def soft_match(text: str, item: Any, soft: SoftMatch) -> bool:
-    """Whether an item is softly matched by the text (see ``SoftMatch``)."""
+def soft_match(
+    text: str, item: Any, soft: SoftMatch, words: Callable[[], set[str]] | None = None
+) -> bool:
+    """Whether an item is softly matched by the text (see ``SoftMatch``); ``words`` gives
+    the text's keywords (computed once for all items by the caller)."""
     if not isinstance(item, Mapping):
         return False
     if soft.summary and item.get(soft.summary):
         wanted = keywords(str(item[soft.summary]), soft.stop_words)
-        if wanted and len(wanted & keywords(text, soft.stop_words)) / len(wanted) >= soft.ratio:
+        have = words() if words is not None else keywords(text, soft.stop_words)
+        if wanted and len(wanted & have) / len(wanted) >= soft.ratio:
             return True
     return any(
         key and item.get(key) and str(item[key]) in text for key in (soft.phrase, soft.location)
@@ -322,6 +358,14 @@ def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
     in_sections = {s.id for name in check.sections for s in out.sections.get(name, [])}
     found: list[dict[str, Any]] = []
     covered: list[dict[str, Any]] = []
+    soft = check.soft
+    text_words: list[set[str]] = []
+
+    def words() -> set[str]:
+        if not text_words:
+            text_words.append(keywords(text, soft.stop_words if soft else ()))
+        return text_words[0]
+
     for item in _context_list(out, check.items):
         if not _where(check, item, out.context):
             continue
@@ -334,7 +378,7 @@ def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
         values["id"] = ident
         if ident in in_sections or any(fill(t, values) in text for t in check.referenced_by):
             covered.append({"id": ident, "match": "explicit"})
-        elif check.soft is not None and soft_match(text, item, check.soft):
+        elif check.soft is not None and soft_match(text, item, check.soft, words):
             covered.append(
                 {
                     "id": ident,
