@@ -96,7 +96,9 @@ def test_patterns_matched_by_jsonschema_internals_are_checked_too(make_pack: Pac
         # RE2: the end-of-text idiom and \u escapes are translated
         ("^[a-z][a-z0-9]*(_[a-z0-9]+)*$(?!\\n)", ["ab_c1"], ["ab_c1\n", "ab__c"]),
         ("^(\\u00e9+)*\\Z", ["éé"], ["éx"]),
-        ("^(\\w+\\s?)*$", ["some words"], ["a" * 59 + "!"]),
+        ("^(\\w+\\s?)*$", ["some words", "héllo wörld\u3000١٢"], ["a" * 59 + "!"]),
+        ("^(\\d+[\\s,]?)+\\Z", ["١٢ 3,4"], ["12a"]),
+        ("^([^\\W_]+-?)+\\Z", ["ab-c"], ["a_b"]),
     ],
 )
 def test_schema_patterns_keep_their_meaning(
@@ -253,8 +255,11 @@ def test_json_lines_cost_time_linear_in_their_count(make_pack: PackMaker) -> Non
         assert pack.evaluate("doc", '{"a": 1}\n' * lines).status == "pass"
         return time.monotonic() - start
 
+    def best(lines: int) -> float:
+        return min(cost(lines) for _ in range(3))
+
     cost(1000)
-    small, large = cost(50_000), cost(400_000)
+    small, large = best(50_000), best(400_000)
     assert large < 8 * small * 2.5, (small, large)  # 8x the lines, about 8x the time
 
 
@@ -325,13 +330,9 @@ def test_sections_end_at_the_next_heading_of_their_check_and_cost_linear_time() 
         ("### Item 3", "### Item 3\nthree"),
     ]
 
-    def cost(count: int) -> float:
-        body = "### Item 1\n" + "x" * 200 + "\n"
-        start = time.monotonic()
-        sections = find_sections(body * count, check)
-        assert len(sections) == count
-        return time.monotonic() - start
-
-    cost(100)
-    small, large = cost(1000), cost(8000)
-    assert large < 8 * small * 3, (small, large)  # no until: no section holds the rest
+    # no `until` in the text: each section still holds only its own part of it (the sum of
+    # the sections is the text, not a quadratic sum of the rests), found in one pass
+    body = "### Item 1\n" + "x" * 200 + "\n"
+    sections = find_sections(body * 5_000, check)
+    assert len(sections) == 5_000
+    assert sum(len(section.text) for section in sections) == len(body) * 5_000

@@ -8,8 +8,9 @@ functions here replace those of the validator class:
 * A schema pattern runs on stdlib ``re`` when proven linear (the check of pack patterns,
   ``engine.core.patterns``, on Python syntax), else on RE2. On RE2, ``$`` is the end of the
   text as in JSON Schema's ECMA-262 (Python's also matches before a final newline) and
-  ``\\d \\w \\s`` are ASCII. A pattern neither can run (a look-around, a back-reference) is
-  a ``rules check`` finding naming its JSON Pointer, and the schema does not load.
+  ``\\d \\w \\s`` keep Python's Unicode meaning. A pattern neither can run (a look-around,
+  a back-reference) is a ``rules check`` finding naming its JSON Pointer, and the schema
+  does not load.
 * ``enum`` and ``const`` messages quote at most a few values and say how many there are.
 """
 
@@ -28,9 +29,25 @@ _MAX_QUOTE = 200
 _SKIPPED = frozenset({"enum", "const", "default", "examples"})  # data, not schemas
 
 
+# Python's Unicode classes in RE2 syntax: \w is str.isalnum() or '_', \d a decimal digit,
+# \s str.isspace(). Inside a class only the positive ones can be written (a union).
+_SPACE = "\\t\\n\\x{0b}\\f\\r\\x{1c}-\\x{1f}\\x{85}\\p{Z}"
+_OUTSIDE = {
+    "Z": "\\z",
+    "w": "[\\p{L}\\p{N}_]",
+    "W": "[^\\p{L}\\p{N}_]",
+    "d": "\\p{Nd}",
+    "D": "\\P{Nd}",
+    "s": f"[{_SPACE}]",
+    "S": f"[^{_SPACE}]",
+}
+_IN_CLASS = {"w": "\\p{L}\\p{N}_", "d": "\\p{Nd}", "s": _SPACE}
+
+
 def _for_re2(pattern: str) -> str:
-    """A Python pattern in RE2 syntax: ``\\Z`` and ``$(?!\\n)`` (the end of the text) become
-    ``\\z``, ``\\uXXXX`` becomes ``\\x{XXXX}``; the rest is left to RE2 to take or refuse."""
+    """A Python pattern in RE2 syntax, with Python's meaning: ``\\Z`` and ``$(?!\\n)`` (the end
+    of the text) become ``\\z``, ``\\uXXXX`` becomes ``\\x{XXXX}``, ``\\w \\d \\s`` and their
+    negations match what they match in Python (Unicode); the rest is left to RE2."""
     out: list[str] = []
     index, in_class = 0, False
     while index < len(pattern):
@@ -41,7 +58,8 @@ def _for_re2(pattern: str) -> str:
                 out.append("\\x{" + pattern[index + 2 : index + 6] + "}")
                 index += 6
                 continue
-            out.append("\\z" if follower == "Z" and not in_class else char + follower)
+            table = _IN_CLASS if in_class else _OUTSIDE
+            out.append(table.get(follower, char + follower))
             index += 2
             continue
         if char == "[" and not in_class:
