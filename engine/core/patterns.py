@@ -318,7 +318,9 @@ def _char_set(op: Any, value: Any) -> _Set | None:
                 ranges.append((item_value, item_value))
             elif item == "RANGE":
                 ranges.append((item_value[0], item_value[1]))
-            else:  # categories never survive translation; refuse anything unexpected
+            elif item == "CATEGORY":  # \d, \w, \s of a Python pattern: assume any char
+                return (True, ())
+            else:
                 raise _Refused(f"class item {item}")
         return (negated, tuple(ranges))
     return None
@@ -366,10 +368,16 @@ def _flatten(tree: Any, out: list[_Item], anchored: list[bool]) -> None:
                 if not out:
                     anchored.append(True)
                 continue
-            if at == "AT_END_STRING":
+            if at in ("AT_END_STRING", "AT_END"):
                 out.append(_Item(_NOTHING, 1, False, end_anchor=True))
                 continue
             raise _Refused(f"anchor {at}")
+        if name in ("ASSERT", "ASSERT_NOT"):
+            direction, inner = value
+            inner_items = list(inner)
+            if direction != 1 or len(inner_items) != 1 or _char_set(*inner_items[0]) is None:
+                raise _Refused("a look-around other than one character ahead")
+            continue  # zero-width, one character tested: a constant cost
         if name == "SUBPATTERN":
             _group, add_flags, del_flags, inner = value
             if add_flags or del_flags:
@@ -436,6 +444,21 @@ def _check_safe(source: str) -> None:
                 raise _Refused("a repetition followed by an item that overlaps it")
             if follower.min > 0:
                 break
+
+
+@lru_cache(maxsize=4096)
+def proven_linear(source: str) -> str | None:
+    """None if stdlib ``re`` runs the Python pattern ``source`` in linear time (the check
+    of ``plan_pattern``, on Python syntax: JSON Schema patterns), else why not."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _check_safe(source)
+    except _Refused as refused:
+        return str(refused)
+    except (re.error, RecursionError, OverflowError, Warning) as exc:
+        return f"stdlib cannot take it ({exc})"
+    return None
 
 
 @lru_cache(maxsize=4096)

@@ -416,11 +416,21 @@ def _merge_sources(data: Any, base: SourceMap, over: SourceMap) -> SourceMap:
 
 
 def load_pack_tree(pack_file: Path) -> PackTree:
-    """Load ``pack_file`` and everything it extends, merged, with all findings."""
-    return _load(pack_file.resolve(), [], pack_file)
+    """Load ``pack_file`` and everything it extends, merged, with all findings.
+
+    Each pack of the `extends` graph is read and merged once, however many paths reach it
+    (a diamond of 12 levels would otherwise load 2**12 packs)."""
+    return _load(pack_file.resolve(), [], pack_file, {})
 
 
-def _load(pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
+def _unique(items: list[Any]) -> list[Any]:
+    """``items`` without repeats, in first-seen order (a pack reached twice adds nothing)."""
+    return list(dict.fromkeys(items))
+
+
+def _load(
+    pack_file: Path, stack: list[Path], shown: Path, loaded: dict[Path, PackTree]
+) -> PackTree:
     doc = read_yaml(shown if not stack else pack_file)
     findings = list(doc.findings)
     data = doc.data
@@ -454,7 +464,7 @@ def _load(pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
             if not isinstance(ref, str):
                 continue  # the model check reports the wrong type
             where = doc.source.locate(("extends", index))
-            base = _load_extended(ref, pack_file, [*stack, pack_file], where, findings)
+            base = _load_extended(ref, pack_file, [*stack, pack_file], where, findings, loaded)
             if base is None:
                 continue
             files.extend(base.files)
@@ -464,7 +474,7 @@ def _load(pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
             source = _merge_sources(tree, source, base.source)
     merged = data if tree is None else merge_trees(tree, data)
     merged_source = _merge_sources(merged, source, doc.source)
-    return PackTree(pack_file, merged, merged_source, findings, files)
+    return PackTree(pack_file, merged, merged_source, _unique(findings), _unique(files))
 
 
 _WORKSPACE_HINT = (
@@ -502,7 +512,12 @@ def _outside_workspace(ref: str, declaring: Path, stack: list[Path]) -> str | No
 
 
 def _load_extended(
-    ref: str, declaring: Path, stack: list[Path], where: Position, findings: list[Finding]
+    ref: str,
+    declaring: Path,
+    stack: list[Path],
+    where: Position,
+    findings: list[Finding],
+    loaded: dict[Path, PackTree],
 ) -> PackTree | None:
     if is_git_ref(ref):
         try:
@@ -514,7 +529,7 @@ def _load_extended(
             }.get(exc.rule, "write git+URL@REV#path/to/pack; the path stays in the repository")
             findings.append(Finding(exc.rule, str(exc), where, hint))
             return None
-        return _load_checked(fetched.resolve(), stack, where, findings)
+        return _load_checked(fetched.resolve(), stack, where, findings, loaded)
     installed = ref.startswith(PACKAGE_PREFIX) or (
         bare_name(ref) and not (declaring.parent / ref).exists() and not Path(ref).suffix
     )
@@ -545,13 +560,18 @@ def _load_extended(
         )
         findings.append(Finding("extends-not-found", f"extends {ref!r}: no such pack", where, hint))
         return None
-    return _load_checked(found.resolve(), stack, where, findings)
+    return _load_checked(found.resolve(), stack, where, findings, loaded)
 
 
 def _load_checked(
-    target: Path, stack: list[Path], where: Position, findings: list[Finding]
+    target: Path,
+    stack: list[Path],
+    where: Position,
+    findings: list[Finding],
+    loaded: dict[Path, PackTree],
 ) -> PackTree | None:
-    """Load an extended pack file unless it closes a cycle (a finding then)."""
+    """Load an extended pack file unless it closes a cycle (a finding then); a pack loaded
+    before in this load is reused."""
     if target in stack:
         cycle = [*stack[stack.index(target) :], target]
         chain = " -> ".join(display_path(p) for p in cycle)
@@ -564,4 +584,6 @@ def _load_checked(
             )
         )
         return None
-    return _load(target, stack, target)
+    if target not in loaded:
+        loaded[target] = _load(target, stack, target, loaded)
+    return loaded[target]

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from engine.contracts.json.keywords import linear_keywords, pattern_problems
+
 Extract = Literal["whole", "fenced", "first"]
 Many = Literal["one", "list", "jsonl"]
 
@@ -21,6 +23,8 @@ MAX_CHARS = 8 * 1024 * 1024
 """Default cap on the characters of JSON read from one output."""
 MAX_DEPTH = 200
 """Default cap on nesting (objects and arrays) of one document."""
+MAX_DOCUMENTS = 10_000
+"""Default cap on the documents of one output read as a list or as JSON lines."""
 MAX_VIOLATIONS = 100
 """At most this many schema violations are reported per document (the first, in order)."""
 _MAX_MESSAGE = 300
@@ -55,16 +59,20 @@ def _line_column(text: str, position: int) -> tuple[int, int]:
 
 
 def _decode(text: str, start: int, end: int, whole: str) -> Any:
-    """The one JSON value in ``text[start:end]`` (whitespace around it allowed)."""
+    """The one JSON value in ``text[start:end]`` (whitespace around it allowed). Only that
+    part is copied: one line of JSON lines costs its own length, not the text before it."""
+    part = text[start:end]
     try:
-        value, stop = _DECODER.raw_decode(text[:end], _skip_space(text, start, end))
+        value, stop = _DECODER.raw_decode(part, _skip_space(part, 0, len(part)))
     except json.JSONDecodeError as exc:
-        raise JsonDocumentError(exc.msg, *_line_column(whole, exc.pos)) from None
+        raise JsonDocumentError(exc.msg, *_line_column(whole, start + exc.pos)) from None
     except RecursionError:
         raise JsonDocumentError("JSON nested too deeply") from None
-    rest = _skip_space(text, stop, end)
-    if rest < end:
-        raise JsonDocumentError("extra data after the JSON value", *_line_column(whole, rest))
+    rest = _skip_space(part, stop, len(part))
+    if rest < len(part):
+        raise JsonDocumentError(
+            "extra data after the JSON value", *_line_column(whole, start + rest)
+        )
     return value
 
 
@@ -116,8 +124,14 @@ def read_documents(
     many: Many = "one",
     max_chars: int = MAX_CHARS,
     max_depth: int = MAX_DEPTH,
+    max_documents: int = MAX_DOCUMENTS,
 ) -> list[Any]:
-    """The JSON documents of an output: one, each element of a list, or one per line."""
+    """The JSON documents of an output: one, each element of a list, or one per line (at
+    most ``max_documents`` of them: past it, reading stops with a ``JsonDocumentError``)."""
+    too_many = (
+        f"the output holds more than {max_documents} JSON documents, over the "
+        "contract's limit (max_documents)"
+    )
     if len(text) > max_chars:
         raise JsonDocumentError(
             f"the output is {len(text)} characters, over the limit of {max_chars} for JSON"
@@ -130,12 +144,16 @@ def read_documents(
             values = []
             for line_start, line_end in _lines(text, start, end):
                 if text[line_start:line_end].strip():
+                    if len(values) >= max_documents:
+                        raise JsonDocumentError(too_many)
                     values.append(_decode(text, line_start, line_end, text))
         else:
             values = [_decode(text, start, end, text)]
     if many == "list":
         if len(values) != 1 or not isinstance(values[0], list):
             raise JsonDocumentError("expected a JSON array of documents")
+        if len(values[0]) > max_documents:
+            raise JsonDocumentError(too_many)
         values = list(values[0])
     for value in values:
         if depth_of(value, max_depth) > max_depth:
@@ -191,7 +209,9 @@ def read_schema_file(path: Path) -> Any:
 def compile_schema(schema: Any) -> Any:
     """A validator for ``schema`` (Draft 2020-12 unless its ``$schema`` says otherwise).
 
-    References resolve inside the schema only: no file and no network is ever read.
+    References resolve inside the schema only: no file and no network is ever read. Patterns
+    and enums cost time linear in the document (``keywords``); ``ValueError`` for a pattern
+    that cannot run so.
     """
     import jsonschema
     from referencing import Registry
@@ -200,7 +220,11 @@ def compile_schema(schema: Any) -> Any:
     def refuse(uri: str) -> Any:
         raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
+    problems = pattern_problems(schema)
+    if problems:
+        raise ValueError(problems[0])
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = linear_keywords(cls)
     return cls(schema, registry=Registry(retrieve=refuse))  # type: ignore[call-arg]
 
 
@@ -218,7 +242,7 @@ def schema_problems(schema: Any) -> list[str]:
         "resolved; nothing is fetched)"
         for ref in _refs(schema)
         if not ref.startswith("#")
-    ]
+    ] + pattern_problems(schema)
 
 
 def _refs(schema: Any) -> list[str]:

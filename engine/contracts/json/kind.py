@@ -65,6 +65,7 @@ class CompiledJson:
                 many=contract.many,
                 max_chars=contract.max_chars,
                 max_depth=contract.max_depth,
+                max_documents=contract.max_documents,
             )
         except JsonDocumentError as exc:
             failure = Failure(contract.parse_failure, exc.message, exc.line)

@@ -26,5 +26,7 @@ class JsonContract(ContractModel):
     max_chars: int = Field(default=8 * 1024 * 1024, ge=1, le=256 * 1024 * 1024)
     max_depth: int = Field(default=200, ge=1, le=900)
     max_errors: int = Field(default=100, ge=1, le=10_000)
+    max_documents: int = Field(default=10_000, ge=1, le=1_000_000)
+    """The most documents a ``list`` or ``jsonl`` output may hold (more: a parse failure)."""
     parse_failure: FailureRef = "PARSE_ERROR"
     schema_failure: FailureRef = "SCHEMA_ERROR"

@@ -28,6 +28,7 @@ from engine.contracts.markdown.model import (
 )
 from engine.contracts.markdown.sections import (
     GROUP,
+    MAX_SECTIONS,
     Section,
     extract_ids,
     find_sections,
@@ -142,6 +143,12 @@ def _section_chars(check: SectionCharsCheck, out: Output) -> list[dict[str, Any]
 
 def _sections(check: SectionsCheck, out: Output) -> list[dict[str, Any]]:
     sections = out.sections.get(check.name, [])
+    if len(sections) > MAX_SECTIONS:
+        message = (
+            f"more than {MAX_SECTIONS} {check.name} sections: over the engine's limit of "
+            f"{MAX_SECTIONS} sections for one sections check (MAX_SECTIONS)"
+        )
+        return [{FAIL: check.fail, MESSAGE: message, LEVEL: "error"}]
     if sections and check.known is not None and check.known not in out.context:
         raise ContextError(
             f"context key {check.known!r} is needed to check the "
@@ -193,6 +200,8 @@ def _similar(
 ) -> list[dict[str, Any]]:
     """Warnings for decided items whose rejected position the text seems to propose again."""
     found: list[dict[str, Any]] = []
+    if not items:
+        return found
     words = keywords(text, rule.stop_words)
     for item in items:
         if rule.unless is not None and item.get(rule.unless.key) in rule.unless.in_:
@@ -231,6 +240,14 @@ def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
     in_sections = {s.id for name in check.sections for s in out.sections.get(name, [])}
     found: list[dict[str, Any]] = []
     covered: list[dict[str, Any]] = []
+    soft = check.soft
+    text_words: list[set[str]] = []
+
+    def words() -> set[str]:
+        if not text_words:
+            text_words.append(keywords(text, soft.stop_words if soft else ()))
+        return text_words[0]
+
     for item in _context_list(out, check.items):
         if not _where(check, item, out.context):
             continue
@@ -243,7 +260,7 @@ def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
         values["id"] = ident
         if ident in in_sections or any(fill(t, values) in text for t in check.referenced_by):
             covered.append({"id": ident, "match": "explicit"})
-        elif check.soft is not None and soft_match(text, item, check.soft):
+        elif check.soft is not None and soft_match(text, item, check.soft, words):
             covered.append(
                 {
                     "id": ident,
