@@ -16,6 +16,7 @@ from engine.cli.common import (
     output_cap,
     parse_vars,
 )
+from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.core.results import Failure, ParseResult
 from engine.core.textio import read_capped, too_large_message
@@ -49,7 +50,7 @@ from engine.core.textio import read_capped, too_large_message
 )
 @click.option(
     "--max-output-bytes",
-    type=click.IntRange(min=1),
+    type=BoundedInt(min=1),
     default=None,
     help="A bigger output is not read: its result is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP,
 )

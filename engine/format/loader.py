@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from engine.core.errors import Position
+from engine.core.files import INT64_MAX, INT64_MIN, out_of_range, read_file_capped
 from engine.core.resources import builtin_pack_names, data_dir
-from engine.core.textio import read_capped
 from engine.format.findings import Finding
 from engine.format.gitpacks import GitPackError, checkout_root, is_git_ref, resolve_git_pack
 from engine.format.locate import (
@@ -118,6 +118,39 @@ def _position(display: str, mark: yaml.Mark | None) -> Position:
     return Position(display, mark.line + 1, mark.column + 1)
 
 
+class _OutOfRange(Exception):
+    """A number a pack or context cannot hold (the message says which and why)."""
+
+
+_MAX_INT_CHARS = 24
+"""Longer than any 64-bit integer however written (sign, 0o, 0x): refused unread, so a
+number of a million digits costs nothing to refuse."""
+
+
+def _int_value(text: str) -> int:
+    body = text.lstrip("+-")
+    if len(text) > _MAX_INT_CHARS:
+        raise _OutOfRange(f"the integer {text[:20]}... ({len(body)} digits) is out of range")
+    if body[:2] in ("0x", "0o"):
+        number = int(body[2:], 16 if body[1] == "x" else 8)
+        number = -number if text.startswith("-") else number
+    else:
+        number = int(text, 10)
+    why = out_of_range(number)
+    if why is not None:
+        raise _OutOfRange(f"the integer {text} is out of range ({INT64_MIN}..{INT64_MAX})")
+    return number
+
+
+def _float_value(text: str) -> float:
+    if "inf" in text.lower() or "nan" in text.lower():
+        raise _OutOfRange(f"{text} is not a finite number (infinities and NaN are refused)")
+    number = float(text)
+    if out_of_range(number) is not None:
+        raise _OutOfRange(f"{text[:40]} is beyond the range of a number (about 1.8e308)")
+    return number
+
+
 def _scalar_value(node: yaml.ScalarNode) -> Any:
     tag, text = node.tag, node.value
     if tag == _STR:
@@ -125,9 +158,9 @@ def _scalar_value(node: yaml.ScalarNode) -> Any:
     if tag.endswith(":bool"):
         return text.lower() == "true"
     if tag.endswith(":int"):
-        return int(text, 0)
+        return _int_value(text)
     if tag.endswith(":float"):
-        return float(text.replace("inf", "Inf").replace("INF", "Inf"))
+        return _float_value(text)
     return None
 
 
@@ -164,7 +197,16 @@ class _TreeBuilder:
                     "remove the tag; packs hold plain strings, numbers, booleans, lists and maps",
                 )
                 return node.value
-            return _scalar_value(node)
+            try:
+                return _scalar_value(node)
+            except _OutOfRange as exc:
+                self.finding(
+                    "number-out-of-range",
+                    str(exc),
+                    node.start_mark,
+                    "write a finite number within 64 bits, or quote it to make it a string",
+                )
+                return None
         if node.tag not in _COLLECTION_TAGS:
             self.finding(
                 "yaml-unsupported-tag",
@@ -222,12 +264,12 @@ class _TooBig(Exception):
 
 
 def read_text(path: Path, limit: int, display: str | None = None) -> str | Finding:
-    """A UTF-8 text file of at most ``limit`` bytes, reading no further (a FIFO,
-    /dev/zero); a Finding naming the file when it is larger, unreadable or not UTF-8."""
+    """A UTF-8 text file of at most ``limit`` bytes, reading no further; a Finding naming
+    the file when it is larger, unreadable, not UTF-8 or not a regular file (a FIFO would
+    block, /dev/zero never ends)."""
     where = Position(display or display_path(path))
     try:
-        with path.open("rb") as stream:
-            raw, more = read_capped(stream, limit)
+        raw, more = read_file_capped(path, limit)
     except OSError as exc:
         return Finding(
             "file-unreadable",
