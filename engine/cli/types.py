@@ -13,17 +13,14 @@ from typing import Any
 
 import click
 
-from engine.core.files import INT64_MAX, INT64_MIN
-
-_MAX_INT_CHARS = 24
-"""Longer than any 64-bit integer however written: refused before it is converted."""
+from engine.core.numbers import INT64_MAX, INT64_MIN, MAX_INT_CHARS
 
 
 class BoundedInt(click.IntRange):
     """An integer within the given bounds and within 64 bits (signed)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and len(value.strip()) > _MAX_INT_CHARS:
+        if isinstance(value, str) and len(value.strip()) > MAX_INT_CHARS:
             self.fail(
                 f"{value.strip()[:24]}... is out of range (integers here fit in 64 bits)",
                 param,

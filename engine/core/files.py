@@ -9,16 +9,11 @@ without blocking: a terminal with nothing typed is an error, not a wait.
 
 from __future__ import annotations
 
-import math
 import os
 import stat
 from pathlib import Path
 
 from engine.core.textio import read_capped
-
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
-"""The integers the ledger (SQLite INTEGER) and the engine's numeric options hold."""
 
 
 class NotARegularFile(OSError):
@@ -77,34 +72,3 @@ def is_regular_file(path: Path | str) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
-
-
-def out_of_range(value: object) -> str | None:
-    """Why a number read from input cannot be used (a NaN, an infinity, an integer beyond
-    64 bits), or None for any other value. Booleans are not numbers here."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{value} is not a finite number"
-    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
-        return f"the integer is out of range ({INT64_MIN}..{INT64_MAX})"
-    return None
-
-
-def first_out_of_range(value: object) -> tuple[tuple[str | int, ...], str] | None:
-    """The key path of the first number in ``value`` (JSON-like data) that
-    ``out_of_range`` refuses, and why; None when every number is usable. No recursion."""
-    stack: list[tuple[object, tuple[str | int, ...]]] = [(value, ())]
-    while stack:
-        node, path = stack.pop()
-        if isinstance(node, dict):
-            stack.extend((child, (*path, str(key))) for key, child in reversed(node.items()))
-        elif isinstance(node, list | tuple):
-            stack.extend(
-                (child, (*path, index)) for index, child in reversed(list(enumerate(node)))
-            )
-        else:
-            why = out_of_range(node)
-            if why is not None:
-                return path, why
-    return None

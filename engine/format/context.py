@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.core.errors import ContextError
-from engine.core.files import first_out_of_range
+from engine.core.numbers import MAX_INT_CHARS, first_out_of_range
 from engine.format.model import ContextKey
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
@@ -29,7 +29,7 @@ def _coerce(name: str, spec: ContextKey, raw: str) -> Any:
         return raw
     if spec.type == "int":
         wrong = ContextError(f"context key {name!r} must be an int, got {raw[:40]!r}")
-        if len(raw) > 24:  # longer than any 64-bit integer: refused unread
+        if len(raw) > MAX_INT_CHARS:  # longer than any 64-bit integer: refused unread
             raise wrong
         try:
             return int(raw)

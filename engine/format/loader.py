@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 
 from engine.core.errors import Position
-from engine.core.files import INT64_MAX, INT64_MIN, out_of_range, read_file_capped
+from engine.core.files import read_file_capped
+from engine.core.numbers import INT64_MAX, INT64_MIN, MAX_INT_CHARS, out_of_range
 from engine.core.resources import builtin_pack_names, data_dir
 from engine.format.findings import Finding
 from engine.format.gitpacks import GitPackError, checkout_root, is_git_ref, resolve_git_pack
@@ -122,14 +123,9 @@ class _OutOfRange(Exception):
     """A number a pack or context cannot hold (the message says which and why)."""
 
 
-_MAX_INT_CHARS = 24
-"""Longer than any 64-bit integer however written (sign, 0o, 0x): refused unread, so a
-number of a million digits costs nothing to refuse."""
-
-
 def _int_value(text: str) -> int:
     body = text.lstrip("+-")
-    if len(text) > _MAX_INT_CHARS:
+    if len(text) > MAX_INT_CHARS:
         raise _OutOfRange(f"the integer {text[:20]}... ({len(body)} digits) is out of range")
     if body[:2] in ("0x", "0o"):
         number = int(body[2:], 16 if body[1] == "x" else 8)

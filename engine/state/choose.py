@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.errors import EngineError
-from engine.core.files import INT64_MAX
+from engine.core.numbers import INT64_MAX
 from engine.core.placeholders import fill
 from engine.state.choices import ChoiceBook, round_failed
 from engine.state.session import Session, ledger_accepted_rounds
