@@ -63,7 +63,7 @@ def export_command(session_dir: str, output: TextIO, max_output_bytes: int) -> N
     """
     from engine.state.export import export_records
 
-    encode = json.JSONEncoder(ensure_ascii=False).encode
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
     damaged = 0
     try:
         for record in export_records(session_dir, max_text_bytes=max_output_bytes):

@@ -185,7 +185,7 @@ def gate_command(
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     if output_format == "json":
-        click.echo(json.dumps(gate_json(outcome), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(gate_json(outcome), indent=2, ensure_ascii=False, allow_nan=False))
     elif outcome.reprompt is not None:
         click.echo(outcome.reprompt, nl=False)
     code = outcome.result.exit_code

@@ -81,7 +81,7 @@ def test_command(
             "failed": len(results) - passed,
             "pass_rate": rate,
         }
-        click.echo(json.dumps(body, ensure_ascii=False, indent=2))
+        click.echo(json.dumps(body, ensure_ascii=False, allow_nan=False, indent=2))
     elif output_format in ("junit", "sarif"):
         from engine.cli.ci_formats import CiCase, format_junit, format_sarif
 

@@ -136,13 +136,13 @@ def run_command(
     if decision.default is not None and decision.log in ("warning", "error"):
         click.echo(
             f"rules run: {decision.log}: {decision.action}: {decision.reason}; "
-            f"continuing with {json.dumps(decision.default, ensure_ascii=False)}",
+            f"continuing with {json.dumps(decision.default, ensure_ascii=False, allow_nan=False)}",
             err=True,
         )
     if decision.exit_code == 0 and result.verdict.data is not None:
-        click.echo(json.dumps(result.verdict.data, ensure_ascii=False))
+        click.echo(json.dumps(result.verdict.data, ensure_ascii=False, allow_nan=False))
     elif decision.default is not None:
-        click.echo(json.dumps(decision.default, ensure_ascii=False))
+        click.echo(json.dumps(decision.default, ensure_ascii=False, allow_nan=False))
     raise SystemExit(decision.exit_code)
 
 
