@@ -88,6 +88,7 @@ def test_a_number_a_pack_cannot_hold_is_a_finding_at_its_place(
     assert "internal error" not in result.output
     line = next(line for line in result.output.splitlines() if "(number-out-of-range)" in line)
     assert line.startswith("../pack/pack.yaml:11:19: [error] ")  # the run's folder is cwd/
+    assert result.output.count("pack.yaml:11:19") == 1  # not also "should be a valid integer"
 
 
 def test_a_number_within_64_bits_is_a_number(make_pack: PackMaker) -> None:
@@ -247,6 +248,8 @@ def test_read_documents_names_the_item_and_path_of_a_refused_number() -> None:
         read_documents("[[Infinity]]", many="list")
     with pytest.raises(JsonDocumentError, match=r"^0: NaN"):
         read_documents("prose [NaN] prose", extract="first")
+    with pytest.raises(JsonDocumentError, match=r"^n: a number of 310 digits is beyond"):
+        read_documents('{"n": ' + "9" * 310 + "}")
     big = int("9" * 300)
     assert read_documents(f'{{"n": {big}, "f": 1.5e300}}') == [{"n": big, "f": 1.5e300}]
 

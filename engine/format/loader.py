@@ -85,6 +85,8 @@ class SourceMap:
 
     values: dict[KeyPath, Position] = field(default_factory=dict)
     keys: dict[KeyPath, Position] = field(default_factory=dict)
+    refused: set[KeyPath] = field(default_factory=set)
+    """Where a number was refused (a finding said so; the tree holds null there)."""
 
     def locate(self, path: KeyPath, prefer_key: bool = False) -> Position:
         """The position of ``path``, or of its nearest ancestor that has one."""
@@ -196,6 +198,7 @@ class _TreeBuilder:
             try:
                 return _scalar_value(node)
             except _OutOfRange as exc:
+                self.source.refused.add(path)
                 self.finding(
                     "number-out-of-range",
                     str(exc),
@@ -431,7 +434,7 @@ def merge_trees(base: Any, over: Any) -> Any:
 
 
 def _merge_sources(data: Any, base: SourceMap, over: SourceMap) -> SourceMap:
-    merged = SourceMap()
+    merged = SourceMap(refused=base.refused | over.refused)
 
     def walk(node: Any, path: KeyPath) -> None:
         for table, target in ((over.values, merged.values), (base.values, merged.values)):

@@ -84,7 +84,9 @@ class _Numbers:
 
     def _int(self, text: str) -> int | _Refused:
         if len(text) > _MAX_NUMBER_CHARS:
-            return self._refuse(f"a number of {len(text)} digits is too long")
+            return self._refuse(
+                f"a number of {len(text)} digits is too long (numbers here are within ±1.8e308)"
+            )
         number = int(text)
         if abs(number) > _FLOAT_MAX:
             return self._refuse(f"a number of {len(text)} digits is beyond ±1.8e308")
