@@ -170,6 +170,16 @@ def test_the_option_types_keep_their_bounds_and_refuse_the_rest() -> None:
             timeout.convert(bad, None, None)
 
 
+def test_a_round_past_64_bits_never_reaches_the_ledger(tmp_path: Path) -> None:
+    session = tmp_path / "S"
+    result = run_cli(
+        "eval", "--pack", "gap-review", "--block", "engineer", "--var", f"round={HUGE}",
+        "--session", str(session), os.devnull,
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: context key round: the integer is out of range")
+
+
 def test_a_choice_item_or_option_past_64_bits_is_a_choice_error() -> None:
     assert parse_item("author@3") == ("author", 3)
     for item in (f"author@{HUGE}", f"author@{INT64_MAX + 1}", "author@²"):
