@@ -9,7 +9,6 @@ line and column (in the whole output) where reading failed.
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from collections.abc import Iterator
@@ -83,6 +82,8 @@ class _Numbers:
         return _Refused(reason)
 
     def _int(self, text: str) -> int | _Refused:
+        if len(text) < 300:  # the common case: no integer of 299 characters is out of range
+            return int(text)
         if len(text) > _MAX_NUMBER_CHARS:
             return self._refuse(
                 f"a number of {len(text)} digits is too long (numbers here are within ±1.8e308)"
@@ -94,9 +95,9 @@ class _Numbers:
 
     def _float(self, text: str) -> float | _Refused:
         number = float(text)
-        if not math.isfinite(number):
-            return self._refuse(f"{text[:40]} is beyond ±1.8e308")
-        return number
+        if number - number == 0.0:  # finite (an infinity gives NaN)
+            return number
+        return self._refuse(f"{text[:40]} is beyond ±1.8e308")
 
     def _constant(self, name: str) -> _Refused:
         return self._refuse(f"{name} is not a JSON number (NaN and infinities are refused)")
@@ -255,8 +256,9 @@ def read_schema_file(path: Path) -> Any:
         data, more = read_file_capped(path, MAX_SCHEMA_BYTES)
         if more:
             raise ValueError(f"schema file is over {MAX_SCHEMA_BYTES} bytes")
+        text = data.decode("utf-8")
         numbers = _Numbers()
-        schema = numbers.decoder.decode(data.decode("utf-8"))
+        schema = numbers.decoder.decode(text)
     except (OSError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"schema file cannot be read as JSON: {exc}") from None
     except json.JSONDecodeError as exc:
