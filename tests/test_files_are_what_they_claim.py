@@ -186,3 +186,21 @@ def test_a_cache_entry_that_is_a_fifo_is_passed_over(tmp_path: Path) -> None:
     os.mkfifo(entry_path)
     again = _cached_parse(cache, output)
     assert (again.returncode, again.stderr) == (first.returncode, first.stderr)
+
+
+def test_a_golden_prompt_that_is_a_fifo_is_the_cases_problem(tmp_path: Path) -> None:
+    """Reading it (or writing it with --update) would wait for the other end forever."""
+    pack = _sentinel_pack(tmp_path)
+    shutil.rmtree(pack / "tests", ignore_errors=True)
+    (pack / "tests" / "prompts").mkdir(parents=True)
+    os.mkfifo(pack / "tests" / "prompts" / "bad.md")
+    (pack / "tests" / "bad.txt").write_text("no block\n", encoding="utf-8")
+    (pack / "tests" / "cases.yaml").write_text(
+        "- {name: golden, block: VERDICT, input_file: bad.txt, nonce: 4F2C9A,\n"
+        "   vars: {criterion: AC1}, expect: {action: REPAIR, prompt: prompts/bad.md}}\n",
+        encoding="utf-8",
+    )
+    for update in ((), ("--update",)):
+        result = rules("test", str(pack), *update, timeout=20)
+        assert result.returncode == 1
+        assert "golden file prompts/bad.md is not a regular file" in result.stdout

@@ -191,7 +191,9 @@ def _golden(case: Case, prompt: str, result: CaseResult, update: bool) -> None:
     name = case.spec.expect.prompt
     assert name is not None
     golden = _inside(case.folder, name, "prompt", case.position)
-    if update:
+    if golden.exists() and not golden.is_file():  # a FIFO would block the read or write
+        result.problems.append(f"prompt: golden file {name} is not a regular file")
+    elif update:
         if not golden.is_file() or _golden_text(golden) != prompt:
             golden.parent.mkdir(parents=True, exist_ok=True)
             golden.write_text(prompt, encoding="utf-8")
