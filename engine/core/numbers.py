@@ -49,6 +49,37 @@ def first_out_of_range(value: object) -> tuple[tuple[str | int, ...], str] | Non
     return None
 
 
+class NumberOutOfRange(ValueError):
+    """A number written in a pack or a context that the engine cannot hold (says why)."""
+
+
+def int_of_text(text: str) -> int:
+    """A YAML 1.2 core integer (decimal, ``0x``, ``0o``) within 64 bits, else
+    ``NumberOutOfRange``; a long one is refused before it is converted."""
+    body = text.lstrip("+-")
+    if len(text) > MAX_INT_CHARS:
+        raise NumberOutOfRange(f"the integer {text[:20]}... ({len(body)} digits) is out of range")
+    if body[:2] in ("0x", "0o"):
+        number = int(body[2:], 16 if body[1] == "x" else 8)
+        number = -number if text.startswith("-") else number
+    else:
+        number = int(text, 10)
+    if out_of_range(number) is not None:
+        raise NumberOutOfRange(f"the integer {text} is out of range ({INT64_MIN}..{INT64_MAX})")
+    return number
+
+
+def float_of_text(text: str) -> float:
+    """A YAML 1.2 core float that is finite, else ``NumberOutOfRange`` (``.inf``, ``.nan``,
+    ``1e999``)."""
+    if "inf" in text.lower() or "nan" in text.lower():
+        raise NumberOutOfRange(f"{text} is not a finite number (infinities and NaN are refused)")
+    number = float(text)
+    if out_of_range(number) is not None:
+        raise NumberOutOfRange(f"{text[:40]} is beyond the range of a number (about 1.8e308)")
+    return number
+
+
 def _int(text: str) -> int:
     if len(text) > MAX_INT_CHARS:
         raise ValueError(f"an integer of {len(text)} digits is out of range")

@@ -16,7 +16,7 @@ import yaml
 
 from engine.core.errors import Position
 from engine.core.files import read_file_capped
-from engine.core.numbers import INT64_MAX, INT64_MIN, MAX_INT_CHARS, out_of_range
+from engine.core.numbers import NumberOutOfRange, float_of_text, int_of_text
 from engine.core.resources import builtin_pack_names, data_dir
 from engine.format.findings import Finding
 from engine.format.gitpacks import GitPackError, checkout_root, is_git_ref, resolve_git_pack
@@ -121,34 +121,6 @@ def _position(display: str, mark: yaml.Mark | None) -> Position:
     return Position(display, mark.line + 1, mark.column + 1)
 
 
-class _OutOfRange(Exception):
-    """A number a pack or context cannot hold (the message says which and why)."""
-
-
-def _int_value(text: str) -> int:
-    body = text.lstrip("+-")
-    if len(text) > MAX_INT_CHARS:
-        raise _OutOfRange(f"the integer {text[:20]}... ({len(body)} digits) is out of range")
-    if body[:2] in ("0x", "0o"):
-        number = int(body[2:], 16 if body[1] == "x" else 8)
-        number = -number if text.startswith("-") else number
-    else:
-        number = int(text, 10)
-    why = out_of_range(number)
-    if why is not None:
-        raise _OutOfRange(f"the integer {text} is out of range ({INT64_MIN}..{INT64_MAX})")
-    return number
-
-
-def _float_value(text: str) -> float:
-    if "inf" in text.lower() or "nan" in text.lower():
-        raise _OutOfRange(f"{text} is not a finite number (infinities and NaN are refused)")
-    number = float(text)
-    if out_of_range(number) is not None:
-        raise _OutOfRange(f"{text[:40]} is beyond the range of a number (about 1.8e308)")
-    return number
-
-
 def _scalar_value(node: yaml.ScalarNode) -> Any:
     tag, text = node.tag, node.value
     if tag == _STR:
@@ -156,9 +128,9 @@ def _scalar_value(node: yaml.ScalarNode) -> Any:
     if tag.endswith(":bool"):
         return text.lower() == "true"
     if tag.endswith(":int"):
-        return _int_value(text)
+        return int_of_text(text)
     if tag.endswith(":float"):
-        return _float_value(text)
+        return float_of_text(text)
     return None
 
 
@@ -197,7 +169,7 @@ class _TreeBuilder:
                 return node.value
             try:
                 return _scalar_value(node)
-            except _OutOfRange as exc:
+            except NumberOutOfRange as exc:
                 self.source.refused.add(path)
                 self.finding(
                     "number-out-of-range",
