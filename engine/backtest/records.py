@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.errors import EngineError
+from engine.core.numbers import strict_loads
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.pack.batch import record_inputs, text_of_record
 
@@ -63,7 +64,7 @@ class InvalidRecord(ValueError):
 def read_record(line: bytes) -> tuple[dict[str, Any], str | bytes]:
     """A record of a JSONL line, its keys checked, and its text; InvalidRecord otherwise."""
     try:
-        record = json.loads(line)
+        record = strict_loads(line)
     except (ValueError, RecursionError) as exc:
         raise InvalidRecord(f"not valid JSON ({exc})") from None
     if not isinstance(record, dict):

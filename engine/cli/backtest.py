@@ -17,6 +17,7 @@ from engine.cli.common import (
     UsageFailure,
     stopping_on_sigterm,
 )
+from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 
 _SCHEDULER = re.compile(
@@ -46,7 +47,7 @@ def _progress_bar() -> Callable[[int, int], None] | None:
 @click.option("--baseline", help="The pack in use now, to compare with (optional).")
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=BoundedInt(min=1),
     default=1,
     show_default=True,
     help="Local worker processes.",
@@ -66,13 +67,13 @@ def _progress_bar() -> Callable[[int, int], None] | None:
 )
 @click.option(
     "--max-flips",
-    type=click.IntRange(min=0),
+    type=BoundedInt(min=0),
     default=None,
     help="Exit 1 when more records than this flip.",
 )
 @click.option(
     "--max-output-bytes",
-    type=click.IntRange(min=1),
+    type=BoundedInt(min=1),
     default=None,
     help="Longest record line to read; a longer one is reported as an invalid record "
     "[default: the largest of the packs' `limits.max_output_bytes`, else 67108864].",

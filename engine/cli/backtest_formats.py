@@ -72,7 +72,7 @@ def _text(report: dict[str, Any]) -> str:
 
 
 def format_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:

@@ -142,7 +142,7 @@ def format_sarif(cases: list[CiCase]) -> str:
             }
         ],
     }
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(log, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def format_junit(cases: list[CiCase]) -> str:

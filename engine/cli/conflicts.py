@@ -80,7 +80,7 @@ def _print_conflicts(pack: Pack, rules: CompiledConflicts, records: list[dict[st
 
 
 def _json(records: list[dict[str, Any]]) -> None:
-    click.echo(json.dumps({"conflicts": records}, ensure_ascii=False, indent=2))
+    click.echo(json.dumps({"conflicts": records}, ensure_ascii=False, allow_nan=False, indent=2))
 
 
 def _fail(exc: EngineError) -> UsageFailure:

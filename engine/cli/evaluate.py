@@ -18,6 +18,7 @@ from engine.cli.common import (
     parse_vars,
 )
 from engine.cli.formats import format_evaluation
+from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.core.textio import read_capped, too_large_message
 from engine.core.verdict import Verdict
@@ -68,7 +69,7 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--attempt",
-            type=click.IntRange(min=1),
+            type=BoundedInt(min=1),
             default=None,
             help="Which output this is: 1 = the original (default), 2 = after one "
             "repair. With --session it comes from the ledger.",
@@ -105,7 +106,7 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--max-output-bytes",
-            type=click.IntRange(min=1),
+            type=BoundedInt(min=1),
             default=None,
             help="A bigger output is not read: its verdict is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP,
         ),

@@ -9,6 +9,7 @@ from typing import TextIO
 import click
 
 from engine.cli.common import EXIT_FINDINGS, EXIT_OK, OutputFile, UsageFailure
+from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, clean_text
 
@@ -31,7 +32,7 @@ from engine.core.textio import MAX_OUTPUT_BYTES, clean_text
 )
 @click.option(
     "--max-output-bytes",
-    type=click.IntRange(min=1),
+    type=BoundedInt(min=1),
     default=MAX_OUTPUT_BYTES,
     show_default=True,
     help="Largest kept output to decompress; a larger one is reported and left out.",
@@ -62,7 +63,7 @@ def export_command(session_dir: str, output: TextIO, max_output_bytes: int) -> N
     """
     from engine.state.export import export_records
 
-    encode = json.JSONEncoder(ensure_ascii=False).encode
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
     damaged = 0
     try:
         for record in export_records(session_dir, max_text_bytes=max_output_bytes):

@@ -60,7 +60,7 @@ def format_json(results: list[CheckResult]) -> str:
         "errors": sum(1 for r in results for f in r.findings if f.level == "error"),
         "ok": all(r.ok for r in results),
     }
-    return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def _escape_data(text: str) -> str:
@@ -120,7 +120,7 @@ def format_evaluation(
             "verdict": verdict.to_json(),
             "decision": decision.to_json(),
         }
-        return json.dumps(payload, ensure_ascii=False, indent=2) + "\n"
+        return json.dumps(payload, ensure_ascii=False, allow_nan=False, indent=2) + "\n"
     rows = [("block", verdict.block), ("status", verdict.status)]
     for failure in verdict.failures:
         severity = verdict.severities.get(failure.type, "?")
@@ -146,7 +146,7 @@ def format_evaluation(
         if decision.limit["recommendation"]:
             rows.append(("recommend", decision.limit["recommendation"]))
     if decision.default is not None:
-        rows.append(("default", json.dumps(decision.default, ensure_ascii=False)))
+        rows.append(("default", json.dumps(decision.default, ensure_ascii=False, allow_nan=False)))
     if decision.log != "none":
         rows.append(("log", decision.log))
     carried = ", ".join(f"{k}={v}" for k, v in decision.carry.items() if v is not None)
@@ -170,7 +170,7 @@ def _after(trigger: Trigger) -> str:
     after = trigger.after_failure
     text = after.action
     if after.default is not None:
-        text += f" (default {json.dumps(after.default, ensure_ascii=False)})"
+        text += f" (default {json.dumps(after.default, ensure_ascii=False, allow_nan=False)})"
     if after.log != "none":
         text += f", log {after.log}"
     return text

@@ -21,6 +21,7 @@ from engine.cli.common import (
     parse_vars,
     session_option,
 )
+from engine.cli.types import BoundedInt
 from engine.contracts.json.document import MAX_CHARS, output_documents
 from engine.core.errors import EngineError
 from engine.core.textio import decode_output, read_capped
@@ -113,7 +114,7 @@ def _seed_result(outcome: GateOutcome) -> dict[str, Any]:
 )
 @click.option(
     "--retry",
-    type=click.IntRange(min=0),
+    type=BoundedInt(min=0),
     default=0,
     show_default=True,
     help="How many times this output was already sent back.",
@@ -184,7 +185,7 @@ def gate_command(
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     if output_format == "json":
-        click.echo(json.dumps(gate_json(outcome), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(gate_json(outcome), indent=2, ensure_ascii=False, allow_nan=False))
     elif outcome.reprompt is not None:
         click.echo(outcome.reprompt, nl=False)
     code = outcome.result.exit_code

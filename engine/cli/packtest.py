@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
+from engine.cli.types import FiniteFloat
 from engine.core.errors import EngineError, Position
 from engine.format.findings import Finding
 from engine.pack.result import CheckResult
@@ -25,7 +26,7 @@ TEST_FORMATS = ("text", "json", "github", "junit", "sarif")
 @click.option("--update", is_flag=True, help="Rewrite golden prompt files instead of comparing.")
 @click.option(
     "--min-pass-rate",
-    type=click.FloatRange(0, 1),
+    type=FiniteFloat(0, 1),
     default=1.0,
     show_default=True,
     help="Exit 0 when at least this share of the cases pass (over all packs).",
@@ -80,7 +81,7 @@ def test_command(
             "failed": len(results) - passed,
             "pass_rate": rate,
         }
-        click.echo(json.dumps(body, ensure_ascii=False, indent=2))
+        click.echo(json.dumps(body, ensure_ascii=False, allow_nan=False, indent=2))
     elif output_format in ("junit", "sarif"):
         from engine.cli.ci_formats import CiCase, format_junit, format_sarif
 

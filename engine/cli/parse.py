@@ -16,6 +16,7 @@ from engine.cli.common import (
     output_cap,
     parse_vars,
 )
+from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.core.results import Failure, ParseResult
 from engine.core.textio import read_capped, too_large_message
@@ -49,7 +50,7 @@ from engine.core.textio import read_capped, too_large_message
 )
 @click.option(
     "--max-output-bytes",
-    type=click.IntRange(min=1),
+    type=BoundedInt(min=1),
     default=None,
     help="A bigger output is not read: its result is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP,
 )
@@ -98,7 +99,7 @@ def parse_command(
     if jsonl is not None:
         failed = False
         out = sys.stdout  # one write per record, no per-line echo
-        encode = json.JSONEncoder(ensure_ascii=False).encode
+        encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
         cap = output_cap(max_output_bytes, pack.max_output_bytes)
         for record in parse_jsonl(pack, jsonl, block, nonce, max_line_bytes=cap):
             failed = failed or not record["ok"]
@@ -123,9 +124,9 @@ def parse_command(
         except EngineError as exc:
             raise UsageFailure(str(exc)) from None
     if output_format == "json":
-        click.echo(json.dumps(result.to_json(), ensure_ascii=False))
+        click.echo(json.dumps(result.to_json(), ensure_ascii=False, allow_nan=False))
     elif result.ok:
-        click.echo(json.dumps(result.data, ensure_ascii=False))
+        click.echo(json.dumps(result.data, ensure_ascii=False, allow_nan=False))
         for warning in result.warnings:
             click.echo(f"warning: {warning}", err=True)
     else:

@@ -17,6 +17,7 @@ from engine.cli.common import (
     session_option,
     stopping_on_sigterm,
 )
+from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.state.runner import DEFAULT_TIMEOUT, run_loop
@@ -53,7 +54,7 @@ MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
 @session_option("Session folder whose ledger records every attempt.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     default=None,
     help="Seconds before the model command and its children are stopped (TERM, then KILL "
     f"after 2 s; an execution failure). [default: the pack's `limits.model_timeout`, "
@@ -61,7 +62,7 @@ MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
 )
 @click.option(
     "--max-output-bytes",
-    type=click.IntRange(min=1),
+    type=BoundedInt(min=1),
     default=None,
     help="A model command printing more is stopped (an execution failure). " + OUTPUT_CAP_HELP,
 )
@@ -135,13 +136,13 @@ def run_command(
     if decision.default is not None and decision.log in ("warning", "error"):
         click.echo(
             f"rules run: {decision.log}: {decision.action}: {decision.reason}; "
-            f"continuing with {json.dumps(decision.default, ensure_ascii=False)}",
+            f"continuing with {json.dumps(decision.default, ensure_ascii=False, allow_nan=False)}",
             err=True,
         )
     if decision.exit_code == 0 and result.verdict.data is not None:
-        click.echo(json.dumps(result.verdict.data, ensure_ascii=False))
+        click.echo(json.dumps(result.verdict.data, ensure_ascii=False, allow_nan=False))
     elif decision.default is not None:
-        click.echo(json.dumps(decision.default, ensure_ascii=False))
+        click.echo(json.dumps(decision.default, ensure_ascii=False, allow_nan=False))
     raise SystemExit(decision.exit_code)
 
 

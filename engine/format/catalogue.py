@@ -36,6 +36,10 @@ RULES: dict[str, Rule] = {
     "yaml-complex-key": Rule("A mapping key that is not a scalar.", "Use a string key."),
     "yaml-merge-key": Rule("A YAML merge key (<<:).", "Write the keys out, or use `extends`."),
     "file-unreadable": Rule("A pack file cannot be read.", "Check the path and its permissions."),
+    "number-out-of-range": Rule(
+        "A number is an infinity, NaN, or an integer beyond 64 bits.",
+        "Write a finite number within 64 bits, or quote it to make it a string.",
+    ),
     "pack-empty": Rule(
         "The pack file is empty.", "Start from `rules init` or add `rulepack: NAME`."
     ),

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.core.errors import ContextError
+from engine.core.numbers import MAX_INT_CHARS, first_out_of_range
 from engine.format.model import ContextKey
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
@@ -27,15 +28,18 @@ def _coerce(name: str, spec: ContextKey, raw: str) -> Any:
     if spec.type in ("string", "path", "any"):
         return raw
     if spec.type == "int":
+        wrong = ContextError(f"context key {name!r} must be an int, got {raw[:40]!r}")
+        if len(raw) > MAX_INT_CHARS:  # longer than any 64-bit integer: refused unread
+            raise wrong
         try:
             return int(raw)
         except ValueError:
-            raise ContextError(f"context key {name!r} must be an int, got {raw!r}") from None
+            raise wrong from None
     if spec.type == "number":
         try:
             return float(raw)
         except ValueError:
-            raise ContextError(f"context key {name!r} must be a number, got {raw!r}") from None
+            raise ContextError(f"context key {name!r} must be a number, got {raw[:40]!r}") from None
     if spec.type == "bool":
         if raw.lower() in ("true", "false"):
             return raw.lower() == "true"
@@ -47,6 +51,15 @@ def _coerce(name: str, spec: ContextKey, raw: str) -> Any:
 
 def _a(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def _check_numbers(name: str, value: Any) -> None:
+    """Refuse a NaN, an infinity or an integer beyond 64 bits anywhere in ``value``."""
+    found = first_out_of_range(value)
+    if found is not None:
+        path, why = found
+        where = name + "".join(f"[{part!r}]" for part in path)
+        raise ContextError(f"context key {where}: {why}")
 
 
 def _check_type(name: str, spec: ContextKey, value: Any) -> None:
@@ -111,5 +124,6 @@ def build_context(
             if spec.default is not None:
                 context[name] = spec.default
         if name in context:
+            _check_numbers(name, context[name])
             _check_type(name, spec, context[name])
     return context

@@ -15,8 +15,9 @@ from typing import Any
 import yaml
 
 from engine.core.errors import Position
+from engine.core.files import read_file_capped
+from engine.core.numbers import NumberOutOfRange, float_of_text, int_of_text
 from engine.core.resources import builtin_pack_names, data_dir
-from engine.core.textio import read_capped
 from engine.format.findings import Finding
 from engine.format.gitpacks import GitPackError, checkout_root, is_git_ref, resolve_git_pack
 from engine.format.locate import (
@@ -84,6 +85,8 @@ class SourceMap:
 
     values: dict[KeyPath, Position] = field(default_factory=dict)
     keys: dict[KeyPath, Position] = field(default_factory=dict)
+    refused: set[KeyPath] = field(default_factory=set)
+    """Where a number was refused (a finding said so; the tree holds null there)."""
 
     def locate(self, path: KeyPath, prefer_key: bool = False) -> Position:
         """The position of ``path``, or of its nearest ancestor that has one."""
@@ -125,9 +128,9 @@ def _scalar_value(node: yaml.ScalarNode) -> Any:
     if tag.endswith(":bool"):
         return text.lower() == "true"
     if tag.endswith(":int"):
-        return int(text, 0)
+        return int_of_text(text)
     if tag.endswith(":float"):
-        return float(text.replace("inf", "Inf").replace("INF", "Inf"))
+        return float_of_text(text)
     return None
 
 
@@ -164,7 +167,17 @@ class _TreeBuilder:
                     "remove the tag; packs hold plain strings, numbers, booleans, lists and maps",
                 )
                 return node.value
-            return _scalar_value(node)
+            try:
+                return _scalar_value(node)
+            except NumberOutOfRange as exc:
+                self.source.refused.add(path)
+                self.finding(
+                    "number-out-of-range",
+                    str(exc),
+                    node.start_mark,
+                    "write a finite number within 64 bits, or quote it to make it a string",
+                )
+                return None
         if node.tag not in _COLLECTION_TAGS:
             self.finding(
                 "yaml-unsupported-tag",
@@ -222,12 +235,12 @@ class _TooBig(Exception):
 
 
 def read_text(path: Path, limit: int, display: str | None = None) -> str | Finding:
-    """A UTF-8 text file of at most ``limit`` bytes, reading no further (a FIFO,
-    /dev/zero); a Finding naming the file when it is larger, unreadable or not UTF-8."""
+    """A UTF-8 text file of at most ``limit`` bytes, reading no further; a Finding naming
+    the file when it is larger, unreadable, not UTF-8 or not a regular file (a FIFO would
+    block, /dev/zero never ends)."""
     where = Position(display or display_path(path))
     try:
-        with path.open("rb") as stream:
-            raw, more = read_capped(stream, limit)
+        raw, more = read_file_capped(path, limit)
     except OSError as exc:
         return Finding(
             "file-unreadable",
@@ -393,7 +406,7 @@ def merge_trees(base: Any, over: Any) -> Any:
 
 
 def _merge_sources(data: Any, base: SourceMap, over: SourceMap) -> SourceMap:
-    merged = SourceMap()
+    merged = SourceMap(refused=base.refused | over.refused)
 
     def walk(node: Any, path: KeyPath) -> None:
         for table, target in ((over.values, merged.values), (base.values, merged.values)):

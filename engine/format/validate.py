@@ -212,6 +212,8 @@ def validate_tree(
                 entries = []
                 for error in errors:
                     path, finding = _finding_for(root, error, work, source)
+                    if path in source.refused:
+                        continue  # the loader's finding says why this number is not there
                     entries.append((path, str(error["type"]), finding))
                 findings.extend(_collapse(entries))
             paths = [data_path(work, tuple(error["loc"]))[0] for error in errors]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any, BinaryIO, Protocol
 
 from engine.core.errors import EngineError
+from engine.core.numbers import strict_loads
 from engine.core.results import ParseResult
 
 
@@ -86,7 +86,7 @@ def parse_record(
 ) -> dict[str, Any]:
     raw = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
     try:
-        record = json.loads(raw)
+        record = strict_loads(raw)
     except ValueError as exc:
         return _record_error(None, f"input line {number}: not valid JSON ({exc})")
     except RecursionError:
@@ -116,9 +116,16 @@ def parse_record(
     }
 
 
+SKIP_LIMIT = 64 * 1024 * 1024
+"""How far past ``max_line_bytes`` a long line is skipped looking for its end (at least
+as far as the line limit itself): past that the input is read no further."""
+
+
 def capped_lines(stream: BinaryIO, max_line_bytes: int) -> Iterator[bytes | None]:
     """The lines of ``stream``, each read up to ``max_line_bytes``: a longer line is skipped
-    to its end without being kept and given as None."""
+    to its end without being kept and given as None. A line whose end does not come within
+    ``max(max_line_bytes, SKIP_LIMIT)`` more bytes (``/dev/zero``) ends the input there."""
+    skip_limit = max(max_line_bytes, SKIP_LIMIT)
     while True:
         line = stream.readline(max_line_bytes + 1)
         if not line:
@@ -126,8 +133,13 @@ def capped_lines(stream: BinaryIO, max_line_bytes: int) -> Iterator[bytes | None
         if len(line) <= max_line_bytes or line.endswith(b"\n"):
             yield line
             continue
+        skipped = 0
         while line and not line.endswith(b"\n"):  # the rest of the long line
+            if skipped > skip_limit:
+                yield None
+                return
             line = stream.readline(1024 * 1024)
+            skipped += len(line)
         yield None
 
 

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.errors import unknown_block_error
+from engine.core.files import read_file_bytes
+from engine.core.numbers import strict_loads
 from engine.core.results import ParseResult
 from engine.core.textio import clean_text, decode_output
 from engine.core.version import VERSION
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 MAX_FILES = 500
+MAX_ENTRY_BYTES = 16 * 1024 * 1024
 MAX_BYTES = 16 * 1024 * 1024
 _ENGINE_DIR = Path(__file__).resolve().parent.parent
 # The modules whose code gives the cached parse data its meaning (a check depends on all).
@@ -158,21 +161,30 @@ def _entry_path(root: Path, purpose: str, pack_file: Path) -> Path:
     return root / f"{purpose}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
+def _digest(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
 def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
-    """The data of a current entry, or None (absent, damaged, or anything changed)."""
+    """The data of a current entry, or None (absent, damaged, edited, not a regular file,
+    or anything changed): the data must have the digest it was written with."""
     try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        entry = strict_loads(read_file_bytes(path, MAX_ENTRY_BYTES))
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(entry, dict) or entry.get("format") != FORMAT:
         return None
     if entry.get("engine") != stamp:
         return None
     folders = entry.get("folders")
-    if not isinstance(folders, list) or _fingerprint(folders) != entry.get("files"):
+    if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
+        return None
+    if _fingerprint(folders) != entry.get("files"):
         return None
     data = entry.get("data")
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict) or entry.get("digest") != _digest(data):
+        return None
+    return data
 
 
 def _write_entry(
@@ -184,7 +196,14 @@ def _write_entry(
     files = _fingerprint(folders)
     if files is None:
         return
-    entry = {"format": FORMAT, "engine": stamp, "folders": folders, "files": files, "data": data}
+    entry = {
+        "format": FORMAT,
+        "engine": stamp,
+        "folders": folders,
+        "files": files,
+        "data": data,
+        "digest": _digest(data),
+    }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
@@ -214,7 +233,7 @@ def open_parsing_pack(ref: str) -> ParsingPack:
         if data is not None:
             try:
                 return ParsingPack(data)
-            except (KeyError, TypeError, ValueError):
+            except Exception:
                 pass
     from engine.pack.loaded import load_pack
 

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from engine.core.errors import EngineError, Position
+from engine.core.files import read_file_capped, read_file_text
 from engine.core.textio import decode_output
 from engine.format.loader import read_yaml
 from engine.format.model import PackTest
@@ -160,9 +161,15 @@ def _input(case: Case) -> bytes | None:
     path = _inside(case.folder, spec.input_file, "input_file", case.position)
     if not path.exists():
         return None  # the output file is missing: the contract decides (FILE_MISSING)
-    if path.stat().st_size > MAX_CASE_INPUT_BYTES:
+    try:
+        data, more = read_file_capped(path, MAX_CASE_INPUT_BYTES)
+    except OSError as exc:  # a FIFO (which would block), a folder, no permission
+        raise CaseError(
+            f"{case.position}: input_file {spec.input_file}: {exc.strerror or exc}"
+        ) from None
+    if more:
         raise CaseError(f"{case.position}: {spec.input_file} is over {MAX_CASE_INPUT_BYTES} bytes")
-    return path.read_bytes()
+    return data
 
 
 def _differs(what: str, expected: Any, got: Any) -> str:
@@ -171,20 +178,30 @@ def _differs(what: str, expected: Any, got: Any) -> str:
     return f"{what}: expected {wanted}, got {shown}"
 
 
+def _golden_text(golden: Path) -> str:
+    """A golden prompt file (regular, checked on the open file; at most the input bound)."""
+    try:
+        return read_file_text(golden, MAX_CASE_INPUT_BYTES)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CaseError(f"{golden}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 def _golden(case: Case, prompt: str, result: CaseResult, update: bool) -> None:
     """Compare ``prompt`` with the case's golden file, or write it with ``update``."""
     name = case.spec.expect.prompt
     assert name is not None
     golden = _inside(case.folder, name, "prompt", case.position)
-    if update:
-        if not golden.is_file() or golden.read_text(encoding="utf-8") != prompt:
+    if golden.exists() and not golden.is_file():  # a FIFO would block the read or write
+        result.problems.append(f"prompt: golden file {name} is not a regular file")
+    elif update:
+        if not golden.is_file() or _golden_text(golden) != prompt:
             golden.parent.mkdir(parents=True, exist_ok=True)
             golden.write_text(prompt, encoding="utf-8")
             result.updated = True
     elif not golden.is_file():
         result.problems.append(f"prompt: golden file {name} does not exist (run with --update)")
     else:
-        wanted = golden.read_text(encoding="utf-8")
+        wanted = _golden_text(golden)
         if wanted != prompt:
             result.problems.append(f"prompt: differs from {name}")
             result.diff = "".join(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.core.errors import EngineError
+from engine.core.numbers import INT64_MAX
 from engine.core.placeholders import fill
 from engine.state.choices import ChoiceBook, round_failed
 from engine.state.session import Session, ledger_accepted_rounds
@@ -39,8 +40,11 @@ class ChoiceResult:
 
 def parse_item(item: str) -> tuple[str, int | None]:
     block, at, round_text = item.partition("@")
-    if not block or (at and not round_text.isdigit()):
+    if not block or (at and not (round_text.isascii() and round_text.isdigit())):
         raise ChoiceError(f"{item!r}: an item is BLOCK@ROUND (e.g. author@3) or BLOCK")
+    if at and (len(round_text) > 19 or int(round_text) > INT64_MAX):
+        # a ledger round is a 64-bit SQLite INTEGER; a larger one can name no attempt
+        raise ChoiceError(f"{item[:60]!r}: the round is out of range (at most {INT64_MAX})")
     return block, int(round_text) if at else None
 
 
@@ -90,7 +94,8 @@ def apply_choice(
             f"{item}: option {earlier['option']!r} was already chosen at {earlier['ts']}"
         )
     options = pack.model.menus[menu_name].options
-    if option_ref.isdigit() and 1 <= int(option_ref) <= len(options):
+    numbered = option_ref.isascii() and option_ref.isdigit() and len(option_ref) <= 19
+    if numbered and 1 <= int(option_ref) <= len(options):
         option = options[int(option_ref) - 1]
     else:
         found = [o for o in options if o.key == option_ref]

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from engine.contracts.json.keywords import linear_keywords, pattern_problems
+from engine.core.files import read_file_capped
 
 Extract = Literal["whole", "fenced", "first"]
 Many = Literal["one", "list", "jsonl"]
@@ -30,9 +32,14 @@ MAX_VIOLATIONS = 100
 _MAX_MESSAGE = 300
 _MAX_CANDIDATES = 64
 
+_MAX_NUMBER_CHARS = 400
+"""A number written with more characters is refused unread: no integer past the range of a
+JSON number (about 1.8e308, 309 digits) is that long, and converting a number of millions of
+digits takes quadratic time."""
+_FLOAT_MAX = sys.float_info.max
+
 _FENCE = re.compile(r"^[ \t]*```[ \t]*json[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 _FENCE_END = re.compile(r"^[ \t]*```[ \t]*\r?$", re.MULTILINE)
-_DECODER = json.JSONDecoder()
 
 
 class JsonDocumentError(Exception):
@@ -53,17 +60,77 @@ class SchemaViolation(NamedTuple):
     message: str
 
 
+class _Refused:
+    """Stands in a decoded document for a number it cannot hold; says why."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class _Numbers:
+    """A JSON decoder whose numbers are bounded: a NaN, an infinity, a number beyond the
+    range of a JSON number or written with too many characters becomes a ``_Refused``, and
+    ``refused`` says whether any did (so documents are searched for one only then)."""
+
+    def __init__(self) -> None:
+        self.refused = False
+        self.decoder = json.JSONDecoder(
+            parse_int=self._int, parse_float=self._float, parse_constant=self._constant
+        )
+
+    def _refuse(self, reason: str) -> _Refused:
+        self.refused = True
+        return _Refused(reason)
+
+    def _int(self, text: str) -> int | _Refused:
+        if len(text) < 300:  # the common case: no integer of 299 characters is out of range
+            return int(text)
+        if len(text) > _MAX_NUMBER_CHARS:
+            return self._refuse(
+                f"a number of {len(text)} digits is too long (numbers here are within ±1.8e308)"
+            )
+        number = int(text)
+        if abs(number) > _FLOAT_MAX:
+            return self._refuse(f"a number of {len(text)} digits is beyond ±1.8e308")
+        return number
+
+    def _float(self, text: str) -> float | _Refused:
+        number = float(text)
+        if number - number == 0.0:  # finite (an infinity gives NaN)
+            return number
+        return self._refuse(f"{text[:40]} is beyond ±1.8e308")
+
+    def _constant(self, name: str) -> _Refused:
+        return self._refuse(f"{name} is not a JSON number (NaN and infinities are refused)")
+
+
+def _first_refused(value: Any) -> tuple[str, str] | None:
+    """The dotted path of the first refused number in ``value``, and why."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, _Refused):
+            return _dotted(path) or "(root)", node.reason
+        if isinstance(node, dict):
+            stack.extend((child, (*path, key)) for key, child in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((child, (*path, i)) for i, child in reversed(list(enumerate(node))))
+    return None
+
+
 def _line_column(text: str, position: int) -> tuple[int, int]:
     line = text.count("\n", 0, position) + 1
     return line, position - (text.rfind("\n", 0, position) + 1) + 1
 
 
-def _decode(text: str, start: int, end: int, whole: str) -> Any:
+def _decode(text: str, start: int, end: int, whole: str, decoder: json.JSONDecoder) -> Any:
     """The one JSON value in ``text[start:end]`` (whitespace around it allowed). Only that
     part is copied: one line of JSON lines costs its own length, not the text before it."""
     part = text[start:end]
     try:
-        value, stop = _DECODER.raw_decode(part, _skip_space(part, 0, len(part)))
+        value, stop = decoder.raw_decode(part, _skip_space(part, 0, len(part)))
     except json.JSONDecodeError as exc:
         raise JsonDocumentError(exc.msg, *_line_column(whole, start + exc.pos)) from None
     except RecursionError:
@@ -98,12 +165,12 @@ def _body(text: str, extract: Extract) -> tuple[int, int]:
     return (1 if text.startswith("\ufeff") else 0), len(text)
 
 
-def _first_value(text: str) -> Any:
+def _first_value(text: str, decoder: json.JSONDecoder) -> Any:
     """The first balanced top-level object or array in ``text`` (prose around it ignored)."""
     tried = 0
     for match in re.finditer(r"[{\[]", text):
         try:
-            value, _ = _DECODER.raw_decode(text, match.start())
+            value, _ = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
             tried += 1
             if tried >= _MAX_CANDIDATES:
@@ -136,8 +203,10 @@ def read_documents(
         raise JsonDocumentError(
             f"the output is {len(text)} characters, over the limit of {max_chars} for JSON"
         )
+    numbers = _Numbers()
+    decoder = numbers.decoder
     if extract == "first":
-        values = [_first_value(text)]
+        values = [_first_value(text, decoder)]
     else:
         start, end = _body(text, extract)
         if many == "jsonl":
@@ -146,18 +215,22 @@ def read_documents(
                 if text[line_start:line_end].strip():
                     if len(values) >= max_documents:
                         raise JsonDocumentError(too_many)
-                    values.append(_decode(text, line_start, line_end, text))
+                    values.append(_decode(text, line_start, line_end, text, decoder))
         else:
-            values = [_decode(text, start, end, text)]
+            values = [_decode(text, start, end, text, decoder)]
     if many == "list":
         if len(values) != 1 or not isinstance(values[0], list):
             raise JsonDocumentError("expected a JSON array of documents")
         if len(values[0]) > max_documents:
             raise JsonDocumentError(too_many)
         values = list(values[0])
-    for value in values:
+    for index, value in enumerate(values):
         if depth_of(value, max_depth) > max_depth:
             raise JsonDocumentError(f"JSON nested deeper than {max_depth} levels")
+        refused = _first_refused(value) if numbers.refused else None
+        if refused is not None:
+            item = f"item {index + 1}: " if many != "one" else ""
+            raise JsonDocumentError(f"{item}{refused[0]}: {refused[1]}")
     return values
 
 
@@ -197,13 +270,20 @@ MAX_SCHEMA_BYTES = 4 * 1024 * 1024
 def read_schema_file(path: Path) -> Any:
     """A pack's schema file as JSON; ``ValueError`` saying why it cannot be read."""
     try:
-        if path.stat().st_size > MAX_SCHEMA_BYTES:
+        data, more = read_file_capped(path, MAX_SCHEMA_BYTES)
+        if more:
             raise ValueError(f"schema file is over {MAX_SCHEMA_BYTES} bytes")
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = data.decode("utf-8")
+        numbers = _Numbers()
+        schema = numbers.decoder.decode(text)
     except (OSError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"schema file cannot be read as JSON: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"schema file is not valid JSON: {exc}") from None
+    refused = _first_refused(schema) if numbers.refused else None
+    if refused is not None:
+        raise ValueError(f"schema file holds a number it cannot: {refused[0]}: {refused[1]}")
+    return schema
 
 
 def compile_schema(schema: Any) -> Any:
@@ -302,6 +382,8 @@ def schema_violations(
                 break
     except RecursionError:
         violations.append(SchemaViolation("", "(root): JSON nested too deeply to validate"))
+    except OverflowError:
+        violations.append(SchemaViolation("", "(root): a number too large to check"))
     except Unresolvable as exc:
         violations.append(
             SchemaViolation("", f"(root): {exc} (references must resolve inside the schema)")

@@ -1,0 +1,74 @@
+"""Reading the files the engine is given, within a byte bound and without blocking.
+
+A FIFO blocks ``open`` until a writer comes (and a read until it writes), a socket is no
+file, a folder cannot be read: each is refused before anything is read. The file is opened
+without blocking and checked on the open descriptor (``fstat``), so nothing can be swapped
+in between the check and the read. A device (``/dev/zero``) is read up to the bound, still
+without blocking: a terminal with nothing typed is an error, not a wait.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from engine.core.textio import read_capped
+
+
+class NotARegularFile(OSError):
+    """The path names a FIFO, a socket or a folder, not a file."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_file_capped(path: Path | str, limit: int) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of the file at ``path``, and whether it holds more.
+
+    Raises ``NotARegularFile`` (an ``OSError`` naming the file) for a FIFO, a socket or a
+    folder, and ``OSError`` for a file that cannot be opened or read; never blocks.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISDIR(mode):
+            raise NotARegularFile(
+                0, f"{_kind(mode)}, not a regular file; give a file", os.fspath(path)
+            )
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            return read_capped(stream, limit)
+    finally:
+        os.close(fd)
+
+
+def read_file_bytes(path: Path | str, limit: int) -> bytes:
+    """The whole file at ``path``; ``OSError`` when it is larger than ``limit``."""
+    data, more = read_file_capped(path, limit)
+    if more:
+        raise OSError(0, f"file is over the {limit}-byte limit; it was not read", os.fspath(path))
+    return data
+
+
+def read_file_text(path: Path | str, limit: int) -> str:
+    """The file at ``path`` as UTF-8 (``UnicodeDecodeError`` if it is not); ``OSError``
+    when it is a FIFO, socket or folder, cannot be read or is over ``limit`` bytes."""
+    return read_file_bytes(path, limit).decode("utf-8")
+
+
+def is_regular_file(path: Path | str) -> bool:
+    """Whether ``path`` is a regular file (following links), without opening it."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
