@@ -65,11 +65,28 @@ class UsageFailure(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
+LOCKED_KEY = "engine.locked"
+"""Where `rules --locked/--no-locked` keeps its choice for the command it runs: the click
+context's meta, which lives as long as that one invocation."""
+
+
+def remember_locked(locked: bool | None) -> None:
+    """Keep `--locked/--no-locked` (None: not given) for the commands of this invocation."""
+    if locked is not None:
+        click.get_current_context().meta[LOCKED_KEY] = locked
+
+
+def locked_setting() -> bool | None:
+    """`--locked/--no-locked` of this invocation, or None (the engine's default: CI=true)."""
+    context = click.get_current_context(silent=True)
+    return None if context is None else context.meta.get(LOCKED_KEY)
+
+
 def open_pack(ref: str) -> Pack:
     from engine.pack.loaded import load_pack
 
     try:
-        return load_pack(ref)
+        return load_pack(ref, locked=locked_setting())
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
 

@@ -14,7 +14,14 @@ from typing import NoReturn
 
 import click
 
-from engine.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageFailure
+from engine.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageFailure,
+    locked_setting,
+    remember_locked,
+)
 from engine.core.errors import EngineError
 from engine.core.version import VERSION
 
@@ -75,8 +82,7 @@ def cli(locked: bool | None) -> None:
       rules --locked check rules/      # git packs only at their locked commits
       rules schema > rulepack.schema.json
     """
-    if locked is not None:
-        os.environ["RULES_LOCKED"] = "1" if locked else "0"
+    remember_locked(locked)
 
 
 def _default_format() -> str:
@@ -130,13 +136,12 @@ def check_command(
     if list_rules:
         _list_rules(output_format or "text")
         return
-    if locked is not None:
-        os.environ["RULES_LOCKED"] = "1" if locked else "0"
+    remember_locked(locked)
     from engine.cli.formats import FORMATTERS
     from engine.pack.cache import check_packs_remembered as check_packs
 
     try:
-        results = check_packs(list(paths) or ["rules"])
+        results = check_packs(list(paths) or ["rules"], locked=locked_setting())
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     if with_tests and all(r.ok for r in results):

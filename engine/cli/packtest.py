@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
+from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, locked_setting
 from engine.core.errors import EngineError, Position
 from engine.format.findings import Finding
 from engine.pack.result import CheckResult
@@ -128,7 +128,7 @@ def _run_packs(
     runs = []
     versions: dict[str, str] = {}
     for pack_file in [f for target in targets for f in find_pack_files(target)]:
-        pack = load_pack(pack_file)
+        pack = load_pack(pack_file, locked=locked_setting())
         runs.append((pack.name, run_pack_tests(pack, update=update)))
         versions[pack.name] = pack.model.version
     return runs, versions
@@ -154,7 +154,7 @@ def test_findings(results: list[CheckResult], targets: list[str]) -> list[CheckR
         findings = list(result.findings)
         try:
             for pack_file in find_pack_files(result.target):
-                for case in run_pack_tests(load_pack(pack_file)):
+                for case in run_pack_tests(load_pack(pack_file, locked=locked_setting())):
                     findings.extend(case_findings(case))
         except EngineError as exc:
             findings.append(Finding("pack-test-unreadable", str(exc), Position(result.target)))

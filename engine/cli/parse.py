@@ -13,6 +13,7 @@ from engine.cli.common import (
     EXIT_OK,
     OUTPUT_CAP_HELP,
     UsageFailure,
+    locked_setting,
     output_cap,
     parse_vars,
 )
@@ -91,7 +92,7 @@ def parse_command(
     from engine.pack.cache import open_parsing_pack
 
     try:
-        pack = open_parsing_pack(pack_ref)
+        pack = open_parsing_pack(pack_ref, locked=locked_setting())
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     variables = parse_vars(var_pairs)

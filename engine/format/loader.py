@@ -415,12 +415,13 @@ def _merge_sources(data: Any, base: SourceMap, over: SourceMap) -> SourceMap:
     return merged
 
 
-def load_pack_tree(pack_file: Path) -> PackTree:
-    """Load ``pack_file`` and everything it extends, merged, with all findings."""
-    return _load(pack_file.resolve(), [], pack_file)
+def load_pack_tree(pack_file: Path, locked: bool | None = None) -> PackTree:
+    """Load ``pack_file`` and everything it extends, merged, with all findings. ``locked``:
+    every git reference needs a rules.lock entry (default: when CI=true)."""
+    return _load(pack_file.resolve(), [], pack_file, locked)
 
 
-def _load(pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
+def _load(pack_file: Path, stack: list[Path], shown: Path, locked: bool | None) -> PackTree:
     doc = read_yaml(shown if not stack else pack_file)
     findings = list(doc.findings)
     data = doc.data
@@ -454,7 +455,7 @@ def _load(pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
             if not isinstance(ref, str):
                 continue  # the model check reports the wrong type
             where = doc.source.locate(("extends", index))
-            base = _load_extended(ref, pack_file, [*stack, pack_file], where, findings)
+            base = _load_extended(ref, pack_file, [*stack, pack_file], where, findings, locked)
             if base is None:
                 continue
             files.extend(base.files)
@@ -502,11 +503,16 @@ def _outside_workspace(ref: str, declaring: Path, stack: list[Path]) -> str | No
 
 
 def _load_extended(
-    ref: str, declaring: Path, stack: list[Path], where: Position, findings: list[Finding]
+    ref: str,
+    declaring: Path,
+    stack: list[Path],
+    where: Position,
+    findings: list[Finding],
+    locked: bool | None,
 ) -> PackTree | None:
     if is_git_ref(ref):
         try:
-            fetched = resolve_git_pack(ref, stack[0] if stack else declaring)
+            fetched = resolve_git_pack(ref, stack[0] if stack else declaring, locked)
         except GitPackError as exc:
             hint = {
                 "git-unlocked": "run `rules lock` beside the top pack and commit rules.lock",
@@ -514,7 +520,7 @@ def _load_extended(
             }.get(exc.rule, "write git+URL@REV#path/to/pack; the path stays in the repository")
             findings.append(Finding(exc.rule, str(exc), where, hint))
             return None
-        return _load_checked(fetched.resolve(), stack, where, findings)
+        return _load_checked(fetched.resolve(), stack, where, findings, locked)
     installed = ref.startswith(PACKAGE_PREFIX) or (
         bare_name(ref) and not (declaring.parent / ref).exists() and not Path(ref).suffix
     )
@@ -545,11 +551,15 @@ def _load_extended(
         )
         findings.append(Finding("extends-not-found", f"extends {ref!r}: no such pack", where, hint))
         return None
-    return _load_checked(found.resolve(), stack, where, findings)
+    return _load_checked(found.resolve(), stack, where, findings, locked)
 
 
 def _load_checked(
-    target: Path, stack: list[Path], where: Position, findings: list[Finding]
+    target: Path,
+    stack: list[Path],
+    where: Position,
+    findings: list[Finding],
+    locked: bool | None,
 ) -> PackTree | None:
     """Load an extended pack file unless it closes a cycle (a finding then)."""
     if target in stack:
@@ -564,4 +574,4 @@ def _load_checked(
             )
         )
         return None
-    return _load(target, stack, target)
+    return _load(target, stack, target, locked)
