@@ -9,7 +9,6 @@ from typing import TextIO
 
 import click
 
-from engine.cli.backtest_formats import BACKTEST_FORMATS
 from engine.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -17,7 +16,9 @@ from engine.cli.common import (
     UsageFailure,
     stopping_on_sigterm,
 )
+from engine.cli.options import format_option
 from engine.core.errors import EngineError
+from engine.report import render
 
 _SCHEDULER = re.compile(
     r"(tcp://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}"
@@ -77,13 +78,7 @@ def _progress_bar() -> Callable[[int, int], None] | None:
     help="Longest record line to read; a longer one is reported as an invalid record "
     "[default: the largest of the packs' `limits.max_output_bytes`, else 67108864].",
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(sorted(BACKTEST_FORMATS)),
-    default="text",
-    show_default=True,
-)
+@format_option("backtest", show_default=True)
 @click.option(
     "-o",
     "--output",
@@ -160,6 +155,6 @@ def backtest_command(
             )
     except (BacktestError, EngineError) as exc:
         raise UsageFailure(str(exc)) from None
-    output.write(BACKTEST_FORMATS[output_format](report.to_json()))
+    output.write(render("backtest", output_format, report.to_json()))
     output.flush()
     raise SystemExit(EXIT_FINDINGS if report.exceeded else EXIT_OK)

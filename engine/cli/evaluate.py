@@ -17,12 +17,13 @@ from engine.cli.common import (
     output_cap,
     parse_vars,
 )
-from engine.cli.formats import format_evaluation
+from engine.cli.options import format_option
 from engine.core.errors import EngineError
 from engine.core.textio import read_capped, too_large_message
 from engine.core.verdict import Verdict
 from engine.pack.loaded import Pack
 from engine.policy.decide import Decision
+from engine.report import render
 from engine.state.session import Session, ledger_accepted_rounds, record_prompt_warnings
 
 
@@ -232,13 +233,7 @@ def _read_output(source: str, cap: int) -> tuple[bytes | None, bool]:
 
 @click.command("eval")
 @_shared_options
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    help="text: a readable table; json: {verdict, decision}.",
-)
+@format_option("evaluation", help="text: a readable table; json: {verdict, decision}.")
 def eval_command(output_format: str, **options: Any) -> None:
     """Evaluate one output: verdict (pass/warn/fail, failures) and decision (next action).
 
@@ -253,7 +248,7 @@ def eval_command(output_format: str, **options: Any) -> None:
     verdict, decision = evaluated.verdict, evaluated.decision
     model = evaluated.pack.model
     about = {"name": model.rulepack, "version": model.version}
-    click.echo(format_evaluation(verdict, decision, output_format, about), nl=False)
+    click.echo(render("evaluation", output_format, verdict, decision, about), nl=False)
     raise SystemExit(decision.exit_code)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import os
 import sys
 from typing import NoReturn
@@ -24,6 +23,7 @@ from engine.cli.common import (
 )
 from engine.core.errors import EngineError
 from engine.core.version import VERSION
+from engine.report import formats, render
 
 # Commands defined in their own modules, imported only when invoked: `rules --version` and
 # `rules parse` do not pay for the imports of the others.
@@ -46,7 +46,6 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("engine.cli.run", "run_command"),
     "test": ("engine.cli.packtest", "test_command"),
 }
-CHECK_FORMATS = ("github", "json", "junit", "sarif", "text")
 
 
 class LazyGroup(click.Group):
@@ -94,7 +93,7 @@ def _default_format() -> str:
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(CHECK_FORMATS),
+    type=click.Choice(formats("check")),
     default=None,
     help="Output format [default: text; github when GITHUB_ACTIONS=true].",
 )
@@ -137,7 +136,6 @@ def check_command(
         _list_rules(output_format or "text")
         return
     remember_locked(locked)
-    from engine.cli.formats import FORMATTERS
     from engine.pack.cache import check_packs_remembered as check_packs
 
     try:
@@ -148,21 +146,17 @@ def check_command(
         from engine.cli.packtest import test_findings
 
         results = test_findings(results, list(paths) or ["rules"])
-    formatter = FORMATTERS[output_format or _default_format()]
-    click.echo(formatter(results), nl=False)
+    click.echo(render("check", output_format or _default_format(), results), nl=False)
     sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_FINDINGS)
 
 
 def _list_rules(output_format: str) -> None:
     from engine.format.catalogue import RULES
 
-    if output_format == "json":
-        rows = [{"id": k, "description": r.description, "fix": r.fix} for k, r in RULES.items()]
-        click.echo(json.dumps(rows, indent=2))
-        return
-    width = max(len(k) for k in RULES)
-    for rule, entry in sorted(RULES.items()):
-        click.echo(f"{rule:<{width}}  {entry.description} Fix: {entry.fix}")
+    shown = (
+        output_format if output_format in formats("rules") else "text"
+    )  # as before: CI formats list as text
+    click.echo(render("rules", shown, RULES), nl=False)
 
 
 @cli.command("schema")

@@ -39,12 +39,14 @@ def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
     \b
     Exit status: 0 written, 2 not a session folder or unreadable ledger.
     """
+    from engine.report import render
     from engine.state.export import session_ledger
-    from engine.state.report import session_page
 
     try:
         with session_ledger(session_dir) as ledger:
-            html = session_page(ledger.attempt_rows(), title or f"Session {session_dir}")
+            html = render(
+                "session", "html", ledger.attempt_rows(), title or f"Session {session_dir}"
+            )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     output.write(html)
