@@ -121,21 +121,6 @@ def output_cap(option: int | None, pack_limit: int | None) -> int:
 OUTPUT_CAP_HELP = "[default: the pack's `limits.max_output_bytes`, else 67108864]"
 
 
-def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
-    """The `--session DIR` option: the session folder, `.rules-session` by default (or no
-    default, for commands where a session is optional)."""
-    from engine.state.session import DEFAULT_SESSION
-
-    return click.option(
-        "--session",
-        "session_dir",
-        type=click.Path(file_okay=False),
-        default=str(DEFAULT_SESSION) if default else None,
-        show_default=default,
-        help=help,
-    )
-
-
 @contextlib.contextmanager
 def stopping_on_sigterm() -> Iterator[None]:
     """Within the block, SIGTERM (a `kill`, a cancelled CI job) ends the process as an exit

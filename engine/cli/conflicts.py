@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars, session_option
+from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.options import context_option, now_option, pack_option, session_option, var_option
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.pack.loaded import Pack
@@ -25,13 +25,9 @@ EXIT_BLOCKED = 1
 _session_option = session_option("Session folder (its ledger holds the conflicts).")
 
 
-def _pack_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--pack",
-        "pack_ref",
-        default=None,
-        help="Pack with the `conflicts:` rules. Default: the pack that recorded them.",
-    )(command)
+_pack_option = pack_option(
+    "Pack with the `conflicts:` rules. Default: the pack that recorded them.", required=False
+)
 
 
 def _rules(pack: Pack) -> CompiledConflicts:
@@ -55,10 +51,10 @@ def _book(session_dir: str, create: bool = False) -> ConflictBook:
 def _pack_of(book: ConflictBook, pack_ref: str | None) -> Pack:
     if pack_ref is not None:
         return open_pack(pack_ref)
-    row = book.ledger.db.execute("SELECT pack FROM conflicts ORDER BY id DESC").fetchone()
-    if row is None:
+    recorded = book.ledger.latest_conflict_pack()
+    if recorded is None:
         raise UsageFailure("no conflicts recorded in this session; give --pack")
-    return open_pack(row[0])
+    return open_pack(recorded)
 
 
 def _print_conflicts(pack: Pack, rules: CompiledConflicts, records: list[dict[str, Any]]) -> None:
@@ -104,10 +100,10 @@ def conflicts_command() -> None:
 
 
 @conflicts_command.command("detect")
-@click.option("--pack", "pack_ref", required=True, help="Pack with a `conflicts:` section.")
+@pack_option("Pack with a `conflicts:` section.")
 @_session_option
-@click.option("--context", "context_file", type=click.Path(dir_okay=False), default=None)
-@click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE")
+@context_option()
+@var_option()
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
 @click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
 def detect_command(
@@ -229,7 +225,7 @@ def propose_command(
     help="What NAME must do now (repeatable); the names are the pack's `conflicts.actions`.",
 )
 @click.option("--by", "decided_by", default="User", show_default=True)
-@click.option("--now", default=None, metavar="ISO8601", help="Decision time (default: now).")
+@now_option("Decision time (default: now).")
 def resolve_command(
     session_dir: str,
     pack_ref: str | None,

@@ -17,7 +17,14 @@ from engine.cli.common import (
     output_cap,
     parse_vars,
 )
-from engine.cli.options import format_option
+from engine.cli.options import (
+    block_option,
+    context_option,
+    format_option,
+    nonce_option,
+    pack_option,
+    var_option,
+)
 from engine.core.errors import EngineError
 from engine.core.textio import read_capped, too_large_message
 from engine.core.verdict import Verdict
@@ -49,24 +56,11 @@ EXIT_STATUS_HELP = _exit_status_help()
 
 def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option(
-            "--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file."
-        ),
-        click.option("--block", required=True, help="Block (contract) name of the pack."),
-        click.option("--nonce", help="The nonce of this cycle (carried into the repair)."),
-        click.option(
-            "--var",
-            "var_pairs",
-            multiple=True,
-            metavar="KEY=VALUE",
-            help="A block parameter, e.g. criterion=AC1 (repeatable).",
-        ),
-        click.option(
-            "--context",
-            "context_file",
-            type=click.Path(dir_okay=False),
-            help="YAML or JSON file with context keys for guards and templates.",
-        ),
+        pack_option(),
+        block_option(),
+        nonce_option("The nonce of this cycle (carried into the repair)."),
+        var_option("A block parameter, e.g. criterion=AC1 (repeatable)."),
+        context_option("YAML or JSON file with context keys for guards and templates."),
         click.option(
             "--attempt",
             type=click.IntRange(min=1),

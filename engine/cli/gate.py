@@ -19,8 +19,8 @@ from engine.cli.common import (
     load_context,
     open_pack,
     parse_vars,
-    session_option,
 )
+from engine.cli.options import context_option, now_option, pack_option, session_option, var_option
 from engine.contracts.json.document import MAX_CHARS, output_documents
 from engine.core.errors import EngineError
 from engine.core.textio import decode_output, read_capped
@@ -103,7 +103,7 @@ def _seed_result(outcome: GateOutcome) -> dict[str, Any]:
 
 
 @click.command("gate", epilog=EPILOG)
-@click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
+@pack_option()
 @click.option(
     "--stage",
     "gate",
@@ -119,20 +119,10 @@ def _seed_result(outcome: GateOutcome) -> dict[str, Any]:
     help="How many times this output was already sent back.",
 )
 @session_option("Session folder: record the result in its ledger and failure log.", default=False)
-@click.option(
-    "--context",
-    "context_file",
-    type=click.Path(dir_okay=False),
-    help="YAML or JSON file with context keys (e.g. completed_stages).",
-)
-@click.option(
-    "--var", "var_pairs", multiple=True, metavar="KEY=VALUE", help="A context key (repeatable)."
-)
-@click.option(
-    "--now",
-    "now",
-    metavar="ISO8601",
-    help="Fix the clock, e.g. 2026-01-04T06:30:00Z (else SOURCE_DATE_EPOCH, else the real time).",
+@context_option("YAML or JSON file with context keys (e.g. completed_stages).")
+@var_option("A context key (repeatable).")
+@now_option(
+    "Fix the clock, e.g. 2026-01-04T06:30:00Z (else SOURCE_DATE_EPOCH, else the real time)."
 )
 @click.option(
     "--format",

@@ -57,3 +57,18 @@ def nonce_option(help: str) -> Callable[[F], F]:
 
 def now_option(help: str) -> Callable[[F], F]:
     return click.option("--now", default=None, metavar="ISO8601", help=help)
+
+
+def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
+    """The `--session DIR` option: the session folder, `.rules-session` by default (or no
+    default, for commands where a session is optional)."""
+    from engine.state.session import DEFAULT_SESSION
+
+    return click.option(
+        "--session",
+        "session_dir",
+        type=click.Path(file_okay=False),
+        default=str(DEFAULT_SESSION) if default else None,
+        show_default=default,
+        help=help,
+    )

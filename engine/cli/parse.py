@@ -17,22 +17,17 @@ from engine.cli.common import (
     output_cap,
     parse_vars,
 )
+from engine.cli.options import block_option, nonce_option, pack_option, var_option
 from engine.core.errors import EngineError
 from engine.core.results import Failure, ParseResult
 from engine.core.textio import read_capped, too_large_message
 
 
 @click.command("parse")
-@click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
-@click.option("--block", help="Block (contract) name of the pack.")
-@click.option("--nonce", help="The nonce the block must carry.")
-@click.option(
-    "--var",
-    "var_pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A block parameter, e.g. criterion=AC1 (repeatable).",
-)
+@pack_option()
+@block_option(required=False)
+@nonce_option("The nonce the block must carry.")
+@var_option("A block parameter, e.g. criterion=AC1 (repeatable).")
 @click.option(
     "--jsonl",
     "jsonl",

@@ -7,7 +7,8 @@ from typing import TextIO
 
 import click
 
-from engine.cli.common import EXIT_OK, OutputFile, UsageFailure, session_option
+from engine.cli.common import EXIT_OK, OutputFile, UsageFailure
+from engine.cli.options import session_option
 from engine.core.errors import EngineError
 
 
