@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
@@ -20,6 +21,9 @@ from engine.cli.options import format_option
 from engine.core.errors import EngineError
 from engine.report import render
 
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
+
 _SCHEDULER = re.compile(
     r"(tcp://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}"
     r"|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
@@ -27,19 +31,31 @@ _SCHEDULER = re.compile(
 """A Dask scheduler this command can reach: tcp://HOST:PORT (or HOST:PORT), IPv6 in [ ]."""
 
 
-def _progress_bar() -> Callable[[int, int], None] | None:
-    """A progress line on stderr when it is a terminal; None otherwise."""
+@contextlib.contextmanager
+def _progress_bar() -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr when it is a terminal (None otherwise), made on the first
+    chunk done, when the chunk count is known."""
     if not sys.stderr.isatty():
-        return None
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        bars: list[ProgressBar[int]] = []
 
-    def advance(done: int, total: int) -> None:
-        filled = int(30 * done / total)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {100 * done // total:3d}%")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+        def advance(done: int, total: int) -> None:
+            if not bars:
+                bar = click.progressbar(
+                    length=total,
+                    file=sys.stderr,
+                    width=30,
+                    fill_char="#",
+                    empty_char=".",
+                    bar_template="[%(bar)s] %(info)s",
+                    show_eta=False,
+                )
+                bars.append(stack.enter_context(bar))
+            bars[0].update(done - bars[0].pos)
 
-    return advance
+        yield advance
 
 
 @click.command("backtest")
@@ -143,14 +159,14 @@ def backtest_command(
         )
     try:
         run = dask_executor(scheduler, workers) if executor == "dask" else local_executor(workers)
-        with stopping_on_sigterm():
+        with stopping_on_sigterm(), _progress_bar() as progress:
             report = backtest(
                 pack_ref,
                 records,
                 baseline=baseline,
                 executor=run,
                 max_flips=max_flips,
-                progress=_progress_bar(),
+                progress=progress,
                 max_line_bytes=max_output_bytes,
             )
     except (BacktestError, EngineError) as exc:
