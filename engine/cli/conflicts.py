@@ -3,19 +3,25 @@ conflicts, and check termination against them (the pack's `conflicts:` section).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
-from engine.cli.options import context_option, now_option, pack_option, session_option, var_option
+from engine.cli.options import (
+    context_option,
+    format_option,
+    now_option,
+    pack_option,
+    session_option,
+    var_option,
+)
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.pack.loaded import Pack
 from engine.policy.conflicts import CompiledConflicts
+from engine.report import render
 from engine.state.conflicts import FLAGGED, OPEN, ConflictBook
 from engine.state.ledger import LEDGER_FILE, Ledger
 
@@ -57,28 +63,6 @@ def _pack_of(book: ConflictBook, pack_ref: str | None) -> Pack:
     return open_pack(recorded)
 
 
-def _print_conflicts(pack: Pack, rules: CompiledConflicts, records: list[dict[str, Any]]) -> None:
-    shown = [r for r in records if r["status"] == OPEN]
-    if shown:
-        click.echo(
-            pack.render_conflicts(
-                rules.spec.presentation, {"conflicts": shown, "total": len(shown)}
-            ),
-            nl=False,
-        )
-    for record in records:
-        if record["status"] == FLAGGED:
-            click.echo(
-                f"flag {record['ref']} ({record['severity']}): not addressed; "
-                f"`rules conflicts convert {record['ref']}` makes it a conflict, "
-                f"`rules conflicts waive {record['ref']}` drops it"
-            )
-
-
-def _json(records: list[dict[str, Any]]) -> None:
-    click.echo(json.dumps({"conflicts": records}, ensure_ascii=False, indent=2))
-
-
 def _fail(exc: EngineError) -> UsageFailure:
     return UsageFailure(str(exc))
 
@@ -104,7 +88,7 @@ def conflicts_command() -> None:
 @_session_option
 @context_option()
 @var_option()
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
+@format_option("conflicts")
 @click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
 def detect_command(
     pack_ref: str,
@@ -149,10 +133,7 @@ def detect_command(
     except EngineError as exc:
         raise _fail(exc) from None
     ordered = list(rules.ordered(records))
-    if output_format == "json":
-        _json(ordered)  # type: ignore[arg-type]
-    else:
-        _print_conflicts(pack, rules, ordered)  # type: ignore[arg-type]
+    click.echo(render("conflicts", output_format, pack, rules, ordered), nl=False)
 
 
 @conflicts_command.command("convert")
@@ -168,7 +149,7 @@ def convert_command(session_dir: str, pack_ref: str | None, ref: str) -> None:
         record = book.convert(rules, ref)
     except EngineError as exc:
         raise _fail(exc) from None
-    _print_conflicts(pack, rules, [record])
+    click.echo(render("conflicts", "text", pack, rules, [record]), nl=False)
 
 
 @conflicts_command.command("waive")
@@ -206,7 +187,7 @@ def propose_command(
         record = book.propose(rules, ref, synthesis, trade_off, addresses_both)
     except EngineError as exc:
         raise _fail(exc) from None
-    _print_conflicts(pack, rules, [record])
+    click.echo(render("conflicts", "text", pack, rules, [record]), nl=False)
 
 
 @conflicts_command.command("resolve")
@@ -263,7 +244,7 @@ def resolve_command(
 @_session_option
 @_pack_option
 @click.option("--open", "open_only", is_flag=True, help="Only conflicts and flags not decided.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
+@format_option("conflict_list")
 def list_command(
     session_dir: str, pack_ref: str | None, open_only: bool, output_format: str
 ) -> None:
@@ -272,15 +253,7 @@ def list_command(
     pack = _pack_of(book, pack_ref)
     rules = _rules(pack)
     records = [r for r in book.all(rules) if not open_only or r["status"] in (OPEN, FLAGGED)]
-    if output_format == "json":
-        _json(records)
-        return
-    for r in records:
-        options = "".join(o["label"] for o in r["options"]) or "-"
-        click.echo(
-            f"{r['ref']}  {r['severity']:<8} round {r['round']}  {r['type']:<8} "
-            f"{r['status']:<8} options {options}"
-        )
+    click.echo(render("conflict_list", output_format, records), nl=False)
 
 
 @conflicts_command.command("termination")

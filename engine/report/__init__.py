@@ -20,6 +20,9 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "packs": ("text", "json"),
     "rules": ("text", "json"),
     "session": ("html",),
+    "gate": ("text", "json"),
+    "conflicts": ("text", "json"),
+    "conflict_list": ("text", "json"),
 }
 """Result type -> the formats it can be written in (the first of a command's choices is not
 its default: each command names its own)."""

@@ -12,6 +12,8 @@ from engine.report.cases import PackTestRuns
 
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
+    from engine.pack.loaded import Pack
+    from engine.policy.conflicts import CompiledConflicts
     from engine.policy.decide import Decision
 
 
@@ -89,3 +91,17 @@ def rules(catalogue: Mapping[str, Any]) -> str:
     """The finding rules: id, description, fix."""
     rows = [{"id": k, "description": r.description, "fix": r.fix} for k, r in catalogue.items()]
     return json.dumps(rows, indent=2) + "\n"
+
+
+def gate(payload: Mapping[str, Any]) -> str:
+    """A gate's result (contracts/gate-result.schema.json, as the command names its keys)."""
+    return _dump(payload)
+
+
+def conflicts(pack: Pack, rules: CompiledConflicts, records: list[dict[str, Any]]) -> str:
+    """The conflict records, {"conflicts": [...]}."""
+    return _dump({"conflicts": records})
+
+
+def conflict_list(records: list[dict[str, Any]]) -> str:
+    return _dump({"conflicts": records})

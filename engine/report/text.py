@@ -15,6 +15,8 @@ from engine.report.table import pairs, text_columns
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
+    from engine.pack.loaded import Pack
+    from engine.policy.conflicts import CompiledConflicts
     from engine.policy.decide import Decision
 
 
@@ -118,6 +120,44 @@ def rules(catalogue: Mapping[str, Any]) -> str:
         f"{rule:<{width}}  {entry.description} Fix: {entry.fix}\n"
         for rule, entry in sorted(catalogue.items())
     )
+
+
+def gate(payload: Mapping[str, Any]) -> str:
+    """The reprompt of a gate's result (nothing when the gate lets the output through)."""
+    reprompt: str | None = payload["reprompt"]
+    return reprompt or ""
+
+
+def conflicts(pack: Pack, rules: CompiledConflicts, records: list[dict[str, Any]]) -> str:
+    """The open conflicts through the pack's presentation template, then a line per flag
+    (an item the output did not address)."""
+    from engine.state.conflicts import FLAGGED, OPEN
+
+    shown = [r for r in records if r["status"] == OPEN]
+    out = ""
+    if shown:
+        spec = rules.spec.presentation
+        out += pack.render_conflicts(spec, {"conflicts": shown, "total": len(shown)})
+    for record in records:
+        if record["status"] == FLAGGED:
+            out += (
+                f"flag {record['ref']} ({record['severity']}): not addressed; "
+                f"`rules conflicts convert {record['ref']}` makes it a conflict, "
+                f"`rules conflicts waive {record['ref']}` drops it\n"
+            )
+    return out
+
+
+def conflict_list(records: list[dict[str, Any]]) -> str:
+    """A line per conflict: ref, severity, round, type, status, option labels."""
+    out = ""
+    for r in records:
+        options = "".join(o["label"] for o in r["options"]) or "-"
+        out += (
+            f"{r['ref']}  {r['severity']:<8} round {r['round']}  {r['type']:<8} "
+            f"{r['status']:<8} options {options}\n"
+        )
+    return out
 
 
 # --- a backtest -----------------------------------------------------------------------------
