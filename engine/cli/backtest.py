@@ -13,11 +13,10 @@ import click
 from engine.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
-    OutputFile,
     UsageFailure,
     stopping_on_sigterm,
 )
-from engine.cli.options import format_option
+from engine.cli.options import format_option, max_output_bytes_option, output_option
 from engine.core.errors import EngineError
 from engine.report import render
 
@@ -87,21 +86,12 @@ def _progress_bar() -> Iterator[Callable[[int, int], None] | None]:
     default=None,
     help="Exit 1 when more records than this flip.",
 )
-@click.option(
-    "--max-output-bytes",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Longest record line to read; a longer one is reported as an invalid record "
-    "[default: the largest of the packs' `limits.max_output_bytes`, else 67108864].",
+@max_output_bytes_option(
+    "Longest record line to read; a longer one is reported as an invalid record "
+    "[default: the largest of the packs' `limits.max_output_bytes`, else 67108864]."
 )
 @format_option("backtest", show_default=True)
-@click.option(
-    "-o",
-    "--output",
-    type=OutputFile(),
-    default="-",
-    help="File to write the report to (default: stdout).",
-)
+@output_option("File to write the report to (default: stdout).")
 @click.argument("records", nargs=-1, required=True, type=click.Path())
 def backtest_command(
     pack_ref: str,

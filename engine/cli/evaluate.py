@@ -21,6 +21,7 @@ from engine.cli.options import (
     block_option,
     context_option,
     format_option,
+    max_output_bytes_option,
     nonce_option,
     pack_option,
     var_option,
@@ -98,11 +99,8 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="Failure type of --error.",
         ),
-        click.option(
-            "--max-output-bytes",
-            type=click.IntRange(min=1),
-            default=None,
-            help="A bigger output is not read: its verdict is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP,
+        max_output_bytes_option(
+            "A bigger output is not read: its verdict is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP
         ),
         click.argument(
             "source", type=click.Path(dir_okay=False, allow_dash=True), default="-", required=False

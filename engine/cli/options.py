@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
+from engine.cli.common import OutputFile
 from engine.report import formats
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -70,5 +71,21 @@ def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
         type=click.Path(file_okay=False),
         default=str(DEFAULT_SESSION) if default else None,
         show_default=default,
+        help=help,
+    )
+
+
+def output_option(help: str = "File to write (default: stdout).") -> Callable[[F], F]:
+    """`-o/--output FILE` (stdout by default), checked before the command works."""
+    return click.option("-o", "--output", "output", type=OutputFile(), default="-", help=help)
+
+
+def max_output_bytes_option(help: str, default: int | None = None) -> Callable[[F], F]:
+    """`--max-output-bytes N`: the largest output (or record line) to read."""
+    return click.option(
+        "--max-output-bytes",
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=default is not None,
         help=help,
     )

@@ -17,7 +17,13 @@ from engine.cli.common import (
     output_cap,
     parse_vars,
 )
-from engine.cli.options import block_option, nonce_option, pack_option, var_option
+from engine.cli.options import (
+    block_option,
+    max_output_bytes_option,
+    nonce_option,
+    pack_option,
+    var_option,
+)
 from engine.core.errors import EngineError
 from engine.core.results import Failure, ParseResult
 from engine.core.textio import read_capped, too_large_message
@@ -43,11 +49,8 @@ from engine.core.textio import read_capped, too_large_message
     default="text",
     help="text: the data, or 'error: MESSAGE' on stderr; json: the whole result.",
 )
-@click.option(
-    "--max-output-bytes",
-    type=click.IntRange(min=1),
-    default=None,
-    help="A bigger output is not read: its result is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP,
+@max_output_bytes_option(
+    "A bigger output is not read: its result is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP
 )
 @click.argument("source", type=click.File("rb"), default="-", required=False)
 def parse_command(

@@ -7,20 +7,14 @@ from typing import TextIO
 
 import click
 
-from engine.cli.common import EXIT_OK, OutputFile, UsageFailure
-from engine.cli.options import session_option
+from engine.cli.common import EXIT_OK, UsageFailure
+from engine.cli.options import output_option, session_option
 from engine.core.errors import EngineError
 
 
 @click.command("report")
 @session_option("Session folder whose ledger to show.")
-@click.option(
-    "-o",
-    "--output",
-    type=OutputFile(),
-    default="-",
-    help="HTML file to write (default: stdout).",
-)
+@output_option("HTML file to write (default: stdout).")
 @click.option("--title", default=None, help="Page title (default: the session folder).")
 def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
     """Write a session's attempts as one HTML page: inline CSS and SVG, no script, no network.
