@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,9 @@ from engine.cli.options import (
 )
 from engine.core.errors import EngineError
 from engine.core.textio import read_capped, too_large_message
-from engine.core.verdict import Verdict
-from engine.pack.loaded import Pack
-from engine.policy.decide import Decision
 from engine.report import render
-from engine.state.session import Session, ledger_accepted_rounds, record_prompt_warnings
+from engine.state.evaluation import Evaluated, evaluate_output
+from engine.state.session import ledger_accepted_rounds, record_prompt_warnings
 
 
 def _exit_status_help() -> str:
@@ -111,19 +108,6 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-@dataclass(frozen=True)
-class Evaluated:
-    """One output evaluated and decided (recorded when a session was given)."""
-
-    pack: Pack
-    verdict: Verdict
-    decision: Decision
-    output: bytes
-    variables: dict[str, str]
-    context: dict[str, Any]
-    attempt_id: int | None = None  # its row in the session's ledger
-
-
 def _run(
     pack_ref: str,
     block: str,
@@ -156,55 +140,32 @@ def _run(
                 f"block {block!r} needs {' and '.join(missing)} (a caller's input, not the "
                 "model's: nothing was evaluated)"
             )
-        if session_dir is not None:
-            if attempt is not None:
-                raise UsageFailure(
-                    "--attempt and --session exclude each other: with a "
-                    "session the ledger counts attempts"
-                )
-            with Session(pack, session_dir, keep_outputs=keep_outputs) as session:
-                outcome = session.evaluate(
-                    block,
-                    output,
-                    nonce=nonce,
-                    vars=variables,
-                    context=context,
-                    model=model,
-                    path=source,
-                    error=external_error,
-                    failure_type=failure_type,
-                    reuse_latest=reuse_latest,
-                )
-            return Evaluated(
-                pack,
-                outcome.verdict,
-                outcome.decision,
-                output or b"",
-                variables,
-                context,
-                outcome.attempt_id,
+        if session_dir is not None and attempt is not None:
+            raise UsageFailure(
+                "--attempt and --session exclude each other: with a "
+                "session the ledger counts attempts"
             )
-        if keep_outputs:
+        if session_dir is None and keep_outputs:
             raise UsageFailure("--keep-outputs needs --session: outputs are kept in its ledger")
-        attempt = attempt or 1
-        if external_error is not None:
-            verdict = pack.verdict_for_error(block, external_error, failure_type)
-        else:
-            verdict = pack.evaluate(
-                block, output, nonce=nonce, vars=variables, context=context, path=source
-            )
-        decision = pack.decide(
-            verdict,
-            output=output or b"",
-            attempt=attempt,
-            previous_errors=previous_errors,
+        return evaluate_output(
+            pack,
+            block,
+            output,
+            variables=variables,
+            context=context,
             nonce=nonce,
             model=model,
-            context=context,
+            source=source,
+            external_error=external_error,
+            failure_type=failure_type,
+            attempt=attempt or 1,
+            previous_errors=previous_errors,
+            session_dir=session_dir,
+            keep_outputs=keep_outputs,
+            reuse_latest=reuse_latest,
         )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    return Evaluated(pack, verdict, decision, output or b"", variables, context)
 
 
 def _read_output(source: str, cap: int) -> tuple[bytes | None, bool]:
