@@ -19,6 +19,7 @@ from engine.cli.common import (
 )
 from engine.cli.options import (
     block_option,
+    format_option,
     max_output_bytes_option,
     nonce_option,
     pack_option,
@@ -27,6 +28,7 @@ from engine.cli.options import (
 from engine.core.errors import EngineError
 from engine.core.results import Failure, ParseResult
 from engine.core.textio import read_capped, too_large_message
+from engine.report import render
 
 
 @click.command("parse")
@@ -42,12 +44,8 @@ from engine.core.textio import read_capped, too_large_message
     metavar="IN",
     help="Parse many records from a JSON Lines file ('-' for stdin).",
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    help="text: the data, or 'error: MESSAGE' on stderr; json: the whole result.",
+@format_option(
+    "parse", help="text: the data, or 'error: MESSAGE' on stderr; json: the whole result."
 )
 @max_output_bytes_option(
     "A bigger output is not read: its result is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP
@@ -121,12 +119,11 @@ def parse_command(
             result = pack.parse(block, data, nonce=nonce, vars=variables)
         except EngineError as exc:
             raise UsageFailure(str(exc)) from None
-    if output_format == "json":
-        click.echo(json.dumps(result.to_json(), ensure_ascii=False))
-    elif result.ok:
-        click.echo(json.dumps(result.data, ensure_ascii=False))
-        for warning in result.warnings:
-            click.echo(f"warning: {warning}", err=True)
-    else:
-        click.echo(f"error: {result.error}", err=True)
+    click.echo(render("parse", output_format, result), nl=False)
+    if output_format == "text":  # the text format says on stderr what the JSON result holds
+        if result.ok:
+            for warning in result.warnings:
+                click.echo(f"warning: {warning}", err=True)
+        else:
+            click.echo(f"error: {result.error}", err=True)
     raise SystemExit(EXIT_OK if result.ok else EXIT_FINDINGS)

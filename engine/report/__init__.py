@@ -23,6 +23,7 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "gate": ("text", "json"),
     "conflicts": ("text", "json"),
     "conflict_list": ("text", "json"),
+    "parse": ("text", "json"),
 }
 """Result type -> the formats it can be written in (the first of a command's choices is not
 its default: each command names its own)."""
