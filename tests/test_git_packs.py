@@ -121,6 +121,10 @@ def test_locked_is_an_argument_not_left_behind_by_the_cli(origin: Path, tmp_path
     rendered = run_cli("--locked", "render", "--pack", str(pack), "--block", "ANSWER")
     assert rendered.exit_code == 2 and "no entry in rules.lock" in rendered.output
     assert run_cli("check", "--locked", str(pack)).exit_code == 1
+    records = tmp_path / "records.jsonl"
+    records.write_text('{"block": "ANSWER", "text": "x"}\n')
+    backtest = run_cli("--locked", "backtest", "--pack", str(pack), str(records))
+    assert backtest.exit_code == 2 and "no entry in rules.lock" in backtest.output
     assert load_pack(pack).name == "mine"
     with pytest.raises(PackError, match=r"no entry in rules\.lock"):
         load_pack(pack, locked=True)

@@ -14,6 +14,7 @@ from engine.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
     UsageFailure,
+    locked_setting,
     stopping_on_sigterm,
 )
 from engine.cli.options import format_option, max_output_bytes_option, output_option
@@ -158,6 +159,7 @@ def backtest_command(
                 max_flips=max_flips,
                 progress=progress,
                 max_line_bytes=max_output_bytes,
+                locked=locked_setting(),
             )
     except (BacktestError, EngineError) as exc:
         raise UsageFailure(str(exc)) from None
