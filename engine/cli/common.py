@@ -1,4 +1,5 @@
-"""Options and helpers shared by commands."""
+"""Helpers shared by commands: exit codes, --var pairs, output files, usage errors, the
+pack and context a command opens, --locked (the options themselves: options.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,8 +16,6 @@ from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
     from engine.pack.loaded import Pack
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
