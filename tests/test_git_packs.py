@@ -23,7 +23,6 @@ def git(*args: str, cwd: Path) -> None:
 def origin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("RULES_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("CI", raising=False)
-    monkeypatch.delenv("RULES_LOCKED", raising=False)
     repo = tmp_path / "origin"
     repo.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)
@@ -111,6 +110,24 @@ def test_locked_mode_tampering_and_offline_use(origin: Path, tmp_path: Path) -> 
     findings = json.loads(tampered.stdout)["packs"][0]["findings"]
     assert findings[0]["rule"] == "git-hash-mismatch"
     assert findings[0]["file"].endswith("mine/pack.yaml") and findings[0]["line"] == 5
+
+
+def test_locked_is_an_argument_not_left_behind_by_the_cli(origin: Path, tmp_path: Path) -> None:
+    """`rules --locked` locks its own command only: a program loading the same pack in the
+    same process afterwards is not locked unless it says so (`locked=True`)."""
+    from engine import PackError, load_pack
+
+    pack = my_pack(tmp_path, f"git+{origin.as_uri()}@main#packs/shared")
+    rendered = run_cli("--locked", "render", "--pack", str(pack), "--block", "ANSWER")
+    assert rendered.exit_code == 2 and "no entry in rules.lock" in rendered.output
+    assert run_cli("check", "--locked", str(pack)).exit_code == 1
+    records = tmp_path / "records.jsonl"
+    records.write_text('{"block": "ANSWER", "text": "x"}\n')
+    backtest = run_cli("--locked", "backtest", "--pack", str(pack), str(records))
+    assert backtest.exit_code == 2 and "no entry in rules.lock" in backtest.output
+    assert load_pack(pack).name == "mine"
+    with pytest.raises(PackError, match=r"no entry in rules\.lock"):
+        load_pack(pack, locked=True)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,8 @@ def test_wheel_installs_and_finds_builtin_packs(tmp_path: Path) -> None:
     )
     assert build.returncode == 0, build.stderr[-3000:]
     [wheel] = wheels.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:  # the report layer's HTML templates ship
+        assert "engine/report/templates/session.html.j2" in archive.namelist()
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     install = subprocess.run(

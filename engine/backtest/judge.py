@@ -27,13 +27,14 @@ constant whatever the records hold)."""
 _LOADED: dict[str, Pack] = {}
 
 
-def loaded_pack(ref: str) -> Pack:
-    """The pack ``ref``, loaded once per process (workers keep theirs between chunks)."""
+def loaded_pack(ref: str, locked: bool | None = None) -> Pack:
+    """The pack ``ref``, loaded once per process (workers keep theirs between chunks);
+    ``locked`` as for ``load_pack``."""
     pack = _LOADED.get(ref)
     if pack is None:
         from engine.pack.loaded import load_pack
 
-        pack = _LOADED[ref] = load_pack(ref)
+        pack = _LOADED[ref] = load_pack(ref, locked)
     return pack
 
 

@@ -65,6 +65,7 @@ def backtest(
     progress: Callable[[int, int], None] | None = None,
     max_line_bytes: int | None = None,
     chunk_rows: int = PARQUET_CHUNK,
+    locked: bool | None = None,
 ) -> Report:
     """Backtest ``pack`` (against ``baseline``) on the JSONL files ``records``.
 
@@ -72,6 +73,8 @@ def backtest(
     before any worker starts. ``progress`` receives the chunks done and the chunk count
     after each chunk. A record line longer than ``max_line_bytes`` (default: the largest
     of the packs' ``limits.max_output_bytes``, else 64 MiB) is an invalid record, not read.
+    With ``locked`` (default: when CI=true) a git pack the packs extend needs a rules.lock
+    entry.
     """
     # Workers get absolute paths (a cluster's workers run in folders of their own); the
     # report shows the paths as given. A name that is no path stays a builtin pack's name.
@@ -80,7 +83,7 @@ def backtest(
         for ref in ((pack,) if baseline is None else (pack, baseline))
     )
     try:
-        limits = [loaded_pack(ref).model.limits.max_output_bytes for ref in refs]
+        limits = [loaded_pack(ref, locked).model.limits.max_output_bytes for ref in refs]
     except EngineError as exc:
         raise BacktestError(str(exc)) from None
     cap = max_line_bytes or max(limit or MAX_OUTPUT_BYTES for limit in limits)

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from engine.cli.backtest_formats import BACKTEST_FORMATS
 from engine.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
-    OutputFile,
     UsageFailure,
+    locked_setting,
     stopping_on_sigterm,
 )
+from engine.cli.options import format_option, max_output_bytes_option, output_option
 from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
+from engine.report import render
+
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
 
 _SCHEDULER = re.compile(
     r"(tcp://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}"
@@ -27,19 +32,31 @@ _SCHEDULER = re.compile(
 """A Dask scheduler this command can reach: tcp://HOST:PORT (or HOST:PORT), IPv6 in [ ]."""
 
 
-def _progress_bar() -> Callable[[int, int], None] | None:
-    """A progress line on stderr when it is a terminal; None otherwise."""
+@contextlib.contextmanager
+def _progress_bar() -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr when it is a terminal (None otherwise), made on the first
+    chunk done, when the chunk count is known."""
     if not sys.stderr.isatty():
-        return None
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        bars: list[ProgressBar[int]] = []
 
-    def advance(done: int, total: int) -> None:
-        filled = int(30 * done / total)
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {100 * done // total:3d}%")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+        def advance(done: int, total: int) -> None:
+            if not bars:
+                bar = click.progressbar(
+                    length=total,
+                    file=sys.stderr,
+                    width=30,
+                    fill_char="#",
+                    empty_char=".",
+                    bar_template="[%(bar)s] %(info)s",
+                    show_eta=False,
+                )
+                bars.append(stack.enter_context(bar))
+            bars[0].update(done - bars[0].pos)
 
-    return advance
+        yield advance
 
 
 @click.command("backtest")
@@ -71,27 +88,12 @@ def _progress_bar() -> Callable[[int, int], None] | None:
     default=None,
     help="Exit 1 when more records than this flip.",
 )
-@click.option(
-    "--max-output-bytes",
-    type=BoundedInt(min=1),
-    default=None,
-    help="Longest record line to read; a longer one is reported as an invalid record "
-    "[default: the largest of the packs' `limits.max_output_bytes`, else 67108864].",
+@max_output_bytes_option(
+    "Longest record line to read; a longer one is reported as an invalid record "
+    "[default: the largest of the packs' `limits.max_output_bytes`, else 67108864]."
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(sorted(BACKTEST_FORMATS)),
-    default="text",
-    show_default=True,
-)
-@click.option(
-    "-o",
-    "--output",
-    type=OutputFile(),
-    default="-",
-    help="File to write the report to (default: stdout).",
-)
+@format_option("backtest", show_default=True)
+@output_option("File to write the report to (default: stdout).")
 @click.argument("records", nargs=-1, required=True, type=click.Path())
 def backtest_command(
     pack_ref: str,
@@ -149,18 +151,19 @@ def backtest_command(
         )
     try:
         run = dask_executor(scheduler, workers) if executor == "dask" else local_executor(workers)
-        with stopping_on_sigterm():
+        with stopping_on_sigterm(), _progress_bar() as progress:
             report = backtest(
                 pack_ref,
                 records,
                 baseline=baseline,
                 executor=run,
                 max_flips=max_flips,
-                progress=_progress_bar(),
+                progress=progress,
                 max_line_bytes=max_output_bytes,
+                locked=locked_setting(),
             )
     except (BacktestError, EngineError) as exc:
         raise UsageFailure(str(exc)) from None
-    output.write(BACKTEST_FORMATS[output_format](report.to_json()))
+    output.write(render("backtest", output_format, report.to_json()))
     output.flush()
     raise SystemExit(EXIT_FINDINGS if report.exceeded else EXIT_OK)

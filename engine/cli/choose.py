@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, session_option
+from engine.cli.common import UsageFailure, load_context, open_pack
+from engine.cli.options import session_option
 from engine.core.errors import EngineError
 
 
@@ -97,10 +98,7 @@ def _recorded_pack(session_dir: str, item: str) -> str:
     from engine.state.ledger import Ledger
 
     with Ledger.read_only(Path(session_dir)) as ledger:
-        row = ledger.db.execute(
-            "SELECT pack FROM attempts WHERE block = ? ORDER BY id DESC LIMIT 1",
-            (item.partition("@")[0],),
-        ).fetchone()
-    if row is None:
+        pack = ledger.latest_attempt_pack(item.partition("@")[0])
+    if pack is None:
         raise UsageFailure(f"no attempt of {item!r} in {session_dir}")
-    return str(row[0])
+    return pack

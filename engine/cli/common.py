@@ -1,4 +1,5 @@
-"""Options and helpers shared by commands."""
+"""Helpers shared by commands: exit codes, --var pairs, output files, usage errors, the
+pack and context a command opens, --locked (the options themselves: options.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,8 +16,6 @@ from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
     from engine.pack.loaded import Pack
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -65,11 +64,28 @@ class UsageFailure(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
+LOCKED_KEY = "engine.locked"
+"""Where `rules --locked/--no-locked` keeps its choice for the command it runs: the click
+context's meta, which lives as long as that one invocation."""
+
+
+def remember_locked(locked: bool | None) -> None:
+    """Keep `--locked/--no-locked` (None: not given) for the commands of this invocation."""
+    if locked is not None:
+        click.get_current_context().meta[LOCKED_KEY] = locked
+
+
+def locked_setting() -> bool | None:
+    """`--locked/--no-locked` of this invocation, or None (the engine's default: CI=true)."""
+    context = click.get_current_context(silent=True)
+    return None if context is None else context.meta.get(LOCKED_KEY)
+
+
 def open_pack(ref: str) -> Pack:
     from engine.pack.loaded import load_pack
 
     try:
-        return load_pack(ref)
+        return load_pack(ref, locked=locked_setting())
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
 
@@ -102,21 +118,6 @@ def output_cap(option: int | None, pack_limit: int | None) -> int:
 
 
 OUTPUT_CAP_HELP = "[default: the pack's `limits.max_output_bytes`, else 67108864]"
-
-
-def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
-    """The `--session DIR` option: the session folder, `.rules-session` by default (or no
-    default, for commands where a session is optional)."""
-    from engine.state.session import DEFAULT_SESSION
-
-    return click.option(
-        "--session",
-        "session_dir",
-        type=click.Path(file_okay=False),
-        default=str(DEFAULT_SESSION) if default else None,
-        show_default=default,
-        help=help,
-    )
 
 
 @contextlib.contextmanager

@@ -3,19 +3,25 @@ conflicts, and check termination against them (the pack's `conflicts:` section).
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars, session_option
+from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.options import (
+    context_option,
+    format_option,
+    now_option,
+    pack_option,
+    session_option,
+    var_option,
+)
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.pack.loaded import Pack
 from engine.policy.conflicts.runtime import CompiledConflicts
+from engine.report import render
 from engine.state.conflicts import FLAGGED, OPEN, ConflictBook
 from engine.state.ledger import LEDGER_FILE, Ledger
 
@@ -25,13 +31,9 @@ EXIT_BLOCKED = 1
 _session_option = session_option("Session folder (its ledger holds the conflicts).")
 
 
-def _pack_option(command: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--pack",
-        "pack_ref",
-        default=None,
-        help="Pack with the `conflicts:` rules. Default: the pack that recorded them.",
-    )(command)
+_pack_option = pack_option(
+    "Pack with the `conflicts:` rules. Default: the pack that recorded them.", required=False
+)
 
 
 def _rules(pack: Pack) -> CompiledConflicts:
@@ -55,32 +57,10 @@ def _book(session_dir: str, create: bool = False) -> ConflictBook:
 def _pack_of(book: ConflictBook, pack_ref: str | None) -> Pack:
     if pack_ref is not None:
         return open_pack(pack_ref)
-    row = book.ledger.db.execute("SELECT pack FROM conflicts ORDER BY id DESC").fetchone()
-    if row is None:
+    recorded = book.ledger.latest_conflict_pack()
+    if recorded is None:
         raise UsageFailure("no conflicts recorded in this session; give --pack")
-    return open_pack(row[0])
-
-
-def _print_conflicts(pack: Pack, rules: CompiledConflicts, records: list[dict[str, Any]]) -> None:
-    shown = [r for r in records if r["status"] == OPEN]
-    if shown:
-        click.echo(
-            pack.render_conflicts(
-                rules.spec.presentation, {"conflicts": shown, "total": len(shown)}
-            ),
-            nl=False,
-        )
-    for record in records:
-        if record["status"] == FLAGGED:
-            click.echo(
-                f"flag {record['ref']} ({record['severity']}): not addressed; "
-                f"`rules conflicts convert {record['ref']}` makes it a conflict, "
-                f"`rules conflicts waive {record['ref']}` drops it"
-            )
-
-
-def _json(records: list[dict[str, Any]]) -> None:
-    click.echo(json.dumps({"conflicts": records}, ensure_ascii=False, allow_nan=False, indent=2))
+    return open_pack(recorded)
 
 
 def _fail(exc: EngineError) -> UsageFailure:
@@ -104,11 +84,11 @@ def conflicts_command() -> None:
 
 
 @conflicts_command.command("detect")
-@click.option("--pack", "pack_ref", required=True, help="Pack with a `conflicts:` section.")
+@pack_option("Pack with a `conflicts:` section.")
 @_session_option
-@click.option("--context", "context_file", type=click.Path(dir_okay=False), default=None)
-@click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
+@context_option()
+@var_option()
+@format_option("conflicts")
 @click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
 def detect_command(
     pack_ref: str,
@@ -153,10 +133,7 @@ def detect_command(
     except EngineError as exc:
         raise _fail(exc) from None
     ordered = list(rules.ordered(records))
-    if output_format == "json":
-        _json(ordered)  # type: ignore[arg-type]
-    else:
-        _print_conflicts(pack, rules, ordered)  # type: ignore[arg-type]
+    click.echo(render("conflicts", output_format, pack, rules, ordered), nl=False)
 
 
 @conflicts_command.command("convert")
@@ -172,7 +149,7 @@ def convert_command(session_dir: str, pack_ref: str | None, ref: str) -> None:
         record = book.convert(rules, ref)
     except EngineError as exc:
         raise _fail(exc) from None
-    _print_conflicts(pack, rules, [record])
+    click.echo(render("conflicts", "text", pack, rules, [record]), nl=False)
 
 
 @conflicts_command.command("waive")
@@ -210,7 +187,7 @@ def propose_command(
         record = book.propose(rules, ref, synthesis, trade_off, addresses_both)
     except EngineError as exc:
         raise _fail(exc) from None
-    _print_conflicts(pack, rules, [record])
+    click.echo(render("conflicts", "text", pack, rules, [record]), nl=False)
 
 
 @conflicts_command.command("resolve")
@@ -229,7 +206,7 @@ def propose_command(
     help="What NAME must do now (repeatable); the names are the pack's `conflicts.actions`.",
 )
 @click.option("--by", "decided_by", default="User", show_default=True)
-@click.option("--now", default=None, metavar="ISO8601", help="Decision time (default: now).")
+@now_option("Decision time (default: now).")
 def resolve_command(
     session_dir: str,
     pack_ref: str | None,
@@ -267,7 +244,7 @@ def resolve_command(
 @_session_option
 @_pack_option
 @click.option("--open", "open_only", is_flag=True, help="Only conflicts and flags not decided.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
+@format_option("conflict_list")
 def list_command(
     session_dir: str, pack_ref: str | None, open_only: bool, output_format: str
 ) -> None:
@@ -276,15 +253,7 @@ def list_command(
     pack = _pack_of(book, pack_ref)
     rules = _rules(pack)
     records = [r for r in book.all(rules) if not open_only or r["status"] in (OPEN, FLAGGED)]
-    if output_format == "json":
-        _json(records)
-        return
-    for r in records:
-        options = "".join(o["label"] for o in r["options"]) or "-"
-        click.echo(
-            f"{r['ref']}  {r['severity']:<8} round {r['round']}  {r['type']:<8} "
-            f"{r['status']:<8} options {options}"
-        )
+    click.echo(render("conflict_list", output_format, records), nl=False)
 
 
 @conflicts_command.command("termination")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,21 @@ from engine.cli.common import (
     output_cap,
     parse_vars,
 )
-from engine.cli.formats import format_evaluation
+from engine.cli.options import (
+    block_option,
+    context_option,
+    format_option,
+    max_output_bytes_option,
+    nonce_option,
+    pack_option,
+    var_option,
+)
 from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.core.textio import read_capped, too_large_message
-from engine.core.verdict import Verdict
-from engine.pack.loaded import Pack
-from engine.policy.triggers.decide import Decision
-from engine.state.session import Session, ledger_accepted_rounds, record_prompt_warnings
+from engine.report import render
+from engine.state.evaluation import Evaluated, evaluate_output
+from engine.state.session import ledger_accepted_rounds, record_prompt_warnings
 
 
 def _exit_status_help() -> str:
@@ -49,24 +55,11 @@ EXIT_STATUS_HELP = _exit_status_help()
 
 def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
-        click.option(
-            "--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file."
-        ),
-        click.option("--block", required=True, help="Block (contract) name of the pack."),
-        click.option("--nonce", help="The nonce of this cycle (carried into the repair)."),
-        click.option(
-            "--var",
-            "var_pairs",
-            multiple=True,
-            metavar="KEY=VALUE",
-            help="A block parameter, e.g. criterion=AC1 (repeatable).",
-        ),
-        click.option(
-            "--context",
-            "context_file",
-            type=click.Path(dir_okay=False),
-            help="YAML or JSON file with context keys for guards and templates.",
-        ),
+        pack_option(),
+        block_option(),
+        nonce_option("The nonce of this cycle (carried into the repair)."),
+        var_option("A block parameter, e.g. criterion=AC1 (repeatable)."),
+        context_option("YAML or JSON file with context keys for guards and templates."),
         click.option(
             "--attempt",
             type=BoundedInt(min=1),
@@ -104,11 +97,8 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="Failure type of --error.",
         ),
-        click.option(
-            "--max-output-bytes",
-            type=BoundedInt(min=1),
-            default=None,
-            help="A bigger output is not read: its verdict is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP,
+        max_output_bytes_option(
+            "A bigger output is not read: its verdict is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP
         ),
         click.argument(
             "source", type=click.Path(dir_okay=False, allow_dash=True), default="-", required=False
@@ -117,19 +107,6 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(options):
         command = option(command)
     return command
-
-
-@dataclass(frozen=True)
-class Evaluated:
-    """One output evaluated and decided (recorded when a session was given)."""
-
-    pack: Pack
-    verdict: Verdict
-    decision: Decision
-    output: bytes
-    variables: dict[str, str]
-    context: dict[str, Any]
-    attempt_id: int | None = None  # its row in the session's ledger
 
 
 def _run(
@@ -164,55 +141,32 @@ def _run(
                 f"block {block!r} needs {' and '.join(missing)} (a caller's input, not the "
                 "model's: nothing was evaluated)"
             )
-        if session_dir is not None:
-            if attempt is not None:
-                raise UsageFailure(
-                    "--attempt and --session exclude each other: with a "
-                    "session the ledger counts attempts"
-                )
-            with Session(pack, session_dir, keep_outputs=keep_outputs) as session:
-                outcome = session.evaluate(
-                    block,
-                    output,
-                    nonce=nonce,
-                    vars=variables,
-                    context=context,
-                    model=model,
-                    path=source,
-                    error=external_error,
-                    failure_type=failure_type,
-                    reuse_latest=reuse_latest,
-                )
-            return Evaluated(
-                pack,
-                outcome.verdict,
-                outcome.decision,
-                output or b"",
-                variables,
-                context,
-                outcome.attempt_id,
+        if session_dir is not None and attempt is not None:
+            raise UsageFailure(
+                "--attempt and --session exclude each other: with a "
+                "session the ledger counts attempts"
             )
-        if keep_outputs:
+        if session_dir is None and keep_outputs:
             raise UsageFailure("--keep-outputs needs --session: outputs are kept in its ledger")
-        attempt = attempt or 1
-        if external_error is not None:
-            verdict = pack.verdict_for_error(block, external_error, failure_type)
-        else:
-            verdict = pack.evaluate(
-                block, output, nonce=nonce, vars=variables, context=context, path=source
-            )
-        decision = pack.decide(
-            verdict,
-            output=output or b"",
-            attempt=attempt,
-            previous_errors=previous_errors,
+        return evaluate_output(
+            pack,
+            block,
+            output,
+            variables=variables,
+            context=context,
             nonce=nonce,
             model=model,
-            context=context,
+            source=source,
+            external_error=external_error,
+            failure_type=failure_type,
+            attempt=attempt or 1,
+            previous_errors=previous_errors,
+            session_dir=session_dir,
+            keep_outputs=keep_outputs,
+            reuse_latest=reuse_latest,
         )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    return Evaluated(pack, verdict, decision, output or b"", variables, context)
 
 
 def _read_output(source: str, cap: int) -> tuple[bytes | None, bool]:
@@ -233,13 +187,7 @@ def _read_output(source: str, cap: int) -> tuple[bytes | None, bool]:
 
 @click.command("eval")
 @_shared_options
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    help="text: a readable table; json: {verdict, decision}.",
-)
+@format_option("evaluation", help="text: a readable table; json: {verdict, decision}.")
 def eval_command(output_format: str, **options: Any) -> None:
     """Evaluate one output: verdict (pass/warn/fail, failures) and decision (next action).
 
@@ -254,7 +202,7 @@ def eval_command(output_format: str, **options: Any) -> None:
     verdict, decision = evaluated.verdict, evaluated.decision
     model = evaluated.pack.model
     about = {"name": model.rulepack, "version": model.version}
-    click.echo(format_evaluation(verdict, decision, output_format, about), nl=False)
+    click.echo(render("evaluation", output_format, verdict, decision, about), nl=False)
     raise SystemExit(decision.exit_code)
 
 

@@ -5,19 +5,23 @@ from __future__ import annotations
 import click
 
 from engine.cli.common import UsageFailure, open_pack
+from engine.cli.options import format_option, pack_option
 from engine.core.errors import EngineError
 
 
 @click.command("explain")
-@click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
+@pack_option()
 @click.option(
     "--patterns",
     "show_patterns",
     is_flag=True,
     help="List the pack's patterns instead: which engine runs each one, and why.",
 )
+@format_option("explain", help="text, or md: the same tables as markdown to paste.")
 @click.argument("block", required=False)
-def explain_command(pack_ref: str, show_patterns: bool, block: str | None) -> None:
+def explain_command(
+    pack_ref: str, show_patterns: bool, output_format: str, block: str | None
+) -> None:
     """Print the per-block trigger table (when to repair, how often, guards, what then).
 
     With --patterns, print every pattern the pack declares and the engine that runs it:
@@ -30,8 +34,9 @@ def explain_command(pack_ref: str, show_patterns: bool, block: str | None) -> No
       rules explain --pack sentinel
       rules explain --pack sentinel "$BLOCK"
       rules explain --pack ./my-pack --patterns
+      rules explain --pack sentinel --patterns --format md
     """
-    from engine.cli.formats import format_explain, format_patterns
+    from engine.report import render
 
     pack = open_pack(pack_ref)
     if block is not None:
@@ -39,7 +44,5 @@ def explain_command(pack_ref: str, show_patterns: bool, block: str | None) -> No
             pack.contract(block)
         except EngineError as exc:
             raise UsageFailure(str(exc)) from None
-    if show_patterns:
-        click.echo(format_patterns(pack.model, block), nl=False)
-        return
-    click.echo(format_explain(pack.model, block), nl=False)
+    shown = "patterns" if show_patterns else "explain"
+    click.echo(render(shown, output_format, pack.model, block), nl=False)

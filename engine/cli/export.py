@@ -8,8 +8,8 @@ from typing import TextIO
 
 import click
 
-from engine.cli.common import EXIT_FINDINGS, EXIT_OK, OutputFile, UsageFailure
-from engine.cli.types import BoundedInt
+from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
+from engine.cli.options import max_output_bytes_option, output_option
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, clean_text
 
@@ -22,20 +22,10 @@ from engine.core.textio import MAX_OUTPUT_BYTES, clean_text
     type=click.Path(file_okay=False),
     help="Session folder whose ledger kept outputs (`--keep-outputs`).",
 )
-@click.option(
-    "-o",
-    "--output",
-    "output",
-    type=OutputFile(),
-    default="-",
-    help="File to write (default: stdout).",
-)
-@click.option(
-    "--max-output-bytes",
-    type=BoundedInt(min=1),
+@output_option()
+@max_output_bytes_option(
+    "Largest kept output to decompress; a larger one is reported and left out.",
     default=MAX_OUTPUT_BYTES,
-    show_default=True,
-    help="Largest kept output to decompress; a larger one is reported and left out.",
 )
 def export_command(session_dir: str, output: TextIO, max_output_bytes: int) -> None:
     """Write a session's kept attempts as JSON Lines, in the `rules parse --jsonl` format.

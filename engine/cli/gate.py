@@ -6,7 +6,6 @@ them so; inside the engine the gate's name is just the gate.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,21 @@ from engine.cli.common import (
     load_context,
     open_pack,
     parse_vars,
+)
+from engine.cli.options import (
+    context_option,
+    format_option,
+    now_option,
+    pack_option,
     session_option,
+    var_option,
 )
 from engine.cli.types import BoundedInt
 from engine.contracts.json.document import MAX_CHARS, output_documents
 from engine.core.errors import EngineError
 from engine.core.textio import decode_output, read_capped
 from engine.policy.gates.runtime import GateOutcome
+from engine.report import render
 
 MAX_FILE_BYTES = 4 * MAX_CHARS
 """Bytes read from one FILE at most: a UTF-8 character is at most 4 bytes, so a longer
@@ -91,20 +98,15 @@ def gate_json(outcome: GateOutcome) -> dict[str, Any]:
 
 
 def _seed_result(outcome: GateOutcome) -> dict[str, Any]:
-    """The gate result as seed 004's failure log writes it (``result.to_dict()``)."""
-    result = outcome.result
-    return {
-        "stage": result.gate,
-        "valid": result.valid,
-        "checked": list(result.checked),
-        "errors": list(result.errors),
-        "action": result.action,
-        "retry": result.retry,
-    }
+    """The gate result as seed 004's failure log writes it (``result.to_dict()``): the
+    JSON result without the reprompt and the artifact."""
+    payload = gate_json(outcome)
+    del payload["reprompt"], payload["artifact"]
+    return payload
 
 
 @click.command("gate", epilog=EPILOG)
-@click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
+@pack_option()
 @click.option(
     "--stage",
     "gate",
@@ -120,26 +122,13 @@ def _seed_result(outcome: GateOutcome) -> dict[str, Any]:
     help="How many times this output was already sent back.",
 )
 @session_option("Session folder: record the result in its ledger and failure log.", default=False)
-@click.option(
-    "--context",
-    "context_file",
-    type=click.Path(dir_okay=False),
-    help="YAML or JSON file with context keys (e.g. completed_stages).",
+@context_option("YAML or JSON file with context keys (e.g. completed_stages).")
+@var_option("A context key (repeatable).")
+@now_option(
+    "Fix the clock, e.g. 2026-01-04T06:30:00Z (else SOURCE_DATE_EPOCH, else the real time)."
 )
-@click.option(
-    "--var", "var_pairs", multiple=True, metavar="KEY=VALUE", help="A context key (repeatable)."
-)
-@click.option(
-    "--now",
-    "now",
-    metavar="ISO8601",
-    help="Fix the clock, e.g. 2026-01-04T06:30:00Z (else SOURCE_DATE_EPOCH, else the real time).",
-)
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
+@format_option(
+    "gate",
     show_default=True,
     help="text: the reprompt (nothing on PROCEED); json: the whole result.",
 )
@@ -184,9 +173,6 @@ def gate_command(
             record_gate(pack, Path(session_dir), outcome, _seed_result(outcome))
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    if output_format == "json":
-        click.echo(json.dumps(gate_json(outcome), indent=2, ensure_ascii=False, allow_nan=False))
-    elif outcome.reprompt is not None:
-        click.echo(outcome.reprompt, nl=False)
+    click.echo(render("gate", output_format, gate_json(outcome)), nl=False)
     code = outcome.result.exit_code
     raise SystemExit(code if code != EXIT_USAGE else 1)

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from engine.cli.common import UsageFailure, open_pack, session_option
+from engine.cli.common import UsageFailure, open_pack
+from engine.cli.options import session_option
 from engine.core.errors import EngineError
 from engine.core.resources import builtin_pack_names
 from engine.pack.loaded import Pack
@@ -125,10 +126,10 @@ def _decisions(session_dir: str, pack_ref: str | None) -> str:
     try:
         with Ledger.read_only(Path(session_dir)) as ledger:
             book = ConflictBook(ledger)
-            row = ledger.db.execute("SELECT pack FROM conflicts ORDER BY id DESC").fetchone()
-            if pack_ref is None and row is None:
+            recorded = ledger.latest_conflict_pack()
+            if pack_ref is None and recorded is None:
                 return ""
-            pack = open_pack(pack_ref or row[0])
+            pack = open_pack(pack_ref or str(recorded))
             if pack.conflicts is None:
                 raise UsageFailure(f"pack {pack.name!r} declares no `conflicts:` section")
             rounds: dict[Any, list[dict[str, Any]]] = {}

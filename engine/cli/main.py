@@ -7,16 +7,23 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import os
 import sys
 from typing import NoReturn
 
 import click
 
-from engine.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageFailure
+from engine.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageFailure,
+    locked_setting,
+    remember_locked,
+)
 from engine.core.errors import EngineError
 from engine.core.version import VERSION
+from engine.report import formats, render
 
 # Commands defined in their own modules, imported only when invoked: `rules --version` and
 # `rules parse` do not pay for the imports of the others.
@@ -39,7 +46,6 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("engine.cli.run", "run_command"),
     "test": ("engine.cli.packtest", "test_command"),
 }
-CHECK_FORMATS = ("github", "json", "junit", "sarif", "text")
 
 
 class LazyGroup(click.Group):
@@ -75,8 +81,7 @@ def cli(locked: bool | None) -> None:
       rules --locked check rules/      # git packs only at their locked commits
       rules schema > rulepack.schema.json
     """
-    if locked is not None:
-        os.environ["RULES_LOCKED"] = "1" if locked else "0"
+    remember_locked(locked)
 
 
 def _default_format() -> str:
@@ -88,7 +93,7 @@ def _default_format() -> str:
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(CHECK_FORMATS),
+    type=click.Choice(formats("check")),
     default=None,
     help="Output format [default: text; github when GITHUB_ACTIONS=true].",
 )
@@ -130,34 +135,28 @@ def check_command(
     if list_rules:
         _list_rules(output_format or "text")
         return
-    if locked is not None:
-        os.environ["RULES_LOCKED"] = "1" if locked else "0"
-    from engine.cli.formats import FORMATTERS
+    remember_locked(locked)
     from engine.pack.cache import check_packs_remembered as check_packs
 
     try:
-        results = check_packs(list(paths) or ["rules"])
+        results = check_packs(list(paths) or ["rules"], locked=locked_setting())
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     if with_tests and all(r.ok for r in results):
         from engine.cli.packtest import test_findings
 
         results = test_findings(results, list(paths) or ["rules"])
-    formatter = FORMATTERS[output_format or _default_format()]
-    click.echo(formatter(results), nl=False)
+    click.echo(render("check", output_format or _default_format(), results), nl=False)
     sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_FINDINGS)
 
 
 def _list_rules(output_format: str) -> None:
     from engine.format.catalogue import RULES
 
-    if output_format == "json":
-        rows = [{"id": k, "description": r.description, "fix": r.fix} for k, r in RULES.items()]
-        click.echo(json.dumps(rows, indent=2))
-        return
-    width = max(len(k) for k in RULES)
-    for rule, entry in sorted(RULES.items()):
-        click.echo(f"{rule:<{width}}  {entry.description} Fix: {entry.fix}")
+    shown = (
+        output_format if output_format in formats("rules") else "text"
+    )  # as before: CI formats list as text
+    click.echo(render("rules", shown, RULES), nl=False)
 
 
 @cli.command("schema")

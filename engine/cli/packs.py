@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
 from engine.cli.common import UsageFailure
+from engine.cli.options import format_option
 from engine.core.errors import EngineError
+from engine.report import render
 
 
 def _about(pack_file: Path) -> tuple[str, str]:
@@ -23,7 +24,7 @@ def _about(pack_file: Path) -> tuple[str, str]:
 
 
 @click.command("packs")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text")
+@format_option("packs")
 def packs_command(output_format: str) -> None:
     """List the packs addressable by name: builtin ones (`builtin:NAME` or NAME) and those
     installed Python distributions ship through the `rules_engine.packs` entry points
@@ -48,14 +49,7 @@ def packs_command(output_format: str) -> None:
     for name, pack in sorted(installed.items()):
         origin = f"{pack.distribution} {pack.version}"
         rows.append(_row(name, f"pkg:{name}", pack.folder / PACK_FILE, origin))
-    if output_format == "json":
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
-        return
-    header = ("name", "address", "version", "origin")
-    table = [header, *[(r["name"], r["address"], r["version"], r["origin"]) for r in rows]]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    click.echo(render("packs", output_format, rows), nl=False)
 
 
 def _row(name: str, address: str, pack_file: Path, origin: str) -> dict[str, Any]:

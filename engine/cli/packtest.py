@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
 
-from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
+from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, locked_setting
+from engine.cli.options import format_option
 from engine.cli.types import FiniteFloat
 from engine.core.errors import EngineError, Position
 from engine.format.findings import Finding
 from engine.pack.result import CheckResult
+from engine.report import render
+from engine.report.cases import PackTestRuns, case_findings
 
 if TYPE_CHECKING:
     from engine.pack.selftests import CaseResult
-
-TEST_FORMATS = ("text", "json", "github", "junit", "sarif")
 
 
 @click.command("test")
@@ -31,7 +31,7 @@ TEST_FORMATS = ("text", "json", "github", "junit", "sarif")
     show_default=True,
     help="Exit 0 when at least this share of the cases pass (over all packs).",
 )
-@click.option("--format", "output_format", type=click.Choice(TEST_FORMATS), default="text")
+@format_option("test")
 def test_command(
     paths: tuple[str, ...], update: bool, min_pass_rate: float, output_format: str
 ) -> None:
@@ -64,83 +64,26 @@ def test_command(
     Exit status: 0 all pass (or the pass rate is met), 1 failures, 2 usage or pack error.
     """
     try:
-        runs, versions = _run_packs(list(paths) or ["rules"], update)
+        runs = _run_packs(list(paths) or ["rules"], update)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    results = [r for _, rs in runs for r in rs]
-    passed = sum(r.passed for r in results)
-    rate = passed / len(results) if results else 1.0
-    if output_format == "json":
-        body = {
-            "packs": [
-                {"pack": name, "version": versions[name], "cases": [r.to_json() for r in rs]}
-                for name, rs in runs
-            ],
-            "total": len(results),
-            "passed": passed,
-            "failed": len(results) - passed,
-            "pass_rate": rate,
-        }
-        click.echo(json.dumps(body, ensure_ascii=False, allow_nan=False, indent=2))
-    elif output_format in ("junit", "sarif"):
-        from engine.cli.ci_formats import CiCase, format_junit, format_sarif
-
-        cases = [
-            CiCase(f"rules test {name}", r.name, case_findings(r)) for name, rs in runs for r in rs
-        ]
-        click.echo((format_junit if output_format == "junit" else format_sarif)(cases), nl=False)
-    elif output_format == "github":
-        for result in results:
-            if not result.passed:
-                where = result.position
-                message = "; ".join(result.problems).replace("\n", "%0A")
-                click.echo(
-                    f"::error file={where.file},line={where.line},col={where.column},"
-                    f"title=rules test::{result.name}: {message}"
-                )
-    else:
-        for name, rs in runs:
-            for result in rs:
-                mark = "ok  " if result.passed else "FAIL"
-                note = " (golden prompt written)" if result.updated else ""
-                click.echo(f"{mark} {name}: {result.name}{note}")
-                if not result.passed:
-                    click.echo(f"     {result.position}")
-                    for problem in result.problems:
-                        click.echo(f"     {problem}")
-                    if result.diff:
-                        click.echo("     " + result.diff.replace("\n", "\n     ").rstrip())
-        click.echo(
-            f"{len(runs)} pack{'s' if len(runs) != 1 else ''}, {len(results)} case"
-            f"{'s' if len(results) != 1 else ''}: {passed} passed, "
-            f"{len(results) - passed} failed"
-        )
-    sys.exit(EXIT_OK if rate >= min_pass_rate else EXIT_FINDINGS)
+    click.echo(render("test", output_format, runs), nl=False)
+    sys.exit(EXIT_OK if runs.pass_rate >= min_pass_rate else EXIT_FINDINGS)
 
 
-def _run_packs(
-    targets: list[str], update: bool = False
-) -> tuple[list[tuple[str, list[CaseResult]]], dict[str, str]]:
+def _run_packs(targets: list[str], update: bool = False) -> PackTestRuns:
     """Every case of every pack ``targets`` name, by pack; and each pack's version."""
     from engine.format.locate import find_pack_files
     from engine.pack.loaded import load_pack
     from engine.pack.selftests import run_pack_tests
 
-    runs = []
+    runs: list[tuple[str, list[CaseResult]]] = []
     versions: dict[str, str] = {}
     for pack_file in [f for target in targets for f in find_pack_files(target)]:
-        pack = load_pack(pack_file)
+        pack = load_pack(pack_file, locked=locked_setting())
         runs.append((pack.name, run_pack_tests(pack, update=update)))
         versions[pack.name] = pack.model.version
-    return runs, versions
-
-
-def case_findings(result: CaseResult) -> list[Finding]:
-    """A failing case as one finding at the case (rule `pack-test-failed`)."""
-    if result.passed:
-        return []
-    message = f"test {result.name!r} failed: " + "; ".join(result.problems)
-    return [Finding("pack-test-failed", message, result.position, "run `rules test` for the diff")]
+    return PackTestRuns(runs, versions)
 
 
 def test_findings(results: list[CheckResult], targets: list[str]) -> list[CheckResult]:
@@ -155,7 +98,7 @@ def test_findings(results: list[CheckResult], targets: list[str]) -> list[CheckR
         findings = list(result.findings)
         try:
             for pack_file in find_pack_files(result.target):
-                for case in run_pack_tests(load_pack(pack_file)):
+                for case in run_pack_tests(load_pack(pack_file, locked=locked_setting())):
                     findings.extend(case_findings(case))
         except EngineError as exc:
             findings.append(Finding("pack-test-unreadable", str(exc), Position(result.target)))

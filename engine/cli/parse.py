@@ -13,26 +13,29 @@ from engine.cli.common import (
     EXIT_OK,
     OUTPUT_CAP_HELP,
     UsageFailure,
+    locked_setting,
     output_cap,
     parse_vars,
 )
-from engine.cli.types import BoundedInt
+from engine.cli.options import (
+    block_option,
+    format_option,
+    max_output_bytes_option,
+    nonce_option,
+    pack_option,
+    var_option,
+)
 from engine.core.errors import EngineError
 from engine.core.results import Failure, ParseResult
 from engine.core.textio import read_capped, too_large_message
+from engine.report import render
 
 
 @click.command("parse")
-@click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
-@click.option("--block", help="Block (contract) name of the pack.")
-@click.option("--nonce", help="The nonce the block must carry.")
-@click.option(
-    "--var",
-    "var_pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A block parameter, e.g. criterion=AC1 (repeatable).",
-)
+@pack_option()
+@block_option(required=False)
+@nonce_option("The nonce the block must carry.")
+@var_option("A block parameter, e.g. criterion=AC1 (repeatable).")
 @click.option(
     "--jsonl",
     "jsonl",
@@ -41,18 +44,11 @@ from engine.core.textio import read_capped, too_large_message
     metavar="IN",
     help="Parse many records from a JSON Lines file ('-' for stdin).",
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    help="text: the data, or 'error: MESSAGE' on stderr; json: the whole result.",
+@format_option(
+    "parse", help="text: the data, or 'error: MESSAGE' on stderr; json: the whole result."
 )
-@click.option(
-    "--max-output-bytes",
-    type=BoundedInt(min=1),
-    default=None,
-    help="A bigger output is not read: its result is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP,
+@max_output_bytes_option(
+    "A bigger output is not read: its result is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP
 )
 @click.argument("source", type=click.File("rb"), default="-", required=False)
 def parse_command(
@@ -92,7 +88,7 @@ def parse_command(
     from engine.pack.cache import open_parsing_pack
 
     try:
-        pack = open_parsing_pack(pack_ref)
+        pack = open_parsing_pack(pack_ref, locked=locked_setting())
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     variables = parse_vars(var_pairs)
@@ -123,12 +119,11 @@ def parse_command(
             result = pack.parse(block, data, nonce=nonce, vars=variables)
         except EngineError as exc:
             raise UsageFailure(str(exc)) from None
-    if output_format == "json":
-        click.echo(json.dumps(result.to_json(), ensure_ascii=False, allow_nan=False))
-    elif result.ok:
-        click.echo(json.dumps(result.data, ensure_ascii=False, allow_nan=False))
-        for warning in result.warnings:
-            click.echo(f"warning: {warning}", err=True)
-    else:
-        click.echo(f"error: {result.error}", err=True)
+    click.echo(render("parse", output_format, result), nl=False)
+    if output_format == "text":  # the text format says on stderr what the JSON result holds
+        if result.ok:
+            for warning in result.warnings:
+                click.echo(f"warning: {warning}", err=True)
+        else:
+            click.echo(f"error: {result.error}", err=True)
     raise SystemExit(EXIT_OK if result.ok else EXIT_FINDINGS)

@@ -6,18 +6,19 @@ from typing import Any
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars, session_option
+from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.options import block_option, context_option, pack_option, session_option, var_option
 from engine.core.errors import EngineError
 
 
 @click.command("prompt")
-@click.option("--pack", "pack_ref", required=True, help="Pack name or path.")
-@click.option("--block", required=True, help="The block whose first prompt to print.")
+@pack_option("Pack name or path.")
+@block_option("The block whose first prompt to print.")
 @session_option(
     "Session folder: its resolved conflicts become the decisions section.", default=False
 )
-@click.option("--context", "context_file", type=click.Path(dir_okay=False), default=None)
-@click.option("--var", "var_pairs", multiple=True, metavar="KEY=VALUE")
+@context_option()
+@var_option()
 def prompt_command(
     pack_ref: str,
     block: str,

@@ -7,19 +7,14 @@ from typing import TextIO
 
 import click
 
-from engine.cli.common import EXIT_OK, OutputFile, UsageFailure, session_option
+from engine.cli.common import EXIT_OK, UsageFailure
+from engine.cli.options import output_option, session_option
 from engine.core.errors import EngineError
 
 
 @click.command("report")
 @session_option("Session folder whose ledger to show.")
-@click.option(
-    "-o",
-    "--output",
-    type=OutputFile(),
-    default="-",
-    help="HTML file to write (default: stdout).",
-)
+@output_option("HTML file to write (default: stdout).")
 @click.option("--title", default=None, help="Page title (default: the session folder).")
 def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
     """Write a session's attempts as one HTML page: inline CSS and SVG, no script, no network.
@@ -39,12 +34,14 @@ def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
     \b
     Exit status: 0 written, 2 not a session folder or unreadable ledger.
     """
+    from engine.report import render
     from engine.state.export import session_ledger
-    from engine.state.report import session_page
 
     try:
         with session_ledger(session_dir) as ledger:
-            html = session_page(ledger.attempt_rows(), title or f"Session {session_dir}")
+            html = render(
+                "session", "html", ledger.attempt_rows(), title or f"Session {session_dir}"
+            )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     output.write(html)

@@ -14,8 +14,15 @@ from engine.cli.common import (
     open_pack,
     output_cap,
     parse_vars,
-    session_option,
     stopping_on_sigterm,
+)
+from engine.cli.options import (
+    block_option,
+    context_option,
+    nonce_option,
+    pack_option,
+    session_option,
+    var_option,
 )
 from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
@@ -28,22 +35,11 @@ MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True})
-@click.option("--pack", "pack_ref", required=True, help="Pack: builtin name, folder or file.")
-@click.option("--block", required=True, help="Block (contract) name of the pack.")
-@click.option("--nonce", help="The nonce of this cycle.")
-@click.option(
-    "--var",
-    "var_pairs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A block parameter or context key (repeatable).",
-)
-@click.option(
-    "--context",
-    "context_file",
-    type=click.Path(dir_okay=False),
-    help="YAML or JSON file with context keys.",
-)
+@pack_option()
+@block_option()
+@nonce_option("The nonce of this cycle.")
+@var_option("A block parameter or context key (repeatable).")
+@context_option("YAML or JSON file with context keys.")
 @click.option(
     "--prompt",
     "prompt_file",

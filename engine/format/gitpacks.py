@@ -77,10 +77,11 @@ def parse_git_ref(ref: str) -> GitRef:
     return GitRef(url, rev, path)
 
 
-def locked_mode() -> bool:
-    """Whether every git reference must have a lock entry (`--locked`, or CI=true)."""
-    if os.environ.get("RULES_LOCKED"):
-        return os.environ["RULES_LOCKED"] not in ("0", "false", "")
+def locked_mode(locked: bool | None = None) -> bool:
+    """Whether every git reference must have a lock entry: ``locked`` when the caller says
+    (`--locked` / `--no-locked`), else when CI=true."""
+    if locked is not None:
+        return locked
     return os.environ.get("CI", "").lower() == "true"
 
 
@@ -236,15 +237,16 @@ def stop_locking() -> None:
     _LOCKING.pop()
 
 
-def resolve_git_pack(ref: str, top_pack_file: Path) -> Path:
-    """The pack file a git reference names, at its locked commit (fetched if needed)."""
+def resolve_git_pack(ref: str, top_pack_file: Path, locked: bool | None = None) -> Path:
+    """The pack file a git reference names, at its locked commit (fetched if needed). With
+    ``locked`` (default: CI=true) a reference without a lock entry is refused."""
     git = parse_git_ref(ref)
     lock_file = top_pack_file.parent / LOCK_FILE
     locking = _LOCKING[-1] if _LOCKING else None
     entries = {**locking.existing, **locking.entries} if locking else read_lock(lock_file)
     entry = entries.get(ref)
     if entry is None:
-        if locking is None and locked_mode():
+        if locking is None and locked_mode(locked):
             raise GitPackError(
                 "git-unlocked",
                 f"{ref} has no entry in {lock_file.name} (--locked, or CI=true): run "

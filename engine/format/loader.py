@@ -428,12 +428,13 @@ def _merge_sources(data: Any, base: SourceMap, over: SourceMap) -> SourceMap:
     return merged
 
 
-def load_pack_tree(pack_file: Path) -> PackTree:
-    """Load ``pack_file`` and everything it extends, merged, with all findings.
+def load_pack_tree(pack_file: Path, locked: bool | None = None) -> PackTree:
+    """Load ``pack_file`` and everything it extends, merged, with all findings. ``locked``:
+    every git reference needs a rules.lock entry (default: when CI=true).
 
     Each pack of the `extends` graph is read and merged once, however many paths reach it
     (a diamond of 12 levels would otherwise load 2**12 packs)."""
-    return _load(pack_file.resolve(), [], pack_file, {})
+    return _load(pack_file.resolve(), [], pack_file, {}, locked)
 
 
 def _unique(items: list[Any]) -> list[Any]:
@@ -442,7 +443,11 @@ def _unique(items: list[Any]) -> list[Any]:
 
 
 def _load(
-    pack_file: Path, stack: list[Path], shown: Path, loaded: dict[Path, PackTree]
+    pack_file: Path,
+    stack: list[Path],
+    shown: Path,
+    loaded: dict[Path, PackTree],
+    locked: bool | None,
 ) -> PackTree:
     doc = read_yaml(shown if not stack else pack_file)
     findings = list(doc.findings)
@@ -477,7 +482,9 @@ def _load(
             if not isinstance(ref, str):
                 continue  # the model check reports the wrong type
             where = doc.source.locate(("extends", index))
-            base = _load_extended(ref, pack_file, [*stack, pack_file], where, findings, loaded)
+            base = _load_extended(
+                ref, pack_file, [*stack, pack_file], where, findings, loaded, locked
+            )
             if base is None:
                 continue
             files.extend(base.files)
@@ -531,10 +538,11 @@ def _load_extended(
     where: Position,
     findings: list[Finding],
     loaded: dict[Path, PackTree],
+    locked: bool | None,
 ) -> PackTree | None:
     if is_git_ref(ref):
         try:
-            fetched = resolve_git_pack(ref, stack[0] if stack else declaring)
+            fetched = resolve_git_pack(ref, stack[0] if stack else declaring, locked)
         except GitPackError as exc:
             hint = {
                 "git-unlocked": "run `rules lock` beside the top pack and commit rules.lock",
@@ -542,7 +550,7 @@ def _load_extended(
             }.get(exc.rule, "write git+URL@REV#path/to/pack; the path stays in the repository")
             findings.append(Finding(exc.rule, str(exc), where, hint))
             return None
-        return _load_checked(fetched.resolve(), stack, where, findings, loaded)
+        return _load_checked(fetched.resolve(), stack, where, findings, loaded, locked)
     installed = ref.startswith(PACKAGE_PREFIX) or (
         bare_name(ref) and not (declaring.parent / ref).exists() and not Path(ref).suffix
     )
@@ -573,7 +581,7 @@ def _load_extended(
         )
         findings.append(Finding("extends-not-found", f"extends {ref!r}: no such pack", where, hint))
         return None
-    return _load_checked(found.resolve(), stack, where, findings, loaded)
+    return _load_checked(found.resolve(), stack, where, findings, loaded, locked)
 
 
 def _load_checked(
@@ -582,6 +590,7 @@ def _load_checked(
     where: Position,
     findings: list[Finding],
     loaded: dict[Path, PackTree],
+    locked: bool | None,
 ) -> PackTree | None:
     """Load an extended pack file unless it closes a cycle (a finding then); a pack loaded
     before in this load is reused."""
@@ -598,5 +607,5 @@ def _load_checked(
         )
         return None
     if target not in loaded:
-        loaded[target] = _load(target, stack, target, loaded)
+        loaded[target] = _load(target, stack, target, loaded, locked)
     return loaded[target]

@@ -221,9 +221,10 @@ def _from_git(files: list[Path]) -> bool:
     return any(Path(f).resolve().is_relative_to(root) for f in files)
 
 
-def open_parsing_pack(ref: str) -> ParsingPack:
+def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
     """The pack ``ref`` names, ready to parse: from the cache when it is current, else
-    loaded and checked (``PackError`` as ``load_pack``) and then cached."""
+    loaded and checked (``PackError`` as ``load_pack``, ``locked`` as there) and then
+    cached."""
     pack_file = find_one_pack_file(ref).resolve()
     root = cache_dir()
     entry_path = _entry_path(root, "parse", pack_file) if root is not None else None
@@ -237,14 +238,14 @@ def open_parsing_pack(ref: str) -> ParsingPack:
                 pass
     from engine.pack.loaded import load_pack
 
-    pack = load_pack(pack_file)
+    pack = load_pack(pack_file, locked)
     data = parsing_data(pack)
     if entry_path is not None:
         _write_entry(entry_path, stamp, list(pack.files), data)
     return ParsingPack(data)
 
 
-def check_packs_remembered(targets: list[str]) -> list[CheckResult]:
+def check_packs_remembered(targets: list[str], locked: bool | None = None) -> list[CheckResult]:
     """``engine.pack.loaded.check_packs`` with a memory: a pack that was found clean is not
     loaded again while its files and the engine are unchanged. Packs with findings are
     always checked afresh, so every finding is current."""
@@ -253,11 +254,13 @@ def check_packs_remembered(targets: list[str]) -> list[CheckResult]:
     results = []
     for target in targets:
         for pack_file in find_pack_files(target):
-            results.append(_check_one(root, stamp, pack_file))
+            results.append(_check_one(root, stamp, pack_file, locked))
     return results
 
 
-def _check_one(root: Path | None, stamp: list[list[Any]], pack_file: Path) -> CheckResult:
+def _check_one(
+    root: Path | None, stamp: list[list[Any]], pack_file: Path, locked: bool | None
+) -> CheckResult:
     entry_path = _entry_path(root, "check", pack_file.resolve()) if root is not None else None
     if entry_path is not None:
         data = _read_entry(entry_path, stamp)
@@ -271,7 +274,7 @@ def _check_one(root: Path | None, stamp: list[list[Any]], pack_file: Path) -> Ch
             )
     from engine.pack.loaded import check_pack_file
 
-    result = check_pack_file(pack_file)
+    result = check_pack_file(pack_file, locked)
     if entry_path is not None and not result.findings and result.tree is not None:
         data = {"name": result.name, "version": result.version}
         _write_entry(entry_path, stamp, result.tree.files, data)

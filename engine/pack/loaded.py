@@ -399,9 +399,10 @@ class Pack:
         )
 
 
-def check_pack_file(pack_file: Path) -> CheckResult:
-    """Load, validate and check one pack; every problem is a finding, nothing raises."""
-    tree = load_pack_tree(pack_file)
+def check_pack_file(pack_file: Path, locked: bool | None = None) -> CheckResult:
+    """Load, validate and check one pack; every problem is a finding, nothing raises.
+    ``locked``: every git reference needs a rules.lock entry (default: when CI=true)."""
+    tree = load_pack_tree(pack_file, locked)
     findings = list(tree.findings)
     model = None
     if tree.data:
@@ -426,21 +427,23 @@ def check_pack_file(pack_file: Path) -> CheckResult:
     )
 
 
-def check_packs(targets: list[str]) -> list[CheckResult]:
+def check_packs(targets: list[str], locked: bool | None = None) -> list[CheckResult]:
     results = []
     for target in targets:
         for pack_file in find_pack_files(target):
-            results.append(check_pack_file(pack_file))
+            results.append(check_pack_file(pack_file, locked))
     return results
 
 
-def load_pack(ref: str | Path) -> Pack:
+def load_pack(ref: str | Path, locked: bool | None = None) -> Pack:
     """Load the pack ``ref`` names (path, folder or ``builtin:NAME`` / bare builtin name).
+    With ``locked`` (default: when CI=true) every git pack it extends needs a rules.lock
+    entry.
 
     Raises ``PackError`` carrying every finding if the pack has errors.
     """
     pack_file = find_one_pack_file(str(ref))
-    result = check_pack_file(pack_file)
+    result = check_pack_file(pack_file, locked)
     if not result.ok or result.model is None or result.tree is None:
         errors = [f for f in result.findings if f.level == "error"]
         first = (

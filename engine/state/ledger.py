@@ -528,6 +528,18 @@ class Ledger:
             )
         )
 
+    def latest_attempt_pack(self, block: str) -> str | None:
+        """The pack recorded with the latest attempt of ``block``, or None (no attempt)."""
+        row = self.db.execute(
+            "SELECT pack FROM attempts WHERE block = ? ORDER BY id DESC LIMIT 1", (block,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def latest_conflict_pack(self) -> str | None:
+        """The pack that recorded the latest conflict, or None (no conflict recorded)."""
+        row = self.db.execute("SELECT pack FROM conflicts ORDER BY id DESC LIMIT 1").fetchone()
+        return None if row is None else str(row[0])
+
     def attempts(self) -> list[dict[str, Any]]:
         """Every attempt with its warnings, oldest first."""
         return list(self.attempt_rows(warnings=True))

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FAKE_MODEL = REPO / "examples" / "fake_model.py"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FIGURE = re.compile(r'data-figure="([^"]+)">([^<]*)<')
@@ -126,7 +126,8 @@ def test_tier_success_is_the_next_attempt_of_the_item_accepted() -> None:
 
 
 def test_a_large_session_draws_the_first_items_and_counts_them_all() -> None:
-    from engine.state.report import TIMELINE_ATTEMPTS, TIMELINE_ITEMS, session_page
+    from engine.report.html import session as session_page
+    from engine.state.report import TIMELINE_ATTEMPTS, TIMELINE_ITEMS
 
     rows = _rows(4 * TIMELINE_ITEMS, 2 * TIMELINE_ITEMS, 1)
     one_item = [dict(rows[0], attempt=n + 1, id=n + 1) for n in range(TIMELINE_ATTEMPTS + 7)]

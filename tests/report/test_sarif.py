@@ -226,9 +226,11 @@ def test_check_tests_runs_the_packs_own_cases(tmp_path: Path) -> None:
 
 
 def test_identical_findings_keep_distinct_fingerprints_and_junit_stays_xml() -> None:
-    from engine.cli.ci_formats import CiCase, format_junit, format_sarif
     from engine.core.errors import Position
     from engine.format.findings import Finding
+    from engine.report.cases import CiCase
+    from engine.report.junit import ci_cases as format_junit
+    from engine.report.sarif import sarif as format_sarif
 
     same = [Finding("unknown-key", "unknown key 'x'", Position("p.yaml", n, 3)) for n in (4, 9)]
     odd = Finding("yaml-syntax", "bad \x00 byte \ud800", Position("p\x01.yaml", 1, 1))

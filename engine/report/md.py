@@ -1,0 +1,133 @@
+"""Markdown: a pack's tables (`rules explain`) and a backtest report for a pull request."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from engine.report.table import markdown_table, pairs
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.policy.triggers.model import Trigger
+
+
+def _after(trigger: Trigger) -> str:
+    after = trigger.after_failure
+    text = after.action
+    if after.default is not None:
+        text += f" (default {json.dumps(after.default, ensure_ascii=False, allow_nan=False)})"
+    if after.log != "none":
+        text += f", log {after.log}"
+    return text
+
+
+def explain(pack: Rulepack, block: str | None = None) -> str:
+    """The pack's name and version, its trigger table (one row per block), the failure
+    types and the actions."""
+    from engine.format.vocabulary import STANDARD_ACTIONS
+    from engine.policy.triggers.model import Trigger
+
+    title = f"{pack.rulepack} {pack.version}" + (
+        f": {pack.description}" if pack.description else ""
+    )
+    blocks = [block] if block else list(pack.contracts)
+    rows = []
+    for name in blocks:
+        trigger = pack.triggers.get(name) or Trigger()
+        on = ", ".join(trigger.on) or "never (no repair)"
+        skip = ", ".join(g.name for g in trigger.skip_when) or "-"
+        repair = f"{trigger.action} x{trigger.max_attempts}" if trigger.on else "-"
+        rows.append([name, on, repair, trigger.template or "-", skip, _after(trigger)])
+    out = title + "\n\n"
+    out += markdown_table(
+        ["Block", "Repair on", "Then", "Template", "Skip when", "After failure"], rows
+    )
+    guards = {
+        g.name: g for name in blocks for g in (pack.triggers.get(name) or Trigger()).skip_when
+    }
+    if guards:
+        out += "\nGuards (skip the repair, go straight to the after-failure action):\n"
+        out += "".join(
+            f"  {g.name}: {g.when}  ({g.reason or 'no reason given'})\n" for g in guards.values()
+        )
+    types = [
+        [n, ft.severity, "yes" if ft.retriable else "no", ft.explain]
+        for n, ft in pack.failure_types.items()
+    ]
+    if types:
+        out += "\n" + markdown_table(["Failure type", "Severity", "Retriable", "Explain"], types)
+    actions = [
+        [name, str(spec.exit_code), "yes" if spec.final else "no", spec.description or "-"]
+        for name, spec in {**STANDARD_ACTIONS, **pack.actions}.items()
+    ]
+    out += "\n" + markdown_table(["Action", "Exit", "Final", "Description"], actions)
+    for name, menu in pack.menus.items():
+        out += f"\nMenu {name} (`rules choose ITEM N`):\n"
+        for number, option in enumerate(menu.options, start=1):
+            effect = option.effect.model_dump(exclude_defaults=True)
+            (kind, value), *_ = effect.items()
+            out += f"  {number}. {option.key}: {option.label} -> {kind} {value}\n"
+    if pack.rounds is not None and pack.rounds.all_failed is not None:
+        failed = pack.rounds.all_failed
+        out += (
+            f"\nWhen {', '.join(pack.rounds.blocks)} all end a round "
+            f"{' or '.join(failed.statuses)}: {failed.action} ({failed.message})\n"
+        )
+    return out
+
+
+def patterns(pack: Rulepack, block: str | None = None) -> str:
+    """Every pattern the pack declares (or block ``block`` declares), with its engine."""
+    from engine.core.patterns import pattern_engine
+    from engine.format import model
+    from engine.format.semantics import walk_references
+
+    rows = []
+    seen: set[tuple[str, str]] = set()
+    for ref in walk_references(pack, model.Rulepack, (), ()):
+        if ref.kind is not model.Ref.PATTERN:
+            continue
+        if block is not None and ref.path[:2] != ("contracts", block):
+            continue
+        where = ".".join(str(part) for part in ref.path)
+        if (where, ref.value) in seen:
+            continue
+        seen.add((where, ref.value))
+        engine, reason = pattern_engine(ref.value)
+        rows.append([ref.value, where, engine, reason])
+    if not rows:
+        return "no patterns\n"
+    return markdown_table(["Pattern", "Where", "Engine", "Why"], rows)
+
+
+def backtest(report: dict[str, Any]) -> str:
+    summary = report["summary"]
+    sides = [("pack", summary["pack"])]
+    if "baseline" in summary:
+        sides.insert(0, ("baseline", summary["baseline"]))
+    out = f"## Backtest\n\n{report['total']} records, {report['invalid']} invalid.\n\n"
+    keys = sorted({k for _, s in sides for k in s["status"]} | {"pass", "fail"})
+    actions = sorted({k for _, s in sides for k in s["actions"]})
+    rows = [
+        [
+            f"{label} `{s['ref']}`",
+            *[str(s["status"].get(k, 0)) for k in keys],
+            *[str(s["actions"].get(a, 0)) for a in actions],
+            str(s["further_attempts"]),
+        ]
+        for label, s in sides
+    ]
+    out += markdown_table(["pack", *keys, *actions, "further attempts"], rows, aligned=False)
+    if "baseline" in summary:
+        out += f"\n**{report['flipped']} records flipped.**\n\n"
+        flip_rows = [[f"`{kind}`", str(count)] for kind, count in report["flips"].items()]
+        flips = markdown_table(["flip", "records"], flip_rows, aligned=False)
+        out += flips if flip_rows else "No flips.\n"
+        if report["flips_by_block"]:
+            out += "\n" + markdown_table(
+                ["block", "flips"],
+                [[b, pairs(c)] for b, c in report["flips_by_block"].items()],
+                aligned=False,
+            )
+    return out
