@@ -26,7 +26,7 @@ from engine.core.patterns import (
     plan_pattern,
 )
 from engine.format.model import Ref, Rulepack
-from engine.format.semantics import _element, _refs_in
+from engine.format.references import _element, _refs_in
 from engine.pack.loaded import check_pack_file
 
 ACCEPTED = [

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from engine.core.textio import clean_text
 from engine.core.version import VERSION
-from engine.format.catalogue import describe
 from engine.format.findings import Finding
+from engine.pack.catalogue import describe
 from engine.pack.result import CheckResult
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -149,7 +149,9 @@ def check_command(
 
 
 def _list_rules(output_format: str) -> None:
-    from engine.format.catalogue import RULES
+    from engine.pack.catalogue import rule_catalogue
+
+    RULES = rule_catalogue()
 
     if output_format == "json":
         rows = [{"id": k, "description": r.description, "fix": r.fix} for k, r in RULES.items()]

@@ -13,6 +13,7 @@ from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
 from engine.core.errors import EngineError, Position
 from engine.format.findings import Finding
 from engine.pack.result import CheckResult
+from engine.pack.selftests import PACK_TEST_FAILED, PACK_TEST_UNREADABLE
 
 if TYPE_CHECKING:
     from engine.pack.selftests import CaseResult
@@ -139,7 +140,7 @@ def case_findings(result: CaseResult) -> list[Finding]:
     if result.passed:
         return []
     message = f"test {result.name!r} failed: " + "; ".join(result.problems)
-    return [Finding("pack-test-failed", message, result.position, "run `rules test` for the diff")]
+    return [PACK_TEST_FAILED.at(message, result.position, "run `rules test` for the diff")]
 
 
 def test_findings(results: list[CheckResult], targets: list[str]) -> list[CheckResult]:
@@ -157,6 +158,6 @@ def test_findings(results: list[CheckResult], targets: list[str]) -> list[CheckR
                 for case in run_pack_tests(load_pack(pack_file)):
                     findings.extend(case_findings(case))
         except EngineError as exc:
-            findings.append(Finding("pack-test-unreadable", str(exc), Position(result.target)))
+            findings.append(PACK_TEST_UNREADABLE.at(str(exc), Position(result.target)))
         out.append(replace(result, findings=findings))
     return out

@@ -14,6 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from engine.format.findings import FindingRule
+
+INVALID_SCHEMA = FindingRule(
+    "invalid-schema",
+    "A JSON Schema that is invalid or refers outside itself.",
+    "Fix the schema; `$ref`s stay inside it.",
+)
+
 Extract = Literal["whole", "fenced", "first"]
 Many = Literal["one", "list", "jsonl"]
 
