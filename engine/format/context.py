@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.core.errors import ContextError
-from engine.format.model import ContextKey
+from engine.format.vocabulary import ContextKey
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),

@@ -198,7 +198,7 @@ def test_the_engines_sections_are_registered_in_the_order_of_the_roots_keys() ->
     keys = [section.key for section in registry.sections()]
     root = [key for key in rulepack_model().model_fields if key in keys]
     assert keys == root
-    assert keys[0] == "triggers" and keys[-1] == "limits"
+    assert keys[0] == "severities" and keys[-1] == "tests"
     with pytest.raises(EngineError, match="'gates' is already registered"):
         register_section(GatesLike())
 

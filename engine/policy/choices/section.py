@@ -9,8 +9,8 @@ from pydantic import Field
 
 from engine.format.fields import Name
 from engine.format.findings import FindingRule
+from engine.format.section import BuiltinSection
 from engine.policy.choices.model import Menu
-from engine.policy.section import BuiltinSection
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack

@@ -11,9 +11,9 @@ from pydantic import Field
 
 from engine.format.findings import FindingRule
 from engine.format.loader import KeyPath
+from engine.format.section import BuiltinSection
 from engine.format.semantics import NO_BEHAVIOUR, UNKNOWN_SEVERITY
 from engine.policy.conflicts.model import ConflictRules
-from engine.policy.section import BuiltinSection
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack

@@ -12,6 +12,7 @@ from pydantic import Field
 from engine.contracts.json.document import INVALID_SCHEMA, read_schema_file, schema_problems
 from engine.format.fields import Ref
 from engine.format.findings import FindingRule
+from engine.format.section import BuiltinSection
 from engine.format.semantics import (
     NO_BEHAVIOUR,
     PATH_TRAVERSAL,
@@ -19,7 +20,6 @@ from engine.format.semantics import (
     UNKNOWN_TEMPLATE_VARIABLE,
 )
 from engine.policy.gates.model import Gates
-from engine.policy.section import BuiltinSection
 from engine.sandbox.environment import undeclared_names
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from engine.core.placeholders import FIGURES, FigureError, compile_figures
 from engine.format.fields import ContractRef
 from engine.format.findings import FindingRule
 from engine.format.loader import KeyPath
+from engine.format.section import BuiltinSection
 from engine.format.semantics import WRONG_TEMPLATE_PURPOSE
 from engine.policy.limits.model import Limits, RateLimits
-from engine.policy.section import BuiltinSection
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from engine.format.fields import ContractRef, Ref
 from engine.format.findings import FindingRule
-from engine.policy.section import BuiltinSection
+from engine.format.section import BuiltinSection
 from engine.policy.triggers.model import Hint, Trigger
 
 if TYPE_CHECKING:

@@ -19,12 +19,12 @@ from engine.core.errors import Position
 from engine.format.fields import ContractRef, TemplateRef
 from engine.format.findings import FindingRule
 from engine.format.loader import KeyPath
+from engine.format.section import BuiltinSection
 from engine.format.semantics import TEMPLATE_SYNTAX, UNKNOWN_TEMPLATE_VARIABLE, display
 from engine.policy.conflicts import section as conflicts
 from engine.policy.gates import section as gates
 from engine.policy.limits import section as limits
 from engine.policy.rounds import section as rounds
-from engine.policy.section import BuiltinSection
 from engine.policy.triggers import section as triggers
 from engine.prompts.examples import section as examples
 from engine.prompts.templates.model import TemplateSpec
