@@ -151,7 +151,10 @@ def check_command(
 def _list_rules(output_format: str) -> None:
     from engine.pack.catalogue import rule_catalogue
 
-    RULES = rule_catalogue()
+    try:  # a plugin that cannot be loaded (or redefines a rule) is named, not a traceback
+        RULES = rule_catalogue()
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
 
     if output_format == "json":
         rows = [{"id": k, "description": r.description, "fix": r.fix} for k, r in RULES.items()]

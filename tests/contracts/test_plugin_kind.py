@@ -165,3 +165,18 @@ def test_a_broken_entry_point_is_named(make_pack: PackMaker, tmp_path: Path) -> 
         result.stdout + result.stderr
     )
     assert "Traceback" not in result.stderr
+
+
+def test_a_kind_redefining_a_rule_of_the_engine_is_named(tmp_path: Path) -> None:
+    env = _with_distribution(tmp_path, "clash = clash_kind:KIND")
+    (tmp_path / "site" / "clash_kind.py").write_text(
+        "from engine.format.findings import FindingRule\n\n"
+        'CLASH = FindingRule("unknown-key", "Another meaning.", "Another fix.")\n'
+        "KIND = None\n"
+    )
+    result = _rules(env, "check", "--list-rules")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == (
+        "error: the contract kind 'clash' (clash_kind:KIND) cannot be loaded: "
+        "the finding rule 'unknown-key' is defined twice\n"
+    )
