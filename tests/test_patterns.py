@@ -25,8 +25,9 @@ from engine.core.patterns import (
     pattern_engine,
     plan_pattern,
 )
-from engine.format.model import Ref, Rulepack
-from engine.format.semantics import _element, _refs_in
+from engine.format.fields import Ref
+from engine.format.model import Rulepack
+from engine.format.references import _element, _refs_in
 from engine.pack.loaded import check_pack_file
 
 ACCEPTED = [

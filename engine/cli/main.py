@@ -151,7 +151,12 @@ def check_command(
 
 
 def _list_rules(output_format: str) -> None:
-    from engine.format.catalogue import RULES
+    from engine.pack.catalogue import rule_catalogue
+
+    try:  # a plugin that cannot be loaded (or redefines a rule) is named, not a traceback
+        RULES = rule_catalogue()
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
 
     shown = (
         output_format if output_format in formats("rules") else "text"

@@ -12,8 +12,8 @@ from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, locked_setti
 from engine.cli.options import format_option
 from engine.cli.types import FiniteFloat
 from engine.core.errors import EngineError, Position
-from engine.format.findings import Finding
 from engine.pack.result import CheckResult
+from engine.pack.selftests import PACK_TEST_UNREADABLE
 from engine.report import render
 from engine.report.cases import PackTestRuns, case_findings
 
@@ -101,6 +101,6 @@ def test_findings(results: list[CheckResult], targets: list[str]) -> list[CheckR
                 for case in run_pack_tests(load_pack(pack_file, locked=locked_setting())):
                     findings.extend(case_findings(case))
         except EngineError as exc:
-            findings.append(Finding("pack-test-unreadable", str(exc), Position(result.target)))
+            findings.append(PACK_TEST_UNREADABLE.at(str(exc), Position(result.target)))
         out.append(replace(result, findings=findings))
     return out

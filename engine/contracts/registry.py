@@ -22,6 +22,7 @@ from pydantic import Field
 
 from engine.contracts.model import ContractModel
 from engine.core.errors import EngineError
+from engine.format.semantics import UNKNOWN_FAILURE_TYPE
 
 if TYPE_CHECKING:
     from engine.contracts.kind import CompiledContract, ContractKind
@@ -182,7 +183,7 @@ def check_contracts(pack: Rulepack, checker: PackChecker) -> None:
         for setting, failure in kind.default_failures(contract, pack):
             if failure not in pack.failure_types:
                 checker.add(
-                    "unknown-failure-type",
+                    UNKNOWN_FAILURE_TYPE,
                     f"contract {name!r} reports failure type {failure!r} "
                     f"(the default of {setting}), which is not declared",
                     ("contracts", name),

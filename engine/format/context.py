@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.core.errors import ContextError
 from engine.core.numbers import MAX_INT_CHARS, first_out_of_range
-from engine.format.model import ContextKey
+from engine.format.vocabulary import ContextKey
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),

@@ -26,6 +26,43 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.core.errors import EngineError
+from engine.format.findings import FindingRule
+
+GIT_REF_INVALID = FindingRule(
+    "git-ref-invalid",
+    "An `extends` git reference is not git+URL@REV#path.",
+    "Write git+URL@REV#path/to/pack.",
+)
+
+GIT_PATH_OUTSIDE = FindingRule(
+    "git-path-outside",
+    "A git reference's pack path leaves the repository.",
+    "Give a path inside the repository.",
+)
+
+GIT_FETCH_FAILED = FindingRule(
+    "git-fetch-failed",
+    "A git pack cannot be resolved or fetched.",
+    "Check the URL, the revision and the path; git must be installed.",
+)
+
+GIT_UNLOCKED = FindingRule(
+    "git-unlocked",
+    "A git reference without a rules.lock entry under --locked (CI=true).",
+    "Run `rules lock` beside the top pack and commit rules.lock.",
+)
+
+GIT_HASH_MISMATCH = FindingRule(
+    "git-hash-mismatch",
+    "A fetched git pack's content differs from its locked hash.",
+    "Run `rules lock --upgrade` if the change is intended; else clear the cache.",
+)
+
+GIT_LOCK_INVALID = FindingRule(
+    "git-lock-invalid",
+    "rules.lock cannot be read.",
+    "Run `rules lock` again.",
+)
 
 GIT_PREFIX = "git+"
 LOCK_FILE = "rules.lock"
@@ -36,7 +73,7 @@ _SHA = re.compile(r"^[0-9a-f]{40}$")
 class GitPackError(EngineError):
     """A git reference that cannot be resolved, fetched or trusted; ``rule`` is its id."""
 
-    def __init__(self, rule: str, message: str) -> None:
+    def __init__(self, rule: FindingRule, message: str) -> None:
         super().__init__(message)
         self.rule = rule
 
@@ -64,15 +101,15 @@ def parse_git_ref(ref: str) -> GitRef:
         c.isspace() for c in ref
     ):
         raise GitPackError(
-            "git-ref-invalid",
+            GIT_REF_INVALID,
             f"{ref!r} is not a git pack reference: write git+URL@REV#path/to/pack",
         )
     if url.startswith("-") or rev.startswith("-"):
-        raise GitPackError("git-ref-invalid", f"{ref!r}: a URL or revision may not start with '-'")
+        raise GitPackError(GIT_REF_INVALID, f"{ref!r}: a URL or revision may not start with '-'")
     parts = Path(path).parts
     if Path(path).is_absolute() or ".." in parts or not parts:
         raise GitPackError(
-            "git-path-outside", f"{ref!r}: the pack path must stay inside the repository"
+            GIT_PATH_OUTSIDE, f"{ref!r}: the pack path must stay inside the repository"
         )
     return GitRef(url, rev, path)
 
@@ -116,14 +153,14 @@ def _git(*args: str, cwd: Path | None = None) -> str:
             check=False,
         )
     except FileNotFoundError:
-        raise GitPackError("git-fetch-failed", "git is not installed") from None
+        raise GitPackError(GIT_FETCH_FAILED, "git is not installed") from None
     except subprocess.TimeoutExpired:
         raise GitPackError(
-            "git-fetch-failed", f"git {args[0]} ran over {GIT_TIMEOUT_SECONDS} s"
+            GIT_FETCH_FAILED, f"git {args[0]} ran over {GIT_TIMEOUT_SECONDS} s"
         ) from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["failed"])[-1]
-        raise GitPackError("git-fetch-failed", f"git {args[0]}: {last}")
+        raise GitPackError(GIT_FETCH_FAILED, f"git {args[0]}: {last}")
     return done.stdout
 
 
@@ -144,7 +181,7 @@ def resolve_revision(ref: GitRef) -> str:
     ):
         if name in found:
             return found[name]
-    raise GitPackError("git-fetch-failed", f"{ref.text}: no branch or tag {ref.rev!r} in {ref.url}")
+    raise GitPackError(GIT_FETCH_FAILED, f"{ref.text}: no branch or tag {ref.rev!r} in {ref.url}")
 
 
 def _folder_for(url: str, sha: str) -> Path:
@@ -206,7 +243,7 @@ def read_lock(lock_file: Path) -> dict[str, dict[str, str]]:
         return {str(k): dict(v) for k, v in packs.items()}
     except (ValueError, KeyError, AssertionError, TypeError, AttributeError):
         raise GitPackError(
-            "git-lock-invalid", f"{lock_file}: not a rules lock file; run `rules lock` again"
+            GIT_LOCK_INVALID, f"{lock_file}: not a rules lock file; run `rules lock` again"
         ) from None
 
 
@@ -248,7 +285,7 @@ def resolve_git_pack(ref: str, top_pack_file: Path, locked: bool | None = None) 
     if entry is None:
         if locking is None and locked_mode(locked):
             raise GitPackError(
-                "git-unlocked",
+                GIT_UNLOCKED,
                 f"{ref} has no entry in {lock_file.name} (--locked, or CI=true): run "
                 "`rules lock` and commit the lock file",
             )
@@ -262,18 +299,18 @@ def resolve_git_pack(ref: str, top_pack_file: Path, locked: bool | None = None) 
     found = content_hash(pack_folder)
     if found != entry.get("hash"):
         raise GitPackError(
-            "git-hash-mismatch",
+            GIT_HASH_MISMATCH,
             f"{ref} at {entry['commit'][:12]}: the content's hash {found[:19]}... is not the "
             f"locked {str(entry.get('hash'))[:19]}...: the cache or the lock file was changed",
         )
     pack_file = pack_folder / "pack.yaml" if pack_folder.is_dir() else pack_folder
     if not pack_file.is_file():
-        raise GitPackError("git-fetch-failed", f"{ref}: no pack.yaml at {git.path}")
+        raise GitPackError(GIT_FETCH_FAILED, f"{ref}: no pack.yaml at {git.path}")
     return pack_file
 
 
 def _pack_folder(checkout: Path, git: GitRef) -> Path:
     target = (checkout / git.path).resolve()
     if not target.is_relative_to(checkout.resolve()):
-        raise GitPackError("git-path-outside", f"{git.text}: the pack path leaves the repository")
+        raise GitPackError(GIT_PATH_OUTSIDE, f"{git.text}: the pack path leaves the repository")
     return target

@@ -18,8 +18,32 @@ from engine.core.errors import Position
 from engine.core.files import read_file_capped
 from engine.core.numbers import NumberOutOfRange, float_of_text, int_of_text
 from engine.core.resources import builtin_pack_names, data_dir
-from engine.format.findings import Finding
-from engine.format.gitpacks import GitPackError, checkout_root, is_git_ref, resolve_git_pack
+from engine.format.findings import Finding, FindingRule
+from engine.format.gitpacks import (
+    GIT_HASH_MISMATCH,
+    GIT_UNLOCKED,
+    GitPackError,
+    checkout_root,
+    is_git_ref,
+    resolve_git_pack,
+)
+from engine.format.loader_rules import (
+    EXTENDS_ABSOLUTE,
+    EXTENDS_CYCLE,
+    EXTENDS_NOT_FOUND,
+    EXTENDS_OUTSIDE_WORKSPACE,
+    FILE_UNREADABLE,
+    NUMBER_OUT_OF_RANGE,
+    PACK_EMPTY,
+    PACK_NOT_MAPPING,
+    YAML_COMPLEX_KEY,
+    YAML_DUPLICATE_KEY,
+    YAML_ENCODING,
+    YAML_MERGE_KEY,
+    YAML_SYNTAX,
+    YAML_TOO_LARGE,
+    YAML_UNSUPPORTED_TAG,
+)
 from engine.format.locate import (
     BUILTIN_PREFIX,
     PACKAGE_PREFIX,
@@ -143,8 +167,10 @@ class _TreeBuilder:
         self.findings: list[Finding] = []
         self.nodes = 0
 
-    def finding(self, rule: str, message: str, mark: yaml.Mark | None, hint: str = "") -> None:
-        self.findings.append(Finding(rule, message, _position(self.display, mark), hint))
+    def finding(
+        self, rule: FindingRule, message: str, mark: yaml.Mark | None, hint: str = ""
+    ) -> None:
+        self.findings.append(rule.at(message, _position(self.display, mark), hint))
 
     def build(self, node: yaml.Node, path: KeyPath) -> Any:
         self.nodes += 1
@@ -161,7 +187,7 @@ class _TreeBuilder:
         if isinstance(node, yaml.ScalarNode):
             if node.tag not in _SCALAR_TAGS:
                 self.finding(
-                    "yaml-unsupported-tag",
+                    YAML_UNSUPPORTED_TAG,
                     f"unsupported YAML tag {node.tag!r}",
                     node.start_mark,
                     "remove the tag; packs hold plain strings, numbers, booleans, lists and maps",
@@ -172,7 +198,7 @@ class _TreeBuilder:
             except NumberOutOfRange as exc:
                 self.source.refused.add(path)
                 self.finding(
-                    "number-out-of-range",
+                    NUMBER_OUT_OF_RANGE,
                     str(exc),
                     node.start_mark,
                     "write a finite number within 64 bits, or quote it to make it a string",
@@ -180,7 +206,7 @@ class _TreeBuilder:
                 return None
         if node.tag not in _COLLECTION_TAGS:
             self.finding(
-                "yaml-unsupported-tag",
+                YAML_UNSUPPORTED_TAG,
                 f"unsupported YAML tag {node.tag!r}",
                 node.start_mark,
                 "remove the tag; packs hold plain lists and maps",
@@ -197,7 +223,7 @@ class _TreeBuilder:
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 self.finding(
-                    "yaml-complex-key",
+                    YAML_COMPLEX_KEY,
                     "mapping keys must be plain scalars",
                     key_node.start_mark,
                     "write the key as a plain string",
@@ -206,7 +232,7 @@ class _TreeBuilder:
             key = str(key_node.value)
             if key == "<<":
                 self.finding(
-                    "yaml-merge-key",
+                    YAML_MERGE_KEY,
                     "YAML merge keys (<<) are not supported",
                     key_node.start_mark,
                     "use `extends:` to build on another pack",
@@ -215,7 +241,7 @@ class _TreeBuilder:
             if key in first_seen:
                 first = _position(self.display, first_seen[key])
                 self.finding(
-                    "yaml-duplicate-key",
+                    YAML_DUPLICATE_KEY,
                     f"duplicate key {key!r} (first defined at {first})",
                     key_node.start_mark,
                     "keep only one of the two; the later one would silently win",
@@ -242,15 +268,13 @@ def read_text(path: Path, limit: int, display: str | None = None) -> str | Findi
     try:
         raw, more = read_file_capped(path, limit)
     except OSError as exc:
-        return Finding(
-            "file-unreadable",
+        return FILE_UNREADABLE.at(
             f"cannot read file: {exc.strerror or exc}",
             where,
             "check the path and its permissions",
         )
     if more:
-        return Finding(
-            "yaml-too-large",
+        return YAML_TOO_LARGE.at(
             f"file is over the {limit}-byte limit; it was not read further",
             where,
             "split the file, or move long text into files the pack references",
@@ -258,8 +282,7 @@ def read_text(path: Path, limit: int, display: str | None = None) -> str | Findi
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Finding(
-            "yaml-encoding",
+        return YAML_ENCODING.at(
             f"file is not valid UTF-8 (byte {exc.start})",
             where,
             "save the file as UTF-8",
@@ -303,8 +326,7 @@ def parse_yaml(text: str, display: str) -> Document:
             None,
             builder.source,
             [
-                Finding(
-                    "yaml-syntax",
+                YAML_SYNTAX.at(
                     f"invalid YAML: control character {special.group()!r} (YAML allows none)",
                     Position(display, line, column),
                     "remove the character (a NUL byte often means a binary or UTF-16 file)",
@@ -324,8 +346,7 @@ def parse_yaml(text: str, display: str) -> Document:
             builder.source,
             [
                 *builder.findings,
-                Finding(
-                    "yaml-syntax",
+                YAML_SYNTAX.at(
                     f"invalid YAML: {message}",
                     _position(display, exc.problem_mark or exc.context_mark),
                     "fix the YAML syntax at this place",
@@ -338,9 +359,7 @@ def parse_yaml(text: str, display: str) -> Document:
             builder.source,
             [
                 *builder.findings,
-                Finding(
-                    "yaml-syntax", f"invalid YAML: {exc}", Position(display), "fix the YAML syntax"
-                ),
+                YAML_SYNTAX.at(f"invalid YAML: {exc}", Position(display), "fix the YAML syntax"),
             ],
         )
     except _TooBig as exc:
@@ -349,8 +368,7 @@ def parse_yaml(text: str, display: str) -> Document:
             builder.source,
             [
                 *builder.findings,
-                Finding(
-                    "yaml-too-large",
+                YAML_TOO_LARGE.at(
                     exc.message,
                     _position(display, exc.mark),
                     "remove the alias chain; packs do not need deep alias expansion",
@@ -363,8 +381,7 @@ def parse_yaml(text: str, display: str) -> Document:
             builder.source,
             [
                 *builder.findings,
-                Finding(
-                    "yaml-too-large",
+                YAML_TOO_LARGE.at(
                     "document nests too deeply",
                     Position(display),
                     "flatten the structure",
@@ -454,8 +471,7 @@ def _load(
     data = doc.data
     if doc.data is None and not findings:
         findings.append(
-            Finding(
-                "pack-empty",
+            PACK_EMPTY.at(
                 "pack file is empty",
                 Position(display_path(shown)),
                 "start from `rules init` or add `rulepack: NAME`",
@@ -464,8 +480,7 @@ def _load(
     if not isinstance(data, dict):
         if data is not None:
             findings.append(
-                Finding(
-                    "pack-not-mapping",
+                PACK_NOT_MAPPING.at(
                     "a pack file must be a YAML mapping",
                     doc.source.locate(()),
                     "write `rulepack: NAME` and the sections of the pack as top-level keys",
@@ -545,10 +560,10 @@ def _load_extended(
             fetched = resolve_git_pack(ref, stack[0] if stack else declaring, locked)
         except GitPackError as exc:
             hint = {
-                "git-unlocked": "run `rules lock` beside the top pack and commit rules.lock",
-                "git-hash-mismatch": "run `rules lock --upgrade` if the change is intended",
+                GIT_UNLOCKED: "run `rules lock` beside the top pack and commit rules.lock",
+                GIT_HASH_MISMATCH: "run `rules lock --upgrade` if the change is intended",
             }.get(exc.rule, "write git+URL@REV#path/to/pack; the path stays in the repository")
-            findings.append(Finding(exc.rule, str(exc), where, hint))
+            findings.append(exc.rule.at(str(exc), where, hint))
             return None
         return _load_checked(fetched.resolve(), stack, where, findings, loaded, locked)
     installed = ref.startswith(PACKAGE_PREFIX) or (
@@ -556,8 +571,7 @@ def _load_extended(
     )
     if not ref.startswith(BUILTIN_PREFIX) and not installed and Path(ref).is_absolute():
         findings.append(
-            Finding(
-                "extends-absolute",
+            EXTENDS_ABSOLUTE.at(
                 f"extends {ref!r} is an absolute path",
                 where,
                 "write the path relative to this pack file",
@@ -567,7 +581,7 @@ def _load_extended(
     if not ref.startswith(BUILTIN_PREFIX) and not installed:
         outside = _outside_workspace(ref, declaring, stack)
         if outside is not None:
-            findings.append(Finding("extends-outside-workspace", outside, where, _WORKSPACE_HINT))
+            findings.append(EXTENDS_OUTSIDE_WORKSPACE.at(outside, where, _WORKSPACE_HINT))
             return None
     found = resolve_pack_file(ref, declaring.parent)
     if found is None:
@@ -579,7 +593,7 @@ def _load_extended(
             if installed
             else "give a folder holding pack.yaml or a YAML file, relative to this file"
         )
-        findings.append(Finding("extends-not-found", f"extends {ref!r}: no such pack", where, hint))
+        findings.append(EXTENDS_NOT_FOUND.at(f"extends {ref!r}: no such pack", where, hint))
         return None
     return _load_checked(found.resolve(), stack, where, findings, loaded, locked)
 
@@ -598,8 +612,7 @@ def _load_checked(
         cycle = [*stack[stack.index(target) :], target]
         chain = " -> ".join(display_path(p) for p in cycle)
         findings.append(
-            Finding(
-                "extends-cycle",
+            EXTENDS_CYCLE.at(
                 f"extends cycle: {chain}",
                 where,
                 "remove one of the `extends` entries in this cycle",

@@ -9,7 +9,8 @@ the registry that collects them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -49,3 +50,24 @@ class Section(Protocol):
         """The section ready for use at run time (None when there is nothing to compile);
         ``root`` is the folder of the pack's own pack.yaml."""
         ...
+
+
+@dataclass(frozen=True)
+class BuiltinSection:
+    """A section of the engine (implements ``format.section.Section``). The root model
+    declares the engine's sections itself (their order and descriptions are the format's),
+    so ``annotation`` and ``default`` serve only a root that lacks the key."""
+
+    key: str
+    annotation: Any
+    default: Any
+    types: Mapping[str, Any] = field(default_factory=dict)
+    checks: Callable[[Rulepack, PackChecker], None] | None = None
+    compiler: Callable[[Rulepack, Path], Any] | None = None
+
+    def check(self, pack: Rulepack, checker: PackChecker) -> None:
+        if self.checks is not None:
+            self.checks(pack, checker)
+
+    def compile(self, pack: Rulepack, root: Path) -> Any:
+        return None if self.compiler is None else self.compiler(pack, root)

@@ -2,9 +2,13 @@
 file is inside the pack, every pattern compiles, the engine is in the pack's ``requires``.
 
 The walk is generic: fields of the models that refer to something carry a ``Ref`` marker
-(fields.py), and each kind of reference has one checking function here. ``PackChecker``
-collects the findings; each section checks the rest itself (``Section.check``: templates,
-its own expressions with the variables it provides...), run by ``engine.pack.loaded``.
+(fields.py), the walker (references.py) finds them, and each kind of reference has one
+checking function here. ``PackChecker`` collects the findings; each section checks the rest
+itself (``Section.check``: templates, its own expressions with the variables it provides...),
+run by ``engine.pack.loaded``.
+
+The finding rules of these checks are defined here; sections that raise the same ones (an
+unknown severity, a template that does not compile...) import them from here.
 """
 
 from __future__ import annotations
@@ -12,12 +16,10 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import types
 import typing
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any
 
 import jinja2
 from packaging.specifiers import Specifier
@@ -26,9 +28,12 @@ from pydantic import BaseModel
 
 from engine.core.errors import Position
 from engine.core.patterns import PatternError, compile_pattern
-from engine.format.findings import Finding, Level
+from engine.format.fields import ITEM_PARTS, Ref
+from engine.format.findings import Finding, FindingRule, Level
 from engine.format.loader import KeyPath, SourceMap
-from engine.format.model import ITEM_PARTS, Ref, Rulepack
+from engine.format.model import Rulepack
+from engine.format.references import Reference, _refs_in
+from engine.format.references import walk_references as walk_references  # re-exported
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.sandbox.environment import (
     compile_condition,
@@ -38,69 +43,143 @@ from engine.sandbox.environment import (
     unsafe_constructs,
 )
 
+REQUIRES_UNMET = FindingRule(
+    "requires-unmet",
+    "The running engine is outside the pack's `requires` range.",
+    "Upgrade the engine or relax `requires`.",
+)
+
+NO_BEHAVIOUR = FindingRule(
+    "no-behaviour",
+    "A key this engine does not act on yet (warning).",
+    "Remove it, or keep it for a later engine version.",
+    level="warning",
+)
+
+UNKNOWN_FAILURE_TYPE = FindingRule(
+    "unknown-failure-type",
+    "A failure type that is not declared.",
+    "Declare it under `failure_types:` or fix the name.",
+)
+
+UNKNOWN_SEVERITY = FindingRule(
+    "unknown-severity",
+    "A severity that is not declared.",
+    "Declare it under `severities:` or fix the name.",
+)
+
+UNKNOWN_TEMPLATE = FindingRule(
+    "unknown-template",
+    "A template that is not declared.",
+    "Declare it under `templates:` or fix the name.",
+)
+
+UNKNOWN_CONTRACT = FindingRule(
+    "unknown-contract",
+    "A block that has no contract.",
+    "Declare it under `contracts:` or fix the name.",
+)
+
+UNKNOWN_ACTION = FindingRule(
+    "unknown-action",
+    "An action that is neither standard nor declared.",
+    "Declare it under `actions:` or use a standard action.",
+)
+
+UNKNOWN_CONTEXT_KEY = FindingRule(
+    "unknown-context-key",
+    "A context key that is not declared.",
+    "Declare it under `context:`.",
+)
+
+UNKNOWN_ITEM_PART = FindingRule(
+    "unknown-item-part",
+    "`session.item` names something unknown.",
+    "Use nonce, params or a declared context key.",
+)
+
+UNKNOWN_FIELD = FindingRule(
+    "unknown-field",
+    "A field a contract does not have.",
+    "Use one of the contract's fields.",
+)
+
+FILE_MISSING = FindingRule(
+    "file-missing",
+    "A file the pack names does not exist.",
+    "Create the file or fix the path.",
+)
+
+PATH_ABSOLUTE = FindingRule(
+    "path-absolute",
+    "A pack path is absolute.",
+    "Use a path relative to the pack file.",
+)
+
+PATH_TRAVERSAL = FindingRule(
+    "path-traversal",
+    "A pack path climbs out with `..`.",
+    "Keep files inside the pack folder.",
+)
+
+PATH_ESCAPE = FindingRule(
+    "path-escape",
+    "A pack path resolves outside the pack (e.g. a symlink).",
+    "Keep files inside the pack folder.",
+)
+
+WRONG_TEMPLATE_PURPOSE = FindingRule(
+    "wrong-template-purpose",
+    "A template is used for a purpose it was not declared for.",
+    "Fix the template's `purpose:`.",
+)
+
+TEMPLATE_SYNTAX = FindingRule(
+    "template-syntax",
+    "A template does not compile in the Jinja2 sandbox.",
+    "Fix the template at the line shown.",
+)
+
+UNKNOWN_TEMPLATE_VARIABLE = FindingRule(
+    "unknown-template-variable",
+    "A template uses a variable the engine does not provide.",
+    "Use the variables of its purpose or declared context keys.",
+)
+
+INVALID_PATTERN = FindingRule(
+    "invalid-pattern",
+    "A pattern does not compile on RE2.",
+    "No look-arounds or back-references: RE2 syntax, linear time.",
+)
+
+INVALID_EXPRESSION = FindingRule(
+    "invalid-expression",
+    "A condition expression does not compile.",
+    "Fix the expression (Jinja2 expression syntax).",
+)
+
+UNKNOWN_VARIABLE = FindingRule(
+    "unknown-variable",
+    "An expression uses a variable it does not have.",
+    "Use the variables the message lists.",
+)
+
+UNSAFE_EXPRESSION = FindingRule(
+    "unsafe-expression",
+    "An expression does something the sandbox refuses.",
+    "Remove `_` attributes and unsafe calls.",
+)
+
+EXPRESSION_TOO_LARGE = FindingRule(
+    "expression-too-large",
+    "An expression is over 4,000 characters or 40 brackets deep.",
+    "Split it into several conditions.",
+)
+
 # Variables of a condition on one context-list item (which items a coverage check, a
 # rate limit or a conflict option counts): ``Ref.ITEM_EXPRESSION``, a reference kind of the
 # format, checked by the generic walk. Each section checks its other expressions itself.
 ITEM_VARIABLES: frozenset[str] = frozenset({"item", "context"})
-
-
-@dataclass(frozen=True)
-class Reference:
-    kind: Ref
-    value: str
-    path: KeyPath
-    is_key: bool = False
-
-
-def _refs_in(annotation: Any) -> tuple[Ref, ...]:
-    if get_origin(annotation) is typing.Annotated:
-        found = tuple(m for m in get_args(annotation)[1:] if isinstance(m, Ref))
-        return found + _refs_in(get_args(annotation)[0])
-    if get_origin(annotation) in (typing.Union, types.UnionType):
-        return tuple(r for arg in get_args(annotation) for r in _refs_in(arg))
-    return ()
-
-
-def _element(annotation: Any, position: int) -> Any:
-    for candidate in (annotation, *get_args(annotation)):
-        origin = get_origin(candidate)
-        if origin is typing.Annotated:
-            candidate = get_args(candidate)[0]
-            origin = get_origin(candidate)
-        if origin in (list, dict):
-            args = get_args(candidate)
-            return args[position] if len(args) > position else Any
-    return Any
-
-
-def walk_references(
-    value: Any, annotation: Any, refs: tuple[Ref, ...], path: KeyPath
-) -> Iterator[Reference]:
-    """Every marked string in a model tree, with its key path."""
-    if isinstance(value, BaseModel):
-        for name, field in type(value).model_fields.items():
-            if name not in value.model_fields_set:
-                continue  # defaults a contract relies on are checked with the contract
-            marks = tuple(m for m in field.metadata if isinstance(m, Ref))
-            yield from walk_references(
-                getattr(value, name),
-                field.annotation,
-                marks + _refs_in(field.annotation),
-                (*path, name),
-            )
-    elif isinstance(value, str):
-        for ref in refs:
-            yield Reference(ref, value, path)
-    elif isinstance(value, list):
-        inner = _element(annotation, 0)
-        for index, item in enumerate(value):
-            yield from walk_references(item, inner, _refs_in(inner), (*path, index))
-    elif isinstance(value, dict):
-        key_type, value_type = _element(annotation, 0), _element(annotation, 1)
-        for key, item in value.items():
-            for ref in _refs_in(key_type):
-                yield Reference(ref, str(key), (*path, key), is_key=True)
-            yield from walk_references(item, value_type, _refs_in(value_type), (*path, key))
 
 
 class PackChecker:
@@ -114,42 +193,49 @@ class PackChecker:
 
     def add(
         self,
-        rule: str,
+        rule: FindingRule,
         message: str,
         path: KeyPath,
         hint: str = "",
         is_key: bool = False,
         position: Position | None = None,
-        level: Level = "error",
+        level: Level | None = None,
     ) -> None:
         where = position or self.source.locate(path, prefer_key=is_key)
-        self.findings.append(Finding(rule, message, where, hint, level))
+        self.findings.append(rule.at(message, where, hint, level))
 
     def run(self) -> list[Finding]:
         checks: dict[Ref, Callable[[Reference], None]] = {
             Ref.FAILURE_TYPE: self._named(
-                self.pack.failure_types, "failure type", "declare it under `failure_types:`"
+                UNKNOWN_FAILURE_TYPE,
+                self.pack.failure_types,
+                "failure type",
+                "declare it under `failure_types:`",
             ),
             Ref.SEVERITY: self._named(
-                self.pack.severities, "severity", "declare it under `severities:`"
+                UNKNOWN_SEVERITY, self.pack.severities, "severity", "declare it under `severities:`"
             ),
             Ref.TEMPLATE: self._named(
-                self.pack.templates, "template", "declare it under `templates:`"
+                UNKNOWN_TEMPLATE, self.pack.templates, "template", "declare it under `templates:`"
             ),
             Ref.CONTRACT: self._named(
-                self.pack.contracts, "contract", "declare it under `contracts:`"
+                UNKNOWN_CONTRACT, self.pack.contracts, "contract", "declare it under `contracts:`"
             ),
             Ref.ACTION: self._named(
-                {**STANDARD_ACTIONS, **self.pack.actions}, "action", "declare it under `actions:`"
+                UNKNOWN_ACTION,
+                {**STANDARD_ACTIONS, **self.pack.actions},
+                "action",
+                "declare it under `actions:`",
             ),
             Ref.FILE: self._file,
             Ref.PATTERN: self._pattern,
             Ref.ITEM_EXPRESSION: lambda ref: self.expression(ref, ITEM_VARIABLES),
             Ref.MESSAGE: lambda ref: None,
             Ref.CONTEXT_KEY: self._named(
-                self.pack.context, "context key", "declare it under `context:`"
+                UNKNOWN_CONTEXT_KEY, self.pack.context, "context key", "declare it under `context:`"
             ),
             Ref.ITEM_PART: self._named(
+                UNKNOWN_ITEM_PART,
                 {**dict.fromkeys(ITEM_PARTS), **self.pack.context},
                 "item part",
                 "use nonce, params or a key declared under `context:`",
@@ -172,7 +258,7 @@ class PackChecker:
         failed = unmet_requirements(self.pack.requires, VERSION)
         if failed:
             self.add(
-                "requires-unmet",
+                REQUIRES_UNMET,
                 f"the pack requires engine {', '.join(failed)}; this is engine {VERSION}",
                 ("requires",),
                 "install an engine in that range, or widen `requires` if the pack works",
@@ -185,7 +271,7 @@ class PackChecker:
             if _is_set(self.pack, path):
                 dotted = ".".join(str(part) for part in path)
                 self.add(
-                    "no-behaviour",
+                    NO_BEHAVIOUR,
                     f"`{dotted}` has no effect yet: {what}",
                     path,
                     "remove it, or keep it for a later engine version",
@@ -196,7 +282,7 @@ class PackChecker:
     # ----------------------------------------------------------------- references
 
     def _named(
-        self, table: typing.Mapping[str, Any], what: str, fix: str
+        self, rule: FindingRule, table: typing.Mapping[str, Any], what: str, fix: str
     ) -> Callable[[Reference], None]:
         def check(ref: Reference) -> None:
             if ref.value in table:
@@ -204,7 +290,7 @@ class PackChecker:
             close = difflib.get_close_matches(ref.value, list(table), n=1)
             hint = f"did you mean {close[0]!r}?" if close else fix
             self.add(
-                f"unknown-{what.replace(' ', '-')}",
+                rule,
                 f"unknown {what} {ref.value!r}",
                 ref.path,
                 hint,
@@ -222,7 +308,7 @@ class PackChecker:
         value = ref.value
         if not value or value.startswith(("/", "\\")) or (len(value) > 1 and value[1] == ":"):
             self.add(
-                "path-absolute",
+                PATH_ABSOLUTE,
                 f"path {value!r} is absolute",
                 ref.path,
                 "write paths relative to the pack folder",
@@ -230,7 +316,7 @@ class PackChecker:
             return None
         if ".." in value.replace("\\", "/").split("/"):
             self.add(
-                "path-traversal",
+                PATH_TRAVERSAL,
                 f"path {value!r} leaves the pack with '..'",
                 ref.path,
                 "keep every file the pack uses inside the pack folder",
@@ -241,7 +327,7 @@ class PackChecker:
         real = Path(os.path.realpath(target))
         if real != root and root not in real.parents:
             self.add(
-                "path-escape",
+                PATH_ESCAPE,
                 f"path {value!r} resolves outside the pack (symlink)",
                 ref.path,
                 "copy the file into the pack instead of linking to it",
@@ -249,7 +335,7 @@ class PackChecker:
             return None
         if not real.is_file():
             self.add(
-                "file-missing",
+                FILE_MISSING,
                 f"file {value!r} does not exist in {root.name}/",
                 ref.path,
                 "create the file or fix the path",
@@ -265,7 +351,7 @@ class PackChecker:
             compile_pattern(ref.value)
         except PatternError as exc:
             self.add(
-                "invalid-pattern",
+                INVALID_PATTERN,
                 f"pattern {ref.value!r} does not compile: {exc}",
                 ref.path,
                 "patterns use RE2 syntax: no look-arounds or back-references",
@@ -287,7 +373,7 @@ class PackChecker:
         problem = expression_problem(ref.value)
         if problem is not None:
             self.add(
-                "expression-too-large",
+                EXPRESSION_TOO_LARGE,
                 f"expression is too large: {problem}",
                 ref.path,
                 "split the condition into several guards or simplify it",
@@ -298,7 +384,7 @@ class PackChecker:
             names = undeclared_names(expression_source(ref.value))
         except (jinja2.TemplateError, RecursionError) as exc:
             self.add(
-                "invalid-expression",
+                INVALID_EXPRESSION,
                 f"expression {ref.value!r} does not compile: {exc}",
                 ref.path,
                 "conditions use Jinja2 expression syntax",
@@ -306,7 +392,7 @@ class PackChecker:
             return
         for _, problem in unsafe_constructs(expression_source(ref.value)):
             self.add(
-                "unsafe-expression",
+                UNSAFE_EXPRESSION,
                 f"expression {ref.value!r}: {problem}",
                 ref.path,
                 "use only the variables conditions may use",
@@ -319,16 +405,14 @@ class PackChecker:
                 if close
                 else f"conditions may use: {', '.join(sorted(allowed))}"
             )
-            self.add(
-                "unknown-variable", f"expression uses unknown variable {name!r}", ref.path, hint
-            )
+            self.add(UNKNOWN_VARIABLE, f"expression uses unknown variable {name!r}", ref.path, hint)
 
     def template_purpose(self, name: str, purpose: str, path: KeyPath) -> None:
         """A finding when the template ``name`` is declared with another purpose."""
         template = self.pack.templates.get(name)
         if template is not None and template.purpose != purpose:
             self.add(
-                "wrong-template-purpose",
+                WRONG_TEMPLATE_PURPOSE,
                 f"template {name!r} is a {template.purpose} template, not a {purpose} template",
                 path,
                 f"declare it with `purpose: {purpose}`",
@@ -344,7 +428,7 @@ class PackChecker:
     def unknown_field(self, name: str, path: KeyPath, fields: typing.Mapping[str, Any]) -> None:
         close = difflib.get_close_matches(name, list(fields), n=1)
         self.add(
-            "unknown-field",
+            UNKNOWN_FIELD,
             f"unknown field {name!r}",
             path,
             f"did you mean {close[0]!r}?" if close else "declare it under `fields:`",

@@ -17,9 +17,39 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from engine.format.findings import Finding
+from engine.format.findings import Finding, FindingRule
 from engine.format.loader import KeyPath, SourceMap
 from engine.format.model import Rulepack
+
+UNKNOWN_KEY = FindingRule(
+    "unknown-key",
+    "A key the format does not have here.",
+    "Fix the spelling (the message suggests the closest key) or remove it.",
+)
+
+MISSING_KEY = FindingRule(
+    "missing-key",
+    "A required key is missing.",
+    "Add the key (see `rules schema`).",
+)
+
+INVALID_VALUE = FindingRule(
+    "invalid-value",
+    "A value of the wrong type or form.",
+    "See `rules schema` for what the key accepts.",
+)
+
+OUT_OF_RANGE = FindingRule(
+    "out-of-range",
+    "A number outside its allowed range.",
+    "Use a value inside the range the message gives.",
+)
+
+UNKNOWN_KIND = FindingRule(
+    "unknown-kind",
+    "A contract `kind` the engine does not know.",
+    "Use sentinel, markdown, json or text.",
+)
 
 MAX_PRUNE_ROUNDS = 100
 
@@ -133,28 +163,26 @@ def _finding_for(
             else "remove it"
         )
         parent = _label(path[:-1])
-        return path, Finding(
-            "unknown-key",
+        return path, UNKNOWN_KEY.at(
             f"unknown key {key!r} in {parent}",
             source.locate(path, prefer_key=True),
             hint,
         )
     if kind == "missing":
-        return path, Finding(
-            "missing-key",
+        return path, MISSING_KEY.at(
             f"{where}: missing required key {missing!r}",
             source.locate(path, prefer_key=True),
             f"add `{missing}:`",
         )
     message = str(error["msg"]).removeprefix("Value error, ")
     if kind == "union_tag_invalid" or kind == "union_tag_not_found":
-        rule = "unknown-kind"
+        rule = UNKNOWN_KIND
     elif kind in _RANGE_ERRORS:
-        rule = "out-of-range"
+        rule = OUT_OF_RANGE
     else:
-        rule = "invalid-value"
+        rule = INVALID_VALUE
     hint = "see `rules schema` for what this key accepts"
-    return path, Finding(rule, f"{where}: {message}", source.locate(path, prefer_key=False), hint)
+    return path, rule.at(f"{where}: {message}", source.locate(path, prefer_key=False), hint)
 
 
 def _collapse(entries: list[tuple[KeyPath, str, Finding]]) -> list[Finding]:

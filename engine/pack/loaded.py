@@ -15,7 +15,7 @@ from engine.core.results import ParseResult
 from engine.core.textio import clean_text, decode_output
 from engine.core.verdict import Verdict, verdict_from_error
 from engine.format.context import build_context
-from engine.format.findings import Finding
+from engine.format.findings import Finding, FindingRule
 from engine.format.loader import SourceMap, load_pack_tree
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
 from engine.format.model import Rulepack
@@ -33,6 +33,13 @@ if TYPE_CHECKING:
     from engine.policy.triggers.decide import CompiledPolicy, Decision
     from engine.prompts.compiled import CompiledPrompts
     from engine.prompts.render import RenderedPrompt
+
+
+PACK_INVALID = FindingRule(
+    "pack-invalid",
+    "The pack could not be loaded.",
+    "Run `rules check` on it and fix the errors it lists.",
+)
 
 
 def prepared_output(
@@ -446,11 +453,7 @@ def load_pack(ref: str | Path, locked: bool | None = None) -> Pack:
     result = check_pack_file(pack_file, locked)
     if not result.ok or result.model is None or result.tree is None:
         errors = [f for f in result.findings if f.level == "error"]
-        first = (
-            errors[0]
-            if errors
-            else Finding("pack-invalid", "pack is invalid", Position(result.target))
-        )
+        first = errors[0] if errors else PACK_INVALID.at("pack is invalid", Position(result.target))
         more = f" (and {len(errors) - 1} more; run `rules check {ref}`)" if len(errors) > 1 else ""
         raise PackError(f"{first.position}: {first.message}{more}", tuple(result.findings))
     return Pack(

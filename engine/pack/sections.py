@@ -17,6 +17,8 @@ from engine.contracts import registry as kinds
 from engine.core.errors import EngineError
 from engine.format.model import Rulepack, compose_rulepack
 from engine.format.section import Section
+from engine.format.vocabulary import ACTIONS, CONTEXT, FAILURE_TYPES, SESSION, SEVERITIES
+from engine.pack.cases import TESTS
 from engine.policy.choices.section import MENUS
 from engine.policy.conflicts.section import CONFLICTS
 from engine.policy.gates.section import GATES
@@ -30,6 +32,11 @@ ENTRY_POINT_GROUP = "rules_engine.sections"
 
 # The engine's own sections, in the order of the format's keys.
 _BUILTIN: tuple[Section, ...] = (
+    SEVERITIES,
+    FAILURE_TYPES,
+    ACTIONS,
+    CONTEXT,
+    SESSION,
     TRIGGERS,
     HINTS,
     TEMPLATES,
@@ -41,6 +48,7 @@ _BUILTIN: tuple[Section, ...] = (
     MENUS,
     ROUNDS,
     LIMITS,
+    TESTS,
 )
 
 _registered: dict[str, Section] = {}

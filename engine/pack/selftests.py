@@ -28,9 +28,22 @@ from pydantic import ValidationError
 from engine.core.errors import EngineError, Position
 from engine.core.files import read_file_capped, read_file_text
 from engine.core.textio import decode_output
+from engine.format.findings import FindingRule
 from engine.format.loader import read_yaml
-from engine.format.model import PackTest
+from engine.pack.cases import PackTest
 from engine.pack.loaded import Pack
+
+PACK_TEST_FAILED = FindingRule(
+    "pack-test-failed",
+    "A case of the pack's own tests failed (`rules check --tests`).",
+    "Run `rules test` for the differences; fix the pack or the case.",
+)
+
+PACK_TEST_UNREADABLE = FindingRule(
+    "pack-test-unreadable",
+    "A case of the pack's own tests cannot be read.",
+    "Fix the case file at the position shown.",
+)
 
 CASE_FILE_GLOB = "*.yaml"
 SIDE_CAR = ".yaml"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from engine.core.textio import clean_text
 from engine.core.version import VERSION
-from engine.format.catalogue import describe
 from engine.format.findings import Finding
+from engine.pack.catalogue import describe
 from engine.pack.result import CheckResult
 from engine.report.cases import CiCase, PackTestRuns, check_cases, pack_test_cases
 

@@ -16,8 +16,16 @@ from engine.contracts.model import ContractModel, declared_default_failures
 from engine.core.results import Failure, ParseResult
 from engine.core.verdict import Verdict, verdict_from_checks
 from engine.format.fields import FailureRef, Message
+from engine.format.findings import FindingRule
 
 MAX_COUNT = 1000
+
+# The kind's own finding rule, defined beside its check: `rules check --list-rules` lists it.
+TOO_MANY_LINES = FindingRule(
+    "lines-too-many",
+    "A lines contract asks for more lines than the kind checks.",
+    f"Ask for {MAX_COUNT} lines or fewer.",
+)
 
 
 class LinesContract(ContractModel):
@@ -72,7 +80,7 @@ class LinesKind:
     def check(self, name: str, contract: LinesContract, checker: Any) -> None:
         if contract.count > MAX_COUNT:
             checker.add(
-                "out-of-range",
+                TOO_MANY_LINES,
                 f"contract {name!r} asks for {contract.count} lines (at most {MAX_COUNT})",
                 ("contracts", name, "count"),
                 f"ask for {MAX_COUNT} lines or fewer",

@@ -76,7 +76,7 @@ def test_the_kinds_own_check_and_the_models_validation_are_findings(
     too_many = make_pack(PACK.replace("count: 3", "count: 5000"), name="too_many")
     result = run_cli("check", str(too_many))
     assert result.exit_code == 1
-    assert "asks for 5000 lines (at most 1000)" in result.output
+    assert "asks for 5000 lines (at most 1000) (lines-too-many)" in result.output
     unknown_key = make_pack(PACK.replace("count: 3", "count: 3\n    colour: red"), name="key")
     result = run_cli("check", str(unknown_key))
     assert result.exit_code == 1
@@ -142,6 +142,19 @@ def test_an_entry_point_registers_the_kind(make_pack: PackMaker, tmp_path: Path)
     assert "2 passed, 0 failed" in tested.stdout
     schema = json.loads(_rules(env, "schema").stdout)
     assert "LinesContract" in schema["$defs"]
+    listed = json.loads(_rules(env, "check", "--list-rules", "--format", "json").stdout)
+    assert {
+        "id": "lines-too-many",
+        "description": "A lines contract asks for more lines than the kind checks.",
+        "fix": "Ask for 1000 lines or fewer.",
+    } in listed
+
+
+def test_without_the_kind_its_rules_are_not_listed(tmp_path: Path) -> None:
+    env = _with_distribution(tmp_path, "")
+    listed = json.loads(_rules(env, "check", "--list-rules", "--format", "json").stdout)
+    assert "lines-too-many" not in [row["id"] for row in listed]
+    assert "unknown-key" in [row["id"] for row in listed]
 
 
 def test_a_broken_entry_point_is_named(make_pack: PackMaker, tmp_path: Path) -> None:
@@ -152,3 +165,18 @@ def test_a_broken_entry_point_is_named(make_pack: PackMaker, tmp_path: Path) -> 
         result.stdout + result.stderr
     )
     assert "Traceback" not in result.stderr
+
+
+def test_a_kind_redefining_a_rule_of_the_engine_is_named(tmp_path: Path) -> None:
+    env = _with_distribution(tmp_path, "clash = clash_kind:KIND")
+    (tmp_path / "site" / "clash_kind.py").write_text(
+        "from engine.format.findings import FindingRule\n\n"
+        'CLASH = FindingRule("unknown-key", "Another meaning.", "Another fix.")\n'
+        "KIND = None\n"
+    )
+    result = _rules(env, "check", "--list-rules")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == (
+        "error: the contract kind 'clash' (clash_kind:KIND) cannot be loaded: "
+        "the finding rule 'unknown-key' is defined twice\n"
+    )

@@ -23,7 +23,7 @@ from syrupy.assertion import SnapshotAssertion
 
 from conftest import FIXTURES, REPO, run_cli, run_script, script
 from engine.format.context import build_context
-from engine.format.model import ContextKey
+from engine.format.vocabulary import ContextKey
 from engine.pack.loaded import check_pack_file, load_pack
 
 # The pack under test and its valid example per schema.

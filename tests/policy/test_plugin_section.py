@@ -16,6 +16,7 @@ from pydantic import Field
 
 from conftest import PackMaker, run_cli
 from engine.core.errors import EngineError
+from engine.format.findings import FindingRule
 from engine.pack import sections as registry
 from engine.pack.loaded import load_pack
 from engine.pack.sections import register_section, rulepack_model, unregister_section
@@ -23,6 +24,13 @@ from engine.pack.sections import register_section, rulepack_model, unregister_se
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+
+
+UNKNOWN_OWNED_BLOCK = FindingRule(
+    "unknown-owned-block",
+    "`owners:` names a block the pack has no contract for.",
+    "Name a block declared under `contracts:`.",
+)
 
 
 class OwnersSection:
@@ -37,7 +45,7 @@ class OwnersSection:
         for block in getattr(pack, "owners", {}):
             if block not in pack.contracts:
                 checker.add(
-                    "unknown-owned-block",
+                    UNKNOWN_OWNED_BLOCK,
                     f"owners names {block!r}, which is no contract of the pack",
                     ("owners", block),
                     "name a block declared under `contracts:`",
@@ -126,6 +134,10 @@ def test_without_the_section_the_key_is_unknown(make_pack: PackMaker) -> None:
 DISTRIBUTED_MODULE = """\
 from pydantic import Field
 
+from engine.format.findings import FindingRule
+
+UNOWNED = FindingRule("owners-unknown-block", "An owner of no block.", "Name a block.")
+
 
 class OwnersSection:
     key = "owners"
@@ -136,7 +148,7 @@ class OwnersSection:
     def check(self, pack, checker):
         for block in pack.owners:
             if block not in pack.contracts:
-                checker.add("unknown-owned-block", f"owners names {block!r}", ("owners", block))
+                checker.add(UNOWNED, f"owners names {block!r}", ("owners", block))
 
     def compile(self, pack, root):
         return dict(pack.owners)
@@ -173,14 +185,20 @@ def test_a_section_of_an_installed_distribution_is_registered(
     bad = make_pack(PACK.format(owned="anwser"), name="bad")
     checked = run_cli("check", str(bad), "--format", "json")
     rules = [f["rule"] for f in json.loads(checked.output)["packs"][0]["findings"]]
-    assert rules == ["unknown-owned-block"]
+    assert rules == ["owners-unknown-block"]
+    listed = json.loads(run_cli("check", "--list-rules", "--format", "json").stdout)
+    assert {
+        "id": "owners-unknown-block",
+        "description": "An owner of no block.",
+        "fix": "Name a block.",
+    } in listed
 
 
 def test_the_engines_sections_are_registered_in_the_order_of_the_roots_keys() -> None:
     keys = [section.key for section in registry.sections()]
     root = [key for key in rulepack_model().model_fields if key in keys]
     assert keys == root
-    assert keys[0] == "triggers" and keys[-1] == "limits"
+    assert keys[0] == "severities" and keys[-1] == "tests"
     with pytest.raises(EngineError, match="'gates' is already registered"):
         register_section(GatesLike())
 

@@ -3,21 +3,19 @@ catalogue (`rules check --list-rules`) and `rules check --tests`."""
 
 from __future__ import annotations
 
-import ast
 import json
 import os
-import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import jsonschema
+import pytest
 
-import engine
 from conftest import FIXTURES, REPO, run_cli
-from engine.format.catalogue import RULES
-
-ENGINE_DIR = Path(engine.__file__).parent
+from engine.core.errors import EngineError
+from engine.format.findings import FindingRule
+from engine.pack.catalogue import rule_catalogue
 
 # The parts of the SARIF 2.1.0 schema (OASIS) this output uses, with its required keys, enums
 # and closed objects; written here from the specification, so the test needs no network.
@@ -147,7 +145,7 @@ def test_sarif_is_valid_names_its_rules_and_keeps_fingerprints_when_lines_move(
     assert len(run["results"]) == 6
     for result in run["results"]:
         assert rules[result["ruleIndex"]] == result["ruleId"]
-        assert result["ruleId"] in RULES
+        assert result["ruleId"] in rule_catalogue()
     by_rule = {r["ruleId"]: r for r in run["results"]}
     region = by_rule["unknown-key"]["locations"][0]["physicalLocation"]["region"]
     assert (region["startLine"], region["startColumn"]) == (21, 5)
@@ -176,37 +174,23 @@ def test_junit_has_a_testcase_per_pack_and_a_failure_per_error(tmp_path: Path) -
     assert int(tested.get("tests") or 0) >= 44 and tested.get("failures") == "0"
 
 
-def _emitted_finding_ids() -> set[str]:
-    """Every finding id the engine's source can produce: string constants given to a
-    finding constructor or `add`, assigned to `rule`, and the `unknown-<what>` references."""
-    found: set[str] = set()
-    id_shape = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)+$")
-    for path in ENGINE_DIR.rglob("*.py"):
-        source = path.read_text(encoding="utf-8")
-        for node in ast.walk(ast.parse(source)):
-            value = None
-            if isinstance(node, ast.Call) and node.args:
-                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
-                if name in ("add", "Finding", "finding", "GitPackError"):
-                    value = node.args[0]
-            elif isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == "rule" for t in node.targets
-            ):
-                value = node.value
-            if isinstance(value, ast.Constant) and id_shape.match(str(value.value)):
-                found.add(str(value.value))
-        for what in re.findall(r'self\._named\(\s*[^,]+,\s*"([a-z ]+)"', source):
-            found.add("unknown-" + what.replace(" ", "-"))
-    return found
-
-
-def test_every_finding_id_is_in_the_catalogue() -> None:
-    emitted = _emitted_finding_ids()
-    assert len(emitted) > 50
-    assert sorted(emitted - set(RULES)) == []
+def test_the_catalogue_lists_every_defined_rule_with_a_description_and_a_fix() -> None:
+    catalogue = rule_catalogue()
+    assert len(catalogue) > 50
     listed = json.loads(run_cli("check", "--list-rules", "--format", "json").stdout)
-    assert {row["id"] for row in listed} == set(RULES)
+    assert [row["id"] for row in listed] == list(catalogue)
     assert all(row["description"] and row["fix"] for row in listed)
+    text = run_cli("check", "--list-rules").stdout.splitlines()
+    assert [line.split()[0] for line in text] == sorted(catalogue)
+    assert all(rule.id == rule_id for rule_id, rule in catalogue.items())
+
+
+def test_a_rule_id_is_defined_once() -> None:
+    (rule_id, known) = next(iter(rule_catalogue().items()))
+    assert FindingRule(rule_id, known.description, known.fix, known.level) == known
+    with pytest.raises(EngineError, match=f"the finding rule {rule_id!r} is defined twice"):
+        FindingRule(rule_id, "another meaning", known.fix)
+    assert rule_catalogue()[rule_id] is known
 
 
 def test_check_tests_runs_the_packs_own_cases(tmp_path: Path) -> None:

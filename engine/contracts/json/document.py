@@ -17,6 +17,13 @@ from typing import Any, Literal, NamedTuple
 
 from engine.contracts.json.keywords import linear_keywords, pattern_problems
 from engine.core.files import read_file_capped
+from engine.format.findings import FindingRule
+
+INVALID_SCHEMA = FindingRule(
+    "invalid-schema",
+    "A JSON Schema that is invalid or refers outside itself.",
+    "Fix the schema; `$ref`s stay inside it.",
+)
 
 Extract = Literal["whole", "fenced", "first"]
 Many = Literal["one", "list", "jsonl"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.json.document import (
+    INVALID_SCHEMA,
     JsonDocumentError,
     compile_schema,
     read_documents,
@@ -100,11 +101,11 @@ class JsonKind:
         try:
             schema = read_schema_file(target)
         except ValueError as exc:
-            checker.add("invalid-schema", str(exc), path, "fix the JSON syntax")
+            checker.add(INVALID_SCHEMA, str(exc), path, "fix the JSON syntax")
             return
         for problem in schema_problems(schema):
             checker.add(
-                "invalid-schema",
+                INVALID_SCHEMA,
                 f"schema file {contract.schema_file!r}: {problem}",
                 path,
                 "fix the schema",

@@ -43,6 +43,7 @@ from engine.core.patterns import compile_pattern
 from engine.core.placeholders import fill, render_list
 from engine.core.results import Failure, ParseResult
 from engine.core.verdict import Verdict, verdict_from_checks
+from engine.format.findings import FindingRule
 from engine.sandbox.environment import compile_condition
 
 if TYPE_CHECKING:
@@ -51,6 +52,25 @@ if TYPE_CHECKING:
     from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+
+
+NO_CAPTURE_GROUP = FindingRule(
+    "no-capture-group",
+    "An id pattern has no capture group where one is needed.",
+    "Add a group around the id.",
+)
+
+UNKNOWN_GROUP = FindingRule(
+    "unknown-group",
+    "A template names a capture group the pattern does not have.",
+    "Use {1}..{N} for the pattern's groups.",
+)
+
+UNKNOWN_SECTIONS = FindingRule(
+    "unknown-sections",
+    "A coverage check names no sections check.",
+    "Name a `check: sections` of the same contract.",
+)
 
 DEFAULT_MESSAGES = {
     "present": "Expected file not found: {path}",
@@ -390,7 +410,7 @@ class MarkdownKind:
                 for position, section in enumerate(check.sections):
                     if section not in named:
                         checker.add(
-                            "unknown-sections",
+                            UNKNOWN_SECTIONS,
                             f"no sections check is named {section!r}",
                             (*path, "sections", position),
                             f"sections checks of this contract: {', '.join(named) or 'none'}",
@@ -404,7 +424,7 @@ class MarkdownKind:
         for number in sorted({int(n) for n in GROUP.findall(check.id)}):
             if number > groups:
                 checker.add(
-                    "unknown-group",
+                    UNKNOWN_GROUP,
                     f"id {check.id!r} uses group {{{number}}} but "
                     f"the heading pattern has {groups} capture group(s)",
                     (*path, "id"),
@@ -413,7 +433,7 @@ class MarkdownKind:
         for field_name, pattern in check.fields.items():
             if group_count(pattern) == 0:
                 checker.add(
-                    "no-capture-group",
+                    NO_CAPTURE_GROUP,
                     f"field {field_name!r}: pattern "
                     f"{pattern!r} has no capture group, the whole match is kept",
                     (*path, "fields", field_name),

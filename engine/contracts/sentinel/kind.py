@@ -11,6 +11,7 @@ from engine.contracts.sentinel.model import GRAMMAR_KEYS, SentinelContract
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.errors import EvaluationError
 from engine.core.verdict import verdict_from_parse
+from engine.format.findings import FindingRule
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -20,6 +21,25 @@ if TYPE_CHECKING:
     from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+
+
+DELIMITER_WITHOUT_NONCE = FindingRule(
+    "delimiter-without-nonce",
+    "A sentinel opener or closer without {nonce}.",
+    "Put NONCE={nonce} in both delimiters.",
+)
+
+UNKNOWN_GRAMMAR = FindingRule(
+    "unknown-grammar",
+    "`grammar:` names no sentinel contract.",
+    "Name another sentinel contract of the pack.",
+)
+
+UNKNOWN_PARAM = FindingRule(
+    "unknown-param",
+    "A block parameter its delimiters do not name.",
+    "Name it in the opener, or fix the name.",
+)
 
 _GRAMMAR_FAILURES = ("parse_failure", "nonce_failure", "input_failure")
 
@@ -103,7 +123,7 @@ class SentinelKind:
                     if spec.kind == "sentinel" and getattr(spec, "grammar", None) is None
                 )
                 checker.add(
-                    "unknown-grammar",
+                    UNKNOWN_GRAMMAR,
                     f"`grammar: {contract.grammar}` names no sentinel contract with a grammar "
                     "of its own",
                     (*base, "grammar"),
@@ -115,14 +135,14 @@ class SentinelKind:
             holes = _holes(getattr(contract, which))
             if "nonce" not in holes:
                 checker.add(
-                    "delimiter-without-nonce",
+                    DELIMITER_WITHOUT_NONCE,
                     f"{which} has no {{nonce}} placeholder",
                     (*base, which),
                     "write NONCE={nonce} into the delimiter",
                 )
             for hole in sorted(holes - {"nonce"} - set(contract.params)):
                 checker.add(
-                    "unknown-param",
+                    UNKNOWN_PARAM,
                     f"{which} uses {{{hole}}}, which is not a param",
                     (*base, which),
                     "declare it under `params:`",
@@ -139,7 +159,7 @@ class SentinelKind:
                 checker.unknown_field(out.field, (*base, "output", index, "field"), fields)
             if out.param is not None and out.param not in contract.params:
                 checker.add(
-                    "unknown-param",
+                    UNKNOWN_PARAM,
                     f"output uses param {out.param!r}, not declared",
                     (*base, "output", index, "param"),
                     "declare it under `params:`",

@@ -16,6 +16,7 @@ from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.core.placeholders import fill
 from engine.core.results import Failure
 from engine.core.verdict import verdict_from_checks
+from engine.format.findings import FindingRule
 
 if TYPE_CHECKING:
     from engine.core.results import ParseResult
@@ -23,6 +24,19 @@ if TYPE_CHECKING:
     from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+
+
+INVALID_RANGE = FindingRule(
+    "invalid-range",
+    "A minimum above its maximum.",
+    "Swap or fix the bounds.",
+)
+
+UNKNOWN_MESSAGE = FindingRule(
+    "unknown-message",
+    "A message override for a rule the contract does not have.",
+    "Use the ids the contract's rules have.",
+)
 
 DEFAULT_MESSAGES = {
     "min_chars": "output has {count} characters (at least {min})",
@@ -128,14 +142,14 @@ class TextKind:
             least, most = getattr(contract, low), getattr(contract, high)
             if least is not None and most is not None and least > most:
                 checker.add(
-                    "invalid-range",
+                    INVALID_RANGE,
                     f"{low} ({least}) is over {high} ({most})",
                     ("contracts", name, low),
                     "lower the minimum or raise the maximum",
                 )
         for key in sorted(set(contract.messages) - set(DEFAULT_MESSAGES)):
             checker.add(
-                "unknown-message",
+                UNKNOWN_MESSAGE,
                 f"unknown message id {key!r}",
                 ("contracts", name, "messages", key),
                 f"text contracts word: {', '.join(DEFAULT_MESSAGES)}",

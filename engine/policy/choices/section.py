@@ -8,12 +8,20 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from engine.format.fields import Name
+from engine.format.findings import FindingRule
+from engine.format.section import BuiltinSection
 from engine.policy.choices.model import Menu
-from engine.policy.section import BuiltinSection
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+
+
+UNKNOWN_MENU = FindingRule(
+    "unknown-menu",
+    "An after-failure menu that is not declared.",
+    "Declare it under `menus:`.",
+)
 
 
 def check_menus(pack: Rulepack, checker: PackChecker) -> None:
@@ -22,7 +30,7 @@ def check_menus(pack: Rulepack, checker: PackChecker) -> None:
         menu = trigger.after_failure.menu
         if menu is not None and menu not in pack.menus:
             checker.add(
-                "unknown-menu",
+                UNKNOWN_MENU,
                 f"trigger {block!r} offers menu {menu!r}, which is not declared",
                 ("triggers", block, "after_failure", "menu"),
                 f"declare it under `menus:` (menus: {', '.join(pack.menus) or 'none'})",

@@ -9,13 +9,34 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from engine.format.findings import FindingRule
 from engine.format.loader import KeyPath
+from engine.format.section import BuiltinSection
+from engine.format.semantics import NO_BEHAVIOUR, UNKNOWN_SEVERITY
 from engine.policy.conflicts.model import ConflictRules
-from engine.policy.section import BuiltinSection
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+
+
+DUPLICATE_OPTION = FindingRule(
+    "duplicate-option",
+    "Two options with the same label.",
+    "Rename one of them.",
+)
+
+UNKNOWN_CHECK = FindingRule(
+    "unknown-check",
+    "A check refers to a check that does not exist.",
+    "Fix the name.",
+)
+
+UNKNOWN_STATE = FindingRule(
+    "unknown-state",
+    "A termination rule names a state that is not declared.",
+    "Add it to `termination.states`.",
+)
 
 # Variables the engine provides to the conflict presentation and the decisions record.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
@@ -38,7 +59,7 @@ def check_conflicts(pack: Rulepack, checker: PackChecker) -> None:
         value = getattr(spec, key)
         if value is not None and contract is not None and named.get(value) != kind:
             checker.add(
-                "unknown-check",
+                UNKNOWN_CHECK,
                 f"conflicts.{key} names {value!r}, which is no {kind} check of "
                 f"block {spec.block!r}",
                 (*base, key),
@@ -46,10 +67,10 @@ def check_conflicts(pack: Rulepack, checker: PackChecker) -> None:
             )
     labels = [option.label for option in spec.options]
     for label in sorted({x for x in labels if labels.count(x) > 1}):
-        checker.add("duplicate-option", f"option {label} is declared twice", (*base, "options"))
+        checker.add(DUPLICATE_OPTION, f"option {label} is declared twice", (*base, "options"))
     if spec.synthesis and not any(option.synthesis for option in spec.options):
         checker.add(
-            "no-behaviour",
+            NO_BEHAVIOUR,
             "synthesis rules are declared but no option has `synthesis: true`",
             (*base, "synthesis"),
             "add an option with `synthesis: true`",
@@ -59,14 +80,14 @@ def check_conflicts(pack: Rulepack, checker: PackChecker) -> None:
         for index, rule in enumerate(spec.termination.rules):
             if rule.severity not in spec.severity_order:
                 checker.add(
-                    "unknown-severity",
+                    UNKNOWN_SEVERITY,
                     f"termination rule for {rule.severity!r}, which is not in severity_order",
                     (*base, "termination", "rules", index, "severity"),
                     f"severities: {', '.join(spec.severity_order)}",
                 )
             for state in sorted({*rule.blocks, *rule.warns} - set(spec.termination.states)):
                 checker.add(
-                    "unknown-state",
+                    UNKNOWN_STATE,
                     f"termination state {state!r} is not in termination.states",
                     (*base, "termination", "rules", index),
                     f"states: {', '.join(spec.termination.states)}",

@@ -31,8 +31,8 @@ from engine.contracts.json.document import (
 )
 from engine.core.clock import compact, iso
 from engine.core.errors import ConditionError, EngineError, Locate, PackError, RenderError
-from engine.format.model import ActionSpec, Rulepack
-from engine.format.vocabulary import STANDARD_ACTIONS
+from engine.format.model import Rulepack
+from engine.format.vocabulary import STANDARD_ACTIONS, ActionSpec
 from engine.policy.gates.model import Gates
 from engine.sandbox.environment import ENVIRONMENT, compile_condition
 

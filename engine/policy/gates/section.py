@@ -9,15 +9,53 @@ from typing import TYPE_CHECKING
 import jinja2
 from pydantic import Field
 
-from engine.contracts.json.document import read_schema_file, schema_problems
+from engine.contracts.json.document import INVALID_SCHEMA, read_schema_file, schema_problems
 from engine.format.fields import Ref
+from engine.format.findings import FindingRule
+from engine.format.section import BuiltinSection
+from engine.format.semantics import (
+    NO_BEHAVIOUR,
+    PATH_TRAVERSAL,
+    TEMPLATE_SYNTAX,
+    UNKNOWN_TEMPLATE_VARIABLE,
+)
 from engine.policy.gates.model import Gates
-from engine.policy.section import BuiltinSection
 from engine.sandbox.environment import undeclared_names
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+
+
+GATES_NO_DETECTION = FindingRule(
+    "gates-no-detection",
+    "Gates without detection rules.",
+    "Add `gates.detect` rules.",
+)
+
+GATES_NO_DECISION = FindingRule(
+    "gates-no-decision",
+    "Gates without decision rules.",
+    "Add `gates.decide` rules.",
+)
+
+GATES_EMPTY_LOG = FindingRule(
+    "gates-empty-log",
+    "A gate log with an empty path.",
+    "Give `gates.log` a file path.",
+)
+
+UNKNOWN_SCHEMA = FindingRule(
+    "unknown-schema",
+    "A gate names a schema that is not declared.",
+    "Declare it under `gates.schemas`.",
+)
+
+TEMPLATE_PURPOSE = FindingRule(
+    "template-purpose",
+    "A gate uses a template of another purpose.",
+    "Give it `purpose: reprompt` or `artifact`.",
+)
 
 # What gate reprompt and artifact templates see of a gate result (engine.policy.gates.runtime).
 _GATE_RESULT_VARIABLES = frozenset(
@@ -81,7 +119,7 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
             return
         close = difflib.get_close_matches(name, list(names), n=1)
         checker.add(
-            "unknown-schema",
+            UNKNOWN_SCHEMA,
             f"unknown gate schema {name!r}",
             path,
             f"did you mean {close[0]!r}?" if close else "declare it under `gates.schemas:`",
@@ -95,10 +133,10 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
         try:
             document = read_schema_file(target)
         except (ValueError, UnicodeDecodeError) as exc:
-            checker.add("invalid-schema", f"schema {name!r}: {exc}", path, "fix the JSON syntax")
+            checker.add(INVALID_SCHEMA, f"schema {name!r}: {exc}", path, "fix the JSON syntax")
             continue
         for problem in schema_problems(document):
-            checker.add("invalid-schema", f"schema {name!r}: {problem}", path, "fix the schema")
+            checker.add(INVALID_SCHEMA, f"schema {name!r}: {problem}", path, "fix the schema")
     for gate, required in spec.steps.items():
         for index, name in enumerate(required):
             schema_ref(name, ("gates", "steps", gate, index))
@@ -111,7 +149,7 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
         _purpose(checker, spec.reprompt, "reprompt", ("gates", "reprompt"))
     if not spec.steps:
         checker.add(
-            "no-behaviour",
+            NO_BEHAVIOUR,
             "`gates` without `steps` has no effect: no gate can run",
             ("gates",),
             "declare `gates.steps:` (gate name -> required schemas)",
@@ -121,14 +159,14 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
         return
     if spec.steps and not spec.decide:
         checker.add(
-            "gates-no-decision",
+            GATES_NO_DECISION,
             "gates declare no decision rules",
             ("gates", "steps"),
             "add `gates.decide:` rules, the last one with `when: 'true'`",
         )
     if spec.steps and not spec.detect:
         checker.add(
-            "gates-no-detection",
+            GATES_NO_DETECTION,
             "gates declare no detection rules: no output can be checked",
             ("gates", "steps"),
             "add `gates.detect:` rules",
@@ -138,7 +176,7 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
             used = undeclared_names(spec.output_file)
         except jinja2.TemplateError as exc:
             checker.add(
-                "template-syntax",
+                TEMPLATE_SYNTAX,
                 f"gates.output_file: {exc}",
                 ("gates", "output_file"),
                 "fix the Jinja2 syntax",
@@ -146,7 +184,7 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
         else:
             for unknown in sorted(used - OUTPUT_FILE_VARIABLES):
                 checker.add(
-                    "unknown-template-variable",
+                    UNKNOWN_TEMPLATE_VARIABLE,
                     f"gates.output_file uses {unknown!r}",
                     ("gates", "output_file"),
                     f"it may use: {', '.join(sorted(OUTPUT_FILE_VARIABLES))}",
@@ -155,14 +193,14 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
         parts = spec.log.replace("\\", "/").split("/")
         if spec.log.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
             checker.add(
-                "path-traversal",
+                PATH_TRAVERSAL,
                 f"gates.log {spec.log!r} must stay inside the session folder",
                 ("gates", "log"),
                 "write a relative path without '..'",
             )
     elif spec.steps and spec.log == "" and "log" in spec.model_fields_set:
         checker.add(
-            "gates-empty-log",
+            GATES_EMPTY_LOG,
             "gates.log is empty",
             ("gates", "log"),
             "remove the key or name a file",
@@ -173,7 +211,7 @@ def _purpose(checker: PackChecker, name: str, purpose: str, path: tuple[str | in
     spec = checker.pack.templates.get(name)
     if spec is not None and spec.purpose != purpose:
         checker.add(
-            "template-purpose",
+            TEMPLATE_PURPOSE,
             f"template {name!r} has purpose {spec.purpose!r}; this needs purpose {purpose!r}",
             path,
             f"declare it with `purpose: {purpose}`",

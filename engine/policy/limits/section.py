@@ -9,13 +9,34 @@ from pydantic import Field
 
 from engine.core.placeholders import FIGURES, FigureError, compile_figures
 from engine.format.fields import ContractRef
+from engine.format.findings import FindingRule
 from engine.format.loader import KeyPath
+from engine.format.section import BuiltinSection
+from engine.format.semantics import WRONG_TEMPLATE_PURPOSE
 from engine.policy.limits.model import Limits, RateLimits
-from engine.policy.section import BuiltinSection
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+
+
+DUPLICATE_LIMIT = FindingRule(
+    "duplicate-limit",
+    "Two rate limits of a block have the same name.",
+    "Rename one of them.",
+)
+
+INVALID_MESSAGE = FindingRule(
+    "invalid-message",
+    "A message uses an unknown figure or a bad format spec.",
+    "Use the figures the message lists.",
+)
+
+INVALID_WINDOW = FindingRule(
+    "invalid-window",
+    "A rate limit's min_rounds does not fit its window.",
+    "Make min_rounds at most the window's rounds.",
+)
 
 # Variables the engine provides to presentation templates (a rate limit that held).
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
@@ -45,7 +66,7 @@ def check_rate_limits(pack: Rulepack, checker: PackChecker) -> None:
                     compile_figures(getattr(limit, key), FIGURES)
                 except FigureError as exc:
                     checker.add(
-                        "invalid-message",
+                        INVALID_MESSAGE,
                         f"{key} of limit {limit.name!r}: {exc}",
                         (*path, key),
                         f"figures: {', '.join(sorted(FIGURES))}",
@@ -53,7 +74,7 @@ def check_rate_limits(pack: Rulepack, checker: PackChecker) -> None:
             template = pack.templates.get(limit.presentation or "")
             if template is not None and template.purpose != "presentation":
                 checker.add(
-                    "wrong-template-purpose",
+                    WRONG_TEMPLATE_PURPOSE,
                     f"template {limit.presentation!r} is "
                     f"a {template.purpose} template, not a presentation template",
                     (*path, "presentation"),
@@ -62,14 +83,14 @@ def check_rate_limits(pack: Rulepack, checker: PackChecker) -> None:
         names = [limit.name for limit in spec.limits]
         for name in sorted({n for n in names if names.count(n) > 1}):
             checker.add(
-                "duplicate-limit",
+                DUPLICATE_LIMIT,
                 f"limit {name!r} is declared twice for {block!r}",
                 ("rate_limits", block, "limits"),
                 "give each limit its own name",
             )
         if spec.window.min_rounds > spec.window.rounds:
             checker.add(
-                "invalid-window",
+                INVALID_WINDOW,
                 "min_rounds exceeds the window's rounds",
                 ("rate_limits", block, "window"),
                 "lower min_rounds",

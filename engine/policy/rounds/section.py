@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from engine.format.section import BuiltinSection
 from engine.policy.rounds.model import Rounds
-from engine.policy.section import BuiltinSection
 
 # Variables the engine provides to log templates (the session's views of its ledger).
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {

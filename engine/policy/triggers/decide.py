@@ -14,8 +14,8 @@ from typing import Any
 
 from engine.core.errors import Locate
 from engine.core.verdict import Verdict
-from engine.format.model import ActionSpec, Rulepack
-from engine.format.vocabulary import STANDARD_ACTIONS
+from engine.format.model import Rulepack
+from engine.format.vocabulary import STANDARD_ACTIONS, ActionSpec
 from engine.policy.limits.rates import (
     CompiledRateLimits,
     Measure,

@@ -9,12 +9,20 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from engine.format.fields import ContractRef, Ref
-from engine.policy.section import BuiltinSection
+from engine.format.findings import FindingRule
+from engine.format.section import BuiltinSection
 from engine.policy.triggers.model import Hint, Trigger
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+
+
+NOT_RETRIABLE = FindingRule(
+    "not-retriable",
+    "A trigger retries a failure type declared `retriable: false`.",
+    "Remove it from `on:` or declare it retriable.",
+)
 
 # What retry and escalation templates see of the decision (engine.prompts.render).
 _DECISION_VARIABLES = frozenset(
@@ -89,7 +97,7 @@ def check_triggers(pack: Rulepack, checker: PackChecker) -> None:
             declared = pack.failure_types.get(name)
             if declared is not None and not declared.retriable:
                 checker.add(
-                    "not-retriable",
+                    NOT_RETRIABLE,
                     f"trigger {block!r} retries {name}, which is declared "
                     "`retriable: false`: it goes to the after-failure policy instead",
                     ("triggers", block, "on", index),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from engine.policy.section import BuiltinSection
+from engine.format.section import BuiltinSection
 from engine.prompts.examples.model import Examples
 
 # Variables the engine provides to example templates (tier 3).

@@ -20,7 +20,7 @@ from typing import Any
 from engine.contracts.markdown.model import IdKind
 from engine.contracts.markdown.sections import extract_ids
 from engine.core.placeholders import fill
-from engine.format.model import SessionKeys
+from engine.format.vocabulary import SessionKeys
 from engine.prompts.examples.model import Examples, ScoreRule, SelectionStep, SessionExamples
 
 _ROUND_FIELD = re.compile(r"\{(n|block)(?::0(\d)d)?\}")

@@ -17,13 +17,14 @@ from pydantic import Field
 
 from engine.core.errors import Position
 from engine.format.fields import ContractRef, TemplateRef
+from engine.format.findings import FindingRule
 from engine.format.loader import KeyPath
-from engine.format.semantics import display
+from engine.format.section import BuiltinSection
+from engine.format.semantics import TEMPLATE_SYNTAX, UNKNOWN_TEMPLATE_VARIABLE, display
 from engine.policy.conflicts import section as conflicts
 from engine.policy.gates import section as gates
 from engine.policy.limits import section as limits
 from engine.policy.rounds import section as rounds
-from engine.policy.section import BuiltinSection
 from engine.policy.triggers import section as triggers
 from engine.prompts.examples import section as examples
 from engine.prompts.templates.model import TemplateSpec
@@ -32,6 +33,25 @@ from engine.sandbox.environment import first_use, undeclared_names, unsafe_const
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+
+
+TEMPLATE_ENCODING = FindingRule(
+    "template-encoding",
+    "A template file is not text (NUL bytes, not UTF-8).",
+    "Save it as UTF-8 text.",
+)
+
+TEMPLATE_TOO_LARGE = FindingRule(
+    "template-too-large",
+    "A template file is over 1 MiB.",
+    "Split it or move text out of it.",
+)
+
+UNSAFE_TEMPLATE = FindingRule(
+    "unsafe-template",
+    "A template does something the sandbox refuses at render.",
+    "Remove `_` attributes, includes and huge constant ranges.",
+)
 
 MAX_TEMPLATE_BYTES = 1024 * 1024
 
@@ -71,7 +91,7 @@ def check_templates(pack: Rulepack, checker: PackChecker) -> None:
         shown = display(target)
         if target.stat().st_size > MAX_TEMPLATE_BYTES:
             checker.add(
-                "template-too-large",
+                TEMPLATE_TOO_LARGE,
                 f"template {name!r} is over {MAX_TEMPLATE_BYTES} bytes",
                 path,
                 "shorten the template",
@@ -82,7 +102,7 @@ def check_templates(pack: Rulepack, checker: PackChecker) -> None:
             names = undeclared_names(source)
         except RecursionError:
             checker.add(
-                "template-syntax",
+                TEMPLATE_SYNTAX,
                 f"template {name!r} is nested too deeply to compile",
                 path,
                 "flatten the template",
@@ -90,7 +110,7 @@ def check_templates(pack: Rulepack, checker: PackChecker) -> None:
             continue
         except UnicodeDecodeError:
             checker.add(
-                "template-encoding",
+                TEMPLATE_ENCODING,
                 f"template {name!r} is not valid UTF-8",
                 path,
                 "save it as UTF-8",
@@ -98,7 +118,7 @@ def check_templates(pack: Rulepack, checker: PackChecker) -> None:
             continue
         except jinja2.TemplateSyntaxError as exc:
             checker.add(
-                "template-syntax",
+                TEMPLATE_SYNTAX,
                 f"template {name!r}: {exc.message}",
                 path,
                 "fix the Jinja2 syntax",
@@ -108,7 +128,7 @@ def check_templates(pack: Rulepack, checker: PackChecker) -> None:
         if "\x00" in source:
             before = source[: source.index("\x00")]
             checker.add(
-                "template-encoding",
+                TEMPLATE_ENCODING,
                 f"template {name!r} holds a NUL byte",
                 path,
                 "remove it (a NUL byte often means a binary or UTF-16 file)",
@@ -117,7 +137,7 @@ def check_templates(pack: Rulepack, checker: PackChecker) -> None:
             continue
         for line, problem in unsafe_constructs(source):
             checker.add(
-                "unsafe-template",
+                UNSAFE_TEMPLATE,
                 f"template {name!r}: {problem}",
                 path,
                 "use only the variables the engine provides, and bounded loops",
@@ -133,7 +153,7 @@ def check_templates(pack: Rulepack, checker: PackChecker) -> None:
                 else f"{spec.purpose} templates may use: {', '.join(sorted(allowed))}"
             )
             checker.add(
-                "unknown-template-variable",
+                UNKNOWN_TEMPLATE_VARIABLE,
                 f"template {name!r} uses {unknown!r}, which the engine does not "
                 f"provide to {spec.purpose} templates",
                 path,
