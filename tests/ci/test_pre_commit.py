@@ -72,7 +72,7 @@ def try_repo(hook_repo: Path, cwd: Path, hook: str, home: Path) -> subprocess.Co
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "GITHUB_ACTIONS")}
     env["PRE_COMMIT_HOME"] = str(home)
     return subprocess.run(
-        [str(PRE_COMMIT), "try-repo", str(hook_repo), hook, "--all-files"],
+        [str(PRE_COMMIT), "try-repo", str(hook_repo), hook, "--all-files", "--verbose"],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -83,7 +83,7 @@ def try_repo(hook_repo: Path, cwd: Path, hook: str, home: Path) -> subprocess.Co
 
 
 @pytest.mark.slow
-def test_rules_check_hook_fails_on_a_finding_and_passes_a_clean_pack(tmp_path: Path) -> None:
+def test_hooks_fail_on_a_finding_or_failing_case_and_pass_a_clean_pack(tmp_path: Path) -> None:
     hooks = snapshot_of_this_checkout(tmp_path / "hooks")
     home = tmp_path / "pre-commit-home"
     broken = PACK + '    pattern: "(unclosed"\n'
@@ -96,6 +96,16 @@ def test_rules_check_hook_fails_on_a_finding_and_passes_a_clean_pack(tmp_path: P
     passed = try_repo(hooks, good, "rules-check", home)
     assert passed.returncode == 0, passed.stdout[-3000:] + passed.stderr[-3000:]
     assert "rules check" in passed.stdout and "Passed" in passed.stdout
+    # rules-test, with the same hook environment: a case whose expectation fails, then holds
+    case = "tests:\n  - {name: a short answer, block: ANSWER, input: hi, expect: {status: %s}}\n"
+    wrong = team_repository(tmp_path / "wrong", PACK + case % "fail")
+    failed = try_repo(hooks, wrong, "rules-test", home)
+    assert failed.returncode == 1, failed.stdout[-3000:] + failed.stderr[-3000:]
+    assert "FAIL demo: a short answer" in failed.stdout
+    right = team_repository(tmp_path / "right", PACK + case % "pass")
+    passed = try_repo(hooks, right, "rules-test", home)
+    assert passed.returncode == 0, passed.stdout[-3000:] + passed.stderr[-3000:]
+    assert "1 passed, 0 failed" in passed.stdout
 
 
 def test_own_pre_commit_config_is_valid() -> None:
