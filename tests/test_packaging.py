@@ -11,12 +11,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from conftest import NESTED, REPO
+from conftest import NESTED, REPO, SCRIPTS
 
 pytestmark = [pytest.mark.slow]
 
@@ -77,29 +78,48 @@ def test_readme_commands_work_as_written(tmp_path: Path) -> None:
     assert re.search(r"\d+ passed", second.stdout)
 
 
+SHIPPED = ("rules", "prompts", "contracts")
+
+
+def shipped_files() -> set[str]:
+    """The checkout's files a wheel must carry (under engine/_data/) and an sdist too."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", *SHIPPED],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return {rel for rel in listed.split("\0") if rel and (REPO / rel).is_file()}
+
+
 def test_wheel_installs_and_finds_builtin_packs(tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
+    """`python -m build` as CI runs it: an sdist, then the wheel built from that sdist (so
+    the sdist is complete), both carrying the packs, prompts and schemas; the wheel in a
+    fresh venv checks and tests every builtin pack from an empty folder."""
+    dist = tmp_path / "dist"
     build = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "-q",
-            "-w",
-            str(wheels),
-            str(fresh_copy(tmp_path / "src")),
-        ],
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(fresh_copy(tmp_path / "src"))],
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
-    assert build.returncode == 0, build.stderr[-3000:]
-    [wheel] = wheels.glob("*.whl")
-    with zipfile.ZipFile(wheel) as archive:  # the report layer's HTML templates ship
-        assert "engine/report/templates/session.html.j2" in archive.namelist()
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    [wheel] = dist.glob("*.whl")
+    [sdist] = dist.glob("*.tar.gz")
+    expected = shipped_files()
+    assert {"rules/sentinel/pack.yaml", "contracts/rulepack.schema.json"} <= expected
+    with zipfile.ZipFile(wheel) as archive:
+        in_wheel = set(archive.namelist())
+    assert {f"engine/_data/{rel}" for rel in expected} <= in_wheel
+    # and every file of the package, templates and data included, not only its modules
+    engine_files = subprocess.run(
+        ["git", "ls-files", "-z", "--", "engine"], cwd=REPO, capture_output=True, check=True
+    ).stdout.decode()
+    assert {rel for rel in engine_files.split("\0") if rel and (REPO / rel).is_file()} <= in_wheel
+    with tarfile.open(sdist) as archive:
+        in_sdist = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert expected <= in_sdist
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     install = subprocess.run(
@@ -113,26 +133,29 @@ def test_wheel_installs_and_finds_builtin_packs(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "GITHUB_ACTIONS")}
-    for name in ("core",):
-        result = subprocess.run(
-            [str(venv / "bin" / "rules"), "check", f"builtin:{name}"],
-            cwd=empty,
+
+    def run(program: Path, *args: str, cwd: Path = empty) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(program), *args],
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
             timeout=300,
             check=False,
         )
-        assert result.returncode == 0, result.stdout + result.stderr
-        assert "_data/rules" in result.stdout or "0 errors" in result.stdout
-    result = subprocess.run(
-        [str(venv / "bin" / "rules-check"), "builtin:core", "--format", "json"],
-        cwd=empty,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+
+    names = sorted(path.parent.name for path in (REPO / "rules").glob("*/pack.yaml"))
+    assert "sentinel" in names
+    for name in names:
+        checked = run(venv / "bin" / "rules", "check", f"builtin:{name}")
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "0 errors" in checked.stdout
+        tested = run(venv / "bin" / "rules", "test", f"builtin:{name}")
+        assert tested.returncode == 0, tested.stdout + tested.stderr
+        # the same cases, with the same outcome, as from the checkout
+        here = run(SCRIPTS / "rules", "test", str(REPO / "rules" / name))
+        assert tested.stdout.splitlines()[-1] == here.stdout.splitlines()[-1], name
+    result = run(venv / "bin" / "rules-check", "builtin:core", "--format", "json")
     assert result.returncode == 0, result.stderr
     assert "site-packages" in result.stdout
