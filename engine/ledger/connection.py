@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -285,6 +286,10 @@ class PostgresLedger(Ledger):
         self.url = url
         self.retry_within = retry_within
         self.psycopg, self.pool_module = _psycopg()
+        # the pool reports each failed reconnection as a warning; without a logging set-up
+        # of the application Python would print them all to stderr: the ledger's own
+        # LedgerError says what failed
+        logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
         self.kwargs = {
             "connect_timeout": max(1, round(connect_timeout)),
             "options": f"-c statement_timeout={int(statement_timeout_ms)}",
