@@ -2,9 +2,9 @@
 history.
 
 Attempt numbers are allocated atomically: the transaction that inserts an attempt first
-takes the next number from the item's row of ``item_counters`` (an ``UPDATE ... RETURNING``,
-or an ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` for an item's first attempt). The
-row stays locked until the transaction ends (on SQLite the whole ledger is, from
+takes the next number from the item's row of ``item_counters`` (``INSERT ... ON CONFLICT
+DO UPDATE ... RETURNING``; on PostgreSQL in the same statement as the insert). The row
+stays locked until the transaction ends (on SQLite the whole ledger is, from
 ``BEGIN IMMEDIATE``), so writers on any number of machines recording the same item get
 distinct, consecutive numbers 1..k, and a transaction that fails gives its number back.
 """
@@ -58,25 +58,49 @@ def now() -> str:
     return clock.iso(clock.now())
 
 
+_NEXT = (
+    "INSERT INTO item_counters (session, block, item, last) VALUES (?, ?, ?, 1)"
+    " ON CONFLICT (session, block, item) DO UPDATE SET last = item_counters.last + 1"
+)
+
+
 def next_attempt(tx: Tx, session: str, block: str, item: str) -> int:
     """The item's next attempt number, taken inside ``tx`` (the item stays locked until
-    ``tx`` ends). An item's first number follows any attempts already recorded for it
-    (attempts copied from another ledger)."""
-    key = (session, block, item)
+    ``tx`` ends)."""
+    row = tx.one(_NEXT + " RETURNING last", (session, block, item))
+    assert row is not None
+    return int(row[0])
+
+
+def _values(
+    session: str, block: str, item: str, attempt: Attempt, token: str | None
+) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "session": session,
+        "block": block,
+        "item": item,
+        "ts": now(),
+        "token": token,
+        **asdict(attempt),
+    }
+    values["final"] = int(attempt.final)
+    return values
+
+
+def _record_in_one_statement(
+    tx: Tx, session: str, block: str, item: str, attempt: Attempt, token: str
+) -> int:
+    """Number and insert the attempt in one PostgreSQL statement (run as a transaction of
+    its own: the item's row is locked only while the server executes and commits it, not
+    across round trips to this process); its number."""
+    values = _values(session, block, item, attempt, token)
+    columns = ", ".join(values)
+    marks = ", ".join("?" for _ in values)
     row = tx.one(
-        "UPDATE item_counters SET last = last + 1"
-        " WHERE session = ? AND block = ? AND item = ? RETURNING last",
-        key,
+        f"WITH n AS ({_NEXT} RETURNING last) INSERT INTO attempts ({columns}, attempt)"
+        f" VALUES ({marks}, (SELECT last FROM n)) RETURNING attempt",
+        (session, block, item, *values.values()),
     )
-    if row is None:
-        row = tx.one(
-            "INSERT INTO item_counters (session, block, item, last)"
-            " SELECT ?, ?, ?, coalesce(max(attempt), 0) + 1 FROM attempts"
-            "  WHERE session = ? AND block = ? AND item = ?"
-            " ON CONFLICT (session, block, item) DO UPDATE SET last = item_counters.last + 1"
-            " RETURNING last",
-            key + key,
-        )
     assert row is not None
     return int(row[0])
 
@@ -93,16 +117,7 @@ def insert_attempt(
     token: str | None = None,
 ) -> int:
     """Insert attempt ``number`` of the item inside ``tx``; its row id."""
-    values: dict[str, Any] = {
-        "session": session,
-        "block": block,
-        "item": item,
-        "attempt": number,
-        "ts": now(),
-        "token": token,
-        **asdict(attempt),
-    }
-    values["final"] = int(attempt.final)
+    values = {**_values(session, block, item, attempt, token), "attempt": number}
     columns = ", ".join(values)
     marks = ", ".join("?" for _ in values)
     row = tx.one(
@@ -147,17 +162,20 @@ class Attempts:
         output, in one transaction; its attempt number. A write retried after a lost
         connection is recorded once (a token marks it)."""
         token = uuid.uuid4().hex
+        single = self.ledger.dialect == "postgresql" and not warnings and kept is None
 
         def work(tx: Tx) -> int:
             if tx.retry:  # the first run may have committed before its connection broke
                 done = tx.one("SELECT attempt FROM attempts WHERE token = ?", (token,))
                 if done is not None:
                     return int(done[0])
+            elif single:
+                return _record_in_one_statement(tx, session, block, item, attempt, token)
             number = next_attempt(tx, session, block, item)
             insert_attempt(tx, session, block, item, number, attempt, warnings, kept, token)
             return number
 
-        return self.ledger.write(work)
+        return self.ledger.write(work, single=single)
 
     def history(self, session: str, block: str, item: str) -> list[dict[str, Any]]:
         """The item's attempts, oldest first, each with its warnings' messages."""

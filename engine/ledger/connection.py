@@ -82,7 +82,9 @@ class Ledger:
     url: LedgerUrl
     dialect: schema.Dialect
 
-    def write(self, work: Callable[[Tx], T]) -> T:
+    def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
+        """Run ``work`` in a write transaction. ``single``: ``work`` runs one statement,
+        which may then be a transaction of its own (fewer round trips to a server)."""
         raise NotImplementedError
 
     def read(self, work: Callable[[Tx], T]) -> T:
@@ -207,7 +209,7 @@ class SQLiteLedger(Ledger):
             raise LedgerError(f"{self.path}: {exc}; nothing was written") from None
         return result
 
-    def write(self, work: Callable[[Tx], T]) -> T:
+    def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
         """Run ``work`` holding the write lock from the start (no lost update)."""
         return self._run("BEGIN IMMEDIATE", work)
 
@@ -355,7 +357,10 @@ class PostgresLedger(Ledger):
                 self.pool.putconn(conn)
             return
 
-    def _run(self, work: Callable[[Tx], T], retry: bool, deadline: float) -> T:
+    def _run(self, work: Callable[[Tx], T], retry: bool, deadline: float, single: bool) -> T:
+        if single and not retry:  # one statement: autocommit makes it its transaction
+            with self._connection(False, deadline) as conn, conn.cursor() as cursor:
+                return work(Tx(cursor, "postgresql", retry))
         with (
             self._connection(retry, deadline) as conn,
             conn.transaction(),
@@ -363,21 +368,21 @@ class PostgresLedger(Ledger):
         ):
             return work(Tx(cursor, "postgresql", retry))
 
-    def write(self, work: Callable[[Tx], T]) -> T:
+    def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
         """Run ``work`` in a transaction; once more on a fresh connection when the first
         run lost its connection (within ``retry_within`` seconds), else a LedgerError.
         Nothing of a failed run is written."""
         deadline = time.monotonic() + self.retry_within
         failures = (self.psycopg.Error, self.pool_module.PoolTimeout)
         try:
-            return self._run(work, False, deadline)
+            return self._run(work, False, deadline, single)
         except failures as exc:
             if not self._lost(exc):
                 raise self._error(exc, "a statement failed; nothing of it was written") from None
             first = " ".join(str(exc).split())
         self.pool.check()  # drop the other connections the restart broke
         try:
-            return self._run(work, True, deadline)
+            return self._run(work, True, deadline, single)
         except failures as exc:
             raise self._error(
                 exc,

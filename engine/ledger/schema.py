@@ -187,6 +187,8 @@ MIGRATIONS: list[list[str]] = [
             last INTEGER NOT NULL,
             PRIMARY KEY (session, block, item)
         )""",
+        "INSERT INTO item_counters (session, block, item, last)"
+        " SELECT session, block, item, max(attempt) FROM attempts GROUP BY session, block, item",
         "ALTER TABLE attempts ADD COLUMN token TEXT",
         "CREATE UNIQUE INDEX attempts_token ON attempts (token)",
         """CREATE TABLE gate_failures (
