@@ -15,7 +15,7 @@ import json
 import uuid
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from engine.core import clock
@@ -87,6 +87,11 @@ def _values(
     return values
 
 
+_INTEGERS = frozenset(
+    f.name for f in fields(Attempt) if str(f.type).startswith(("int", "bool"))
+)  # columns of INTEGER type (the annotations are strings: ``from __future__``)
+
+
 def _record_in_one_statement(
     tx: Tx, session: str, block: str, item: str, attempt: Attempt, token: str
 ) -> int:
@@ -95,10 +100,12 @@ def _record_in_one_statement(
     across round trips to this process); its number."""
     values = _values(session, block, item, attempt, token)
     columns = ", ".join(values)
-    marks = ", ".join("?" for _ in values)
+    # typed parameters in a SELECT from the counter's row: the row id is taken as the row
+    # is projected, after the counter row is locked, so ids follow attempt numbers
+    marks = ", ".join(f"?::{'bigint' if name in _INTEGERS else 'text'}" for name in values)
     row = tx.one(
         f"WITH n AS ({_NEXT} RETURNING last) INSERT INTO attempts ({columns}, attempt)"
-        f" VALUES ({marks}, (SELECT last FROM n)) RETURNING attempt",
+        f" SELECT {marks}, n.last FROM n RETURNING attempt",
         (session, block, item, *values.values()),
     )
     assert row is not None

@@ -1,5 +1,6 @@
 """A writer process of the ledger tests and benchmark: records ``count`` attempts over
-``items`` items (round robin from ``start``) and prints each as ``item number`` on its
+``items`` items (round robin from ``start``; every other one with two warnings, so
+it is written in a transaction of several statements) and prints each as ``item number`` on its
 own line, flushed, as soon as it is committed; a LedgerError is printed as
 ``error: message`` and ends it with status 2.
 
@@ -34,7 +35,8 @@ def main(url: str, session: str, count: int, items: int, start: int = 0) -> int:
             attempts = Attempts(ledger)
             for n in range(count):
                 item = f"item-{(start + n) % items}"
-                number = attempts.record_attempt(session, "B", item, ATTEMPT)
+                warnings = ("first", "second") if n % 2 else ()
+                number = attempts.record_attempt(session, "B", item, ATTEMPT, warnings)
                 print(item, number, flush=True)
     except LedgerError as exc:
         print(f"error: {exc}", flush=True)
