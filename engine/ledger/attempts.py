@@ -15,7 +15,7 @@ import json
 import uuid
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from engine.core import clock
@@ -81,12 +81,13 @@ def _values(
         "item": item,
         "ts": now(),
         "token": token,
-        **asdict(attempt),
+        **{name: getattr(attempt, name) for name in _FIELDS},  # asdict deep-copies: slow
     }
     values["final"] = int(attempt.final)
     return values
 
 
+_FIELDS = tuple(f.name for f in fields(Attempt))
 _INTEGERS = frozenset(
     f.name for f in fields(Attempt) if str(f.type).startswith(("int", "bool"))
 )  # columns of INTEGER type (the annotations are strings: ``from __future__``)

@@ -291,7 +291,9 @@ class PostgresLedger(Ledger):
         # the pool reports each failed reconnection as a warning; without a logging set-up
         # of the application Python would print them all to stderr: the ledger's own
         # LedgerError says what failed
-        logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+        pool_log = logging.getLogger("psycopg.pool")
+        if not any(isinstance(h, logging.NullHandler) for h in pool_log.handlers):
+            pool_log.addHandler(logging.NullHandler())
         self.kwargs = {
             "connect_timeout": max(1, round(connect_timeout)),
             "options": f"-c statement_timeout={int(statement_timeout_ms)}",
