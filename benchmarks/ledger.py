@@ -1,7 +1,7 @@
 """Benchmark of the ledger: attempts recorded per second by 1, 4 and 16 writer processes.
 
     python benchmarks/ledger.py [--url postgresql://...] [--records N] [--items N]
-                                [--writers 1,4,16] [--format text|json]
+                                [--writers 1,4,16] [--rounds N] [--format text|json]
 
 On SQLite (a file in a temporary folder) and on PostgreSQL: the server at ``--url`` (each
 run in a new database it creates there), else a server this script starts itself with the
@@ -12,8 +12,9 @@ attempts on items drawn at random from ``--items`` shared ones through ``engine.
 plain loop of the same rows as single-statement ``INSERT`` transactions (psycopg on
 PostgreSQL, sqlite3 on SQLite) by the same number of processes on the same server.
 Writers connect first and start together; the time is from the first start to the last
-end. It prints rows per second and the ratio ledger / plain loop (1.0: as fast as the
-limit). It measures, it does not judge.
+end. It prints rows per second (the median of ``--rounds`` runs, the ledger's and the plain
+loop's interleaved) and the ratio ledger / plain loop (1.0: as fast as the limit). It
+measures, it does not judge.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 import platform
 import random
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -170,6 +172,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=300, help="rows per writer")
     parser.add_argument("--items", type=int, default=20, help="items the writers share")
     parser.add_argument("--writers", default="1,4,16")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each (the median)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     args = parser.parse_args()
     counts = [int(n) for n in args.writers.split(",")]
@@ -192,8 +195,14 @@ def main() -> int:
         try:
             for backend in backends:
                 for writers in counts:
-                    ledger = measure("ledger", backend.fresh(), writers, args.records, args.items)
-                    plain = measure("plain", backend.fresh(), writers, args.records, args.items)
+                    rates: dict[str, list[float]] = {"ledger": [], "plain": []}
+                    for _ in range(args.rounds):  # interleaved: both see the same load
+                        for kind, found in rates.items():
+                            found.append(
+                                measure(kind, backend.fresh(), writers, args.records, args.items)
+                            )
+                    ledger = statistics.median(rates["ledger"])
+                    plain = statistics.median(rates["plain"])
                     results.append(
                         {
                             "backend": backend.name,
@@ -219,6 +228,7 @@ def main() -> int:
                     "python": platform.python_version(),
                     "cpus": os.cpu_count(),
                     "records_per_writer": args.records,
+                    "rounds": args.rounds,
                     "items": args.items,
                     "results": results,
                 },

@@ -4,8 +4,8 @@
 (Debian's ``postgresql`` package). The server gets a data folder in a new temporary
 folder, listens on a free port of 127.0.0.1 only (its unix socket in that folder), and runs
 as an unprivileged user when this process is root (PostgreSQL refuses root): ``nobody``,
-through ``setpriv``, owning the folder. It is stopped by its PID. Password authentication
-over TCP, so a URL here carries a real password (``PASSWORD``).
+through ``setpriv`` (else ``runuser``), owning the folder. It is stopped by its PID.
+Password authentication over TCP, so a URL here carries a real password (``PASSWORD``).
 
 The fixtures: ``postgres_server`` (one per test process, started when first asked for) and
 ``ledger_url``, a fresh ledger on each backend (``sqlite``, ``postgresql``): the same tests
@@ -82,13 +82,11 @@ class PostgresServer:
         self.data = self.folder / "data"
         self.as_user: list[str] = []
         if os.geteuid() == 0:
-            self.as_user = [
-                "setpriv",
-                f"--reuid={UNPRIVILEGED}",
-                "--regid=nogroup",
-                "--clear-groups",
-                "--",
-            ]
+            self.as_user = (
+                ["setpriv", f"--reuid={UNPRIVILEGED}", "--regid=nogroup", "--clear-groups", "--"]
+                if shutil.which("setpriv")
+                else ["runuser", "-u", UNPRIVILEGED, "--"]
+            )
         (self.folder / "pw").write_text(PASSWORD + "\n", encoding="utf-8")
         if self.as_user:
             shutil.chown(self.folder, UNPRIVILEGED)
