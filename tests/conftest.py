@@ -163,3 +163,8 @@ def template_pack(tmp_path: Path, template: str, guard: str | None = None) -> Pa
     (folder / "rep.j2").write_text(template, encoding="utf-8")
     (folder / "out.txt").write_text("hi\n", encoding="utf-8")
     return folder
+
+
+# A real PostgreSQL server (started on first use) and the `ledger_url` fixture of the
+# tests that run on both backends.
+from pg_server import ledger_url, postgres_server  # noqa: E402, F401

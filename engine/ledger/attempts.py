@@ -1,0 +1,230 @@
+"""The attempts of items: recording an evaluated output with its decision, and an item's
+history.
+
+Attempt numbers are allocated atomically: the transaction that inserts an attempt first
+takes the next number from the item's row of ``item_counters`` (``INSERT ... ON CONFLICT
+DO UPDATE ... RETURNING``; on PostgreSQL in the same statement as the insert). The row
+stays locked until the transaction ends (on SQLite the whole ledger is, from
+``BEGIN IMMEDIATE``), so writers on any number of machines recording the same item get
+distinct, consecutive numbers 1..k, and a transaction that fails gives its number back.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from engine.core import clock
+from engine.ledger.connection import Ledger, Tx
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What is recorded of one evaluated output and its decision, besides its session,
+    block, item and number (the columns of ``attempts``)."""
+
+    pack: str
+    status: str
+    action: str
+    reason: str
+    rule: str
+    final: bool
+    output_sha256: str
+    output_chars: int
+    round: int | None = None
+    failure_type: str | None = None
+    error: str | None = None
+    nonce: str | None = None
+    model: str | None = None
+    validation: str | None = None
+    data_summary: str | None = None
+
+
+@dataclass(frozen=True)
+class KeptOutput:
+    """An attempt's output kept for replay (``--keep-outputs``) with its vars and context."""
+
+    text: str
+    vars: Mapping[str, str]
+    context: Mapping[str, Any]
+
+
+def now() -> str:
+    """ISO 8601 UTC with seconds (``SOURCE_DATE_EPOCH`` fixes it: engine.core.clock)."""
+    return clock.iso(clock.now())
+
+
+_NEXT = (
+    "INSERT INTO item_counters (session, block, item, last) VALUES (?, ?, ?, 1)"
+    " ON CONFLICT (session, block, item) DO UPDATE SET last = item_counters.last + 1"
+)
+
+
+def next_attempt(tx: Tx, session: str, block: str, item: str) -> int:
+    """The item's next attempt number, taken inside ``tx`` (the item stays locked until
+    ``tx`` ends)."""
+    row = tx.one(_NEXT + " RETURNING last", (session, block, item))
+    assert row is not None
+    return int(row[0])
+
+
+def _values(
+    session: str, block: str, item: str, attempt: Attempt, token: str | None
+) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "session": session,
+        "block": block,
+        "item": item,
+        "ts": now(),
+        "token": token,
+        **{name: getattr(attempt, name) for name in _FIELDS},  # asdict deep-copies: slow
+    }
+    values["final"] = int(attempt.final)
+    return values
+
+
+_FIELDS = tuple(f.name for f in fields(Attempt))
+_INTEGERS = frozenset(
+    f.name for f in fields(Attempt) if str(f.type).startswith(("int", "bool"))
+)  # columns of INTEGER type (the annotations are strings: ``from __future__``)
+
+
+def _record_in_one_statement(
+    tx: Tx, session: str, block: str, item: str, attempt: Attempt, token: str
+) -> int:
+    """Number and insert the attempt in one PostgreSQL statement (run as a transaction of
+    its own: the item's row is locked only while the server executes and commits it, not
+    across round trips to this process); its number."""
+    values = _values(session, block, item, attempt, token)
+    columns = ", ".join(values)
+    # typed parameters in a SELECT from the counter's row: the row id is taken as the row
+    # is projected, after the counter row is locked, so ids follow attempt numbers
+    marks = ", ".join(f"?::{'bigint' if name in _INTEGERS else 'text'}" for name in values)
+    row = tx.one(
+        f"WITH n AS ({_NEXT} RETURNING last) INSERT INTO attempts ({columns}, attempt)"
+        f" SELECT {marks}, n.last FROM n RETURNING attempt",
+        (session, block, item, *values.values()),
+    )
+    assert row is not None
+    return int(row[0])
+
+
+def insert_attempt(
+    tx: Tx,
+    session: str,
+    block: str,
+    item: str,
+    number: int,
+    attempt: Attempt,
+    warnings: Sequence[str] = (),
+    kept: KeptOutput | None = None,
+    token: str | None = None,
+) -> int:
+    """Insert attempt ``number`` of the item inside ``tx``; its row id."""
+    values = {**_values(session, block, item, attempt, token), "attempt": number}
+    columns = ", ".join(values)
+    marks = ", ".join("?" for _ in values)
+    row = tx.one(
+        f"INSERT INTO attempts ({columns}) VALUES ({marks}) RETURNING id", list(values.values())
+    )
+    assert row is not None
+    attempt_id = int(row[0])
+    for message in warnings:
+        tx.execute(
+            "INSERT INTO warnings (attempt_id, ts, message) VALUES (?, ?, ?)",
+            (attempt_id, values["ts"], message),
+        )
+    if kept is not None:
+        tx.execute(
+            "INSERT INTO kept_outputs (attempt_id, vars, context, output) VALUES (?, ?, ?, ?)",
+            (
+                attempt_id,
+                json.dumps(dict(kept.vars), ensure_ascii=False),
+                json.dumps(dict(kept.context), ensure_ascii=False, default=str),
+                zlib.compress(kept.text.encode("utf-8", errors="surrogatepass")),
+            ),
+        )
+    return attempt_id
+
+
+class Attempts:
+    """The attempts repository of a ledger."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def record_attempt(
+        self,
+        session: str,
+        block: str,
+        item: str,
+        attempt: Attempt,
+        warnings: Sequence[str] = (),
+        kept: KeptOutput | None = None,
+    ) -> int:
+        """Record ``attempt`` as the item's next attempt, with its warnings and kept
+        output, in one transaction; its attempt number. A write retried after a lost
+        connection is recorded once (a token marks it)."""
+        token = uuid.uuid4().hex
+        single = self.ledger.dialect == "postgresql" and not warnings and kept is None
+
+        def work(tx: Tx) -> int:
+            if tx.retry:  # the first run may have committed before its connection broke
+                done = tx.one("SELECT attempt FROM attempts WHERE token = ?", (token,))
+                if done is not None:
+                    return int(done[0])
+            elif single:
+                return _record_in_one_statement(tx, session, block, item, attempt, token)
+            number = next_attempt(tx, session, block, item)
+            insert_attempt(tx, session, block, item, number, attempt, warnings, kept, token)
+            return number
+
+        return self.ledger.write(work, single=single)
+
+    def history(self, session: str, block: str, item: str) -> list[dict[str, Any]]:
+        """The item's attempts, oldest first, each with its warnings' messages."""
+
+        def work(tx: Tx) -> list[dict[str, Any]]:
+            rows = tx.all(
+                "SELECT * FROM attempts WHERE session = ? AND block = ? AND item = ? ORDER BY id",
+                (session, block, item),
+            )
+            names = tx.columns()
+            found = tx.all(
+                "SELECT w.attempt_id, w.message FROM warnings w JOIN attempts a"
+                " ON a.id = w.attempt_id WHERE a.session = ? AND a.block = ? AND a.item = ?"
+                " ORDER BY w.id",
+                (session, block, item),
+            )
+            messages: dict[int, list[str]] = {}
+            for attempt_id, message in found:
+                messages.setdefault(int(attempt_id), []).append(str(message))
+            records = []
+            for row in rows:
+                record = dict(zip(names, row, strict=True))
+                record["final"] = bool(record["final"])
+                if record["example_truncated"] is not None:
+                    record["example_truncated"] = bool(record["example_truncated"])
+                record.pop("token", None)
+                record["warnings"] = messages.get(int(record["id"]), [])
+                records.append(record)
+            return records
+
+        return self.ledger.read(work)
+
+    def numbers(self, session: str) -> dict[tuple[str, str], list[int]]:
+        """Every item's attempt numbers in the order they were recorded, by (block, item)."""
+        rows = self.ledger.read(
+            lambda tx: tx.all(
+                "SELECT block, item, attempt FROM attempts WHERE session = ? ORDER BY id",
+                (session,),
+            )
+        )
+        out: dict[tuple[str, str], list[int]] = {}
+        for block, item, number in rows:
+            out.setdefault((str(block), str(item)), []).append(int(number))
+        return out

@@ -1,0 +1,399 @@
+"""Opening a ledger and running transactions on it, on SQLite or PostgreSQL.
+
+SQLite: one connection to a file in WAL mode with a busy timeout; opening (create, migrate)
+is serialised across processes by an advisory lock on ``ledger.lock`` beside the file, as
+the session-folder ledger does; writers take the write lock up front (``BEGIN IMMEDIATE``).
+
+PostgreSQL: psycopg 3 (the optional extra ``rules-engine[postgres]``) with a connection
+pool; every connection has a connect timeout and a ``statement_timeout``. A transaction
+that loses its connection (a server restart) runs once more on a fresh connection, within
+``RETRY_WITHIN_S`` seconds; a second failure is a ``LedgerError``. The work of a
+transaction is a function, so it can run again; ``Tx.retry`` tells it that it does (a
+write that may have committed before its connection was lost checks for itself first).
+
+SQL is written once with ``?`` parameters; ``Tx`` turns them into psycopg's ``%s``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from engine.ledger import schema
+from engine.ledger.errors import LedgerError
+from engine.ledger.url import LedgerUrl, parse_url
+
+APPLICATION_ID = 0x52554C45  # "RULE", as the session-folder ledger
+LOCK_FILE = "ledger.lock"
+BUSY_TIMEOUT_MS = 60_000
+CONNECT_TIMEOUT_S = 5
+STATEMENT_TIMEOUT_MS = 60_000
+RETRY_WITHIN_S = 30.0
+POOL_SIZE = 4
+MIGRATION_LOCK = 0x52554C45  # pg_advisory_xact_lock key serialising migrations
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+
+
+class Tx:
+    """The statements of one transaction. ``retry`` is true when the transaction runs a
+    second time after its connection was lost (its first run may have committed)."""
+
+    def __init__(self, cursor: Any, dialect: schema.Dialect, retry: bool = False) -> None:
+        self.cursor = cursor
+        self.dialect = dialect
+        self.retry = retry
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; the number of rows it changed."""
+        self.cursor.execute(_sql(sql, self.dialect), params)
+        return int(self.cursor.rowcount)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        self.cursor.execute(_sql(sql, self.dialect), params)
+        row = self.cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        self.cursor.execute(_sql(sql, self.dialect), params)
+        return [tuple(row) for row in self.cursor.fetchall()]
+
+    def columns(self) -> list[str]:
+        """The column names of the last query."""
+        return [d[0] for d in self.cursor.description or ()]
+
+
+@functools.lru_cache(maxsize=512)
+def _sql(sql: str, dialect: schema.Dialect) -> str:
+    return sql if dialect == "sqlite" else sql.replace("%", "%%").replace("?", "%s")
+
+
+class Ledger:
+    """An open ledger. ``write`` and ``read`` run a function in a transaction."""
+
+    url: LedgerUrl
+    dialect: schema.Dialect
+
+    def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
+        """Run ``work`` in a write transaction. ``single``: ``work`` runs one statement,
+        which may then be a transaction of its own (fewer round trips to a server)."""
+        raise NotImplementedError
+
+    def read(self, work: Callable[[Tx], T]) -> T:
+        raise NotImplementedError
+
+    def version(self) -> int:
+        """The schema version recorded in the ledger."""
+        row = self.read(lambda tx: tx.one("SELECT version FROM ledger_schema"))
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_ledger(location: str | Path | LedgerUrl, upto: int = schema.VERSION) -> Ledger:
+    """The ledger at ``location``, created or migrated to schema ``upto`` (the engine's own
+    version; a lower one only in tests of migrations). A LedgerError when it cannot be
+    reached, is no ledger, or was written by a newer engine."""
+    url = location if isinstance(location, LedgerUrl) else parse_url(location)
+    if url.backend == "sqlite":
+        return SQLiteLedger(url, upto)
+    return PostgresLedger(url, upto)
+
+
+def migrate(tx: Tx, url: LedgerUrl, upto: int) -> None:
+    """Bring the schema to version ``upto`` inside ``tx`` (all or nothing); refuse a ledger
+    of a newer version than this engine's."""
+    has_table = (
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ledger_schema'"
+        if tx.dialect == "sqlite"
+        else "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema()"
+        " AND table_name = 'ledger_schema'"
+    )
+    found = tx.one(has_table)
+    version = 0
+    if found is not None:
+        row = tx.one("SELECT version FROM ledger_schema")
+        version = int(row[0]) if row else 0
+    if version > schema.VERSION:
+        raise LedgerError(
+            f"{url}: written by a newer engine (schema {version}, this engine knows "
+            f"{schema.VERSION}); upgrade the engine to use this ledger"
+        )
+    for number in range(version + 1, upto + 1):
+        for statement in schema.statements(tx.dialect, number):
+            tx.execute(statement)
+        tx.execute(schema.version_statement(number))
+
+
+# ---------------------------------------------------------------------------------- SQLite
+
+
+class SQLiteLedger(Ledger):
+    dialect: schema.Dialect = "sqlite"
+
+    def __init__(self, url: LedgerUrl, upto: int = schema.VERSION) -> None:
+        assert url.path is not None
+        self.url, self.path = url, url.path
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(
+                f"{self.path.parent}: cannot create the ledger's folder: {exc.strerror or exc}"
+            ) from None
+        with _opening_lock(self.path.parent / LOCK_FILE):
+            try:
+                self.db = sqlite3.connect(
+                    self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+                )
+                self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                self._open(upto)
+            except sqlite3.DatabaseError as exc:
+                raise LedgerError(
+                    f"{self.path}: not a usable ledger ({exc}); it was left as it is"
+                ) from None
+
+    def _open(self, upto: int) -> None:
+        app_id = self.db.execute("PRAGMA application_id").fetchone()[0]
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+        if tables and app_id != APPLICATION_ID:
+            raise LedgerError(
+                f"{self.path}: this SQLite file is not a rules ledger; it was left as it is"
+            )
+        if tables and "ledger_schema" not in tables:
+            old = self.db.execute("PRAGMA user_version").fetchone()[0]
+            raise LedgerError(
+                f"{self.path}: a session-folder ledger of the earlier format (schema {old}); "
+                "this ledger format does not open it in place"
+            )
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable enough, much faster
+        self.db.execute("PRAGMA foreign_keys = ON")
+
+        def setup(tx: Tx) -> None:
+            migrate(tx, self.url, upto)
+            tx.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+        self.write(setup)
+
+    def _run(self, begin: str, work: Callable[[Tx], T]) -> T:
+        try:
+            self.db.execute(begin)
+        except sqlite3.OperationalError as exc:
+            raise LedgerError(f"{self.path}: {exc}; another process holds the ledger") from None
+        try:
+            result = work(Tx(self.db.cursor(), "sqlite"))
+        except BaseException as exc:
+            self.db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise LedgerError(f"{self.path}: {exc}") from None
+            raise
+        try:
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            self.db.execute("ROLLBACK")
+            raise LedgerError(f"{self.path}: {exc}; nothing was written") from None
+        return result
+
+    def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
+        """Run ``work`` holding the write lock from the start (no lost update)."""
+        return self._run("BEGIN IMMEDIATE", work)
+
+    def read(self, work: Callable[[Tx], T]) -> T:
+        """Run ``work`` on one consistent snapshot."""
+        return self._run("BEGIN", work)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+@contextmanager
+def _opening_lock(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``lock_path``, waiting at most the busy timeout."""
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks here (Windows): SQLite's own locking only
+        yield
+        return
+    try:
+        handle = open(lock_path, "a+b")  # noqa: SIM115 - closed in the finally below
+    except OSError as exc:
+        raise LedgerError(
+            f"{lock_path}: cannot open the lock file: {exc.strerror or exc}; writing a "
+            f"ledger needs write access to {lock_path.parent}"
+        ) from None
+    try:
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LedgerError(
+                        f"{lock_path}: another process has held the ledger lock for "
+                        f"{BUSY_TIMEOUT_MS // 1000} s; try again when it is done"
+                    ) from None
+                time.sleep(0.005)
+        yield
+    finally:
+        handle.close()  # closing releases the lock
+
+
+# ------------------------------------------------------------------------------ PostgreSQL
+
+# SQLSTATE classes of a connection lost or refused: 08 (connection exception), 57P01..03
+# (the server shutting down, crashed, or not yet accepting connections).
+_LOST = ("08", "57P01", "57P02", "57P03")
+
+
+def _psycopg() -> tuple[Any, Any]:
+    """psycopg and psycopg_pool, imported only when a PostgreSQL ledger is opened: the
+    optional extra, and never loaded by SQLite users or at start-up."""
+    try:
+        return importlib.import_module("psycopg"), importlib.import_module("psycopg_pool")
+    except ImportError:
+        raise LedgerError(
+            "a PostgreSQL ledger needs psycopg 3 and psycopg-pool: "
+            "pip install 'rules-engine[postgres]'"
+        ) from None
+
+
+class PostgresLedger(Ledger):
+    dialect: schema.Dialect = "postgresql"
+
+    def __init__(
+        self,
+        url: LedgerUrl,
+        upto: int = schema.VERSION,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
+        retry_within: float = RETRY_WITHIN_S,
+        pool_size: int = POOL_SIZE,
+    ) -> None:
+        self.url = url
+        self.retry_within = retry_within
+        self.psycopg, self.pool_module = _psycopg()
+        # the pool reports each failed reconnection as a warning; without a logging set-up
+        # of the application Python would print them all to stderr: the ledger's own
+        # LedgerError says what failed
+        pool_log = logging.getLogger("psycopg.pool")
+        if not any(isinstance(h, logging.NullHandler) for h in pool_log.handlers):
+            pool_log.addHandler(logging.NullHandler())
+        self.kwargs = {
+            "connect_timeout": max(1, round(connect_timeout)),
+            "options": f"-c statement_timeout={int(statement_timeout_ms)}",
+            "autocommit": True,  # transactions are explicit (conn.transaction())
+        }
+        first = self._connect()
+        try:
+            with first.transaction(), first.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                migrate(Tx(cursor, "postgresql"), url, upto)
+        except self.psycopg.Error as exc:
+            raise self._error(exc, "cannot set up the ledger") from None
+        finally:
+            first.close()
+        self.pool = self.pool_module.ConnectionPool(
+            url.secret,
+            kwargs=self.kwargs,
+            min_size=1,
+            max_size=pool_size,
+            open=False,
+            timeout=retry_within,
+            name="rules-ledger",
+        )
+        self.pool.open(wait=False)
+
+    def _connect(self) -> Any:
+        try:
+            return self.psycopg.connect(self.url.secret, **self.kwargs)
+        except self.psycopg.Error as exc:
+            raise self._error(exc, "cannot connect") from None
+
+    def _error(self, exc: BaseException, what: str) -> LedgerError:
+        message = " ".join(str(exc).split())
+        return LedgerError(f"{self.url}: {what}: {self.url.scrub(message)}")
+
+    def _lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the connection was lost (or none could be had in time)."""
+        if isinstance(exc, self.pool_module.PoolTimeout):
+            return True
+        if not isinstance(exc, self.psycopg.OperationalError):
+            return False
+        state = getattr(exc, "sqlstate", None)
+        return state is None or state.startswith(_LOST)
+
+    @contextmanager
+    def _connection(self, fresh: bool, deadline: float) -> Iterator[Any]:
+        """A pooled connection; with ``fresh``, one checked to work first (after a server
+        restart the pool may still hold connections the restart broke)."""
+        while True:
+            conn = self.pool.getconn(timeout=max(0.1, deadline - time.monotonic()))
+            if fresh:
+                try:
+                    conn.execute("SELECT 1")
+                except self.psycopg.Error:
+                    self.pool.putconn(conn)  # broken: the pool replaces it
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.05)
+                    continue
+            try:
+                yield conn
+            finally:
+                self.pool.putconn(conn)
+            return
+
+    def _run(self, work: Callable[[Tx], T], retry: bool, deadline: float, single: bool) -> T:
+        if single and not retry:  # one statement: autocommit makes it its transaction
+            with self._connection(False, deadline) as conn, conn.cursor() as cursor:
+                return work(Tx(cursor, "postgresql", retry))
+        with (
+            self._connection(retry, deadline) as conn,
+            conn.transaction(),
+            conn.cursor() as cursor,
+        ):
+            return work(Tx(cursor, "postgresql", retry))
+
+    def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
+        """Run ``work`` in a transaction; once more on a fresh connection when the first
+        run lost its connection (within ``retry_within`` seconds), else a LedgerError.
+        Nothing of a failed run is written."""
+        deadline = time.monotonic() + self.retry_within
+        failures = (self.psycopg.Error, self.pool_module.PoolTimeout)
+        try:
+            return self._run(work, False, deadline, single)
+        except failures as exc:
+            if not self._lost(exc):
+                raise self._error(exc, "a statement failed; nothing of it was written") from None
+            first = " ".join(str(exc).split())
+        self.pool.check()  # drop the other connections the restart broke
+        try:
+            return self._run(work, True, deadline, single)
+        except failures as exc:
+            raise self._error(
+                exc,
+                f"the connection was lost ({self.url.scrub(first)}) and the retry within "
+                f"{self.retry_within:g} s failed too; nothing of it was written",
+            ) from None
+
+    def read(self, work: Callable[[Tx], T]) -> T:
+        return self.write(work)
+
+    def close(self) -> None:
+        self.pool.close()

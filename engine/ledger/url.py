@@ -1,0 +1,130 @@
+"""Where a ledger lives: a SQLite file or a PostgreSQL database, named by a path or a URL.
+
+Accepted forms::
+
+    path/to/ledger.db                         a SQLite file (relative or absolute)
+    sqlite:///absolute/path/ledger.db         the same, as a URL
+    postgresql://user:password@host:5432/db   a PostgreSQL database (also postgres://)
+
+A password written in a URL is never shown: ``redacted`` replaces it with ``***``, and
+``LedgerUrl`` prints (``str``, ``repr``) only that form.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+from engine.ledger.errors import LedgerError
+
+ACCEPTED = (
+    "a path or sqlite:///path (SQLite), or postgresql://user:password@host:port/dbname "
+    "(PostgreSQL; also postgres://)"
+)
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_ANY_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//)?")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+Backend = Literal["sqlite", "postgresql"]
+
+
+def redacted(url: str) -> str:
+    """``url`` with any password replaced by ``***``: the part between the first ``:``
+    after the scheme and the last ``@`` (when there is one; an ``@`` a password holds
+    unencoded still hides all of it), and a ``password=`` query parameter."""
+    text = _QUERY_PASSWORD.sub(r"\1***", str(url))
+    scheme = _ANY_SCHEME.match(text)  # also "postgresql:u:pw@h/db", a URL missing its //
+    if scheme is None:
+        return text
+    start = scheme.end()
+    at = text.rfind("@")
+    if at < start:
+        return text
+    colon = text.find(":", start, at)
+    if colon < 0:
+        return text
+    return text[: colon + 1] + "***" + text[at:]
+
+
+@dataclass(frozen=True)
+class LedgerUrl:
+    """A parsed ledger location. ``secret`` is the URL as given (it may hold a password):
+    only connecting reads it; everything shown uses ``shown``."""
+
+    backend: Backend
+    shown: str
+    path: Path | None = None
+    secret: str = field(default="", repr=False, compare=False)
+
+    def __str__(self) -> str:
+        return self.shown
+
+    def scrub(self, text: str) -> str:
+        """``text`` (e.g. a driver's error message) with this URL's password removed."""
+        password = _password(self.secret)
+        text = text.replace(self.secret, self.shown) if self.secret else text
+        return text.replace(password, "***") if password else text
+
+
+def _password(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        return unquote(parts.password or "") if parts.password else ""
+    except ValueError:
+        return ""
+
+
+def parse_url(location: str | Path) -> LedgerUrl:
+    """The ledger ``location`` names; a LedgerError naming it (redacted) and the accepted
+    forms when it is none of them."""
+    if isinstance(location, Path):
+        return LedgerUrl("sqlite", str(location), location)
+    text = str(location)
+    shown = redacted(text)
+    if not text.strip():
+        raise LedgerError(f"an empty ledger location; give {ACCEPTED}")
+    scheme = _SCHEME.match(text)
+    if scheme is None:
+        if text.lower().startswith(("postgres:", "postgresql:", "sqlite:")):
+            raise LedgerError(
+                f"{shown}: not a ledger URL (no '//' after the scheme); give {ACCEPTED}"
+            )
+        return LedgerUrl("sqlite", text, Path(text))
+    name = scheme.group(1).lower()
+    if name == "sqlite":
+        return _sqlite(text, shown)
+    if name in ("postgresql", "postgres"):
+        return _postgresql(text, shown)
+    raise LedgerError(f"{shown}: unknown ledger scheme {name!r}; give {ACCEPTED}")
+
+
+def _sqlite(text: str, shown: str) -> LedgerUrl:
+    parts = urlsplit(text)
+    if parts.netloc not in ("", "localhost") or not parts.path or parts.query:
+        raise LedgerError(
+            f"{shown}: a SQLite ledger URL is sqlite:///path (three slashes, then the "
+            f"file's absolute path); give {ACCEPTED}"
+        )
+    path = Path(unquote(parts.path))
+    return LedgerUrl("sqlite", shown, path)
+
+
+def _postgresql(text: str, shown: str) -> LedgerUrl:
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        raise LedgerError(
+            f"{shown}: the port is not a number from 0 to 65535; give {ACCEPTED}"
+        ) from None
+    database = unquote(parts.path.lstrip("/"))
+    if not parts.hostname and "host=" not in parts.query:
+        raise LedgerError(f"{shown}: no server host; give {ACCEPTED}")
+    if not database or "/" in database:
+        raise LedgerError(f"{shown}: no database name (…/dbname at the end); give {ACCEPTED}")
+    del port  # checked above: urlsplit reads it lazily
+    return LedgerUrl("postgresql", shown, None, text)
