@@ -13,18 +13,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 from jinja2 import Environment, filters, nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 
-MAX_FILTER_CHARS = 4 * 1024 * 1024  # the render output cap: no filter builds more
+from engine.sandbox.budget import (
+    MAX_VALUE_CHARS,
+    POINTER,
+    charge,
+    charge_result,
+    refuse_long,
+)
+
+MAX_FILTER_CHARS = MAX_VALUE_CHARS  # the render output cap: no filter builds more
+MAX_INT_DIGITS = 4300  # Python's default limit, which the command line lifts for data
 MAX_WORDWRAP_CHARS = 256 * 1024
 REMOVED_GLOBALS = ("lipsum", "cycler", "joiner")
 # A width or precision of 7+ digits, or one taken from the arguments (`*`).
 _WIDE_FORMAT = re.compile(
-    r"%[-+ #0]*(?:\*|\d{7,})|%[-+ #0]*\d*\.(?:\*|\d{7,})|\{[^{}]*:[^{}]*\d{7,}"
+    r"%(?:\([^)]*\))?[-+ #0]*(?:\*|\d{7,})|%(?:\([^)]*\))?[-+ #0]*\d*\.(?:\*|\d{7,})"
+    r"|\{[^{}]*:[^{}]*\d{7,}"
 )
 
 
@@ -75,6 +86,8 @@ TEXT_FILTERS = (
     "format", "replace", "wordwrap", "escape", "e", "forceescape", "safe", "join",
 )  # fmt: skip
 """Filters that turn their value into text: a list or mapping is checked first."""
+CHARGED_FILTERS = ("sort", "reverse", "dictsort")
+"""Filters that copy their value: the copy is charged to the run's memory budget."""
 
 
 def text_size(value: Any, limit: int) -> int:
@@ -129,13 +142,13 @@ def _text_checked(function: Any) -> Any:
 
         def checked(value: Any, *args: Any, **kwargs: Any) -> Any:
             refuse_large_text(value)
-            return function(value, *args, **kwargs)
+            return charge_result(function(value, *args, **kwargs))
 
         return checked
 
     def checked_with(first: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
         refuse_large_text(value)
-        return function(first, value, *args, **kwargs)
+        return charge_result(function(first, value, *args, **kwargs))
 
     checked_with.jinja_pass_arg = pass_arg  # type: ignore[attr-defined]
     return checked_with
@@ -155,6 +168,35 @@ def _width(value: Any) -> None:
 def _center(value: Any, width: int = 80) -> str:
     _width(width)
     return filters.do_center(value, width)
+
+
+def _list(value: Any) -> list[Any]:
+    """``|list``: a text of 64 MB is 64 million items; the size is checked first."""
+    items = value if hasattr(value, "__len__") else list(islice(value, MAX_VALUE_CHARS + 1))
+    refuse_long(len(items), "a list", "items")
+    charge(POINTER * len(items))
+    return list(items)
+
+
+def _int(value: Any, *args: Any, **kwargs: Any) -> Any:
+    """``|int``: reading a text of millions of digits takes minutes (the command line lifts
+    Python's digit limit for data), so a text over MAX_INT_DIGITS characters is refused."""
+    if isinstance(value, str | bytes) and len(value) > MAX_INT_DIGITS:
+        raise SecurityError(f"|int of a text of {len(value)} characters (at most {MAX_INT_DIGITS})")
+    return filters.do_int(value, *args, **kwargs)
+
+
+def _charged(function: Any) -> Any:
+    """``function`` (a filter building a list or text at most its value's size) with its
+    result charged to the run's memory budget."""
+
+    def charged(*args: Any, **kwargs: Any) -> Any:
+        return charge_result(function(*args, **kwargs))
+
+    pass_arg = getattr(function, "jinja_pass_arg", None)
+    if pass_arg is not None:
+        charged.jinja_pass_arg = pass_arg  # type: ignore[attr-defined]
+    return charged
 
 
 def _indent(value: Any, width: Any = 4, *args: Any, **kwargs: Any) -> Any:
@@ -208,7 +250,7 @@ def bounded_capture(parts: Iterable[str]) -> str:
         raise SecurityError(
             f"a captured text of {len(joined)} characters (at most {MAX_FILTER_CHARS})"
         )
-    return joined
+    return charge_result(joined)
 
 
 def _wordwrap(environment: Environment, value: Any, *args: Any, **kwargs: Any) -> str:
@@ -230,6 +272,10 @@ def harden(env: Environment) -> None:
     env.filters["wordwrap"] = _wordwrap
     env.filters["replace"] = _replace
     env.filters["join"] = _join
+    env.filters["list"] = _list
+    env.filters["int"] = _int
+    for name in CHARGED_FILTERS:
+        env.filters[name] = _charged(env.filters[name])
     for name in TEXT_FILTERS:
         if name in env.filters:
             env.filters[name] = _text_checked(env.filters[name])
