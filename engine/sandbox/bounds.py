@@ -21,6 +21,7 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 
 from engine.sandbox.budget import (
+    MAX_RANGE,
     MAX_VALUE_CHARS,
     POINTER,
     charge,
@@ -186,6 +187,45 @@ def _int(value: Any, *args: Any, **kwargs: Any) -> Any:
     return filters.do_int(value, *args, **kwargs)
 
 
+MAX_JSON_INDENT = 64
+
+
+def _json_indent(function: Any) -> Any:
+    """``|tojson(indent)``, ``|json_pretty(indent)``: an indent repeats on every line, so a
+    large one builds a text of millions of spaces from a short list; at most 64."""
+    pass_arg = getattr(function, "jinja_pass_arg", None)
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        indent = kwargs.get(
+            "indent", args[2 if pass_arg else 1] if len(args) > 1 + bool(pass_arg) else None
+        )
+        if isinstance(indent, int) and indent > MAX_JSON_INDENT:
+            raise SecurityError(f"a JSON indent of {indent} (at most {MAX_JSON_INDENT})")
+        if isinstance(indent, str) and len(indent) > MAX_JSON_INDENT:
+            raise SecurityError(
+                f"a JSON indent of {len(indent)} characters (at most {MAX_JSON_INDENT})"
+            )
+        return function(*args, **kwargs)
+
+    if pass_arg is not None:
+        checked.jinja_pass_arg = pass_arg  # type: ignore[attr-defined]
+    return checked
+
+
+def _batch(value: Any, linecount: Any, fill_with: Any = None) -> Any:
+    """``|batch``: the last batch is padded to ``linecount`` items, so the count is bounded."""
+    if isinstance(linecount, int):
+        refuse_long(linecount, "a batch", "items")
+    return filters.do_batch(value, linecount, fill_with)
+
+
+def _slice(value: Any, slices: Any, fill_with: Any = None) -> Any:
+    """``|slice``: one list per slice, however few items; at most MAX_RANGE slices."""
+    if isinstance(slices, int) and slices > MAX_RANGE:
+        raise SecurityError(f"a slice into {slices} lists (at most {MAX_RANGE})")
+    return filters.sync_do_slice(value, slices, fill_with)
+
+
 def _charged(function: Any) -> Any:
     """``function`` (a filter building a list or text at most its value's size) with its
     result charged to the run's memory budget."""
@@ -273,6 +313,11 @@ def harden(env: Environment) -> None:
     env.filters["replace"] = _replace
     env.filters["join"] = _join
     env.filters["list"] = _list
+    env.filters["batch"] = _batch
+    env.filters["slice"] = _slice
+    for name in ("tojson", "json_pretty"):
+        if name in env.filters:
+            env.filters[name] = _json_indent(env.filters[name])
     env.filters["int"] = _int
     for name in CHARGED_FILTERS:
         env.filters[name] = _charged(env.filters[name])

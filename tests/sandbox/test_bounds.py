@@ -161,6 +161,15 @@ def test_small_widths_and_formats_are_not_findings(tmp_path: Path) -> None:
         ("{% set ns = namespace(v=2) %}{% for i in range(13) %}{% set ns.v = ns.v * ns.v %}"
          "{% endfor %}", "a product over 4096 bits"),
         ("{{ ('9' * 5000) | int }}", "|int of a text of 5000 characters (at most 4300)"),
+        ("{{ [1] | batch(n * 20, 'x') | list }}", "a batch of 100000000 items"),
+        ("{{ [1] | slice(n * 20) | list }}", "a slice into 100000000 lists (at most 100000)"),
+        ("{{ [1] | tojson(n * 20) }}", "a JSON indent of 100000000 (at most 64)"),
+        ("{{ [1] | json_pretty(n) }}", "a JSON indent of 5000000 (at most 64)"),
+        ("{{ 'x'['center'](n) }}", "a padded text of 5000000 characters"),
+        ("{{ ('{:>{}}' | safe).format('x', n) }}", "a format width or precision of 5000000"),
+        ("{{ '{:{}}'.format('x', '>5000000') }}", "a format width or precision of 5000000"),
+        ("{% for i in range(1000) %}{% set s = ('x' * 4000000)[::-1] %}{% endfor %}",
+         "memory budget"),
     ],
 )  # fmt: skip
 def test_each_operation_is_refused_before_it_builds(
@@ -189,6 +198,8 @@ def test_each_operation_is_refused_before_it_builds(
          "3{'a': 1, 'b': 2, 'c': 3}"),
         ("{{ 'a b'.split() }}{{ 'Ab'.upper() }}{{ 'abc'[::-1] }}{{ 'x' * 3 }}{{ 2 ** 3 * 5 }}",
          "['a', 'b']ABcbaxxx40"),
+        ("{{ [1, 2, 3] | batch(2) | list }}{{ [1, 2, 3] | slice(2) | list }}{{ [1] | tojson(2) }}",
+         "[[1, 2], [3]][[1, 2], [3]][\n  1\n]"),
         ("{{ '%-3s|' % 'a' }}{{ '{:.2f}'.format(1.5) }}{{ 'abc' | list }}{{ '42' | int }}",
          "a  |1.50['a', 'b', 'c']42"),
     ],
