@@ -34,7 +34,7 @@ from engine.sandbox import budget
 from engine.sandbox.bounded import BoundedEnvironment, BoundedTemplate, reason
 from engine.sandbox.bounds import bounded_output, harden
 from engine.sandbox.budget import MAX_RANGE, BoundedRange
-from engine.sandbox.conditions import Closure, native_condition
+from engine.sandbox.conditions import Closure, builds_values, native_condition
 from engine.sandbox.static import wide_constants
 
 # What retry and escalation templates see of the decision (engine.prompts.render).
@@ -245,9 +245,12 @@ def expression_problem(expression: str) -> str | None:
 
 
 @lru_cache(maxsize=4096)
-def _condition_parts(expression: str) -> tuple[Callable[..., Any], Closure | None]:
-    """The expression compiled by Jinja and, when it is simple enough, as a closure."""
-    return ENVIRONMENT.compile_expression(expression), native_condition(ENVIRONMENT, expression)
+def _condition_parts(expression: str) -> tuple[Callable[..., Any], Closure | None, bool]:
+    """The expression compiled by Jinja and, when it is simple enough, as a closure; and
+    whether that closure may build values (engine.sandbox.conditions.builds_values)."""
+    native = native_condition(ENVIRONMENT, expression)
+    builds = native is not None and builds_values(ENVIRONMENT, expression)
+    return ENVIRONMENT.compile_expression(expression), native, builds
 
 
 @lru_cache(maxsize=4096)
@@ -260,7 +263,7 @@ def compile_condition(expression: str, where: Position | None = None) -> Callabl
     Whatever the expression raises as it runs (``1/0``, ``output < 50``, a sandbox bound,
     an undefined name) is a ``ConditionError`` naming it and ``where`` it is in the pack,
     for every caller alike."""
-    jinja, native = _condition_parts(expression)
+    jinja, native, builds = _condition_parts(expression)
 
     def run_jinja(variables: dict[str, Any]) -> Any:
         try:
@@ -289,7 +292,16 @@ def compile_condition(expression: str, where: Position | None = None) -> Callabl
         # Jinja gives None for an undefined result (a missing attribute)
         return None if isinstance(result, jinja2.Undefined) else result
 
-    return native_first
+    def native_scalar(**variables: Any) -> Any:
+        """A closure that builds nothing (``output | length < 50``): no budget to set up,
+        the condition's most frequent case."""
+        try:
+            result = native(variables)
+        except Exception:  # a name not given, a type error...: Jinja decides and reports
+            return condition(**variables)
+        return None if isinstance(result, jinja2.Undefined) else result
+
+    return native_first if builds else native_scalar
 
 
 @lru_cache(maxsize=1024)

@@ -204,20 +204,39 @@ def bounded_method(value: Any) -> Callable[..., Any] | None:
     owner = value.__self__
     name = value.__name__
     if owner is dict and name == "fromkeys":
-        return lambda *args: _fromkeys(dict, *args)
+        return BoundedMethod(_fromkeys, dict, value)
     for cls in owner.__class__.__mro__:
         methods = _METHODS.get(cls)
         if methods is not None:
             method = methods.get(name)
-            return None if method is None else _bind(method, owner)
+            return None if method is None else BoundedMethod(method, owner, value)
     return None
 
 
-def _bind(method: Callable[..., Any], owner: Any) -> Callable[..., Any]:
-    def bound(*args: Any, **kwargs: Any) -> Any:
-        return method(owner, *args, **kwargs)
+class BoundedMethod:
+    """A method of ``owner`` run through its bounded version; equal to, and written as,
+    the method it stands for (``{{ x.upper }}`` prints as Python's method would)."""
 
-    return bound
+    __slots__ = ("bounded", "original", "owner")
+
+    def __init__(self, bounded: Callable[..., Any], owner: Any, original: Any) -> None:
+        self.bounded = bounded
+        self.owner = owner
+        self.original = original
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.bounded(self.owner, *args, **kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BoundedMethod):
+            return bool(self.original == other.original)
+        return bool(self.original == other)
+
+    def __hash__(self) -> int:
+        return hash(self.original)
+
+    def __repr__(self) -> str:
+        return repr(self.original)
 
 
 class _FieldBound(Formatter):
