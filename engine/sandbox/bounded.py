@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jinja2
+from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
 from markupsafe import Markup
@@ -24,14 +25,22 @@ from markupsafe import Markup
 from engine.core.errors import RenderError
 from engine.core.textio import clean_text
 from engine.sandbox import budget
-from engine.sandbox.bounds import NoFoldingGenerator, refuse_large_text, refuse_wide_format
+from engine.sandbox.bounds import (
+    NoFoldingGenerator,
+    is_loop_items,
+    loop_items,
+    refuse_large_text,
+    refuse_wide_format,
+)
 from engine.sandbox.budget import (
     MAX_INT_BITS,
     MAX_RENDER_SECONDS,
     MAX_VALUE_CHARS,
     POINTER,
+    BoundedRange,
     charge,
     charge_result,
+    deadline_checked,
 )
 from engine.sandbox.methods import BoundedEscapeFormatter, BoundedFormatter, bounded_method
 
@@ -67,6 +76,27 @@ class BoundedEnvironment(SandboxedEnvironment):
 
     intercepted_binops = frozenset({"*", "**", "%"})
     code_generator_class = NoFoldingGenerator
+
+    def _generate(
+        self,
+        source: nodes.Template,
+        name: str | None,
+        filename: str | None,
+        defer_init: bool = False,
+    ) -> str:
+        """Every ``for`` loop walks its items through ``bounded_iter`` (the deadline checked
+        as it goes); done on the tree being compiled, so `rules check` sees the source's."""
+        for loop in source.find_all(nodes.For):
+            if isinstance(loop.iter, nodes.Expr) and not is_loop_items(loop.iter):
+                loop.iter = loop_items(loop.iter)
+        return super()._generate(source, name, filename, defer_init)
+
+    def bounded_iter(self, items: Any) -> Any:
+        """What a ``for`` loop walks (``_generate``): a bounded range checks the deadline
+        itself; anything else through ``deadline_checked``."""
+        if items.__class__ is BoundedRange:
+            return items
+        return deadline_checked(items)
 
     def bounded_concat(self, join: Callable[[Any], str], parts: tuple[Any, ...]) -> str:
         """``a ~ b ~ c`` (engine.sandbox.bounds has the generator call this): a text over

@@ -40,6 +40,24 @@ _WIDE_FORMAT = re.compile(
 )
 
 
+LOOP_ITEMS = "bounded_iter"
+
+
+def loop_items(items: nodes.Expr) -> nodes.Call:
+    """``environment.bounded_iter(items)``, what a ``for`` loop walks instead of ``items``
+    (compiled to a direct call by NoFoldingGenerator, cheaper than a sandboxed call)."""
+    checker = nodes.EnvironmentAttribute(LOOP_ITEMS, lineno=items.lineno)
+    return nodes.Call(checker, [items], [], None, None, lineno=items.lineno)
+
+
+def is_loop_items(node: nodes.Node) -> bool:
+    return (
+        isinstance(node, nodes.Call)
+        and isinstance(node.node, nodes.EnvironmentAttribute)
+        and node.node.name == LOOP_ITEMS
+    )
+
+
 class NoFoldingGenerator(CodeGenerator):
     """Compiles without evaluating a template's expressions: they run at render, under
     its budget, never while a pack is loaded or checked."""
@@ -48,6 +66,14 @@ class NoFoldingGenerator(CodeGenerator):
         if not isinstance(node, nodes.TemplateData | nodes.Const):
             raise nodes.Impossible()
         return str(super()._output_child_to_const(node, frame, finalize))
+
+    def visit_Call(self, node: nodes.Call, frame: Frame, forward_caller: bool = False) -> None:
+        if not is_loop_items(node):
+            super().visit_Call(node, frame, forward_caller=forward_caller)
+            return
+        self.write(f"environment.{LOOP_ITEMS}(")
+        self.visit(node.args[0], frame)
+        self.write(")")
 
     def visit_Add(self, node: nodes.BinExpr, frame: Frame) -> None:
         """``a + b`` as ``environment.bounded_add(a, b)`` when the environment has it: a

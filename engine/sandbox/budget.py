@@ -91,6 +91,15 @@ def refuse_long(size: int, what: str, unit: str = "characters") -> None:
         raise SecurityError(f"{what} of {size} {unit} (at most {MAX_VALUE_CHARS})")
 
 
+def deadline_checked(items: Any) -> Iterator[Any]:
+    """``items`` as a template's ``for`` loop walks it, the deadline checked every 1,024
+    items: two loops nested over a long text or list, without output, ran for hours."""
+    for count, item in enumerate(items, 1):
+        if count & 1023 == 0 and past_deadline():
+            raise SecurityError(f"render ran over {MAX_RENDER_SECONDS:g} s")
+        yield item
+
+
 class BoundedRange:
     """``range`` for templates: at most MAX_RANGE numbers, the deadline checked as it runs."""
 

@@ -224,3 +224,19 @@ def test_a_condition_has_a_memory_budget(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(ConditionError, match=r"\(the memory budget\)"):
         condition(output="x" * 200_000)
     assert condition(output="x" * 100) is True  # each call has its own budget
+
+
+@pytest.mark.slow
+def test_loops_over_texts_and_lists_stop_at_the_time_budget() -> None:
+    """Two loops nested over a long text, without output, ran for hours: only `range`
+    checked the deadline."""
+    from engine.core.errors import RenderError
+    from engine.sandbox.environment import ENVIRONMENT
+
+    template = ENVIRONMENT.from_string(
+        "{% set s = 'x' * 100000 %}{% for c in s %}{% for d in s %}{% endfor %}{% endfor %}"
+    )
+    start = time.monotonic()
+    with pytest.raises(RenderError, match=r"template:1: render ran over 5 s"):
+        template.render()
+    assert time.monotonic() - start < 7
