@@ -127,11 +127,9 @@ def _extend(target: list[Any], items: Any) -> None:
 
 
 def _update(target: dict[Any, Any], *args: Any, **kwargs: Any) -> None:
-    added = len(kwargs)
-    for other in args:
-        added += len(other) if hasattr(other, "__len__") else 0
-    _grow(target, added)
-    target.update(*args, **kwargs)
+    others = [_sized(other) for other in args]  # a lazy one read up to the bound
+    _grow(target, len(kwargs) + sum(len(other) for other in others))
+    target.update(*others, **kwargs)
 
 
 def _setdefault(target: dict[Any, Any], *args: Any) -> Any:

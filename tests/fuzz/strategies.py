@@ -81,7 +81,10 @@ def pack_files(pack: Any = None, template: str = "{{ parser_error }}") -> dict[s
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The places of ``value`` (down to 30 levels: a deep nesting is one place)."""
     found = [prefix]
+    if len(prefix) >= 30:
+        return found
     if isinstance(value, dict):
         for key, item in value.items():
             found += _paths(item, (*prefix, key))
