@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any
 
-from jinja2 import Environment, filters, nodes
+from jinja2 import Environment, filters, meta, nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 
@@ -105,6 +105,24 @@ class NoFoldingGenerator(CodeGenerator):
             self.visit(arg, frame)
             self.write(", ")
         self.write("))")
+
+
+class NameTracker(meta.TrackingCodeGenerator, NoFoldingGenerator):
+    """Jinja's ``find_undeclared_variables`` without its optimizer: that one computed
+    constant expressions while a pack was checked (``{{ {'a': 1}[18] ~ 1 }}`` raised out of
+    `rules check` as an internal error)."""
+
+    def __init__(self, environment: Environment) -> None:
+        CodeGenerator.__init__(
+            self, environment, "<introspection>", "<introspection>", optimized=False
+        )
+        self.undeclared_identifiers: set[str] = set()
+
+
+def find_undeclared_names(env: Environment, tree: nodes.Template) -> set[str]:
+    tracker = NameTracker(env)
+    tracker.visit(tree)
+    return tracker.undeclared_identifiers
 
 
 TEXT_FILTERS = (

@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 import jinja2
-from jinja2 import StrictUndefined, meta, nodes
+from jinja2 import StrictUndefined, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from engine.core.clock import add_minutes
@@ -32,7 +32,7 @@ from engine.core.patterns import PatternError, compile_pattern
 from engine.core.textio import find_word
 from engine.sandbox import budget
 from engine.sandbox.bounded import BoundedEnvironment, BoundedTemplate, reason
-from engine.sandbox.bounds import bounded_output, harden
+from engine.sandbox.bounds import bounded_output, find_undeclared_names, harden
 from engine.sandbox.budget import MAX_RANGE, BoundedRange
 from engine.sandbox.conditions import Closure, builds_values, native_condition
 from engine.sandbox.static import wide_constants
@@ -320,7 +320,7 @@ def undeclared_names(source: str) -> frozenset[str]:
         for name in branch.find_all(nodes.Name)
         if name.ctx == "store"
     }
-    return frozenset(meta.find_undeclared_variables(tree) - set_in_branches)
+    return frozenset(find_undeclared_names(ENVIRONMENT, tree) - set_in_branches)
 
 
 def first_use(source: str, name: str) -> tuple[int, int]:

@@ -240,3 +240,14 @@ def test_loops_over_texts_and_lists_stop_at_the_time_budget() -> None:
     with pytest.raises(RenderError, match=r"template:1: render ran over 5 s"):
         template.render()
     assert time.monotonic() - start < 7
+
+
+def test_check_computes_no_constant_expression(tmp_path: Path) -> None:
+    """Listing a template's variables ran Jinja's optimizer, which computed constants:
+    ``{'a': 1}[18] ~ 1`` raised out of the check as an internal error (found by the fuzzer,
+    tests/fuzz/corpus/render-constant-missing-item.yaml)."""
+    folder = template_pack(tmp_path, "{{ ({'a': 1}[18] ~ 1) }}")
+    code, output = limited("check", ".", cwd=folder)
+    assert code == 0, output
+    code, output = render(folder)
+    assert code == 2 and "rep.j2):1: dict object has no element 18" in output
