@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from strategies import check_cases, gate_cases, output_cases, render_cases, shipped_check_cases
 
 FUZZ = settings(
-    max_examples=150,
+    max_examples=300,
     deadline=None,  # the harness's own watchdog bounds each run at 10 s
     database=None,  # nothing written to the working tree
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
