@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from string import Formatter
-from types import BuiltinMethodType
+from types import BuiltinMethodType, MethodType
 from typing import Any
 
 from jinja2.exceptions import SecurityError
@@ -197,6 +197,8 @@ _METHODS: dict[type, dict[str, Callable[..., Any]]] = {
 def bounded_method(value: Any) -> Callable[..., Any] | None:
     """The bounded version of ``value`` when it is a method that builds (bound to its
     object), else None (the method is safe as it is, or not one of these)."""
+    if value.__class__ is MethodType:
+        return _escaping_method(value)
     if value.__class__ is not BuiltinMethodType:
         return None
     owner = value.__self__
@@ -209,6 +211,22 @@ def bounded_method(value: Any) -> Callable[..., Any] | None:
             method = methods.get(name)
             return None if method is None else BoundedMethod(method, owner, value)
     return None
+
+
+def _escaping_method(value: Any) -> Callable[..., Any] | None:
+    """A method of a text that escapes (``Markup``, from ``|safe`` or ``|escape``): its
+    size checked by the plain text's bounded method first (escaping the arguments makes
+    the result at most a few times longer), then the method itself, charged."""
+    owner, name = value.__self__, value.__name__
+    checked = _STR_METHODS.get(name) if isinstance(owner, str) else None
+    if checked is None:
+        return None
+
+    def run(text: Any, *args: Any, **kwargs: Any) -> Any:
+        checked(str.__str__(text), *args, **kwargs)
+        return charge_result(value(*args, **kwargs))
+
+    return BoundedMethod(run, owner, value)
 
 
 class BoundedMethod:

@@ -168,6 +168,8 @@ def test_small_widths_and_formats_are_not_findings(tmp_path: Path) -> None:
         ("{{ 'x'['center'](n) }}", "a padded text of 5000000 characters"),
         ("{{ ('{:>{}}' | safe).format('x', n) }}", "a format width or precision of 5000000"),
         ("{{ '{:{}}'.format('x', '>5000000') }}", "a format width or precision of 5000000"),
+        ("{{ ('x' | safe).center(n) }}", "a padded text of 5000000 characters"),
+        ("{{ ('x' | escape).ljust(n) }}", "a padded text of 5000000 characters"),
         ("{% for i in range(1000) %}{% set s = ('x' * 4000000)[::-1] %}{% endfor %}",
          "memory budget"),
     ],
@@ -200,6 +202,9 @@ def test_each_operation_is_refused_before_it_builds(
          "['a', 'b']ABcbaxxx40"),
         ("{{ [1, 2, 3] | batch(2) | list }}{{ [1, 2, 3] | slice(2) | list }}{{ [1] | tojson(2) }}",
          "[[1, 2], [3]][[1, 2], [3]][\n  1\n]"),
+        ("{{ ('x' | safe).center(5, '*') }}|{{ ('a<' | escape).replace('a', '&') }}"
+         "|{{ ('a' | safe).join(['<', '>']) }}|{{ ('<b>' | safe).upper() }}",
+         "**x**|&amp;&lt;|&lt;a&gt;|<B>"),
         ("{{ '%-3s|' % 'a' }}{{ '{:.2f}'.format(1.5) }}{{ 'abc' | list }}{{ '42' | int }}",
          "a  |1.50['a', 'b', 'c']42"),
     ],
