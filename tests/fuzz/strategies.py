@@ -211,6 +211,7 @@ ATOMS = st.one_of(
     st.sampled_from(["parser_error", "attempt", "max_attempts", "nonce", "output", "'ab'"]),
     NUMBERS.map(str),
     st.sampled_from(["[1, 2]", "{'a': 1}", "'{:>{}}'", "'%*s'", "'\\t'", "'x' * 1000", "none"]),
+    st.sampled_from(["('<a>' | safe)", "('{:>{}}' | escape)", "namespace(v=1)", "range(5)"]),
     st.floats(allow_nan=False, allow_infinity=False).map(repr),
 )  # fmt: skip
 METHODS = [
