@@ -13,19 +13,49 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
-from jinja2 import Environment, filters, nodes
+from jinja2 import Environment, filters, meta, nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 
-MAX_FILTER_CHARS = 4 * 1024 * 1024  # the render output cap: no filter builds more
+from engine.sandbox.budget import (
+    MAX_RANGE,
+    MAX_VALUE_CHARS,
+    POINTER,
+    charge,
+    charge_result,
+    refuse_long,
+)
+
+MAX_FILTER_CHARS = MAX_VALUE_CHARS  # the render output cap: no filter builds more
+MAX_INT_DIGITS = 4300  # Python's default limit, which the command line lifts for data
 MAX_WORDWRAP_CHARS = 256 * 1024
 REMOVED_GLOBALS = ("lipsum", "cycler", "joiner")
 # A width or precision of 7+ digits, or one taken from the arguments (`*`).
 _WIDE_FORMAT = re.compile(
-    r"%[-+ #0]*(?:\*|\d{7,})|%[-+ #0]*\d*\.(?:\*|\d{7,})|\{[^{}]*:[^{}]*\d{7,}"
+    r"%(?:\([^)]*\))?[-+ #0]*(?:\*|\d{7,})|%(?:\([^)]*\))?[-+ #0]*\d*\.(?:\*|\d{7,})"
+    r"|\{[^{}]*:[^{}]*\d{7,}"
 )
+
+
+LOOP_ITEMS = "bounded_iter"
+
+
+def loop_items(items: nodes.Expr) -> nodes.Call:
+    """``environment.bounded_iter(items)``, what a ``for`` loop walks instead of ``items``
+    (compiled to a direct call by NoFoldingGenerator, cheaper than a sandboxed call)."""
+    checker = nodes.EnvironmentAttribute(LOOP_ITEMS, lineno=items.lineno)
+    return nodes.Call(checker, [items], [], None, None, lineno=items.lineno)
+
+
+def is_loop_items(node: nodes.Node) -> bool:
+    return (
+        isinstance(node, nodes.Call)
+        and isinstance(node.node, nodes.EnvironmentAttribute)
+        and node.node.name == LOOP_ITEMS
+    )
 
 
 class NoFoldingGenerator(CodeGenerator):
@@ -36,6 +66,14 @@ class NoFoldingGenerator(CodeGenerator):
         if not isinstance(node, nodes.TemplateData | nodes.Const):
             raise nodes.Impossible()
         return str(super()._output_child_to_const(node, frame, finalize))
+
+    def visit_Call(self, node: nodes.Call, frame: Frame, forward_caller: bool = False) -> None:
+        if not is_loop_items(node):
+            super().visit_Call(node, frame, forward_caller=forward_caller)
+            return
+        self.write(f"environment.{LOOP_ITEMS}(")
+        self.visit(node.args[0], frame)
+        self.write(")")
 
     def visit_Add(self, node: nodes.BinExpr, frame: Frame) -> None:
         """``a + b`` as ``environment.bounded_add(a, b)`` when the environment has it: a
@@ -69,12 +107,32 @@ class NoFoldingGenerator(CodeGenerator):
         self.write("))")
 
 
+class NameTracker(meta.TrackingCodeGenerator, NoFoldingGenerator):
+    """Jinja's ``find_undeclared_variables`` without its optimizer: that one computed
+    constant expressions while a pack was checked (``{{ {'a': 1}[18] ~ 1 }}`` raised out of
+    `rules check` as an internal error)."""
+
+    def __init__(self, environment: Environment) -> None:
+        CodeGenerator.__init__(
+            self, environment, "<introspection>", "<introspection>", optimized=False
+        )
+        self.undeclared_identifiers: set[str] = set()
+
+
+def find_undeclared_names(env: Environment, tree: nodes.Template) -> set[str]:
+    tracker = NameTracker(env)
+    tracker.visit(tree)
+    return tracker.undeclared_identifiers
+
+
 TEXT_FILTERS = (
     "string", "json", "json_pretty", "tojson", "pprint", "upper", "lower", "title", "capitalize",
     "trim", "truncate", "wordcount", "striptags", "urlencode", "urlize", "center", "indent",
     "format", "replace", "wordwrap", "escape", "e", "forceescape", "safe", "join",
 )  # fmt: skip
 """Filters that turn their value into text: a list or mapping is checked first."""
+CHARGED_FILTERS = ("sort", "reverse", "dictsort")
+"""Filters that copy their value: the copy is charged to the run's memory budget."""
 
 
 def text_size(value: Any, limit: int) -> int:
@@ -129,13 +187,13 @@ def _text_checked(function: Any) -> Any:
 
         def checked(value: Any, *args: Any, **kwargs: Any) -> Any:
             refuse_large_text(value)
-            return function(value, *args, **kwargs)
+            return charge_result(function(value, *args, **kwargs))
 
         return checked
 
     def checked_with(first: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
         refuse_large_text(value)
-        return function(first, value, *args, **kwargs)
+        return charge_result(function(first, value, *args, **kwargs))
 
     checked_with.jinja_pass_arg = pass_arg  # type: ignore[attr-defined]
     return checked_with
@@ -155,6 +213,74 @@ def _width(value: Any) -> None:
 def _center(value: Any, width: int = 80) -> str:
     _width(width)
     return filters.do_center(value, width)
+
+
+def _list(value: Any) -> list[Any]:
+    """``|list``: a text of 64 MB is 64 million items; the size is checked first."""
+    items = value if hasattr(value, "__len__") else list(islice(value, MAX_VALUE_CHARS + 1))
+    refuse_long(len(items), "a list", "items")
+    charge(POINTER * len(items))
+    return list(items)
+
+
+def _int(value: Any, *args: Any, **kwargs: Any) -> Any:
+    """``|int``: reading a text of millions of digits takes minutes (the command line lifts
+    Python's digit limit for data), so a text over MAX_INT_DIGITS characters is refused."""
+    if isinstance(value, str | bytes) and len(value) > MAX_INT_DIGITS:
+        raise SecurityError(f"|int of a text of {len(value)} characters (at most {MAX_INT_DIGITS})")
+    return filters.do_int(value, *args, **kwargs)
+
+
+MAX_JSON_INDENT = 64
+
+
+def _json_indent(function: Any) -> Any:
+    """``|tojson(indent)``, ``|json_pretty(indent)``: an indent repeats on every line, so a
+    large one builds a text of millions of spaces from a short list; at most 64."""
+    pass_arg = getattr(function, "jinja_pass_arg", None)
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        indent = kwargs.get(
+            "indent", args[2 if pass_arg else 1] if len(args) > 1 + bool(pass_arg) else None
+        )
+        if isinstance(indent, int) and indent > MAX_JSON_INDENT:
+            raise SecurityError(f"a JSON indent of {indent} (at most {MAX_JSON_INDENT})")
+        if isinstance(indent, str) and len(indent) > MAX_JSON_INDENT:
+            raise SecurityError(
+                f"a JSON indent of {len(indent)} characters (at most {MAX_JSON_INDENT})"
+            )
+        return function(*args, **kwargs)
+
+    if pass_arg is not None:
+        checked.jinja_pass_arg = pass_arg  # type: ignore[attr-defined]
+    return checked
+
+
+def _batch(value: Any, linecount: Any, fill_with: Any = None) -> Any:
+    """``|batch``: the last batch is padded to ``linecount`` items, so the count is bounded."""
+    if isinstance(linecount, int):
+        refuse_long(linecount, "a batch", "items")
+    return filters.do_batch(value, linecount, fill_with)
+
+
+def _slice(value: Any, slices: Any, fill_with: Any = None) -> Any:
+    """``|slice``: one list per slice, however few items; at most MAX_RANGE slices."""
+    if isinstance(slices, int) and slices > MAX_RANGE:
+        raise SecurityError(f"a slice into {slices} lists (at most {MAX_RANGE})")
+    return filters.sync_do_slice(value, slices, fill_with)
+
+
+def _charged(function: Any) -> Any:
+    """``function`` (a filter building a list or text at most its value's size) with its
+    result charged to the run's memory budget."""
+
+    def charged(*args: Any, **kwargs: Any) -> Any:
+        return charge_result(function(*args, **kwargs))
+
+    pass_arg = getattr(function, "jinja_pass_arg", None)
+    if pass_arg is not None:
+        charged.jinja_pass_arg = pass_arg  # type: ignore[attr-defined]
+    return charged
 
 
 def _indent(value: Any, width: Any = 4, *args: Any, **kwargs: Any) -> Any:
@@ -208,7 +334,7 @@ def bounded_capture(parts: Iterable[str]) -> str:
         raise SecurityError(
             f"a captured text of {len(joined)} characters (at most {MAX_FILTER_CHARS})"
         )
-    return joined
+    return charge_result(joined)
 
 
 def _wordwrap(environment: Environment, value: Any, *args: Any, **kwargs: Any) -> str:
@@ -230,6 +356,15 @@ def harden(env: Environment) -> None:
     env.filters["wordwrap"] = _wordwrap
     env.filters["replace"] = _replace
     env.filters["join"] = _join
+    env.filters["list"] = _list
+    env.filters["batch"] = _batch
+    env.filters["slice"] = _slice
+    for name in ("tojson", "json_pretty"):
+        if name in env.filters:
+            env.filters[name] = _json_indent(env.filters[name])
+    env.filters["int"] = _int
+    for name in CHARGED_FILTERS:
+        env.filters[name] = _charged(env.filters[name])
     for name in TEXT_FILTERS:
         if name in env.filters:
             env.filters[name] = _text_checked(env.filters[name])

@@ -55,6 +55,26 @@ def native_condition(env: Environment, expression: str) -> Closure | None:
         return None
 
 
+# Filters that build nothing larger than a number or one item of their value.
+_SCALAR_FILTERS = frozenset(
+    {"length", "count", "first", "last", "int", "float", "abs", "round", "bool", "min", "max"}
+)
+
+
+def builds_values(env: Environment, expression: str) -> bool:
+    """Whether ``expression`` may build a text or list (a list or tuple display, a filter
+    other than those giving a number or an item), so its closure needs a memory budget;
+    names, constants, comparisons, attributes, items and tests build nothing."""
+    try:
+        node = Parser(env, expression, state="variable").parse_expression()
+    except TemplateSyntaxError:
+        return True
+    for found in node.find_all((nodes.List, nodes.Tuple, nodes.Dict, nodes.Filter)):
+        if not isinstance(found, nodes.Filter) or found.name not in _SCALAR_FILTERS:
+            return True
+    return False
+
+
 def _compile(env: Environment, node: nodes.Node) -> Closure:
     if isinstance(node, nodes.Name) and node.ctx == "load":
         name = node.name

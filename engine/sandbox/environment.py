@@ -18,30 +18,24 @@ template and line; a lone surrogate in the output becomes U+FFFD.
 from __future__ import annotations
 
 import json
-import math
-import time
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 import jinja2
-from jinja2 import StrictUndefined, meta, nodes
-from jinja2.exceptions import SecurityError
+from jinja2 import StrictUndefined, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
 from engine.core.clock import add_minutes
-from engine.core.errors import ConditionError, Position, RenderError
+from engine.core.errors import ConditionError, Position
 from engine.core.patterns import PatternError, compile_pattern
-from engine.core.textio import clean_text, find_word
-from engine.sandbox.bounds import (
-    NoFoldingGenerator,
-    bounded_output,
-    harden,
-    refuse_large_text,
-    refuse_wide_format,
-)
-from engine.sandbox.conditions import Closure, native_condition
+from engine.core.textio import find_word
+from engine.sandbox import budget
+from engine.sandbox.bounded import BoundedEnvironment, BoundedTemplate, reason
+from engine.sandbox.bounds import bounded_output, find_undeclared_names, harden
+from engine.sandbox.budget import MAX_RANGE, BoundedRange
+from engine.sandbox.conditions import Closure, builds_values, native_condition
+from engine.sandbox.static import wide_constants
 
 
 def _regex_test(value: Any, pattern: str) -> bool:
@@ -76,163 +70,6 @@ def _percent(value: Any, digits: int = 0) -> str:
         return str(value)
 
 
-MAX_RENDER_SECONDS = 5.0
-MAX_RENDER_CHARS = 4 * 1024 * 1024
-MAX_RANGE = 100_000
-MAX_POWER_BITS = 4096
-
-_DEADLINE: ContextVar[float | None] = ContextVar("render_deadline", default=None)
-
-
-def _past_deadline() -> bool:
-    deadline = _DEADLINE.get()
-    return deadline is not None and time.monotonic() > deadline
-
-
-class _BoundedRange:
-    """``range`` for templates: at most MAX_RANGE numbers, the deadline checked as it runs."""
-
-    def __init__(self, *args: int) -> None:
-        self.numbers = range(*args)
-        if len(self.numbers) > MAX_RANGE:
-            raise SecurityError(f"range of {len(self.numbers)} numbers (at most {MAX_RANGE})")
-
-    def __len__(self) -> int:
-        return len(self.numbers)
-
-    def __getitem__(self, index: int) -> int:
-        return self.numbers[index]
-
-    def __iter__(self) -> Iterator[int]:
-        for count, number in enumerate(self.numbers):
-            if count % 1024 == 0 and _past_deadline():
-                raise SecurityError(f"render ran over {MAX_RENDER_SECONDS:g} s")
-            yield number
-
-
-def _size(value: Any) -> int | None:
-    return len(value) if isinstance(value, str | list | tuple) else None
-
-
-class BoundedEnvironment(SandboxedEnvironment):
-    """The sandbox with bounded ``*`` and ``**`` (intercepted, so never constant-folded),
-    ``~`` and ``+``."""
-
-    intercepted_binops = frozenset({"*", "**", "%"})
-    code_generator_class = NoFoldingGenerator
-
-    def bounded_concat(self, join: Callable[[Any], str], parts: tuple[Any, ...]) -> str:
-        """``a ~ b ~ c`` (engine.sandbox.bounds has the generator call this): a text over
-        MAX_RENDER_CHARS characters is refused, so doubling a text in a loop stops at the
-        bound. Checked on the joined text (one ``len``), so a step may build a text as
-        long as its parts together before it is refused, never more."""
-        for part in parts:
-            if not isinstance(part, str):
-                refuse_large_text(part)
-        joined = join(parts)
-        if len(joined) > MAX_RENDER_CHARS:
-            raise SecurityError(
-                f"a concatenation of {len(joined)} characters (at most {MAX_RENDER_CHARS})"
-            )
-        return joined
-
-    def bounded_add(self, left: Any, right: Any) -> Any:
-        """``a + b`` (the generator calls this): a text, list or tuple over MAX_RENDER_CHARS
-        characters or items is refused, as ``~`` is; checked on the sum, like ``~``."""
-        result = left + right
-        if isinstance(result, str | list | tuple) and len(result) > MAX_RENDER_CHARS:
-            raise SecurityError(
-                f"a concatenation of {len(result)} items (at most {MAX_RENDER_CHARS})"
-            )
-        return result
-
-    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
-        refuse_wide_format(getattr(value, "__self__", None))
-        wrapped = super().wrap_str_format(value)
-        if wrapped is None:
-            return None
-        formatting = wrapped
-
-        def checked(*args: Any, **kwargs: Any) -> str:
-            for argument in (*args, *kwargs.values()):
-                refuse_large_text(argument)
-            return formatting(*args, **kwargs)
-
-        return checked
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "%":
-            refuse_wide_format(left)
-            refuse_large_text(right)
-        if operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                size = _size(seq)
-                if (
-                    size is not None
-                    and isinstance(times, int)
-                    and size * times > (MAX_RENDER_CHARS)
-                ):
-                    raise SecurityError(
-                        f"a repetition of {size * times} items (at most {MAX_RENDER_CHARS})"
-                    )
-        if operator == "**" and isinstance(left, int | float) and isinstance(right, int | float):
-            base = abs(float(left))
-            if base > 1 and float(right) * math.log2(base) > MAX_POWER_BITS:
-                raise SecurityError(f"a power over {MAX_POWER_BITS} bits")
-        return super().call_binop(context, operator, left, right)
-
-
-class BoundedTemplate(jinja2.Template):
-    """A template whose render is bounded in time and output, and whose errors (sandbox
-    violations, bounds, whatever its expressions raise) are ``RenderError``s naming the
-    template (``origin``, set when it is loaded) and line."""
-
-    origin: str = "template"
-
-    def render(self, *args: Any, **kwargs: Any) -> str:
-        deadline = time.monotonic() + MAX_RENDER_SECONDS
-        token = _DEADLINE.set(deadline)
-        parts: list[str] = []
-        size = 0
-        try:
-            for chunk in self.generate(*args, **kwargs):
-                size += len(chunk)
-                if size > MAX_RENDER_CHARS:
-                    raise RenderError(
-                        f"{self.origin}: output over {MAX_RENDER_CHARS} characters; "
-                        "bound the template's loops"
-                    )
-                if time.monotonic() > deadline:
-                    raise RenderError(
-                        f"{self.origin}: render ran over {MAX_RENDER_SECONDS:g} s; "
-                        "bound the template's loops"
-                    )
-                parts.append(chunk)
-        except RenderError:
-            raise
-        except RecursionError as exc:
-            raise RenderError(
-                f"{self.origin}:{_template_line(exc)}: recursion too deep (a macro calling itself?)"
-            ) from None
-        except Exception as exc:  # whatever a template's data, filters or operators raise
-            raise RenderError(f"{self.origin}:{_template_line(exc)}: {_reason(exc)}") from None
-        finally:
-            _DEADLINE.reset(token)
-        # a string literal may hold a lone surrogate ('\ud800'), which no output can encode
-        return clean_text("".join(parts))
-
-
-def _template_line(exc: BaseException) -> int:
-    """The template line of an error (the last ``<template>`` frame), 1 when unknown."""
-    line = 1
-    tb = exc.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
-
-
 def make_environment() -> SandboxedEnvironment:
     env = BoundedEnvironment(
         finalize=bounded_output,
@@ -249,7 +86,7 @@ def make_environment() -> SandboxedEnvironment:
     env.filters["json_pretty"] = _json_pretty
     env.filters["add_minutes"] = add_minutes
     env.filters["percent"] = _percent
-    env.globals["range"] = _BoundedRange
+    env.globals["range"] = BoundedRange
     harden(env)
     env.template_class = BoundedTemplate
     return env
@@ -279,9 +116,12 @@ def expression_problem(expression: str) -> str | None:
 
 
 @lru_cache(maxsize=4096)
-def _condition_parts(expression: str) -> tuple[Callable[..., Any], Closure | None]:
-    """The expression compiled by Jinja and, when it is simple enough, as a closure."""
-    return ENVIRONMENT.compile_expression(expression), native_condition(ENVIRONMENT, expression)
+def _condition_parts(expression: str) -> tuple[Callable[..., Any], Closure | None, bool]:
+    """The expression compiled by Jinja and, when it is simple enough, as a closure; and
+    whether that closure may build values (engine.sandbox.conditions.builds_values)."""
+    native = native_condition(ENVIRONMENT, expression)
+    builds = native is not None and builds_values(ENVIRONMENT, expression)
+    return ENVIRONMENT.compile_expression(expression), native, builds
 
 
 @lru_cache(maxsize=4096)
@@ -294,32 +134,45 @@ def compile_condition(expression: str, where: Position | None = None) -> Callabl
     Whatever the expression raises as it runs (``1/0``, ``output < 50``, a sandbox bound,
     an undefined name) is a ``ConditionError`` naming it and ``where`` it is in the pack,
     for every caller alike."""
-    jinja, native = _condition_parts(expression)
+    jinja, native, builds = _condition_parts(expression)
 
-    def condition(**variables: Any) -> Any:
+    def run_jinja(variables: dict[str, Any]) -> Any:
         try:
             return jinja(**variables)
         except Exception as exc:
-            raise ConditionError(expression, _reason(exc), where) from None
+            raise ConditionError(expression, reason(exc), where) from None
+
+    def condition(**variables: Any) -> Any:
+        token = budget.start()
+        try:
+            return run_jinja(variables)
+        finally:
+            budget.stop(token)
 
     if native is None:
         return condition
 
     def native_first(**variables: Any) -> Any:
+        token = budget.start()  # one budget for the closure and Jinja after it
+        try:
+            result = native(variables)
+        except Exception:  # a name not given, a type error...: Jinja decides and reports
+            return run_jinja(variables)
+        finally:
+            budget.stop(token)
+        # Jinja gives None for an undefined result (a missing attribute)
+        return None if isinstance(result, jinja2.Undefined) else result
+
+    def native_scalar(**variables: Any) -> Any:
+        """A closure that builds nothing (``output | length < 50``): no budget to set up,
+        the condition's most frequent case."""
         try:
             result = native(variables)
         except Exception:  # a name not given, a type error...: Jinja decides and reports
             return condition(**variables)
-        # Jinja gives None for an undefined result (a missing attribute)
         return None if isinstance(result, jinja2.Undefined) else result
 
-    return native_first
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, RecursionError):
-        return "recursion too deep"
-    return str(exc) or type(exc).__name__
+    return native_first if builds else native_scalar
 
 
 @lru_cache(maxsize=1024)
@@ -338,7 +191,7 @@ def undeclared_names(source: str) -> frozenset[str]:
         for name in branch.find_all(nodes.Name)
         if name.ctx == "store"
     }
-    return frozenset(meta.find_undeclared_variables(tree) - set_in_branches)
+    return frozenset(find_undeclared_names(ENVIRONMENT, tree) - set_in_branches)
 
 
 def first_use(source: str, name: str) -> tuple[int, int]:
@@ -378,8 +231,9 @@ def _range_length(node: nodes.Call) -> int | None:
 @lru_cache(maxsize=1024)
 def unsafe_constructs(source: str) -> tuple[tuple[int, str], ...]:
     """(line, problem) for what the sandbox refuses or cannot bound, seen without rendering:
-    names starting with ``_``, include/import/extends, ``range`` over MAX_RANGE, and nested
-    constant loops of more than MAX_RANGE iterations in all."""
+    names starting with ``_``, include/import/extends, ``range`` over MAX_RANGE, nested
+    constant loops of more than MAX_RANGE iterations in all, and constant widths, counts
+    and repetitions over the value bound (engine.sandbox.static)."""
     tree = ENVIRONMENT.parse(source)
     found: list[tuple[int, str]] = []
     for access in tree.find_all((nodes.Getattr, nodes.Getitem)):
@@ -400,4 +254,5 @@ def unsafe_constructs(source: str) -> tuple[tuple[int, str], ...]:
         if total > MAX_RANGE * 10:
             found.append((loop.lineno, f"nested loops of {total} iterations"))
             break
+    found.extend(wide_constants(tree))
     return tuple(sorted(set(found)))
