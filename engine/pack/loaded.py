@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.contracts.registry import check_contracts, compile_contracts, resolve_contracts
 from engine.core.errors import EngineError, PackError, Position, unknown_block_error
-from engine.core.results import ParseResult
 from engine.core.textio import clean_text, decode_output
 from engine.core.verdict import Verdict, verdict_from_error
 from engine.format.context import build_context
@@ -21,6 +20,7 @@ from engine.format.locate import display_path, find_one_pack_file, find_pack_fil
 from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
+from engine.pack.parsing import Parsing
 from engine.pack.result import CheckResult
 from engine.pack.sections import rulepack_model, sections
 
@@ -62,7 +62,7 @@ def prepared_output(
 
 
 @dataclass
-class Pack:
+class Pack(Parsing):
     """A loaded, checked rulepack, compiled once: contracts, guards, templates, contract texts,
     hint patterns and example files are ready; deciding and rendering compile and read
     nothing of the pack."""
@@ -139,19 +139,9 @@ class Pack:
         self.contract(block)
         return self.model.contracts[block].kind
 
-    def parse(
-        self,
-        block: str,
-        text: str | bytes,
-        nonce: str | None = None,
-        vars: Mapping[str, str] | None = None,
-    ) -> ParseResult:
-        """Deterministically parse one block of ``text``; never raises for any text."""
-        compiled = self.contract(block)
-        params = {k: clean_text(v) for k, v in (vars or {}).items()}
-        return compiled.parse(
-            decode_output(text), None if nonce is None else clean_text(nonce), params
-        )
+    def block_parser(self, block: str) -> CompiledContract:
+        """The parser of ``block`` for ``parse``: its compiled contract."""
+        return self.contract(block)
 
     def split_inputs(
         self,
