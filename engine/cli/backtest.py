@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
+from engine.backtest import BacktestError, backtest, dask_executor, local_executor
 from engine.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -139,8 +140,6 @@ def backtest_command(
     Exit status: 0 done (flips within --max-flips), 1 more flips than --max-flips,
     2 usage or pack error.
     """
-    from engine.backtest import BacktestError, backtest, dask_executor, local_executor
-
     if scheduler is not None and executor != "dask":
         raise click.UsageError("--scheduler needs --executor dask")
     if scheduler is not None and not _SCHEDULER.fullmatch(scheduler):

@@ -6,6 +6,15 @@ import click
 
 from engine.cli.common import EXIT_FINDINGS, UsageFailure
 from engine.core.errors import EngineError
+from engine.format.gitpacks import (
+    LOCK_FILE,
+    read_lock,
+    start_locking,
+    stop_locking,
+    write_lock,
+)
+from engine.format.loader import load_pack_tree
+from engine.format.locate import find_pack_files
 
 
 @click.command("lock")
@@ -22,16 +31,6 @@ def lock_command(pack_ref: str, upgrade: bool) -> None:
       rules lock rules/my-pack
       rules lock rules/my-pack --upgrade      # follow moved branches and tags
     """
-    from engine.format.gitpacks import (
-        LOCK_FILE,
-        read_lock,
-        start_locking,
-        stop_locking,
-        write_lock,
-    )
-    from engine.format.loader import load_pack_tree
-    from engine.format.locate import find_pack_files
-
     try:
         (pack_file, *more) = find_pack_files(pack_ref)
         if more:

@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.kind import no_parser_error
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.errors import unknown_block_error
 from engine.core.files import read_file_bytes
@@ -80,6 +79,9 @@ class ParsingPack(Parsing):
         if parser is None:
             if block not in self.kinds:
                 raise unknown_block_error(self.name, block, list(self.kinds))
+            # Deferred for start-up time: a warm `rules parse` of a known block skips it.
+            from engine.contracts.kind import no_parser_error
+
             raise no_parser_error(block, self.kinds[block])
         return parser
 
@@ -205,6 +207,7 @@ def _write_entry(
 
 def _from_git(files: list[Path]) -> bool:
     """Whether a pack was loaded with a git pack (which is never remembered)."""
+    # Deferred for start-up time: a warm `rules parse` writes no entry and runs no git.
     from engine.format.gitpacks import cache_root
 
     root = cache_root().resolve()
@@ -226,6 +229,7 @@ def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
                 return ParsingPack(data)
             except Exception:
                 pass
+    # Deferred for start-up time: a warm `rules parse` loads no pack (YAML, pydantic, Jinja2).
     from engine.pack.loaded import load_pack
 
     pack = load_pack(pack_file, locked)
@@ -262,6 +266,7 @@ def _check_one(
                 data["name"],
                 version=version if isinstance(version, str) else None,
             )
+    # Deferred for start-up time: a remembered `rules check` loads no pack (YAML, pydantic, Jinja2).
     from engine.pack.loaded import check_pack_file
 
     result = check_pack_file(pack_file, locked)

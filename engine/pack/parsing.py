@@ -10,16 +10,17 @@ finds a block's parser; the rest is here, once. This module imports nothing heav
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from engine.core.results import ParseResult
 from engine.core.textio import clean_text, decode_output
 
+if TYPE_CHECKING:  # a Protocol class costs start-up time; type checkers alone need it
+    from engine.core.results import ParseResult
 
-class BlockParser(Protocol):
-    """What parses one block: a compiled contract, or a sentinel parser built from cache."""
+    class BlockParser(Protocol):
+        """What parses one block: a compiled contract, or a sentinel parser from cache."""
 
-    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult: ...
+        def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult: ...
 
 
 class Parsing:
