@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from engine.backtest import BacktestError, backtest, dask_executor, local_executor
 from engine.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -140,6 +139,9 @@ def backtest_command(
     Exit status: 0 done (flips within --max-flips), 1 more flips than --max-flips,
     2 usage or pack error.
     """
+    # Deferred for start-up time: `rules backtest --help` and usage errors load no packs.
+    from engine.backtest import BacktestError, backtest, dask_executor, local_executor
+
     if scheduler is not None and executor != "dask":
         raise click.UsageError("--scheduler needs --executor dask")
     if scheduler is not None and not _SCHEDULER.fullmatch(scheduler):

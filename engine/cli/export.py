@@ -12,7 +12,6 @@ from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
 from engine.cli.options import max_output_bytes_option, output_option
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, clean_text
-from engine.state.export import export_records
 
 
 @click.command("export")
@@ -52,6 +51,9 @@ def export_command(session_dir: str, output: TextIO, max_output_bytes: int) -> N
     Exit status: 0 written, 1 written but some kept outputs could not be read, 2 not a
     session folder or unreadable ledger.
     """
+    # Deferred for start-up time: `rules export --help` and usage errors open no SQLite.
+    from engine.state.export import export_records
+
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
     damaged = 0
     try:

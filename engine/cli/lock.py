@@ -6,15 +6,6 @@ import click
 
 from engine.cli.common import EXIT_FINDINGS, UsageFailure
 from engine.core.errors import EngineError
-from engine.format.gitpacks import (
-    LOCK_FILE,
-    read_lock,
-    start_locking,
-    stop_locking,
-    write_lock,
-)
-from engine.format.loader import load_pack_tree
-from engine.format.locate import find_pack_files
 
 
 @click.command("lock")
@@ -31,6 +22,17 @@ def lock_command(pack_ref: str, upgrade: bool) -> None:
       rules lock rules/my-pack
       rules lock rules/my-pack --upgrade      # follow moved branches and tags
     """
+    # Deferred for start-up time: `rules lock --help` imports no YAML or git machinery.
+    from engine.format.gitpacks import (
+        LOCK_FILE,
+        read_lock,
+        start_locking,
+        stop_locking,
+        write_lock,
+    )
+    from engine.format.loader import load_pack_tree
+    from engine.format.locate import find_pack_files
+
     try:
         (pack_file, *more) = find_pack_files(pack_ref)
         if more:
