@@ -21,6 +21,7 @@ _LAZY = {"Pack", "check_packs", "load_pack"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
+        # Deferred for start-up time: `import engine` (and `rules --version`) does not load packs.
         from engine.pack import loaded
 
         return getattr(loaded, name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -192,3 +193,23 @@ def test_rules_check_never_remembers_findings(tmp_path: Path) -> None:
     assert first.returncode == second.returncode == 1
     assert first.stdout == second.stdout
     assert list(cache.glob("check-*.json")) == []
+
+
+def test_the_cached_pack_refuses_a_block_as_the_loaded_pack_does() -> None:
+    """Pack and the cached ParsingPack share one parse entry point: an unknown block and a
+    block of a kind without a parser are refused with the same message by both."""
+    import engine
+    from engine.core.errors import EngineError
+    from engine.pack.cache import ParsingPack, parsing_data
+
+    pack = engine.load_pack(str(REPO / "tests" / "fixtures" / "packs" / "json_text"))
+    cached = ParsingPack(json.loads(json.dumps(parsing_data(pack))))
+    expected = {
+        "NOPE": "pack 'json-text' has no block 'NOPE'",
+        "task": "block 'task' is a json contract; `parse` needs a sentinel contract",
+        "summary": "block 'summary' is a text contract; `parse` needs a sentinel contract",
+    }
+    for block, message in expected.items():
+        for parser in (pack, cached):
+            with pytest.raises(EngineError, match=re.escape(message)):
+                parser.parse(block, "text", nonce="4F2C9A")

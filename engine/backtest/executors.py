@@ -4,8 +4,12 @@ picklable function every executor runs."""
 
 from __future__ import annotations
 
+import importlib
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,10 +56,6 @@ def local_executor(workers: int) -> Executor:
         return run_inline
 
     def run(tasks: Sequence[Task]) -> Iterator[Tally]:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures.process import BrokenProcessPool
-
         context = multiprocessing.get_context("spawn" if os.name == "nt" else "fork")
         # not multiprocessing.Pool: it replaces a worker that dies (killed, out of memory)
         # and waits forever for the chunk that worker had
@@ -91,8 +91,6 @@ def dask_executor(
     ``workers`` processes. BacktestError when Dask is not installed, the scheduler
     cannot be reached, a chunk fails on the cluster or the cluster stops working
     (``DASK_STALLED_SECONDS``, ``no_workers_seconds``)."""
-    import importlib
-
     try:
         # Any-typed on purpose: Dask is optional and ships no type information.
         distributed: Any = importlib.import_module("distributed")

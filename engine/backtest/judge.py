@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.core.errors import EngineError
-from engine.pack.loaded import prepared_output
+from engine.pack.loaded import load_pack, prepared_output
 
 if TYPE_CHECKING:
     from engine.contracts.kind import EvaluationInput
@@ -32,8 +32,6 @@ def loaded_pack(ref: str, locked: bool | None = None) -> Pack:
     ``locked`` as for ``load_pack``."""
     pack = _LOADED.get(ref)
     if pack is None:
-        from engine.pack.loaded import load_pack
-
         pack = _LOADED[ref] = load_pack(ref, locked)
     return pack
 

@@ -11,6 +11,7 @@ at line starts), Parquet files (row ranges) or session folders that kept outputs
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import stat
@@ -22,6 +23,7 @@ from engine.core.errors import EngineError
 from engine.core.numbers import strict_loads
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.pack.batch import record_inputs, text_of_record
+from engine.state.export import export_records, kept_id_range
 
 CHUNK_BYTES = 1 << 20
 
@@ -135,8 +137,6 @@ def read_chunk(
     no more than its own size of a line that began before it."""
     encode = json.JSONEncoder(ensure_ascii=False).encode
     if chunk.source == "session":
-        from engine.state.export import export_records
-
         for record in export_records(chunk.path, chunk.start, chunk.end, max_line_bytes):
             if "damaged" in record:
                 yield InvalidRecord(record["damaged"])
@@ -187,8 +187,6 @@ def _jsonl_lines(chunk: Chunk, max_line_bytes: int) -> list[bytes | InvalidRecor
 
 def _parquet(path: str) -> Any:
     """The Parquet file at ``path`` (pyarrow, optional: Any-typed on purpose)."""
-    import importlib
-
     try:
         parquet = importlib.import_module("pyarrow.parquet")
     except ImportError:
@@ -289,8 +287,6 @@ def _parquet_rows(chunk: Chunk) -> Iterator[dict[str, Any]]:
 
 
 def _session_chunks(path: str, first_index: int) -> list[Chunk]:
-    from engine.state.export import kept_id_range
-
     count, first, last = kept_id_range(path)
     if count == 0:
         raise BacktestError(

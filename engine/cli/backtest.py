@@ -139,6 +139,7 @@ def backtest_command(
     Exit status: 0 done (flips within --max-flips), 1 more flips than --max-flips,
     2 usage or pack error.
     """
+    # Deferred for start-up time: `rules backtest --help` and usage errors load no packs.
     from engine.backtest import BacktestError, backtest, dask_executor, local_executor
 
     if scheduler is not None and executor != "dask":

@@ -8,7 +8,12 @@ import click
 
 from engine.cli.common import UsageFailure, load_context, open_pack
 from engine.cli.options import session_option
+from engine.core import clock
 from engine.core.errors import EngineError
+from engine.state.choices import ChoiceBook
+from engine.state.choose import apply_choice
+from engine.state.ledger import LEDGER_FILE, Ledger
+from engine.state.session import Session
 
 
 @click.command("choose")
@@ -55,12 +60,6 @@ def choose_command(
     block of the round has failed (e.g. 1 for ESCALATE); 2 usage error (nothing pending,
     an option the menu does not offer).
     """
-    from engine.core import clock
-    from engine.state.choices import ChoiceBook
-    from engine.state.choose import apply_choice
-    from engine.state.ledger import LEDGER_FILE, Ledger
-    from engine.state.session import Session
-
     if not (Path(session_dir) / LEDGER_FILE).is_file():
         raise UsageFailure(f"{session_dir}: no ledger here")
     try:
@@ -95,8 +94,6 @@ def choose_command(
 
 def _recorded_pack(session_dir: str, item: str) -> str:
     """The pack recorded with the item's latest attempt."""
-    from engine.state.ledger import Ledger
-
     with Ledger.read_only(Path(session_dir)) as ledger:
         pack = ledger.latest_attempt_pack(item.partition("@")[0])
     if pack is None:

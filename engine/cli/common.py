@@ -82,6 +82,7 @@ def locked_setting() -> bool | None:
 
 
 def open_pack(ref: str) -> Pack:
+    # Deferred for start-up time: every command imports this module; packs need pydantic.
     from engine.pack.loaded import load_pack
 
     try:
@@ -94,6 +95,8 @@ def load_context(path: str | None) -> dict[str, Any]:
     """A --context file (YAML or JSON) as a mapping; errors name the file and place."""
     if path is None:
         return {}
+    # Deferred for start-up time: every command imports this module (`rules --version`
+    # imports no pathlib), and YAML only for a --context file.
     from pathlib import Path
 
     from engine.format.loader import read_yaml
@@ -112,6 +115,7 @@ def load_context(path: str | None) -> dict[str, Any]:
 def output_cap(option: int | None, pack_limit: int | None) -> int:
     """The largest output to read: the command's --max-output-bytes, else the pack's
     `limits.max_output_bytes`, else the engine's default."""
+    # Deferred for start-up time: `rules --version` imports this module, and no text I/O.
     from engine.core.textio import MAX_OUTPUT_BYTES
 
     return option or pack_limit or MAX_OUTPUT_BYTES

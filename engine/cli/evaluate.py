@@ -28,6 +28,7 @@ from engine.cli.options import (
 from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.core.textio import read_capped, too_large_message
+from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.report import render
 from engine.state.evaluation import Evaluated, evaluate_output
 from engine.state.session import ledger_accepted_rounds, record_prompt_warnings
@@ -35,7 +36,6 @@ from engine.state.session import ledger_accepted_rounds, record_prompt_warnings
 
 def _exit_status_help() -> str:
     """The exit codes of the standard actions, from the action vocabulary."""
-    from engine.format.vocabulary import STANDARD_ACTIONS
 
     def named(code: int) -> str:
         return ", ".join(n for n, spec in STANDARD_ACTIONS.items() if spec.exit_code == code)

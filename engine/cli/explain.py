@@ -7,6 +7,7 @@ import click
 from engine.cli.common import UsageFailure, open_pack
 from engine.cli.options import format_option, pack_option
 from engine.core.errors import EngineError
+from engine.report import render
 
 
 @click.command("explain")
@@ -36,8 +37,6 @@ def explain_command(
       rules explain --pack ./my-pack --patterns
       rules explain --pack sentinel --patterns --format md
     """
-    from engine.report import render
-
     pack = open_pack(pack_ref)
     if block is not None:
         try:

@@ -51,6 +51,7 @@ def export_command(session_dir: str, output: TextIO, max_output_bytes: int) -> N
     Exit status: 0 written, 1 written but some kept outputs could not be read, 2 not a
     session folder or unreadable ledger.
     """
+    # Deferred for start-up time: `rules export --help` and usage errors open no SQLite.
     from engine.state.export import export_records
 
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode

@@ -33,6 +33,7 @@ from engine.core.errors import EngineError
 from engine.core.textio import decode_output, read_capped
 from engine.policy.gates.runtime import GateOutcome
 from engine.report import render
+from engine.state.gate_log import record_gate
 
 MAX_FILE_BYTES = 4 * MAX_CHARS
 """Bytes read from one FILE at most: a UTF-8 character is at most 4 bytes, so a longer
@@ -168,8 +169,6 @@ def gate_command(
             input_errors=input_errors,
         )
         if session_dir is not None:
-            from engine.state.gate_log import record_gate
-
             record_gate(pack, Path(session_dir), outcome, _seed_result(outcome))
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import click
 
 from engine.cli.common import UsageFailure
+from engine.core.resources import data_dir
 
 KINDS = ("sentinel", "markdown", "json")
 
@@ -186,8 +188,6 @@ _EXTENSIONS = {"sentinel": "txt", "markdown": "md", "json": "json"}
 
 def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
     """Write the pack files of a new ``kind`` pack called ``name`` into ``folder``."""
-    from engine.core.resources import data_dir
-
     schema = Path(os.path.relpath(data_dir("contracts") / "rulepack.schema.json", folder))
     body = {"sentinel": _SENTINEL, "markdown": _MARKDOWN, "json": _JSON}[kind]
     good_name, good_text, good_expect = _GOOD[kind]
@@ -235,8 +235,6 @@ def init_command(name: str, kind: str, parent: str) -> None:
 
     Exit status: 0 created, 2 NAME exists or is not a valid pack name.
     """
-    import re
-
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,99}", name):
         raise UsageFailure(
             f"{name!r}: a pack name starts with a letter and holds letters, digits, '_', '.' "

@@ -22,6 +22,7 @@ def lock_command(pack_ref: str, upgrade: bool) -> None:
       rules lock rules/my-pack
       rules lock rules/my-pack --upgrade      # follow moved branches and tags
     """
+    # Deferred for start-up time: `rules lock --help` imports no YAML or git machinery.
     from engine.format.gitpacks import (
         LOCK_FILE,
         read_lock,

@@ -14,6 +14,7 @@ from engine.core.errors import EngineError
 from engine.core.resources import builtin_pack_names
 from engine.pack.loaded import Pack
 from engine.state.choices import ChoiceBook
+from engine.state.conflicts import ConflictBook
 from engine.state.ledger import LEDGER_FILE, Ledger
 from engine.state.views import json_text, log_views, render_log
 
@@ -121,8 +122,6 @@ def _session_pack(rows: list[dict[str, Any]]) -> Pack:
 
 def _decisions(session_dir: str, pack_ref: str | None) -> str:
     """The decisions record: resolved conflicts grouped by round, in priority order."""
-    from engine.state.conflicts import ConflictBook
-
     try:
         with Ledger.read_only(Path(session_dir)) as ledger:
             book = ConflictBook(ledger)

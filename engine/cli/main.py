@@ -136,6 +136,7 @@ def check_command(
         _list_rules(output_format or "text")
         return
     remember_locked(locked)
+    # Deferred for start-up time: `rules --version` and `rules parse` import this module.
     from engine.pack.cache import check_packs_remembered as check_packs
 
     try:
@@ -143,6 +144,7 @@ def check_command(
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     if with_tests and all(r.ok for r in results):
+        # Deferred for start-up time: only `check --tests` runs the packs' own tests.
         from engine.cli.packtest import test_findings
 
         results = test_findings(results, list(paths) or ["rules"])
@@ -151,6 +153,7 @@ def check_command(
 
 
 def _list_rules(output_format: str) -> None:
+    # Deferred for start-up time: the catalogue imports every kind's and section's checks.
     from engine.pack.catalogue import rule_catalogue
 
     try:  # a plugin that cannot be loaded (or redefines a rule) is named, not a traceback
@@ -172,6 +175,7 @@ def schema_command() -> None:
     Point editors at it for completion, e.g. first line of pack.yaml:
       # yaml-language-server: $schema=../../contracts/rulepack.schema.json
     """
+    # Deferred for start-up time: the schema imports pydantic and every section's model.
     from engine.format.schema import rulepack_schema_text
     from engine.pack.sections import rulepack_model
 

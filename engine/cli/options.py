@@ -64,6 +64,7 @@ def now_option(help: str) -> Callable[[F], F]:
 def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
     """The `--session DIR` option: the session folder, `.rules-session` by default (or no
     default, for commands where a session is optional)."""
+    # Deferred for start-up time: `rules parse` imports this module and opens no session.
     from engine.state.session import DEFAULT_SESSION
 
     return click.option(

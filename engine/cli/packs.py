@@ -10,11 +10,14 @@ import click
 from engine.cli.common import UsageFailure
 from engine.cli.options import format_option
 from engine.core.errors import EngineError
+from engine.core.resources import builtin_pack_names, data_dir, installed_packs
+from engine.format.locate import PACK_FILE
 from engine.report import render
 
 
 def _about(pack_file: Path) -> tuple[str, str]:
     """The pack's declared name and version, read from its YAML (not validated)."""
+    # Deferred for start-up time: `rules packs --help` imports no YAML.
     from engine.format.loader import read_yaml
 
     data = read_yaml(pack_file).data
@@ -35,9 +38,6 @@ def packs_command(output_format: str) -> None:
       rules packs
       rules packs --format json
     """
-    from engine.core.resources import builtin_pack_names, data_dir, installed_packs
-    from engine.format.locate import PACK_FILE
-
     rows: list[dict[str, Any]] = []
     for name in builtin_pack_names():
         pack_file = data_dir("rules") / name / PACK_FILE

@@ -12,8 +12,10 @@ from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure, locked_setti
 from engine.cli.options import format_option
 from engine.cli.types import FiniteFloat
 from engine.core.errors import EngineError, Position
+from engine.format.locate import find_pack_files
+from engine.pack.loaded import load_pack
 from engine.pack.result import CheckResult
-from engine.pack.selftests import PACK_TEST_UNREADABLE
+from engine.pack.selftests import PACK_TEST_UNREADABLE, run_pack_tests
 from engine.report import render
 from engine.report.cases import PackTestRuns, case_findings
 
@@ -73,10 +75,6 @@ def test_command(
 
 def _run_packs(targets: list[str], update: bool = False) -> PackTestRuns:
     """Every case of every pack ``targets`` name, by pack; and each pack's version."""
-    from engine.format.locate import find_pack_files
-    from engine.pack.loaded import load_pack
-    from engine.pack.selftests import run_pack_tests
-
     runs: list[tuple[str, list[CaseResult]]] = []
     versions: dict[str, str] = {}
     for pack_file in [f for target in targets for f in find_pack_files(target)]:
@@ -89,10 +87,6 @@ def _run_packs(targets: list[str], update: bool = False) -> PackTestRuns:
 def test_findings(results: list[CheckResult], targets: list[str]) -> list[CheckResult]:
     """``results`` with each pack's failing test cases added as findings (`--tests`); a
     case that cannot be read is a `pack-test-unreadable` finding of its pack."""
-    from engine.format.locate import find_pack_files
-    from engine.pack.loaded import load_pack
-    from engine.pack.selftests import run_pack_tests
-
     out = []
     for result in results:
         findings = list(result.findings)

@@ -84,6 +84,7 @@ def parse_command(
     Exit status: 0 parsed (every record, with --jsonl), 1 parse failure (any record),
     2 usage or pack error.
     """
+    # Deferred for start-up time: `rules parse --help` and usage errors build no parser.
     from engine.pack.batch import parse_jsonl
     from engine.pack.cache import open_parsing_pack
 

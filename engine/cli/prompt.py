@@ -9,6 +9,7 @@ import click
 from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
 from engine.cli.options import block_option, context_option, pack_option, session_option, var_option
 from engine.core.errors import EngineError
+from engine.state.session import Session
 
 
 @click.command("prompt")
@@ -43,8 +44,6 @@ def prompt_command(
             block, load_context(context_file), parse_vars(var_pairs)
         )
         if session_dir is not None:
-            from engine.state.session import Session
-
             with Session(pack, session_dir) as session:
                 context = session.with_decisions(context)
         text: Any = pack.initial_prompt(block, vars=variables, context=context)

@@ -10,6 +10,8 @@ import click
 from engine.cli.common import EXIT_OK, UsageFailure
 from engine.cli.options import output_option, session_option
 from engine.core.errors import EngineError
+from engine.report import render
+from engine.state.export import session_ledger
 
 
 @click.command("report")
@@ -34,9 +36,6 @@ def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
     \b
     Exit status: 0 written, 2 not a session folder or unreadable ledger.
     """
-    from engine.report import render
-    from engine.state.export import session_ledger
-
     try:
         with session_ledger(session_dir) as ledger:
             html = render(

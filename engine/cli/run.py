@@ -27,6 +27,7 @@ from engine.cli.options import (
 from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
+from engine.format.loader import read_text
 from engine.state.runner import DEFAULT_TIMEOUT, run_loop
 from engine.state.session import Outcome, Session
 
@@ -144,8 +145,6 @@ def run_command(
 
 def _read_prompt(name: str) -> str:
     """The --prompt file's text: UTF-8, at most MAX_PROMPT_BYTES (read no further)."""
-    from engine.format.loader import read_text
-
     text = read_text(Path(name), MAX_PROMPT_BYTES, name)
     if not isinstance(text, str):
         raise UsageFailure(f"{text.position}: {text.message} (--prompt)")

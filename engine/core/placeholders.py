@@ -7,6 +7,7 @@ quantifier) is left as written. Values are inserted raw, unescaped.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Mapping
 
 from engine.core.textio import int_text
@@ -54,8 +55,6 @@ def compile_figures(template: str, names: frozenset[str]) -> tuple[Part, ...]:
     """Parse ``{name}`` / ``{name:spec}`` placeholders once (Python format specs, e.g.
     ``{ratio:.0%}``); ``{{`` and ``}}`` are literal braces. Names are plain: no attribute
     or index access, no conversions."""
-    import string
-
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:

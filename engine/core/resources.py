@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.core.errors import PackError
+
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -46,9 +48,8 @@ def installed_packs() -> dict[str, InstalledPack]:
     asked: start-up never pays for it). An entry point's object is the pack folder (a
     ``str`` or ``Path``) or a module whose folder holds ``pack.yaml``; one that cannot be
     loaded raises ``PackError`` naming it."""
+    # Deferred for start-up time: importlib.metadata is slow; only installed packs need it.
     from importlib.metadata import entry_points
-
-    from engine.core.errors import PackError
 
     found: dict[str, InstalledPack] = {}
     for point in entry_points(group=PACK_ENTRY_POINTS):

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from engine.core.errors import Position
 from engine.core.patterns import PatternError, compile_pattern
+from engine.core.version import VERSION
 from engine.format.fields import ITEM_PARTS, Ref
 from engine.format.findings import Finding, FindingRule, Level
 from engine.format.loader import KeyPath, SourceMap
@@ -253,8 +254,6 @@ class PackChecker:
 
     def _requires(self) -> None:
         """``requires`` is a version range the running engine must be in."""
-        from engine.core.version import VERSION
-
         failed = unmet_requirements(self.pack.requires, VERSION)
         if failed:
             self.add(

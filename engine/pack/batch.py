@@ -9,25 +9,11 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterator, Mapping
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 from engine.core.errors import EngineError
 from engine.core.numbers import strict_loads
-from engine.core.results import ParseResult
-
-
-class Parser(Protocol):
-    """Anything that parses blocks like ``Pack.parse`` (a Pack, or a cached ParsingPack)."""
-
-    def parse(
-        self,
-        block: str,
-        text: str | bytes,
-        nonce: str | None = None,
-        vars: Mapping[str, str] | None = None,
-    ) -> ParseResult: ...
-
-    def required_params(self, block: str) -> tuple[str, ...]: ...
+from engine.pack.parsing import Parsing
 
 
 def _record_error(record_id: Any, message: str) -> dict[str, Any]:
@@ -78,7 +64,7 @@ def record_inputs(
 
 
 def parse_record(
-    pack: Parser,
+    pack: Parsing,
     line: bytes | str,
     number: int,
     default_block: str | None,
@@ -144,7 +130,7 @@ def capped_lines(stream: BinaryIO, max_line_bytes: int) -> Iterator[bytes | None
 
 
 def parse_jsonl(
-    pack: Parser,
+    pack: Parsing,
     lines: BinaryIO,
     default_block: str | None = None,
     default_nonce: str | None = None,

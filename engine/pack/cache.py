@@ -33,10 +33,9 @@ from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.errors import unknown_block_error
 from engine.core.files import read_file_bytes
 from engine.core.numbers import strict_loads
-from engine.core.results import ParseResult
-from engine.core.textio import clean_text, decode_output
 from engine.core.version import VERSION
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
+from engine.pack.parsing import Parsing
 from engine.pack.result import CheckResult
 
 if TYPE_CHECKING:
@@ -51,8 +50,9 @@ _ENGINE_DIR = Path(__file__).resolve().parent.parent
 _PARSE_MEANING = ("format/model.py", "contracts/sentinel", "pack/cache.py")
 
 
-class ParsingPack:
-    """The parse side of a pack, built from plain data: ``parse`` behaves as ``Pack.parse``."""
+class ParsingPack(Parsing):
+    """The parse side of a pack, built from plain data: ``parse`` is ``Pack.parse`` (both are
+    ``Parsing.parse``), over the sentinel parsers the cache holds."""
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.name: str = data["name"]
@@ -74,24 +74,16 @@ class ParsingPack:
         parser = self.parsers.get(block)
         return parser.required_params if parser is not None else ()
 
-    def parse(
-        self,
-        block: str,
-        text: str | bytes,
-        nonce: str | None = None,
-        vars: Mapping[str, str] | None = None,
-    ) -> ParseResult:
+    def block_parser(self, block: str) -> SentinelParser:
         parser = self.parsers.get(block)
         if parser is None:
             if block not in self.kinds:
                 raise unknown_block_error(self.name, block, list(self.kinds))
+            # Deferred for start-up time: a warm `rules parse` of a known block skips it.
             from engine.contracts.kind import no_parser_error
 
             raise no_parser_error(block, self.kinds[block])
-        params = {k: clean_text(v) for k, v in (vars or {}).items()}
-        return parser.parse(
-            decode_output(text), None if nonce is None else clean_text(nonce), params
-        )
+        return parser
 
 
 def parsing_data(pack: Pack) -> dict[str, Any]:
@@ -215,6 +207,7 @@ def _write_entry(
 
 def _from_git(files: list[Path]) -> bool:
     """Whether a pack was loaded with a git pack (which is never remembered)."""
+    # Deferred for start-up time: a warm `rules parse` writes no entry and runs no git.
     from engine.format.gitpacks import cache_root
 
     root = cache_root().resolve()
@@ -236,6 +229,7 @@ def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
                 return ParsingPack(data)
             except Exception:
                 pass
+    # Deferred for start-up time: a warm `rules parse` loads no pack (YAML, pydantic, Jinja2).
     from engine.pack.loaded import load_pack
 
     pack = load_pack(pack_file, locked)
@@ -272,6 +266,7 @@ def _check_one(
                 data["name"],
                 version=version if isinstance(version, str) else None,
             )
+    # Deferred for start-up time: a remembered `rules check` loads no pack (YAML, pydantic, Jinja2).
     from engine.pack.loaded import check_pack_file
 
     result = check_pack_file(pack_file, locked)

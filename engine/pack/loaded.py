@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.contracts.registry import check_contracts, compile_contracts, resolve_contracts
+from engine.core.clock import now as clock_now
 from engine.core.errors import EngineError, PackError, Position, unknown_block_error
-from engine.core.results import ParseResult
 from engine.core.textio import clean_text, decode_output
 from engine.core.verdict import Verdict, verdict_from_error
 from engine.format.context import build_context
@@ -21,6 +21,7 @@ from engine.format.locate import display_path, find_one_pack_file, find_pack_fil
 from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
+from engine.pack.parsing import Parsing
 from engine.pack.result import CheckResult
 from engine.pack.sections import rulepack_model, sections
 
@@ -62,7 +63,7 @@ def prepared_output(
 
 
 @dataclass
-class Pack:
+class Pack(Parsing):
     """A loaded, checked rulepack, compiled once: contracts, guards, templates, contract texts,
     hint patterns and example files are ready; deciding and rendering compile and read
     nothing of the pack."""
@@ -85,7 +86,8 @@ class Pack:
     def __post_init__(self) -> None:
         if not self.contracts:
             self.contracts = compile_contracts(self.model, self.folder_of)
-        # Imported here: `rules check` validates packs without building their policy.
+        # Deferred for start-up time: `rules check` imports this module and validates packs
+        # without building their policy or templates (here and in the methods below).
         from engine.policy.triggers.decide import compile_policy
         from engine.prompts.compiled import compile_prompts
 
@@ -93,6 +95,7 @@ class Pack:
         self.prompts = compile_prompts(self.model, self.root, self.folder_of)
         self.gates = None
         if self.model.gates.steps:
+            # Deferred for start-up time: `rules check` imports this module and builds no Pack.
             from engine.policy.gates.runtime import compile_gates
 
             self.gates = compile_gates(
@@ -100,6 +103,7 @@ class Pack:
             )
         self.conflicts = None
         if self.model.conflicts is not None:
+            # Deferred for start-up time: `rules check` imports this module and builds no Pack.
             from engine.policy.conflicts.runtime import compile_conflicts
 
             self.conflicts = compile_conflicts(self.model.conflicts, self.source.locate)
@@ -139,19 +143,9 @@ class Pack:
         self.contract(block)
         return self.model.contracts[block].kind
 
-    def parse(
-        self,
-        block: str,
-        text: str | bytes,
-        nonce: str | None = None,
-        vars: Mapping[str, str] | None = None,
-    ) -> ParseResult:
-        """Deterministically parse one block of ``text``; never raises for any text."""
-        compiled = self.contract(block)
-        params = {k: clean_text(v) for k, v in (vars or {}).items()}
-        return compiled.parse(
-            decode_output(text), None if nonce is None else clean_text(nonce), params
-        )
+    def block_parser(self, block: str) -> CompiledContract:
+        """The parser of ``block`` for ``parse``: its compiled contract."""
+        return self.contract(block)
 
     def split_inputs(
         self,
@@ -229,7 +223,7 @@ class Pack:
     ) -> GateOutcome:
         """Run quality gate ``gate`` on ``outputs`` (JSON values): result, reprompt and
         artifact. ``now`` fixes the clock (else SOURCE_DATE_EPOCH, else the real time)."""
-        from engine.core.clock import now as clock_now
+        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
         from engine.policy.gates.runtime import GateError
 
         if self.gates is None:
@@ -278,6 +272,7 @@ class Pack:
         ``measure`` and ``earlier``: a block's rate-limit counts, engine.policy.limits.rates;
         ``extra_attempts``: more repairs/retries a user's choice allowed)."""
         carry = {"nonce": nonce, "model": model}
+        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
         from engine.policy.triggers.decide import decide
 
         return decide(
@@ -321,6 +316,7 @@ class Pack:
             if isinstance(item, Mapping)
             and (not isinstance(round_value, int) or item.get("round") == round_value - 1)
         ]
+        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
         from engine.prompts.render import initial_example
 
         return self.prompts.templates[template].render(
@@ -343,6 +339,7 @@ class Pack:
     ) -> str:
         """The presentation of the rate limit that decided (for the user); RenderError
         when no limit decided or the limit names no presentation."""
+        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
         from engine.prompts.render import render_presentation
 
         return render_presentation(
@@ -391,6 +388,7 @@ class Pack:
         accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
         without them every earlier round counts (``engine.state.session`` passes them).
         """
+        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
         from engine.prompts.render import render_prompt
 
         return render_prompt(

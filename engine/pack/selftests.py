@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from engine.contracts.json.document import output_documents
 from engine.core.errors import EngineError, Position
 from engine.core.files import read_file_capped, read_file_text
 from engine.core.textio import decode_output
@@ -235,8 +236,6 @@ def _compare(result: CaseResult, checks: list[tuple[str, Any, Any]]) -> None:
 
 def run_gate_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
     """Run the case's quality gate on the JSON documents of its input; compare."""
-    from engine.contracts.json.document import output_documents
-
     spec, expect = case.spec, case.spec.expect
     assert spec.gate is not None
     result = CaseResult(spec.name, spec.gate, case.position)

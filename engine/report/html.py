@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from markupsafe import Markup
+
 from engine.state.report import Row, session_summary
 
 if TYPE_CHECKING:
@@ -49,8 +51,6 @@ def _environment() -> jinja2.Environment:
 
 
 def _render(template: str, **values: Any) -> str:
-    from markupsafe import Markup
-
     page: str = _environment().get_template(template).render(css=Markup(CSS), **values)
     return page
 

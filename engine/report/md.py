@@ -25,6 +25,8 @@ def _after(trigger: Trigger) -> str:
 def explain(pack: Rulepack, block: str | None = None) -> str:
     """The pack's name and version, its trigger table (one row per block), the failure
     types and the actions."""
+    # Deferred for start-up time: `rules parse` imports this module (report/text uses it)
+    # and must not import pydantic.
     from engine.format.vocabulary import STANDARD_ACTIONS
     from engine.policy.triggers.model import Trigger
 
@@ -79,6 +81,8 @@ def explain(pack: Rulepack, block: str | None = None) -> str:
 
 def patterns(pack: Rulepack, block: str | None = None) -> str:
     """Every pattern the pack declares (or block ``block`` declares), with its engine."""
+    # Deferred for start-up time: `rules parse` imports this module (report/text uses it)
+    # and must not import pydantic.
     from engine.core.patterns import pattern_engine
     from engine.format import model
     from engine.format.semantics import walk_references

@@ -306,7 +306,7 @@ class GateRecord:
 def _opening_lock(lock_path: Path) -> Iterator[None]:
     """Hold an exclusive advisory lock on ``lock_path``, waiting at most the busy timeout."""
     try:
-        import fcntl
+        import fcntl  # optional: POSIX only, so looked for where the lock is taken
     except ImportError:  # no advisory locks here (Windows): SQLite's own locking only
         yield
         return

@@ -21,6 +21,7 @@ from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
 from engine.state.choices import ChoiceBook, ensure_not_paused, round_failed
+from engine.state.conflicts import ConflictBook, decision_items
 from engine.state.ledger import (
     AttemptRecord,
     Ledger,
@@ -227,7 +228,6 @@ class Session:
         key = self.pack.model.session.decided
         if key is None or key in values or self.pack.conflicts is None:
             return values
-        from engine.state.conflicts import ConflictBook, decision_items
 
         values[key] = decision_items(ConflictBook(self.ledger), self.pack.conflicts)
         return values

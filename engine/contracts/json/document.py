@@ -300,6 +300,7 @@ def compile_schema(schema: Any) -> Any:
     and enums cost time linear in the document (``keywords``); ``ValueError`` for a pattern
     that cannot run so.
     """
+    # Deferred for start-up time: jsonschema is heavy and only json contracts use it.
     import jsonschema
     from referencing import Registry
     from referencing.exceptions import NoSuchResource
@@ -317,6 +318,7 @@ def compile_schema(schema: Any) -> Any:
 
 def schema_problems(schema: Any) -> list[str]:
     """Why ``schema`` is not usable: not a valid schema, or a ``$ref`` outside itself."""
+    # Deferred for start-up time: jsonschema is heavy and only json contracts use it.
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -367,6 +369,7 @@ def schema_violations(
     A missing required key reads ``Missing: parent.key``; any other violation reads
     ``path: message`` (``(root)`` for the document itself).
     """
+    # Deferred for start-up time: jsonschema is heavy and only json contracts use it.
     from referencing.exceptions import Unresolvable
 
     violations: list[SchemaViolation] = []

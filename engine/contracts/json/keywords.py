@@ -16,6 +16,7 @@ functions here replace those of the validator class:
 
 from __future__ import annotations
 
+import re
 import reprlib
 from collections.abc import Iterator
 from functools import lru_cache
@@ -87,8 +88,6 @@ def _for_re2(pattern: str) -> str:
 @lru_cache(maxsize=4096)
 def schema_pattern(pattern: str) -> CompiledPattern:
     """``pattern`` of a schema compiled to run in linear time; ``PatternError`` if it cannot."""
-    import re
-
     if proven_linear(pattern) is None:
         try:
             return re.compile(pattern)
@@ -168,6 +167,7 @@ def _search(pattern: str, text: str) -> bool:
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    # Deferred for start-up time: jsonschema is heavy and only json contracts use it.
     from jsonschema.exceptions import ValidationError
 
     if validator.is_type(instance, "string") and not _search(pattern, instance):
@@ -189,6 +189,7 @@ def _additional_properties(
     validator: Any, additional: Any, instance: Any, schema: Any
 ) -> Iterator[Any]:
     """jsonschema's ``additionalProperties``, its patterns matched in linear time."""
+    # Deferred for start-up time: jsonschema is heavy and only json contracts use it.
     from jsonschema._utils import extras_msg
     from jsonschema.exceptions import ValidationError
 
@@ -238,6 +239,7 @@ def _strings(values: list[Any]) -> frozenset[str]:
 
 
 def _enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    # Deferred for start-up time: jsonschema is heavy and only json contracts use it.
     from jsonschema._utils import equal
     from jsonschema.exceptions import ValidationError
 
@@ -255,6 +257,7 @@ def _enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[An
 
 
 def _const(validator: Any, const: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    # Deferred for start-up time: jsonschema is heavy and only json contracts use it.
     from jsonschema._utils import equal
     from jsonschema.exceptions import ValidationError
 
@@ -264,6 +267,7 @@ def _const(validator: Any, const: Any, instance: Any, schema: Any) -> Iterator[A
 
 def linear_keywords(cls: Any) -> Any:
     """``cls`` with the keywords above replacing its own (only those it has)."""
+    # Deferred for start-up time: jsonschema is heavy and only json contracts use it.
     import jsonschema
 
     replaced = {
