@@ -10,9 +10,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from test_git_packs import lock_of, my_pack, origin
 
 from conftest import REPO, run_cli
+
+__all__ = ["origin"]  # the fixture of the git-pack tests: a local repository with a pack
 
 SENTINEL = REPO / "rules" / "sentinel"
 
@@ -145,3 +149,24 @@ def test_with_base_is_quiet_for_a_pack_that_changes_nothing(tmp_path: Path) -> N
     assert [b["changed"] for b in report["packs"][0]["bases"]] == [[], []]
     assert [n["rule"] for n in report["notices"]] == ["pack-no-cases"]  # its own: none
     assert ran.exit_code == 1
+
+
+# --- rules lock beside pack.yaml -----------------------------------------------------------
+
+
+def test_lock_without_argument_locks_the_pack_beside_it(
+    origin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = f"git+{origin.as_uri()}@main#packs/shared"
+    pack = my_pack(tmp_path, ref)
+    monkeypatch.chdir(pack)
+    locked = run_cli("lock")
+    assert locked.exit_code == 0, locked.output
+    assert "wrote rules.lock (1 git pack(s))" in locked.stdout
+    assert len(lock_of(pack)[ref]["commit"]) == 40
+    assert run_cli("--locked", "check", ".").exit_code == 0
+
+    monkeypatch.chdir(tmp_path)
+    nothing = run_cli("lock")
+    assert nothing.exit_code == 2
+    assert "no pack.yaml here and no rules/ folder" in nothing.stderr
