@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_git_packs import lock_of, my_pack, origin
+from test_git_packs import git, lock_of, my_pack, origin
 
 from conftest import REPO, run_cli
 
@@ -170,3 +170,33 @@ def test_lock_without_argument_locks_the_pack_beside_it(
     nothing = run_cli("lock")
     assert nothing.exit_code == 2
     assert "no pack.yaml here and no rules/ folder" in nothing.stderr
+
+
+# --- the schema reference of rules init ----------------------------------------------------
+
+
+def test_init_schema_reference_survives_a_commit_and_a_clone(tmp_path: Path) -> None:
+    import jsonschema
+
+    from engine.format.loader import read_yaml
+
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    assert run_cli("init", "demo", "--dir", str(repo / "rules")).exit_code == 0
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "a pack", cwd=repo)
+    clone = tmp_path / "elsewhere" / "clone"
+    git("clone", "-q", str(repo), str(clone), cwd=tmp_path)
+
+    pack_file = clone / "rules" / "demo" / "pack.yaml"
+    modeline = pack_file.read_text().splitlines()[0]
+    reference = modeline.removeprefix("# yaml-language-server: $schema=")
+    assert reference == "rulepack.schema.json"  # relative to the pack, inside the repository
+    schema_file = pack_file.parent / reference
+    assert schema_file.read_text() == run_cli("schema").stdout
+    schema = json.loads(schema_file.read_text())
+    # as YAML 1.2 (editors) reads it: `on:` is a key, not true
+    jsonschema.validate(read_yaml(pack_file).data, schema)
+    assert run_cli("check", str(pack_file.parent)).exit_code == 0
+    assert run_cli("test", str(pack_file.parent)).exit_code == 0
