@@ -34,6 +34,7 @@ from engine.core.files import read_file_capped, read_file_text
 from engine.core.textio import decode_output
 from engine.format.findings import FindingRule
 from engine.format.loader import read_yaml
+from engine.format.locate import display_path
 from engine.pack.cases import PackTest
 from engine.pack.loaded import Pack, load_pack
 
@@ -395,6 +396,8 @@ class BaseRun:
     version: str
     cases: int
     changes: list[BaseCaseChange]
+    skipped: str = ""
+    """Why the base's cases were not run (a YAML file that is not a whole pack)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -402,6 +405,7 @@ class BaseRun:
             "version": self.version,
             "cases": self.cases,
             "changed": [change.to_json() for change in self.changes],
+            **({"skipped": self.skipped} if self.skipped else {}),
         }
 
 
@@ -425,13 +429,17 @@ def _run_under(pack: Pack, case: Case) -> CaseResult:
 
 def compare_with_bases(pack: Pack, locked: bool | None = None) -> list[BaseRun]:
     """Run the cases of every pack ``pack`` extends (its whole `extends` chain, builtin
-    packs included, each once) under its base and under ``pack``; keep the changed ones."""
+    packs included, each once) under its base and under ``pack``; keep the changed ones.
+    A base that cannot be loaded alone (a YAML file holding part of a pack) has no cases
+    of its own to run: it is listed as skipped, with the reason."""
     runs = []
     for base_file in pack.files[1:]:
         try:
             base = load_pack(base_file, locked=locked)
         except EngineError as exc:
-            raise CaseError(f"{base_file}: the base pack cannot be run alone: {exc}") from None
+            reason = f"not a pack that loads alone: {exc}"
+            runs.append(BaseRun(display_path(base_file), "", 0, [], reason))
+            continue
         cases = collect_cases(base)
         changes = []
         for case in cases:

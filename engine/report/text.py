@@ -69,7 +69,12 @@ def _base_lines(name: str, bases: list[BaseRun], level: str) -> list[str]:
     the ones whose outcome or action the pack changes."""
     mark = "CHANGED" if level == "warning" else "FAIL   "
     lines = [f"base cases under {name} (--with-base):"]
+    if not bases:
+        lines.append("  (it extends no pack)")
     for base in bases:
+        if base.skipped:
+            lines.append(f"  {base.name}: not run ({base.skipped})")
+            continue
         changed = len(base.changes)
         lines.append(
             f"  {base.name} {base.version}: {_plural(base.cases, 'case')}, {changed} changed"

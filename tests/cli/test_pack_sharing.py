@@ -200,3 +200,19 @@ def test_init_schema_reference_survives_a_commit_and_a_clone(tmp_path: Path) -> 
     jsonschema.validate(read_yaml(pack_file).data, schema)
     assert run_cli("check", str(pack_file.parent)).exit_code == 0
     assert run_cli("test", str(pack_file.parent)).exit_code == 0
+
+
+def test_with_base_runs_a_git_base_and_skips_a_partial_file(origin: Path, tmp_path: Path) -> None:
+    """A git base's cases run from the fetched commit; a YAML file holding part of a pack
+    has no cases of its own and is listed as not run."""
+    pack = my_pack(tmp_path, f"git+{origin.as_uri()}@main#packs/shared")
+    (pack.parent / "no-repairs.yaml").write_text("triggers:\n  ANSWER: {max_attempts: 0}\n")
+    text = (pack / "pack.yaml").read_text()
+    (pack / "pack.yaml").write_text(text.replace('"]', '", "../no-repairs.yaml"]'))
+    ran = run_cli("test", str(pack), "--with-base", "--format", "json")
+    assert ran.exit_code == 0, ran.output
+    shared, core, partial = json.loads(ran.stdout)["packs"][0]["bases"]
+    assert (shared["pack"], core["pack"]) == ("shared", "core") and shared["cases"] == 2
+    assert [c["name"] for c in shared["changed"]] == ["a quoted decision is repaired once"]
+    assert partial["pack"].endswith("no-repairs.yaml")
+    assert "missing required key 'rulepack'" in partial["skipped"]
