@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import click
 
 from engine.cli.common import UsageFailure
-from engine.core.resources import data_dir
 
 KINDS = ("sentinel", "markdown", "json")
 
@@ -186,15 +184,24 @@ _SCHEMA = """\
 _EXTENSIONS = {"sentinel": "txt", "markdown": "md", "json": "json"}
 
 
+SCHEMA_FILE = "rulepack.schema.json"
+"""The copy of the format's JSON Schema written into a new pack, which its modeline names."""
+
+
 def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
-    """Write the pack files of a new ``kind`` pack called ``name`` into ``folder``."""
-    schema = Path(os.path.relpath(data_dir("contracts") / "rulepack.schema.json", folder))
+    """Write the pack files of a new ``kind`` pack called ``name`` into ``folder``: the
+    schema its editors' modeline names is a copy in the pack folder (see ``init_command``)."""
+    # start-up time: `rules init --help` imports no pydantic
+    from engine.format.schema import rulepack_schema_text
+    from engine.pack.sections import rulepack_model
+
     body = {"sentinel": _SENTINEL, "markdown": _MARKDOWN, "json": _JSON}[kind]
     good_name, good_text, good_expect = _GOOD[kind]
     files = {
-        "pack.yaml": _HEADER.format(schema=schema.as_posix(), name=name, kind=kind)
+        "pack.yaml": _HEADER.format(schema=SCHEMA_FILE, name=name, kind=kind)
         + body.format()
         + _TAIL.format(),
+        SCHEMA_FILE: rulepack_schema_text(rulepack_model()),
         "templates/repair.md.j2": _REPAIR,
         "contracts/answer.v1.md": _CONTRACT_TEXT[kind],
         f"tests/ANSWER/{good_name}": good_text,
@@ -226,6 +233,12 @@ def init_command(name: str, kind: str, parent: str) -> None:
     """Create a pack folder NAME: pack.yaml (with the schema modeline for editors), a
     contract and its text, a trigger, a repair template, and two test cases (a passing
     fixture and a failing case) that `rules test` runs.
+
+    The modeline names rulepack.schema.json, a copy of the format's JSON Schema written
+    into the pack folder: a path relative to the pack, so it stays valid when the pack is
+    committed and cloned elsewhere (a path into the engine's installation would not, and
+    the schema has no URL that resolves). Commit it with the pack; after upgrading the
+    engine, refresh it with `rules schema > NAME/rulepack.schema.json`.
 
     \b
     Examples:

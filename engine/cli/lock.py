@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from engine.cli.common import EXIT_FINDINGS, UsageFailure
@@ -9,16 +11,20 @@ from engine.core.errors import EngineError
 
 
 @click.command("lock")
-@click.argument("pack_ref", metavar="PACK", default="rules", required=False)
+@click.argument("pack_ref", metavar="PACK", required=False)
 @click.option("--upgrade", is_flag=True, help="Resolve every reference again (moved branches).")
-def lock_command(pack_ref: str, upgrade: bool) -> None:
+def lock_command(pack_ref: str | None, upgrade: bool) -> None:
     """Resolve the git packs PACK extends (`git+URL@REV#path`, also those its bases extend)
     to commit SHAs and content hashes in rules.lock beside PACK's pack file. Existing
     entries are kept unless --upgrade. Commit rules.lock: every command then uses the
     locked commits, offline once fetched.
 
+    PACK defaults to the pack in the current folder when there is a pack.yaml here, else
+    to ./rules/ (which must then hold one pack).
+
     \b
     Examples:
+      rules lock                              # beside pack.yaml
       rules lock rules/my-pack
       rules lock rules/my-pack --upgrade      # follow moved branches and tags
     """
@@ -31,8 +37,15 @@ def lock_command(pack_ref: str, upgrade: bool) -> None:
         write_lock,
     )
     from engine.format.loader import load_pack_tree
-    from engine.format.locate import find_pack_files
+    from engine.format.locate import PACK_FILE, find_pack_files
 
+    if pack_ref is None:
+        pack_ref = "." if (Path.cwd() / PACK_FILE).is_file() else "rules"
+        if not Path(pack_ref).exists():
+            raise UsageFailure(
+                f"no {PACK_FILE} here and no rules/ folder: run `rules lock` beside the pack's "
+                f"{PACK_FILE}, or name the pack (`rules lock PATH`)"
+            )
     try:
         (pack_file, *more) = find_pack_files(pack_ref)
         if more:

@@ -225,7 +225,7 @@ class SQLiteLedger(Ledger):
 def _opening_lock(lock_path: Path) -> Iterator[None]:
     """Hold an exclusive advisory lock on ``lock_path``, waiting at most the busy timeout."""
     try:
-        import fcntl
+        import fcntl  # POSIX only: deferred so that its absence (Windows) is handled here
     except ImportError:  # no advisory locks here (Windows): SQLite's own locking only
         yield
         return

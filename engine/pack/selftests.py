@@ -10,6 +10,10 @@ Cases come from three places, all of the pack being tested:
   without ``name``, ``block`` and the input). Other folders under ``tests/`` (golden
   prompts, outputs the cases name) are not fixture folders unless they hold such files.
 
+The cases of the packs a pack extends can also be run against it (``compare_with_bases``,
+`rules test --with-base`): each base case is run under its base and under the pack, and the
+cases whose outcome (passed or failed) or action differs are reported.
+
 A case may name a golden prompt file (``expect.prompt``, relative to the case's folder): the
 rendered prompt must equal it; ``update=True`` rewrites golden files instead of comparing.
 """
@@ -31,8 +35,9 @@ from engine.core.files import read_file_capped, read_file_text
 from engine.core.textio import decode_output
 from engine.format.findings import FindingRule
 from engine.format.loader import read_yaml
+from engine.format.locate import display_path
 from engine.pack.cases import PackTest
-from engine.pack.loaded import Pack
+from engine.pack.loaded import Pack, load_pack
 
 PACK_TEST_FAILED = FindingRule(
     "pack-test-failed",
@@ -44,6 +49,22 @@ PACK_TEST_UNREADABLE = FindingRule(
     "pack-test-unreadable",
     "A case of the pack's own tests cannot be read.",
     "Fix the case file at the position shown.",
+)
+
+PACK_NO_CASES = FindingRule(
+    "pack-no-cases",
+    "A pack has no test cases (`rules test`: a warning, a failure with --strict).",
+    "Add cases: a `tests:` list, case files tests/*.yaml or fixture folders tests/BLOCK/ "
+    "(`rules init` writes examples of each).",
+    level="warning",
+)
+
+BASE_CASE_CHANGED = FindingRule(
+    "base-case-changed",
+    "A case of a pack this pack extends gives another outcome or action under this pack "
+    "(`rules test --with-base`).",
+    "Review the change: if it is intended, say so in the pack's own cases.",
+    level="warning",
 )
 
 CASE_FILE_GLOB = "*.yaml"
@@ -70,6 +91,8 @@ class CaseResult:
     problems: list[str] = field(default_factory=list)
     diff: str = ""
     updated: bool = False
+    action: str | None = None
+    """The action decided (None when the case decides none or could not run)."""
 
     @property
     def passed(self) -> bool:
@@ -259,6 +282,7 @@ def run_gate_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
             ("action", expect.action, gate.action),
         ],
     )
+    result.action = gate.action
     if expect.prompt is not None:
         _golden(case, outcome.reprompt or "", result, update)
     return result
@@ -299,6 +323,7 @@ def run_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
             ("rule", expect.rule, decision.rule),
         ],
     )
+    result.action = decision.action
     if "data" in expect.model_fields_set and expect.data != verdict.data:
         result.problems.append(_differs("data", expect.data, verdict.data))
     data = verdict.data if isinstance(verdict.data, dict) else {}
@@ -332,3 +357,99 @@ def run_pack_tests(pack: Pack, update: bool = False) -> list[CaseResult]:
         except EngineError as exc:
             raise CaseError(f"{case.position}: case {case.spec.name!r}: {exc}") from None
     return results
+
+
+@dataclass(frozen=True)
+class BaseCaseChange:
+    """A case of a base pack whose outcome or action differs under the extending pack."""
+
+    case: Case
+    base: CaseResult
+    pack: CaseResult
+
+    @property
+    def expects_action(self) -> bool:
+        return self.case.spec.expect.action is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.base.name,
+            "block": self.base.block,
+            "file": self.base.position.file,
+            "line": self.base.position.line,
+            "column": self.base.position.column,
+            "base": {"passed": self.base.passed, "action": self.base.action},
+            "pack": {
+                "passed": self.pack.passed,
+                "action": self.pack.action,
+                "problems": self.pack.problems,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class BaseRun:
+    """The cases of one base pack run under the extending pack: how many, what changed."""
+
+    name: str
+    version: str
+    cases: int
+    changes: list[BaseCaseChange]
+    skipped: str = ""
+    """Why the base's cases were not run (a YAML file that is not a whole pack)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pack": self.name,
+            "version": self.version,
+            "cases": self.cases,
+            "changed": [change.to_json() for change in self.changes],
+            **({"skipped": self.skipped} if self.skipped else {}),
+        }
+
+
+def _changed(case: Case, base: CaseResult, pack: CaseResult) -> bool:
+    """The pack changes the case: passed under one and failed under the other, or (for a
+    case that expects an action) another action decided."""
+    if base.passed != pack.passed:
+        return True
+    return case.spec.expect.action is not None and base.action != pack.action
+
+
+def _run_under(pack: Pack, case: Case) -> CaseResult:
+    """A base case run under ``pack``: a case the pack cannot run (a block it removed, a
+    parameter it renamed) is a failed case saying why."""
+    try:
+        return run_case(pack, case)
+    except EngineError as exc:
+        block = case.spec.gate or case.spec.block or ""
+        return CaseResult(case.spec.name, block, case.position, [f"cannot run: {exc}"])
+
+
+def compare_with_bases(pack: Pack, locked: bool | None = None) -> list[BaseRun]:
+    """Run the cases of every pack ``pack`` extends (its whole `extends` chain, builtin
+    packs included, each once) under its base and under ``pack``; keep the changed ones.
+    A base that cannot be loaded alone (a YAML file holding part of a pack) has no cases
+    of its own to run: it is listed as skipped, with the reason."""
+    runs = []
+    for base_file in pack.files[1:]:
+        try:
+            base = load_pack(base_file, locked=locked)
+        except EngineError as exc:
+            reason = f"not a pack that loads alone: {exc}"
+            runs.append(BaseRun(display_path(base_file), "", 0, [], reason))
+            continue
+        cases = collect_cases(base)
+        changes = []
+        for case in cases:
+            try:
+                under_base = run_case(base, case)
+            except CaseError:
+                raise
+            except EngineError as exc:
+                raise CaseError(f"{case.position}: case {case.spec.name!r}: {exc}") from None
+            under_pack = _run_under(pack, case)
+            if _changed(case, under_base, under_pack):
+                changes.append(BaseCaseChange(case, under_base, under_pack))
+        runs.append(BaseRun(base.name, base.model.version, len(cases), changes))
+    return runs

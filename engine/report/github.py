@@ -37,4 +37,10 @@ def test(runs: PackTestRuns) -> str:
                 f"::error file={where.file},line={where.line},col={where.column},"
                 f"title=rules test::{result.name}: {message}"
             )
+    for f in runs.notices:  # packs without cases, changed base cases (--with-base)
+        lines.append(
+            f"::{f.level} file={_escape_property(f.position.file)},"
+            f"line={f.position.line},col={f.position.column},"
+            f"title={_escape_property(f.rule)}::{_escape_data(f.message)}"
+        )
     return "".join(line + "\n" for line in lines)

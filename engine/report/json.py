@@ -54,17 +54,28 @@ def check(results: list[CheckResult]) -> str:
 
 
 def test(runs: PackTestRuns) -> str:
+    """Each pack's cases (and with --with-base its bases: the cases they ran and the changed
+    ones), the totals, and ``notices``: packs without cases and changed base cases, as
+    findings (warnings, errors with --strict)."""
     results = runs.results
+    packs = []
+    for name, rs in runs.runs:
+        entry: dict[str, Any] = {
+            "pack": name,
+            "version": runs.versions[name],
+            "cases": [r.to_json() for r in rs],
+        }
+        if name in runs.bases:
+            entry["bases"] = [base.to_json() for base in runs.bases[name]]
+        packs.append(entry)
     return _dump(
         {
-            "packs": [
-                {"pack": name, "version": runs.versions[name], "cases": [r.to_json() for r in rs]}
-                for name, rs in runs.runs
-            ],
+            "packs": packs,
             "total": len(results),
             "passed": runs.passed,
             "failed": len(results) - runs.passed,
             "pass_rate": runs.pass_rate,
+            "notices": [_finding(f) for f in runs.notices],
         }
     )
 

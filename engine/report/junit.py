@@ -37,6 +37,8 @@ class TestCase:
     name: str
     failures: Sequence[Failure] = field(default_factory=tuple)
     where: tuple[str, int] | None = None
+    output: str = ""
+    """Written as the case's <system-out> (what was noticed, for a case that passed)."""
 
 
 def junit(cases: Sequence[TestCase], *, name: str = "rules", one_suite: bool = False) -> str:
@@ -59,6 +61,8 @@ def junit(cases: Sequence[TestCase], *, name: str = "rules", one_suite: bool = F
             if failure.type is not None:
                 attributes["type"] = failure.type
             ET.SubElement(element, "failure", attributes).text = xml_text(failure.detail)
+        if case.output:
+            ET.SubElement(element, "system-out").text = xml_text(case.output)
     for suite_name, suite in suites.items():
         members = [c for c in cases if c.suite == suite_name]
         suite.set("tests", str(len(members)))
@@ -72,6 +76,10 @@ def junit(cases: Sequence[TestCase], *, name: str = "rules", one_suite: bool = F
 def ci_cases(cases: list[CiCase]) -> str:
     """A test case per CiCase, a failure element per error finding (file:line:column and
     the message)."""
+    return junit(_cases(cases))
+
+
+def _cases(cases: list[CiCase]) -> list[TestCase]:
     out = []
     for case in cases:
         errors = [f for f in case.findings if f.level == "error"]
@@ -85,7 +93,7 @@ def ci_cases(cases: list[CiCase]) -> str:
         ]
         where = (errors[0].position.file, errors[0].position.line) if errors else None
         out.append(TestCase(case.suite, case.name, failures, where))
-    return junit(out)
+    return out
 
 
 def check(results: list[CheckResult]) -> str:
@@ -93,7 +101,19 @@ def check(results: list[CheckResult]) -> str:
 
 
 def test(runs: PackTestRuns) -> str:
-    return ci_cases(pack_test_cases(runs))
+    """A test case per case; a pack without cases and (with --with-base) each changed base
+    case are test cases too, in a suite of their own: failed with --strict, else passed
+    with what was noticed as their output."""
+    cases = []
+    for case in pack_test_cases(runs):
+        notices = [f for f in case.findings if f.level == "warning"]
+        if not notices:
+            cases.extend(_cases([case]))
+            continue
+        where = (notices[0].position.file, notices[0].position.line)
+        detail = "\n".join(f"{f.position}: {f.message}" for f in notices)
+        cases.append(TestCase(case.suite, case.name, (), where, output=detail))
+    return junit(cases)
 
 
 def backtest(report: dict[str, Any]) -> str:

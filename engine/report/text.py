@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.pack.result import CheckResult
 from engine.report import md
-from engine.report.cases import PackTestRuns
+from engine.report.cases import PackTestRuns, describe
 from engine.report.table import pairs, text_columns
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
     from engine.pack.loaded import Pack
+    from engine.pack.selftests import BaseRun
     from engine.policy.conflicts.runtime import CompiledConflicts
     from engine.policy.triggers.decide import Decision
 
@@ -53,11 +54,36 @@ def test(runs: PackTestRuns) -> str:
                 if result.diff:
                     lines.append("     " + result.diff.replace("\n", "\n     ").rstrip())
     total = len(runs.results)
+    for name, bases in runs.bases.items():
+        lines.extend(_base_lines(name, bases, runs.level))
     lines.append(
         f"{_plural(len(runs.runs), 'pack')}, {_plural(total, 'case')}: {runs.passed} passed, "
         f"{total - runs.passed} failed"
+        + (f"; {_plural(len(runs.changes), 'base case')} changed" if runs.bases else "")
     )
     return "".join(line + "\n" for line in lines)
+
+
+def _base_lines(name: str, bases: list[BaseRun], level: str) -> list[str]:
+    """The section of `rules test --with-base`: each base's cases run under the pack and
+    the ones whose outcome or action the pack changes."""
+    mark = "CHANGED" if level == "warning" else "FAIL   "
+    lines = [f"base cases under {name} (--with-base):"]
+    if not bases:
+        lines.append("  (it extends no pack)")
+    for base in bases:
+        if base.skipped:
+            lines.append(f"  {base.name}: not run ({base.skipped})")
+            continue
+        changed = len(base.changes)
+        lines.append(
+            f"  {base.name} {base.version}: {_plural(base.cases, 'case')}, {changed} changed"
+        )
+        for change in base.changes:
+            lines.append(f"  {mark} {base.name}: {change.base.name}: {describe(change)}")
+            lines.append(f"          {change.base.position}")
+            lines.extend(f"          {problem}" for problem in change.pack.problems)
+    return lines
 
 
 def evaluation(verdict: Verdict, decision: Decision, pack: Mapping[str, str] | None = None) -> str:
