@@ -79,7 +79,7 @@ def explain(pack: Rulepack, block: str | None = None) -> str:
 
 def patterns(pack: Rulepack, block: str | None = None) -> str:
     """Every pattern the pack declares (or block ``block`` declares), with its engine."""
-    from engine.core.patterns import pattern_engine
+    from engine.core.pattern_plan import pattern_engine
     from engine.format import model
     from engine.format.semantics import walk_references
 
