@@ -96,7 +96,7 @@ def load_context(path: str | None) -> dict[str, Any]:
         return {}
     from pathlib import Path
 
-    from engine.format.loader import read_yaml
+    from engine.format.yamldoc import read_yaml
 
     document = read_yaml(Path(path))
     if document.findings:

@@ -144,7 +144,7 @@ def run_command(
 
 def _read_prompt(name: str) -> str:
     """The --prompt file's text: UTF-8, at most MAX_PROMPT_BYTES (read no further)."""
-    from engine.format.loader import read_text
+    from engine.format.yamldoc import read_text
 
     text = read_text(Path(name), MAX_PROMPT_BYTES, name)
     if not isinstance(text, str):

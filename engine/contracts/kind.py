@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from engine.contracts.model import ContractModel
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
-    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
 
 
 class EvaluationInput(NamedTuple):

@@ -26,9 +26,9 @@ from engine.format.semantics import UNKNOWN_FAILURE_TYPE
 
 if TYPE_CHECKING:
     from engine.contracts.kind import CompiledContract, ContractKind
-    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
 
 ENTRY_POINT_GROUP = "rules_engine.kinds"
 

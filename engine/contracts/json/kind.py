@@ -33,9 +33,9 @@ from engine.core.verdict import verdict_from_checks
 if TYPE_CHECKING:
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
-    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,9 @@ from engine.sandbox.environment import compile_condition
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
 
 
 NO_CAPTURE_GROUP = FindingRule(
