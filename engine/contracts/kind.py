@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from engine.contracts.model import declared_default_failures
 from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
@@ -100,6 +101,17 @@ class ContractKind(Protocol):
         """The contract ready to evaluate outputs; pack files it names are read relative to
         ``folder_of(key path)``, the folder of the pack file that declared them."""
         ...
+
+
+class StandaloneKind:
+    """What a kind shares whose contracts stand alone (take nothing from other contracts)
+    and report failure types only through their own failure-type settings."""
+
+    def resolve(self, contract: Any, contracts: Mapping[str, Any]) -> Any:
+        return contract
+
+    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
+        return declared_default_failures(contract)
 
 
 def no_parser_error(block: str, kind: str) -> EngineError:

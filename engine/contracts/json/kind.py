@@ -24,8 +24,7 @@ from engine.contracts.json.document import (
     schema_violations,
 )
 from engine.contracts.json.model import JsonContract
-from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.contracts.model import declared_default_failures
+from engine.contracts.kind import EvaluationInput, StandaloneKind, no_parser_error
 from engine.core.errors import EvaluationError, PackError
 from engine.core.results import Failure
 from engine.core.verdict import verdict_from_checks
@@ -83,15 +82,9 @@ class CompiledJson:
         return "content" if failure_type == self.contract.schema_failure else "structure"
 
 
-class JsonKind:
+class JsonKind(StandaloneKind):
     name = "json"
     model = JsonContract
-
-    def resolve(self, contract: JsonContract, contracts: Mapping[str, Any]) -> Any:
-        return contract
-
-    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
-        return declared_default_failures(contract)
 
     def check(self, name: str, contract: JsonContract, checker: PackChecker) -> None:
         path: KeyPath = ("contracts", name, "schema_file")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.kind import EvaluationInput, no_parser_error
+from engine.contracts.kind import EvaluationInput, StandaloneKind, no_parser_error
 from engine.contracts.markdown.model import (
     AnyOfCheck,
     CoverageCheck,
@@ -37,7 +37,6 @@ from engine.contracts.markdown.sections import (
     section_of,
     soft_match,
 )
-from engine.contracts.model import declared_default_failures
 from engine.core.errors import ConditionError, ContextError
 from engine.core.patterns import compile_pattern
 from engine.core.placeholders import fill, render_list
@@ -387,15 +386,9 @@ class CompiledMarkdown:
         return "structure"
 
 
-class MarkdownKind:
+class MarkdownKind(StandaloneKind):
     name = "markdown"
     model = MarkdownContract
-
-    def resolve(self, contract: MarkdownContract, contracts: Mapping[str, Any]) -> Any:
-        return contract
-
-    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
-        return declared_default_failures(contract)
 
     def check(self, name: str, contract: MarkdownContract, checker: PackChecker) -> None:
         """References are checked by the generic walk; here what links checks together:

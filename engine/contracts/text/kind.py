@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.contracts.model import declared_default_failures
+from engine.contracts.kind import EvaluationInput, StandaloneKind, no_parser_error
 from engine.contracts.text.model import TextContract
 from engine.core.errors import EvaluationError
 from engine.core.patterns import CompiledPattern, compile_pattern
@@ -126,15 +125,9 @@ class CompiledText:
         return "structure"
 
 
-class TextKind:
+class TextKind(StandaloneKind):
     name = "text"
     model = TextContract
-
-    def resolve(self, contract: TextContract, contracts: Mapping[str, Any]) -> Any:
-        return contract
-
-    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
-        return declared_default_failures(contract)
 
     def check(self, name: str, contract: TextContract, checker: PackChecker) -> None:
         """Its patterns and references are checked by the generic walk; the bounds here."""
