@@ -66,6 +66,9 @@ _SHORTHAND = {
     "S": "[^\\t\\n\\f\\r ]",
 }
 _CONTROL_ESCAPES = frozenset("ntrfv")
+# Single characters with a meaning of their own: their stdlib text, and whether a
+# quantifier may follow them.
+_OPERATORS = {")": (")", True), "|": ("|", False), "^": ("^", False), "$": ("\\Z", False)}
 _COUNT = re.compile(r"\{([0-9]{1,4})(,([0-9]{1,4})?)?\}")
 _GROUP_NAME = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>")
 
@@ -228,25 +231,11 @@ def translate(pattern: str) -> str:
                 index += 1
             quantifiable = False
             continue
-        if char in ")":
-            out.append(")")
+        operator = _OPERATORS.get(char)
+        if operator is not None:
+            out.append(operator[0])
             index += 1
-            quantifiable = True
-            continue
-        if char == "|":
-            out.append("|")
-            index += 1
-            quantifiable = False
-            continue
-        if char == "^":
-            out.append("^")
-            index += 1
-            quantifiable = False
-            continue
-        if char == "$":
-            out.append("\\Z")
-            index += 1
-            quantifiable = False
+            quantifiable = operator[1]
             continue
         if char in "]}":
             raise _Refused(f"a lone '{char}'")
