@@ -81,23 +81,16 @@ class CompiledText:
         text, contract, fail = output.text, self.contract, self.contract.fail
         failures = []
         size = len(text)
-        if contract.min_chars is not None and size < contract.min_chars:
-            failures.append(
-                Failure(fail, self._say("min_chars", {"count": size, "min": contract.min_chars}))
-            )
-        if contract.max_chars is not None and size > contract.max_chars:
-            failures.append(
-                Failure(fail, self._say("max_chars", {"count": size, "max": contract.max_chars}))
-            )
         lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-        if contract.min_lines is not None and lines < contract.min_lines:
-            failures.append(
-                Failure(fail, self._say("min_lines", {"count": lines, "min": contract.min_lines}))
-            )
-        if contract.max_lines is not None and lines > contract.max_lines:
-            failures.append(
-                Failure(fail, self._say("max_lines", {"count": lines, "max": contract.max_lines}))
-            )
+        for measure, count in (("chars", size), ("lines", lines)):
+            least = getattr(contract, f"min_{measure}")
+            most = getattr(contract, f"max_{measure}")
+            if least is not None and count < least:
+                values = {"count": count, "min": least}
+                failures.append(Failure(fail, self._say(f"min_{measure}", values)))
+            if most is not None and count > most:
+                values = {"count": count, "max": most}
+                failures.append(Failure(fail, self._say(f"max_{measure}", values)))
         for rule in self.require:
             if rule.compiled.search(text) is None:
                 failures.append(
