@@ -96,65 +96,12 @@ def load_pack_tree(pack_file: Path, locked: bool | None = None) -> PackTree:
 
     Each pack of the `extends` graph is read and merged once, however many paths reach it
     (a diamond of 12 levels would otherwise load 2**12 packs)."""
-    return _load(pack_file.resolve(), [], pack_file, {}, locked)
+    return _Loading(locked).pack(pack_file.resolve(), [], pack_file)
 
 
 def _unique(items: list[Any]) -> list[Any]:
     """``items`` without repeats, in first-seen order (a pack reached twice adds nothing)."""
     return list(dict.fromkeys(items))
-
-
-def _load(
-    pack_file: Path,
-    stack: list[Path],
-    shown: Path,
-    loaded: dict[Path, PackTree],
-    locked: bool | None,
-) -> PackTree:
-    doc = read_yaml(shown if not stack else pack_file)
-    findings = list(doc.findings)
-    data = doc.data
-    if doc.data is None and not findings:
-        findings.append(
-            PACK_EMPTY.at(
-                "pack file is empty",
-                Position(display_path(shown)),
-                "start from `rules init` or add `rulepack: NAME`",
-            )
-        )
-    if not isinstance(data, dict):
-        if data is not None:
-            findings.append(
-                PACK_NOT_MAPPING.at(
-                    "a pack file must be a YAML mapping",
-                    doc.source.locate(()),
-                    "write `rulepack: NAME` and the sections of the pack as top-level keys",
-                )
-            )
-        return PackTree(pack_file, {}, doc.source, findings, [pack_file])
-
-    extends = data.get("extends")
-    tree: Any = None
-    source = SourceMap()
-    files = [pack_file]
-    if isinstance(extends, list):
-        for index, ref in enumerate(extends):
-            if not isinstance(ref, str):
-                continue  # the model check reports the wrong type
-            where = doc.source.locate(("extends", index))
-            base = _load_extended(
-                ref, pack_file, [*stack, pack_file], where, findings, loaded, locked
-            )
-            if base is None:
-                continue
-            files.extend(base.files)
-            findings.extend(base.findings)
-            base_data = {k: v for k, v in base.data.items() if k != "extends"}
-            tree = base_data if tree is None else merge_trees(tree, base_data)
-            source = _merge_sources(tree, source, base.source)
-    merged = data if tree is None else merge_trees(tree, data)
-    merged_source = _merge_sources(merged, source, doc.source)
-    return PackTree(pack_file, merged, merged_source, _unique(findings), _unique(files))
 
 
 _WORKSPACE_HINT = (
@@ -191,79 +138,118 @@ def _outside_workspace(ref: str, declaring: Path, stack: list[Path]) -> str | No
     return None
 
 
-def _load_extended(
-    ref: str,
-    declaring: Path,
-    stack: list[Path],
-    where: Position,
-    findings: list[Finding],
-    loaded: dict[Path, PackTree],
-    locked: bool | None,
-) -> PackTree | None:
-    if is_git_ref(ref):
-        try:
-            fetched = resolve_git_pack(ref, stack[0] if stack else declaring, locked)
-        except GitPackError as exc:
-            hint = {
-                GIT_UNLOCKED: "run `rules lock` beside the top pack and commit rules.lock",
-                GIT_HASH_MISMATCH: "run `rules lock --upgrade` if the change is intended",
-            }.get(exc.rule, "write git+URL@REV#path/to/pack; the path stays in the repository")
-            findings.append(exc.rule.at(str(exc), where, hint))
-            return None
-        return _load_checked(fetched.resolve(), stack, where, findings, loaded, locked)
-    installed = ref.startswith(PACKAGE_PREFIX) or (
-        bare_name(ref) and not (declaring.parent / ref).exists() and not Path(ref).suffix
-    )
-    if not ref.startswith(BUILTIN_PREFIX) and not installed and Path(ref).is_absolute():
-        findings.append(
-            EXTENDS_ABSOLUTE.at(
-                f"extends {ref!r} is an absolute path",
-                where,
-                "write the path relative to this pack file",
-            )
-        )
-        return None
-    if not ref.startswith(BUILTIN_PREFIX) and not installed:
-        outside = _outside_workspace(ref, declaring, stack)
-        if outside is not None:
-            findings.append(EXTENDS_OUTSIDE_WORKSPACE.at(outside, where, _WORKSPACE_HINT))
-            return None
-    found = resolve_pack_file(ref, declaring.parent)
-    if found is None:
-        known = ", ".join(BUILTIN_PREFIX + n for n in builtin_pack_names())
-        hint = (
-            f"builtin packs are: {known}"
-            if ref.startswith(BUILTIN_PREFIX)
-            else "`rules packs` lists the installed packs"
-            if installed
-            else "give a folder holding pack.yaml or a YAML file, relative to this file"
-        )
-        findings.append(EXTENDS_NOT_FOUND.at(f"extends {ref!r}: no such pack", where, hint))
-        return None
-    return _load_checked(found.resolve(), stack, where, findings, loaded, locked)
+@dataclass
+class _Loading:
+    """One load of an `extends` graph: its git lock mode and the packs loaded so far."""
 
+    locked: bool | None
+    loaded: dict[Path, PackTree] = field(default_factory=dict)
 
-def _load_checked(
-    target: Path,
-    stack: list[Path],
-    where: Position,
-    findings: list[Finding],
-    loaded: dict[Path, PackTree],
-    locked: bool | None,
-) -> PackTree | None:
-    """Load an extended pack file unless it closes a cycle (a finding then); a pack loaded
-    before in this load is reused."""
-    if target in stack:
-        cycle = [*stack[stack.index(target) :], target]
-        chain = " -> ".join(display_path(p) for p in cycle)
-        findings.append(
-            EXTENDS_CYCLE.at(
-                f"extends cycle: {chain}",
-                where,
-                "remove one of the `extends` entries in this cycle",
+    def pack(self, pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
+        doc = read_yaml(shown if not stack else pack_file)
+        findings = list(doc.findings)
+        data = doc.data
+        if doc.data is None and not findings:
+            findings.append(
+                PACK_EMPTY.at(
+                    "pack file is empty",
+                    Position(display_path(shown)),
+                    "start from `rules init` or add `rulepack: NAME`",
+                )
             )
+        if not isinstance(data, dict):
+            if data is not None:
+                findings.append(
+                    PACK_NOT_MAPPING.at(
+                        "a pack file must be a YAML mapping",
+                        doc.source.locate(()),
+                        "write `rulepack: NAME` and the sections of the pack as top-level keys",
+                    )
+                )
+            return PackTree(pack_file, {}, doc.source, findings, [pack_file])
+
+        extends = data.get("extends")
+        tree: Any = None
+        source = SourceMap()
+        files = [pack_file]
+        if isinstance(extends, list):
+            for index, ref in enumerate(extends):
+                if not isinstance(ref, str):
+                    continue  # the model check reports the wrong type
+                where = doc.source.locate(("extends", index))
+                base = self.extended(ref, pack_file, [*stack, pack_file], where, findings)
+                if base is None:
+                    continue
+                files.extend(base.files)
+                findings.extend(base.findings)
+                base_data = {k: v for k, v in base.data.items() if k != "extends"}
+                tree = base_data if tree is None else merge_trees(tree, base_data)
+                source = _merge_sources(tree, source, base.source)
+        merged = data if tree is None else merge_trees(tree, data)
+        merged_source = _merge_sources(merged, source, doc.source)
+        return PackTree(pack_file, merged, merged_source, _unique(findings), _unique(files))
+
+    def extended(
+        self, ref: str, declaring: Path, stack: list[Path], where: Position, findings: list[Finding]
+    ) -> PackTree | None:
+        if is_git_ref(ref):
+            try:
+                fetched = resolve_git_pack(ref, stack[0] if stack else declaring, self.locked)
+            except GitPackError as exc:
+                hint = {
+                    GIT_UNLOCKED: "run `rules lock` beside the top pack and commit rules.lock",
+                    GIT_HASH_MISMATCH: "run `rules lock --upgrade` if the change is intended",
+                }.get(exc.rule, "write git+URL@REV#path/to/pack; the path stays in the repository")
+                findings.append(exc.rule.at(str(exc), where, hint))
+                return None
+            return self.checked(fetched.resolve(), stack, where, findings)
+        installed = ref.startswith(PACKAGE_PREFIX) or (
+            bare_name(ref) and not (declaring.parent / ref).exists() and not Path(ref).suffix
         )
-        return None
-    if target not in loaded:
-        loaded[target] = _load(target, stack, target, loaded, locked)
-    return loaded[target]
+        if not ref.startswith(BUILTIN_PREFIX) and not installed and Path(ref).is_absolute():
+            findings.append(
+                EXTENDS_ABSOLUTE.at(
+                    f"extends {ref!r} is an absolute path",
+                    where,
+                    "write the path relative to this pack file",
+                )
+            )
+            return None
+        if not ref.startswith(BUILTIN_PREFIX) and not installed:
+            outside = _outside_workspace(ref, declaring, stack)
+            if outside is not None:
+                findings.append(EXTENDS_OUTSIDE_WORKSPACE.at(outside, where, _WORKSPACE_HINT))
+                return None
+        found = resolve_pack_file(ref, declaring.parent)
+        if found is None:
+            known = ", ".join(BUILTIN_PREFIX + n for n in builtin_pack_names())
+            hint = (
+                f"builtin packs are: {known}"
+                if ref.startswith(BUILTIN_PREFIX)
+                else "`rules packs` lists the installed packs"
+                if installed
+                else "give a folder holding pack.yaml or a YAML file, relative to this file"
+            )
+            findings.append(EXTENDS_NOT_FOUND.at(f"extends {ref!r}: no such pack", where, hint))
+            return None
+        return self.checked(found.resolve(), stack, where, findings)
+
+    def checked(
+        self, target: Path, stack: list[Path], where: Position, findings: list[Finding]
+    ) -> PackTree | None:
+        """Load an extended pack file unless it closes a cycle (a finding then); a pack loaded
+        before in this load is reused."""
+        if target in stack:
+            cycle = [*stack[stack.index(target) :], target]
+            chain = " -> ".join(display_path(p) for p in cycle)
+            findings.append(
+                EXTENDS_CYCLE.at(
+                    f"extends cycle: {chain}",
+                    where,
+                    "remove one of the `extends` entries in this cycle",
+                )
+            )
+            return None
+        if target not in self.loaded:
+            self.loaded[target] = self.pack(target, stack, target)
+        return self.loaded[target]
