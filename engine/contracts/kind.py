@@ -103,6 +103,21 @@ class ContractKind(Protocol):
         ...
 
 
+class WithoutParser:
+    """What a compiled contract shares whose kind has no deterministic parser (``parse`` is
+    an error); its outputs reference no kinds of ids unless it says otherwise."""
+
+    name: str
+    contract: ContractModel
+
+    @property
+    def id_patterns(self) -> Mapping[str, str]:
+        return {}
+
+    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
+        raise no_parser_error(self.name, self.contract.kind)
+
+
 class StandaloneKind:
     """What a kind shares whose contracts stand alone (take nothing from other contracts)
     and report failure types only through their own failure-type settings."""

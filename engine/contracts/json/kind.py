@@ -24,13 +24,12 @@ from engine.contracts.json.document import (
     schema_violations,
 )
 from engine.contracts.json.model import JsonContract
-from engine.contracts.kind import EvaluationInput, StandaloneKind, no_parser_error
+from engine.contracts.kind import EvaluationInput, StandaloneKind, WithoutParser
 from engine.core.errors import EvaluationError, PackError
 from engine.core.results import Failure
 from engine.core.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
-    from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class CompiledJson:
+class CompiledJson(WithoutParser):
     """A json contract ready to check outputs: its schema's validator built once."""
 
     name: str
@@ -46,13 +45,6 @@ class CompiledJson:
     validator: Any = field(repr=False)
     severities: Mapping[str, str] = field(repr=False)
     param_names: frozenset[str] = frozenset()
-
-    @property
-    def id_patterns(self) -> Mapping[str, str]:
-        return {}
-
-    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
-        raise no_parser_error(self.name, "json")
 
     def evaluate(self, output: EvaluationInput) -> Verdict:
         contract = self.contract

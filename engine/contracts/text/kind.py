@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.contracts.kind import EvaluationInput, StandaloneKind, no_parser_error
+from engine.contracts.kind import EvaluationInput, StandaloneKind, WithoutParser
 from engine.contracts.text.model import TextContract
 from engine.core.errors import EvaluationError
 from engine.core.patterns import CompiledPattern, compile_pattern
@@ -18,7 +18,6 @@ from engine.core.verdict import verdict_from_checks
 from engine.format.findings import FindingRule
 
 if TYPE_CHECKING:
-    from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
@@ -56,20 +55,13 @@ class _TextRule:
 
 
 @dataclass(frozen=True)
-class CompiledText:
+class CompiledText(WithoutParser):
     name: str
     contract: TextContract = field(repr=False)
     require: tuple[_TextRule, ...] = field(repr=False)
     forbid: tuple[_TextRule, ...] = field(repr=False)
     severities: Mapping[str, str] = field(repr=False)
     param_names: frozenset[str] = frozenset()
-
-    @property
-    def id_patterns(self) -> Mapping[str, str]:
-        return {}
-
-    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
-        raise no_parser_error(self.name, "text")
 
     def _say(self, code: str, values: Mapping[str, object], own: str | None = None) -> str:
         template = own or self.contract.messages.get(code) or DEFAULT_MESSAGES[code]
