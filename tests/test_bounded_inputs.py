@@ -14,7 +14,7 @@ import pytest
 from conftest import run_cli
 from engine.cli.gate import MAX_FILE_BYTES
 from engine.cli.run import MAX_PROMPT_BYTES
-from engine.format.loader import MAX_YAML_BYTES
+from engine.format.yamldoc import MAX_YAML_BYTES
 
 RUN = ("run", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A")
 

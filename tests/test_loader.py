@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from engine.format.loader import MAX_YAML_BYTES, load_pack_tree, merge_trees, parse_yaml, read_yaml
+from engine.format.loader import load_pack_tree, merge_trees
+from engine.format.yamldoc import MAX_YAML_BYTES, parse_yaml, read_yaml
 
 
 def rules_of(findings: list) -> list[str]:

@@ -99,7 +99,7 @@ def load_context(path: str | None) -> dict[str, Any]:
     # imports no pathlib), and YAML only for a --context file.
     from pathlib import Path
 
-    from engine.format.loader import read_yaml
+    from engine.format.yamldoc import read_yaml
 
     document = read_yaml(Path(path))
     if document.findings:

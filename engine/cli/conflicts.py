@@ -3,7 +3,9 @@ conflicts, and check termination against them (the pack's `conflicts:` section).
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -48,10 +50,8 @@ def _book(session_dir: str, create: bool = False) -> ConflictBook:
             f"{session_dir}: no ledger here (run `rules conflicts detect --session "
             f"{session_dir} ...` first)"
         )
-    try:
+    with _usage_errors():
         return ConflictBook(Ledger(Path(session_dir)))
-    except EngineError as exc:
-        raise UsageFailure(str(exc)) from None
 
 
 def _pack_of(book: ConflictBook, pack_ref: str | None) -> Pack:
@@ -63,8 +63,13 @@ def _pack_of(book: ConflictBook, pack_ref: str | None) -> Pack:
     return open_pack(recorded)
 
 
-def _fail(exc: EngineError) -> UsageFailure:
-    return UsageFailure(str(exc))
+@contextlib.contextmanager
+def _usage_errors() -> Iterator[None]:
+    """An ``EngineError`` within the block is a usage failure (its message, exit status 2)."""
+    try:
+        yield
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
 
 
 @click.group("conflicts")
@@ -110,7 +115,7 @@ def detect_command(
         raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
         raise UsageFailure(f"{source}: cannot read: {exc.strerror or exc}") from None
-    try:
+    with _usage_errors():
         variables, context = pack.split_inputs(
             block, load_context(context_file), parse_vars(var_pairs)
         )
@@ -130,8 +135,6 @@ def detect_command(
         book = _book(session_dir, create=True)
         refs = book.record(rules, found, pack_ref, block)
         records = [book.get(ref) for ref in refs]
-    except EngineError as exc:
-        raise _fail(exc) from None
     ordered = list(rules.ordered(records))
     click.echo(render("conflicts", output_format, pack, rules, ordered), nl=False)
 
@@ -145,10 +148,8 @@ def convert_command(session_dir: str, pack_ref: str | None, ref: str) -> None:
     book = _book(session_dir)
     pack = _pack_of(book, pack_ref)
     rules = _rules(pack)
-    try:
+    with _usage_errors():
         record = book.convert(rules, ref)
-    except EngineError as exc:
-        raise _fail(exc) from None
     click.echo(render("conflicts", "text", pack, rules, [record]), nl=False)
 
 
@@ -157,10 +158,8 @@ def convert_command(session_dir: str, pack_ref: str | None, ref: str) -> None:
 @click.argument("ref")
 def waive_command(session_dir: str, ref: str) -> None:
     """Drop a conflict or flag: it blocks nothing and is not resolved."""
-    try:
+    with _usage_errors():
         record = _book(session_dir).waive(ref)
-    except EngineError as exc:
-        raise _fail(exc) from None
     click.echo(f"{record['ref']}: waived")
 
 
@@ -183,10 +182,8 @@ def propose_command(
     book = _book(session_dir)
     pack = _pack_of(book, pack_ref)
     rules = _rules(pack)
-    try:
+    with _usage_errors():
         record = book.propose(rules, ref, synthesis, trade_off, addresses_both)
-    except EngineError as exc:
-        raise _fail(exc) from None
     click.echo(render("conflicts", "text", pack, rules, [record]), nl=False)
 
 
@@ -230,13 +227,11 @@ def resolve_command(
                 f"--action {', '.join(unknown)}: not an action of the pack "
                 f"(conflicts.actions: {', '.join(known) or 'none'})"
             )
-    try:
+    with _usage_errors():
         stamp = clock.iso(clock.now(now))
         record = book.resolve(
             ref, option, decision, rationale, constraints, actions, decided_by, stamp
         )
-    except EngineError as exc:
-        raise _fail(exc) from None
     click.echo(f"{record['ref']}: resolved with option {option}")
 
 

@@ -18,7 +18,7 @@ from engine.report import render
 def _about(pack_file: Path) -> tuple[str, str]:
     """The pack's declared name and version, read from its YAML (not validated)."""
     # Deferred for start-up time: `rules packs --help` imports no YAML.
-    from engine.format.loader import read_yaml
+    from engine.format.yamldoc import read_yaml
 
     data = read_yaml(pack_file).data
     if not isinstance(data, dict):

@@ -27,7 +27,7 @@ from engine.cli.options import (
 from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
-from engine.format.loader import read_text
+from engine.format.yamldoc import read_text
 from engine.state.runner import DEFAULT_TIMEOUT, run_loop
 from engine.state.session import Outcome, Session
 

@@ -14,15 +14,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from engine.contracts.model import declared_default_failures
 from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
     from engine.contracts.model import ContractModel
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
-    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
 
 
 class EvaluationInput(NamedTuple):
@@ -100,6 +101,32 @@ class ContractKind(Protocol):
         """The contract ready to evaluate outputs; pack files it names are read relative to
         ``folder_of(key path)``, the folder of the pack file that declared them."""
         ...
+
+
+class WithoutParser:
+    """What a compiled contract shares whose kind has no deterministic parser (``parse`` is
+    an error); its outputs reference no kinds of ids unless it says otherwise."""
+
+    name: str
+    contract: ContractModel
+
+    @property
+    def id_patterns(self) -> Mapping[str, str]:
+        return {}
+
+    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
+        raise no_parser_error(self.name, self.contract.kind)
+
+
+class StandaloneKind:
+    """What a kind shares whose contracts stand alone (take nothing from other contracts)
+    and report failure types only through their own failure-type settings."""
+
+    def resolve(self, contract: Any, contracts: Mapping[str, Any]) -> Any:
+        return contract
+
+    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
+        return declared_default_failures(contract)
 
 
 def no_parser_error(block: str, kind: str) -> EngineError:

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Union
 from pydantic import Field
 
 from engine.contracts.model import ContractModel
-from engine.core.errors import EngineError
+from engine.core.errors import EngineError, plugin_errors
 from engine.format.semantics import UNKNOWN_FAILURE_TYPE
 
 if TYPE_CHECKING:
     from engine.contracts.kind import CompiledContract, ContractKind
-    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
 
 ENTRY_POINT_GROUP = "rules_engine.kinds"
 
@@ -93,16 +93,12 @@ def _load_entry_points() -> None:
         return
     _loaded_entry_points = True
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        try:
+        with plugin_errors("contract kind", point):
             kind = point.load()
             if point.name != getattr(kind, "name", None):
                 raise EngineError(f"it names itself {getattr(kind, 'name', None)!r}")
             if point.name not in _registered and point.name not in _ENGINE_KINDS:
                 register_kind(kind)
-        except Exception as exc:  # a broken plugin is named, not a traceback
-            raise EngineError(
-                f"the contract kind {point.name!r} ({point.value}) cannot be loaded: {exc}"
-            ) from exc
 
 
 def kind_names() -> list[str]:

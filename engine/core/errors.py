@@ -6,8 +6,12 @@ One root type, ``EngineError``; the CLI turns any of them into a message and exi
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 
 class Position(NamedTuple):
@@ -78,3 +82,16 @@ def unknown_block_error(pack: str, block: str, known: list[str]) -> EngineError:
     """A block name the pack does not declare, with the ones it does."""
     names = ", ".join(known) or "none"
     return EngineError(f"pack {pack!r} has no block {block!r} (blocks: {names})")
+
+
+@contextlib.contextmanager
+def plugin_errors(what: str, point: EntryPoint) -> Iterator[None]:
+    """Any error within the block, which loads or registers the entry point ``point`` of an
+    installed distribution (a ``what``: contract kind, rulepack section), is an EngineError
+    naming it: a broken plugin is named, not a traceback."""
+    try:
+        yield
+    except Exception as exc:
+        raise EngineError(
+            f"the {what} {point.name!r} ({point.value}) cannot be loaded: {exc}"
+        ) from exc

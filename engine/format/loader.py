@@ -1,24 +1,19 @@
-"""Reading rulepack YAML safely, keeping file:line:column for every node, and `extends`.
+"""Loading a pack file with everything it `extends` (local, builtin, installed and git
+packs), merged into one tree with the positions of every file.
 
-The result of loading is a plain tree (dicts, lists, scalars) plus a ``SourceMap`` from key
-paths to positions. Problems are collected as findings rather than raised, so that
-`rules check` can report all of them at once.
+Problems are collected as findings rather than raised, so that `rules check` can report all
+of them at once.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from engine.core.errors import Position
-from engine.core.files import read_file_capped
-from engine.core.numbers import NumberOutOfRange, float_of_text, int_of_text
 from engine.core.resources import builtin_pack_names, data_dir
-from engine.format.findings import Finding, FindingRule
+from engine.format.findings import Finding
 from engine.format.gitpacks import (
     GIT_HASH_MISMATCH,
     GIT_UNLOCKED,
@@ -32,17 +27,8 @@ from engine.format.loader_rules import (
     EXTENDS_CYCLE,
     EXTENDS_NOT_FOUND,
     EXTENDS_OUTSIDE_WORKSPACE,
-    FILE_UNREADABLE,
-    NUMBER_OUT_OF_RANGE,
     PACK_EMPTY,
     PACK_NOT_MAPPING,
-    YAML_COMPLEX_KEY,
-    YAML_DUPLICATE_KEY,
-    YAML_ENCODING,
-    YAML_MERGE_KEY,
-    YAML_SYNTAX,
-    YAML_TOO_LARGE,
-    YAML_UNSUPPORTED_TAG,
 )
 from engine.format.locate import (
     BUILTIN_PREFIX,
@@ -51,349 +37,7 @@ from engine.format.locate import (
     display_path,
     resolve_pack_file,
 )
-
-MAX_YAML_BYTES = 1024 * 1024
-MAX_NODES = 100_000
-MAX_DEPTH = 64
-
-KeyPath = tuple[str | int, ...]
-
-
-class _Loader(yaml.SafeLoader):
-    """Safe loading with YAML 1.2 core scalars: `YES`, `on`, `12:30` stay strings."""
-
-
-# libyaml's parser when it is installed: the same nodes and marks, several times faster. Its
-# error wording differs, so a document it refuses is parsed again by the pure-Python parser,
-# whose message is the one users see.
-_FastLoader: type[yaml.SafeLoader] = _Loader
-if getattr(yaml, "__with_libyaml__", False):
-
-    class _CLoader(yaml.CSafeLoader):
-        """libyaml with the same YAML 1.2 core scalars as ``_Loader``."""
-
-    _FastLoader = _CLoader  # type: ignore[assignment]
-
-for _loader_class in (_Loader, _FastLoader):
-    _loader_class.yaml_implicit_resolvers = {}
-for _tag, _pattern, _first in (
-    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
-    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
-    (
-        "float",
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
-        "-+.0123456789",
-    ),
-    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
-):
-    for _loader_class in (_Loader, _FastLoader):
-        _loader_class.add_implicit_resolver(
-            f"tag:yaml.org,2002:{_tag}", re.compile(_pattern), list(_first)
-        )
-
-_STR = "tag:yaml.org,2002:str"
-_SCALAR_TAGS = {
-    _STR,
-    "tag:yaml.org,2002:bool",
-    "tag:yaml.org,2002:int",
-    "tag:yaml.org,2002:float",
-    "tag:yaml.org,2002:null",
-}
-_COLLECTION_TAGS = {"tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"}
-
-
-@dataclass
-class SourceMap:
-    """Positions of the nodes of a loaded tree, by key path."""
-
-    values: dict[KeyPath, Position] = field(default_factory=dict)
-    keys: dict[KeyPath, Position] = field(default_factory=dict)
-    refused: set[KeyPath] = field(default_factory=set)
-    """Where a number was refused (a finding said so; the tree holds null there)."""
-
-    def locate(self, path: KeyPath, prefer_key: bool = False) -> Position:
-        """The position of ``path``, or of its nearest ancestor that has one."""
-        probe = tuple(path)
-        while True:
-            if prefer_key and probe in self.keys:
-                return self.keys[probe]
-            if probe in self.values:
-                return self.values[probe]
-            if probe in self.keys:
-                return self.keys[probe]
-            if not probe:
-                return Position("<unknown>")
-            probe = probe[:-1]
-
-    def file_of(self, path: KeyPath) -> str:
-        return self.locate(path).file
-
-
-@dataclass
-class Document:
-    """One YAML file: its tree, where each node is, and what went wrong reading it."""
-
-    data: Any
-    source: SourceMap
-    findings: list[Finding]
-
-
-def _position(display: str, mark: yaml.Mark | None) -> Position:
-    if mark is None:
-        return Position(display)
-    return Position(display, mark.line + 1, mark.column + 1)
-
-
-def _scalar_value(node: yaml.ScalarNode) -> Any:
-    tag, text = node.tag, node.value
-    if tag == _STR:
-        return text
-    if tag.endswith(":bool"):
-        return text.lower() == "true"
-    if tag.endswith(":int"):
-        return int_of_text(text)
-    if tag.endswith(":float"):
-        return float_of_text(text)
-    return None
-
-
-class _TreeBuilder:
-    """Turns a composed node graph into a plain tree, counting nodes to bound aliases."""
-
-    def __init__(self, display: str) -> None:
-        self.display = display
-        self.source = SourceMap()
-        self.findings: list[Finding] = []
-        self.nodes = 0
-
-    def finding(
-        self, rule: FindingRule, message: str, mark: yaml.Mark | None, hint: str = ""
-    ) -> None:
-        self.findings.append(rule.at(message, _position(self.display, mark), hint))
-
-    def build(self, node: yaml.Node, path: KeyPath) -> Any:
-        self.nodes += 1
-        if self.nodes > MAX_NODES:
-            raise _TooBig(
-                f"document expands to more than {MAX_NODES} nodes (alias expansion?)",
-                node.start_mark,
-            )
-        if len(path) > MAX_DEPTH:
-            raise _TooBig(
-                f"nesting deeper than {MAX_DEPTH} levels (recursive alias?)", node.start_mark
-            )
-        self.source.values[path] = _position(self.display, node.start_mark)
-        if isinstance(node, yaml.ScalarNode):
-            if node.tag not in _SCALAR_TAGS:
-                self.finding(
-                    YAML_UNSUPPORTED_TAG,
-                    f"unsupported YAML tag {node.tag!r}",
-                    node.start_mark,
-                    "remove the tag; packs hold plain strings, numbers, booleans, lists and maps",
-                )
-                return node.value
-            try:
-                return _scalar_value(node)
-            except NumberOutOfRange as exc:
-                self.source.refused.add(path)
-                self.finding(
-                    NUMBER_OUT_OF_RANGE,
-                    str(exc),
-                    node.start_mark,
-                    "write a finite number within 64 bits, or quote it to make it a string",
-                )
-                return None
-        if node.tag not in _COLLECTION_TAGS:
-            self.finding(
-                YAML_UNSUPPORTED_TAG,
-                f"unsupported YAML tag {node.tag!r}",
-                node.start_mark,
-                "remove the tag; packs hold plain lists and maps",
-            )
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-        if isinstance(node, yaml.MappingNode):
-            return self._build_mapping(node, path)
-        return None  # pragma: no cover - PyYAML has no other node kinds
-
-    def _build_mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        first_seen: dict[str, yaml.Mark] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                self.finding(
-                    YAML_COMPLEX_KEY,
-                    "mapping keys must be plain scalars",
-                    key_node.start_mark,
-                    "write the key as a plain string",
-                )
-                continue
-            key = str(key_node.value)
-            if key == "<<":
-                self.finding(
-                    YAML_MERGE_KEY,
-                    "YAML merge keys (<<) are not supported",
-                    key_node.start_mark,
-                    "use `extends:` to build on another pack",
-                )
-                continue
-            if key in first_seen:
-                first = _position(self.display, first_seen[key])
-                self.finding(
-                    YAML_DUPLICATE_KEY,
-                    f"duplicate key {key!r} (first defined at {first})",
-                    key_node.start_mark,
-                    "keep only one of the two; the later one would silently win",
-                )
-            first_seen.setdefault(key, key_node.start_mark)
-            key_path: KeyPath = (*path, key)
-            self.source.keys[key_path] = _position(self.display, key_node.start_mark)
-            out[key] = self.build(value_node, key_path)
-        return out
-
-
-class _TooBig(Exception):
-    def __init__(self, message: str, mark: yaml.Mark | None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.mark = mark
-
-
-def read_text(path: Path, limit: int, display: str | None = None) -> str | Finding:
-    """A UTF-8 text file of at most ``limit`` bytes, reading no further; a Finding naming
-    the file when it is larger, unreadable, not UTF-8 or not a regular file (a FIFO would
-    block, /dev/zero never ends)."""
-    where = Position(display or display_path(path))
-    try:
-        raw, more = read_file_capped(path, limit)
-    except OSError as exc:
-        return FILE_UNREADABLE.at(
-            f"cannot read file: {exc.strerror or exc}",
-            where,
-            "check the path and its permissions",
-        )
-    if more:
-        return YAML_TOO_LARGE.at(
-            f"file is over the {limit}-byte limit; it was not read further",
-            where,
-            "split the file, or move long text into files the pack references",
-        )
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return YAML_ENCODING.at(
-            f"file is not valid UTF-8 (byte {exc.start})",
-            where,
-            "save the file as UTF-8",
-        )
-
-
-def read_yaml(path: Path, display: str | None = None) -> Document:
-    """Read one YAML file; never raises for anything the file can contain."""
-    shown = display or display_path(path)
-    text = read_text(path, MAX_YAML_BYTES, shown)
-    if isinstance(text, Finding):
-        return Document(None, SourceMap(), [text])
-    return parse_yaml(text, shown)
-
-
-_REFUSED = object()
-# What YAML's reader refuses (its printable set): C0 controls but tab, LF, CR; DEL; C1 but NEL.
-_NON_PRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ufffe\uffff]")
-
-
-def _fast_node(text: str) -> Any:
-    """The document's node from libyaml, or ``_REFUSED`` (no libyaml, or a YAML error)."""
-    if _FastLoader is _Loader:
-        return _REFUSED
-    fast = _FastLoader(text)
-    try:
-        return fast.get_single_node()
-    except (yaml.YAMLError, RecursionError):
-        return _REFUSED
-    finally:
-        fast.dispose()
-
-
-def parse_yaml(text: str, display: str) -> Document:
-    builder = _TreeBuilder(display)
-    special = _NON_PRINTABLE.search(text)
-    if special is not None:
-        line = text.count("\n", 0, special.start()) + 1
-        column = special.start() - (text.rfind("\n", 0, special.start()) + 1) + 1
-        return Document(
-            None,
-            builder.source,
-            [
-                YAML_SYNTAX.at(
-                    f"invalid YAML: control character {special.group()!r} (YAML allows none)",
-                    Position(display, line, column),
-                    "remove the character (a NUL byte often means a binary or UTF-16 file)",
-                )
-            ],
-        )
-    try:
-        loader = _Loader(text)
-        node = _fast_node(text)
-        if node is _REFUSED:
-            node = loader.get_single_node()
-        data = builder.build(node, ()) if node is not None else None
-    except yaml.MarkedYAMLError as exc:
-        message = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
-        return Document(
-            None,
-            builder.source,
-            [
-                *builder.findings,
-                YAML_SYNTAX.at(
-                    f"invalid YAML: {message}",
-                    _position(display, exc.problem_mark or exc.context_mark),
-                    "fix the YAML syntax at this place",
-                ),
-            ],
-        )
-    except yaml.YAMLError as exc:
-        return Document(
-            None,
-            builder.source,
-            [
-                *builder.findings,
-                YAML_SYNTAX.at(f"invalid YAML: {exc}", Position(display), "fix the YAML syntax"),
-            ],
-        )
-    except _TooBig as exc:
-        return Document(
-            None,
-            builder.source,
-            [
-                *builder.findings,
-                YAML_TOO_LARGE.at(
-                    exc.message,
-                    _position(display, exc.mark),
-                    "remove the alias chain; packs do not need deep alias expansion",
-                ),
-            ],
-        )
-    except RecursionError:
-        return Document(
-            None,
-            builder.source,
-            [
-                *builder.findings,
-                YAML_TOO_LARGE.at(
-                    "document nests too deeply",
-                    Position(display),
-                    "flatten the structure",
-                ),
-            ],
-        )
-    finally:
-        loader.dispose()
-    return Document(data, builder.source, builder.findings)
-
-
-# --------------------------------------------------------------------------- extends
+from engine.format.yamldoc import KeyPath, SourceMap, read_yaml
 
 
 @dataclass
@@ -451,65 +95,12 @@ def load_pack_tree(pack_file: Path, locked: bool | None = None) -> PackTree:
 
     Each pack of the `extends` graph is read and merged once, however many paths reach it
     (a diamond of 12 levels would otherwise load 2**12 packs)."""
-    return _load(pack_file.resolve(), [], pack_file, {}, locked)
+    return _Loading(locked).pack(pack_file.resolve(), [], pack_file)
 
 
 def _unique(items: list[Any]) -> list[Any]:
     """``items`` without repeats, in first-seen order (a pack reached twice adds nothing)."""
     return list(dict.fromkeys(items))
-
-
-def _load(
-    pack_file: Path,
-    stack: list[Path],
-    shown: Path,
-    loaded: dict[Path, PackTree],
-    locked: bool | None,
-) -> PackTree:
-    doc = read_yaml(shown if not stack else pack_file)
-    findings = list(doc.findings)
-    data = doc.data
-    if doc.data is None and not findings:
-        findings.append(
-            PACK_EMPTY.at(
-                "pack file is empty",
-                Position(display_path(shown)),
-                "start from `rules init` or add `rulepack: NAME`",
-            )
-        )
-    if not isinstance(data, dict):
-        if data is not None:
-            findings.append(
-                PACK_NOT_MAPPING.at(
-                    "a pack file must be a YAML mapping",
-                    doc.source.locate(()),
-                    "write `rulepack: NAME` and the sections of the pack as top-level keys",
-                )
-            )
-        return PackTree(pack_file, {}, doc.source, findings, [pack_file])
-
-    extends = data.get("extends")
-    tree: Any = None
-    source = SourceMap()
-    files = [pack_file]
-    if isinstance(extends, list):
-        for index, ref in enumerate(extends):
-            if not isinstance(ref, str):
-                continue  # the model check reports the wrong type
-            where = doc.source.locate(("extends", index))
-            base = _load_extended(
-                ref, pack_file, [*stack, pack_file], where, findings, loaded, locked
-            )
-            if base is None:
-                continue
-            files.extend(base.files)
-            findings.extend(base.findings)
-            base_data = {k: v for k, v in base.data.items() if k != "extends"}
-            tree = base_data if tree is None else merge_trees(tree, base_data)
-            source = _merge_sources(tree, source, base.source)
-    merged = data if tree is None else merge_trees(tree, data)
-    merged_source = _merge_sources(merged, source, doc.source)
-    return PackTree(pack_file, merged, merged_source, _unique(findings), _unique(files))
 
 
 _WORKSPACE_HINT = (
@@ -546,79 +137,118 @@ def _outside_workspace(ref: str, declaring: Path, stack: list[Path]) -> str | No
     return None
 
 
-def _load_extended(
-    ref: str,
-    declaring: Path,
-    stack: list[Path],
-    where: Position,
-    findings: list[Finding],
-    loaded: dict[Path, PackTree],
-    locked: bool | None,
-) -> PackTree | None:
-    if is_git_ref(ref):
-        try:
-            fetched = resolve_git_pack(ref, stack[0] if stack else declaring, locked)
-        except GitPackError as exc:
-            hint = {
-                GIT_UNLOCKED: "run `rules lock` beside the top pack and commit rules.lock",
-                GIT_HASH_MISMATCH: "run `rules lock --upgrade` if the change is intended",
-            }.get(exc.rule, "write git+URL@REV#path/to/pack; the path stays in the repository")
-            findings.append(exc.rule.at(str(exc), where, hint))
-            return None
-        return _load_checked(fetched.resolve(), stack, where, findings, loaded, locked)
-    installed = ref.startswith(PACKAGE_PREFIX) or (
-        bare_name(ref) and not (declaring.parent / ref).exists() and not Path(ref).suffix
-    )
-    if not ref.startswith(BUILTIN_PREFIX) and not installed and Path(ref).is_absolute():
-        findings.append(
-            EXTENDS_ABSOLUTE.at(
-                f"extends {ref!r} is an absolute path",
-                where,
-                "write the path relative to this pack file",
-            )
-        )
-        return None
-    if not ref.startswith(BUILTIN_PREFIX) and not installed:
-        outside = _outside_workspace(ref, declaring, stack)
-        if outside is not None:
-            findings.append(EXTENDS_OUTSIDE_WORKSPACE.at(outside, where, _WORKSPACE_HINT))
-            return None
-    found = resolve_pack_file(ref, declaring.parent)
-    if found is None:
-        known = ", ".join(BUILTIN_PREFIX + n for n in builtin_pack_names())
-        hint = (
-            f"builtin packs are: {known}"
-            if ref.startswith(BUILTIN_PREFIX)
-            else "`rules packs` lists the installed packs"
-            if installed
-            else "give a folder holding pack.yaml or a YAML file, relative to this file"
-        )
-        findings.append(EXTENDS_NOT_FOUND.at(f"extends {ref!r}: no such pack", where, hint))
-        return None
-    return _load_checked(found.resolve(), stack, where, findings, loaded, locked)
+@dataclass
+class _Loading:
+    """One load of an `extends` graph: its git lock mode and the packs loaded so far."""
 
+    locked: bool | None
+    loaded: dict[Path, PackTree] = field(default_factory=dict)
 
-def _load_checked(
-    target: Path,
-    stack: list[Path],
-    where: Position,
-    findings: list[Finding],
-    loaded: dict[Path, PackTree],
-    locked: bool | None,
-) -> PackTree | None:
-    """Load an extended pack file unless it closes a cycle (a finding then); a pack loaded
-    before in this load is reused."""
-    if target in stack:
-        cycle = [*stack[stack.index(target) :], target]
-        chain = " -> ".join(display_path(p) for p in cycle)
-        findings.append(
-            EXTENDS_CYCLE.at(
-                f"extends cycle: {chain}",
-                where,
-                "remove one of the `extends` entries in this cycle",
+    def pack(self, pack_file: Path, stack: list[Path], shown: Path) -> PackTree:
+        doc = read_yaml(shown if not stack else pack_file)
+        findings = list(doc.findings)
+        data = doc.data
+        if doc.data is None and not findings:
+            findings.append(
+                PACK_EMPTY.at(
+                    "pack file is empty",
+                    Position(display_path(shown)),
+                    "start from `rules init` or add `rulepack: NAME`",
+                )
             )
+        if not isinstance(data, dict):
+            if data is not None:
+                findings.append(
+                    PACK_NOT_MAPPING.at(
+                        "a pack file must be a YAML mapping",
+                        doc.source.locate(()),
+                        "write `rulepack: NAME` and the sections of the pack as top-level keys",
+                    )
+                )
+            return PackTree(pack_file, {}, doc.source, findings, [pack_file])
+
+        extends = data.get("extends")
+        tree: Any = None
+        source = SourceMap()
+        files = [pack_file]
+        if isinstance(extends, list):
+            for index, ref in enumerate(extends):
+                if not isinstance(ref, str):
+                    continue  # the model check reports the wrong type
+                where = doc.source.locate(("extends", index))
+                base = self.extended(ref, pack_file, [*stack, pack_file], where, findings)
+                if base is None:
+                    continue
+                files.extend(base.files)
+                findings.extend(base.findings)
+                base_data = {k: v for k, v in base.data.items() if k != "extends"}
+                tree = base_data if tree is None else merge_trees(tree, base_data)
+                source = _merge_sources(tree, source, base.source)
+        merged = data if tree is None else merge_trees(tree, data)
+        merged_source = _merge_sources(merged, source, doc.source)
+        return PackTree(pack_file, merged, merged_source, _unique(findings), _unique(files))
+
+    def extended(
+        self, ref: str, declaring: Path, stack: list[Path], where: Position, findings: list[Finding]
+    ) -> PackTree | None:
+        if is_git_ref(ref):
+            try:
+                fetched = resolve_git_pack(ref, stack[0] if stack else declaring, self.locked)
+            except GitPackError as exc:
+                hint = {
+                    GIT_UNLOCKED: "run `rules lock` beside the top pack and commit rules.lock",
+                    GIT_HASH_MISMATCH: "run `rules lock --upgrade` if the change is intended",
+                }.get(exc.rule, "write git+URL@REV#path/to/pack; the path stays in the repository")
+                findings.append(exc.rule.at(str(exc), where, hint))
+                return None
+            return self.checked(fetched.resolve(), stack, where, findings)
+        installed = ref.startswith(PACKAGE_PREFIX) or (
+            bare_name(ref) and not (declaring.parent / ref).exists() and not Path(ref).suffix
         )
-        return None
-    if target not in loaded:
-        loaded[target] = _load(target, stack, target, loaded, locked)
-    return loaded[target]
+        if not ref.startswith(BUILTIN_PREFIX) and not installed and Path(ref).is_absolute():
+            findings.append(
+                EXTENDS_ABSOLUTE.at(
+                    f"extends {ref!r} is an absolute path",
+                    where,
+                    "write the path relative to this pack file",
+                )
+            )
+            return None
+        if not ref.startswith(BUILTIN_PREFIX) and not installed:
+            outside = _outside_workspace(ref, declaring, stack)
+            if outside is not None:
+                findings.append(EXTENDS_OUTSIDE_WORKSPACE.at(outside, where, _WORKSPACE_HINT))
+                return None
+        found = resolve_pack_file(ref, declaring.parent)
+        if found is None:
+            known = ", ".join(BUILTIN_PREFIX + n for n in builtin_pack_names())
+            hint = (
+                f"builtin packs are: {known}"
+                if ref.startswith(BUILTIN_PREFIX)
+                else "`rules packs` lists the installed packs"
+                if installed
+                else "give a folder holding pack.yaml or a YAML file, relative to this file"
+            )
+            findings.append(EXTENDS_NOT_FOUND.at(f"extends {ref!r}: no such pack", where, hint))
+            return None
+        return self.checked(found.resolve(), stack, where, findings)
+
+    def checked(
+        self, target: Path, stack: list[Path], where: Position, findings: list[Finding]
+    ) -> PackTree | None:
+        """Load an extended pack file unless it closes a cycle (a finding then); a pack loaded
+        before in this load is reused."""
+        if target in stack:
+            cycle = [*stack[stack.index(target) :], target]
+            chain = " -> ".join(display_path(p) for p in cycle)
+            findings.append(
+                EXTENDS_CYCLE.at(
+                    f"extends cycle: {chain}",
+                    where,
+                    "remove one of the `extends` entries in this cycle",
+                )
+            )
+            return None
+        if target not in self.loaded:
+            self.loaded[target] = self.pack(target, stack, target)
+        return self.loaded[target]

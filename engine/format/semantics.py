@@ -31,11 +31,11 @@ from engine.core.patterns import PatternError, compile_pattern
 from engine.core.version import VERSION
 from engine.format.fields import ITEM_PARTS, Ref
 from engine.format.findings import Finding, FindingRule, Level
-from engine.format.loader import KeyPath, SourceMap
 from engine.format.model import Rulepack
 from engine.format.references import Reference, _refs_in
 from engine.format.references import walk_references as walk_references  # re-exported
 from engine.format.vocabulary import STANDARD_ACTIONS
+from engine.format.yamldoc import KeyPath, SourceMap
 from engine.sandbox.environment import (
     compile_condition,
     expression_problem,

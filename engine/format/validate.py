@@ -18,8 +18,8 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from engine.format.findings import Finding, FindingRule
-from engine.format.loader import KeyPath, SourceMap
 from engine.format.model import Rulepack
+from engine.format.yamldoc import KeyPath, SourceMap
 
 UNKNOWN_KEY = FindingRule(
     "unknown-key",

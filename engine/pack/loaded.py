@@ -16,11 +16,12 @@ from engine.core.textio import clean_text, decode_output
 from engine.core.verdict import Verdict, verdict_from_error
 from engine.format.context import build_context
 from engine.format.findings import Finding, FindingRule
-from engine.format.loader import SourceMap, load_pack_tree
+from engine.format.loader import load_pack_tree
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
 from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
+from engine.format.yamldoc import SourceMap
 from engine.pack.parsing import Parsing
 from engine.pack.result import CheckResult
 from engine.pack.sections import rulepack_model, sections

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from engine.contracts import registry as kinds
-from engine.core.errors import EngineError
+from engine.core.errors import EngineError, plugin_errors
 from engine.format.model import Rulepack, compose_rulepack
 from engine.format.section import Section
 from engine.format.vocabulary import ACTIONS, CONTEXT, FAILURE_TYPES, SESSION, SEVERITIES
@@ -79,12 +79,8 @@ def _load_entry_points() -> None:
         return
     _loaded_entry_points = True
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        try:
+        with plugin_errors("rulepack section", point):
             section = point.load()
-        except Exception as exc:  # a broken plugin is named, not a traceback
-            raise EngineError(
-                f"the rulepack section {point.name!r} ({point.value}) cannot be loaded: {exc}"
-            ) from exc
         if point.name not in _registered:
             register_section(section)
 

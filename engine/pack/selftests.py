@@ -34,8 +34,8 @@ from engine.core.errors import EngineError, Position
 from engine.core.files import read_file_capped, read_file_text
 from engine.core.textio import decode_output
 from engine.format.findings import FindingRule
-from engine.format.loader import read_yaml
 from engine.format.locate import display_path
+from engine.format.yamldoc import read_yaml
 from engine.pack.cases import PackTest
 from engine.pack.loaded import Pack, load_pack
 

@@ -83,7 +83,7 @@ def patterns(pack: Rulepack, block: str | None = None) -> str:
     """Every pattern the pack declares (or block ``block`` declares), with its engine."""
     # Deferred for start-up time: `rules parse` imports this module (report/text uses it)
     # and must not import pydantic.
-    from engine.core.patterns import pattern_engine
+    from engine.core.pattern_plan import pattern_engine
     from engine.format import model
     from engine.format.semantics import walk_references
 

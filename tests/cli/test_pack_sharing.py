@@ -178,7 +178,7 @@ def test_lock_without_argument_locks_the_pack_beside_it(
 def test_init_schema_reference_survives_a_commit_and_a_clone(tmp_path: Path) -> None:
     import jsonschema
 
-    from engine.format.loader import read_yaml
+    from engine.format.yamldoc import read_yaml
 
     repo = tmp_path / "team"
     repo.mkdir()

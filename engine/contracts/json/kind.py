@@ -24,22 +24,20 @@ from engine.contracts.json.document import (
     schema_violations,
 )
 from engine.contracts.json.model import JsonContract
-from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.contracts.model import declared_default_failures
+from engine.contracts.kind import EvaluationInput, StandaloneKind, WithoutParser
 from engine.core.errors import EvaluationError, PackError
 from engine.core.results import Failure
 from engine.core.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
-    from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
-    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
 
 
 @dataclass(frozen=True)
-class CompiledJson:
+class CompiledJson(WithoutParser):
     """A json contract ready to check outputs: its schema's validator built once."""
 
     name: str
@@ -47,13 +45,6 @@ class CompiledJson:
     validator: Any = field(repr=False)
     severities: Mapping[str, str] = field(repr=False)
     param_names: frozenset[str] = frozenset()
-
-    @property
-    def id_patterns(self) -> Mapping[str, str]:
-        return {}
-
-    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
-        raise no_parser_error(self.name, "json")
 
     def evaluate(self, output: EvaluationInput) -> Verdict:
         contract = self.contract
@@ -83,15 +74,9 @@ class CompiledJson:
         return "content" if failure_type == self.contract.schema_failure else "structure"
 
 
-class JsonKind:
+class JsonKind(StandaloneKind):
     name = "json"
     model = JsonContract
-
-    def resolve(self, contract: JsonContract, contracts: Mapping[str, Any]) -> Any:
-        return contract
-
-    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
-        return declared_default_failures(contract)
 
     def check(self, name: str, contract: JsonContract, checker: PackChecker) -> None:
         path: KeyPath = ("contracts", name, "schema_file")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.kind import EvaluationInput, no_parser_error
+from engine.contracts.kind import EvaluationInput, StandaloneKind, WithoutParser
 from engine.contracts.markdown.model import (
     AnyOfCheck,
     CoverageCheck,
@@ -37,11 +37,10 @@ from engine.contracts.markdown.sections import (
     section_of,
     soft_match,
 )
-from engine.contracts.model import declared_default_failures
 from engine.core.errors import ConditionError, ContextError
 from engine.core.patterns import compile_pattern
 from engine.core.placeholders import fill, render_list
-from engine.core.results import Failure, ParseResult
+from engine.core.results import Failure
 from engine.core.verdict import Verdict, verdict_from_checks
 from engine.format.findings import FindingRule
 from engine.sandbox.environment import compile_condition
@@ -49,9 +48,9 @@ from engine.sandbox.environment import compile_condition
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
 
 
 NO_CAPTURE_GROUP = FindingRule(
@@ -359,7 +358,7 @@ def run_checks(contract: MarkdownContract, out: Output) -> CheckOutcome:
 
 
 @dataclass(frozen=True)
-class CompiledMarkdown:
+class CompiledMarkdown(WithoutParser):
     """A markdown contract ready to check outputs."""
 
     name: str
@@ -370,9 +369,6 @@ class CompiledMarkdown:
     @property
     def id_patterns(self) -> Mapping[str, str]:
         return {name: kind.pattern for name, kind in self.contract.ids.items()}
-
-    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
-        raise no_parser_error(self.name, "markdown")
 
     def evaluate(self, output: EvaluationInput) -> Verdict:
         outcome = run_checks(self.contract, Output(output.text, output.path, output.context))
@@ -387,15 +383,9 @@ class CompiledMarkdown:
         return "structure"
 
 
-class MarkdownKind:
+class MarkdownKind(StandaloneKind):
     name = "markdown"
     model = MarkdownContract
-
-    def resolve(self, contract: MarkdownContract, contracts: Mapping[str, Any]) -> Any:
-        return contract
-
-    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
-        return declared_default_failures(contract)
 
     def check(self, name: str, contract: MarkdownContract, checker: PackChecker) -> None:
         """References are checked by the generic walk; here what links checks together:

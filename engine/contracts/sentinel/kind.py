@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
-    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
 
 
 DELIMITER_WITHOUT_NONCE = FindingRule(

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.contracts.model import declared_default_failures
+from engine.contracts.kind import EvaluationInput, StandaloneKind, WithoutParser
 from engine.contracts.text.model import TextContract
 from engine.core.errors import EvaluationError
 from engine.core.patterns import CompiledPattern, compile_pattern
@@ -19,11 +18,10 @@ from engine.core.verdict import verdict_from_checks
 from engine.format.findings import FindingRule
 
 if TYPE_CHECKING:
-    from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
-    from engine.format.loader import KeyPath
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
 
 
 INVALID_RANGE = FindingRule(
@@ -57,20 +55,13 @@ class _TextRule:
 
 
 @dataclass(frozen=True)
-class CompiledText:
+class CompiledText(WithoutParser):
     name: str
     contract: TextContract = field(repr=False)
     require: tuple[_TextRule, ...] = field(repr=False)
     forbid: tuple[_TextRule, ...] = field(repr=False)
     severities: Mapping[str, str] = field(repr=False)
     param_names: frozenset[str] = frozenset()
-
-    @property
-    def id_patterns(self) -> Mapping[str, str]:
-        return {}
-
-    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
-        raise no_parser_error(self.name, "text")
 
     def _say(self, code: str, values: Mapping[str, object], own: str | None = None) -> str:
         template = own or self.contract.messages.get(code) or DEFAULT_MESSAGES[code]
@@ -82,23 +73,16 @@ class CompiledText:
         text, contract, fail = output.text, self.contract, self.contract.fail
         failures = []
         size = len(text)
-        if contract.min_chars is not None and size < contract.min_chars:
-            failures.append(
-                Failure(fail, self._say("min_chars", {"count": size, "min": contract.min_chars}))
-            )
-        if contract.max_chars is not None and size > contract.max_chars:
-            failures.append(
-                Failure(fail, self._say("max_chars", {"count": size, "max": contract.max_chars}))
-            )
         lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-        if contract.min_lines is not None and lines < contract.min_lines:
-            failures.append(
-                Failure(fail, self._say("min_lines", {"count": lines, "min": contract.min_lines}))
-            )
-        if contract.max_lines is not None and lines > contract.max_lines:
-            failures.append(
-                Failure(fail, self._say("max_lines", {"count": lines, "max": contract.max_lines}))
-            )
+        for measure, count in (("chars", size), ("lines", lines)):
+            least = getattr(contract, f"min_{measure}")
+            most = getattr(contract, f"max_{measure}")
+            if least is not None and count < least:
+                values = {"count": count, "min": least}
+                failures.append(Failure(fail, self._say(f"min_{measure}", values)))
+            if most is not None and count > most:
+                values = {"count": count, "max": most}
+                failures.append(Failure(fail, self._say(f"max_{measure}", values)))
         for rule in self.require:
             if rule.compiled.search(text) is None:
                 failures.append(
@@ -126,15 +110,9 @@ class CompiledText:
         return "structure"
 
 
-class TextKind:
+class TextKind(StandaloneKind):
     name = "text"
     model = TextContract
-
-    def resolve(self, contract: TextContract, contracts: Mapping[str, Any]) -> Any:
-        return contract
-
-    def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
-        return declared_default_failures(contract)
 
     def check(self, name: str, contract: TextContract, checker: PackChecker) -> None:
         """Its patterns and references are checked by the generic walk; the bounds here."""

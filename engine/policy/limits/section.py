@@ -10,9 +10,9 @@ from pydantic import Field
 from engine.core.placeholders import FIGURES, FigureError, compile_figures
 from engine.format.fields import ContractRef
 from engine.format.findings import FindingRule
-from engine.format.loader import KeyPath
 from engine.format.section import BuiltinSection
 from engine.format.semantics import WRONG_TEMPLATE_PURPOSE
+from engine.format.yamldoc import KeyPath
 from engine.policy.limits.model import Limits, RateLimits
 
 if TYPE_CHECKING:
