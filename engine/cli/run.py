@@ -98,9 +98,10 @@ def run_command(
     stderr, 1 final failure, 2 usage).
     A one-line report per attempt goes to stderr. A command that crashes, exits non-zero
     or times out is an EXECUTION_FAILED attempt; its stderr never reaches a prompt.
-    The session counts the attempts of an item across runs: runs with the same --item KEY,
-    or the same --nonce (and vars), continue one item; a run with neither is an item of
-    its own.
+    The session counts the attempts of an item across runs: runs with the same --item KEY
+    continue one item, as do runs with a --nonce whose item parts (the pack's
+    `session.item`: by default the nonce and vars) are the same; a run with neither is an
+    item of its own.
 
     \b
     Examples:
