@@ -20,6 +20,7 @@ from engine.cli.options import (
     block_option,
     context_option,
     format_option,
+    item_option,
     max_output_bytes_option,
     nonce_option,
     pack_option,
@@ -73,6 +74,11 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Path(file_okay=False),
             help="Session folder: attempts are counted and recorded in its ledger.",
         ),
+        item_option(
+            "With --session: the item whose attempts are counted, for calls with the same "
+            "KEY (default: the item the pack's `session.item` makes of the nonce, vars and "
+            "context)."
+        ),
         click.option(
             "--keep-outputs",
             is_flag=True,
@@ -117,6 +123,7 @@ def _run(
     context_file: str | None,
     attempt: int | None,
     session_dir: str | None,
+    item: str | None,
     keep_outputs: bool,
     model: str | None,
     previous_errors: tuple[str, ...],
@@ -148,6 +155,8 @@ def _run(
             )
         if session_dir is None and keep_outputs:
             raise UsageFailure("--keep-outputs needs --session: outputs are kept in its ledger")
+        if session_dir is None and item is not None:
+            raise UsageFailure("--item needs --session: its ledger counts the item's attempts")
         return evaluate_output(
             pack,
             block,
@@ -164,6 +173,7 @@ def _run(
             session_dir=session_dir,
             keep_outputs=keep_outputs,
             reuse_latest=reuse_latest,
+            item=item,
         )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None

@@ -57,6 +57,21 @@ def nonce_option(help: str) -> Callable[[F], F]:
     return click.option("--nonce", help=help)
 
 
+def _item_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        from engine.state.session import item_name_problem
+
+        if problem := item_name_problem(value):
+            raise click.BadParameter(problem, ctx, param)
+    return value
+
+
+def item_option(help: str) -> Callable[[F], F]:
+    """`--item KEY`: names the item whose attempts a session counts, instead of the parts
+    the pack's ``session.item`` declares (an empty KEY is a usage error)."""
+    return click.option("--item", metavar="KEY", callback=_item_name, help=help)
+
+
 def now_option(help: str) -> Callable[[F], F]:
     return click.option("--now", default=None, metavar="ISO8601", help=help)
 

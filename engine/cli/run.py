@@ -19,6 +19,7 @@ from engine.cli.common import (
 from engine.cli.options import (
     block_option,
     context_option,
+    item_option,
     nonce_option,
     pack_option,
     session_option,
@@ -39,6 +40,11 @@ MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
 @pack_option()
 @block_option()
 @nonce_option("The nonce of this cycle.")
+@item_option(
+    "The item whose attempts the session counts: runs with the same KEY share its count "
+    "(default: the item the pack's `session.item` makes of the nonce, vars and context; "
+    "without --nonce, each run is an item of its own)."
+)
 @var_option("A block parameter or context key (repeatable).")
 @context_option("YAML or JSON file with context keys.")
 @click.option(
@@ -75,6 +81,7 @@ def run_command(
     pack_ref: str,
     block: str,
     nonce: str | None,
+    item: str | None,
     var_pairs: tuple[str, ...],
     context_file: str | None,
     prompt_file: str | None,
@@ -92,6 +99,10 @@ def run_command(
     stderr, 1 final failure, 2 usage).
     A one-line report per attempt goes to stderr. A command that crashes, exits non-zero
     or times out is an EXECUTION_FAILED attempt; its stderr never reaches a prompt.
+    The session counts the attempts of an item across runs: runs with the same --item KEY
+    continue one item, as do runs with a --nonce whose item parts (the pack's
+    `session.item`: by default the nonce and vars) are the same; a run with neither is an
+    item of its own.
 
     \b
     Examples:
@@ -120,6 +131,7 @@ def run_command(
                 command,
                 prompt=prompt,
                 nonce=nonce,
+                item=item,
                 vars=variables,
                 context=context,
                 model=model,

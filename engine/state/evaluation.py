@@ -43,10 +43,12 @@ def evaluate_output(
     session_dir: str | Path | None = None,
     keep_outputs: bool = False,
     reuse_latest: bool = False,
+    item: str | None = None,
 ) -> Evaluated:
     """Evaluate ``output`` (None: the file was missing) for ``block`` and decide the next
     action. With ``session_dir`` the session's ledger counts the attempt and records it
-    (``attempt`` and ``previous_errors`` are then the ledger's); ``external_error`` is a
+    (``attempt`` and ``previous_errors`` are then the ledger's), as an attempt of the item
+    ``item`` names or else of the item the pack's ``session.item`` makes; ``external_error`` is a
     failure found outside the pack (the output was too large, the model failed)."""
     if session_dir is not None:
         with Session(pack, session_dir, keep_outputs=keep_outputs) as session:
@@ -61,6 +63,7 @@ def evaluate_output(
                 error=external_error,
                 failure_type=failure_type,
                 reuse_latest=reuse_latest,
+                item=item,
             )
         return Evaluated(
             pack,

@@ -837,7 +837,13 @@ def note_prompt(ledger: Ledger, attempt_id: int, prompt: Mapping[str, Any]) -> N
             )
 
 
-def item_key(parts: Mapping[str, Any]) -> str:
+def item_key(parts: Mapping[str, Any], *, name: str | None = None, run: str | None = None) -> str:
     """What makes repeated calls the same item: the values of the parts the pack's
-    ``session.item`` names (by default the nonce, the cycle, and the params)."""
-    return json.dumps(dict(parts), sort_keys=True, ensure_ascii=False, default=str)
+    ``session.item`` names (by default the nonce and the params); an item a caller names
+    (``name``: `--item`, ``item=``) is that name alone, whatever the parts; a ``run`` id
+    (`rules run` without a nonce or a name) joins the parts, so the run is an item of its
+    own."""
+    if name is not None:
+        return json.dumps({"item": name}, ensure_ascii=False)
+    values = dict(parts) if run is None else {**parts, "run": run}
+    return json.dumps(values, sort_keys=True, ensure_ascii=False, default=str)

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -150,6 +151,7 @@ def run_loop(
     *,
     prompt: str = "",
     nonce: str | None = None,
+    item: str | None = None,
     vars: Mapping[str, str] | None = None,
     context: Mapping[str, Any] | None = None,
     model: str | None = None,
@@ -157,30 +159,36 @@ def run_loop(
     max_output_bytes: int = MAX_OUTPUT_BYTES,
     progress: Callable[[Outcome], None] = lambda outcome: None,
 ) -> RunResult:
+    """Run ``command`` until the pack's final decision, each output an attempt of one item:
+    the one ``item`` names, else the pack's ``session.item`` parts; without a nonce and a
+    name those parts and a fresh run id, so separate runs never share a count."""
+    run = uuid.uuid4().hex if nonce is None and item is None else None
     attempts = 0
     current_prompt = prompt
     while True:
         attempts += 1
-        run = execute(command, current_prompt, timeout, max_output_bytes)
+        execution = execute(command, current_prompt, timeout, max_output_bytes)
         outcome = session.evaluate(
             block,
-            run.output,
+            execution.output,
             nonce=nonce,
             vars=vars,
             context=context,
             model=model,
-            error=run.error,
+            error=execution.error,
             failure_type=EXECUTION_FAILURE,
+            item=item,
+            run=run,
         )
         progress(outcome)
         decision = outcome.decision
         if decision.final:
-            return RunResult(outcome.verdict, decision, attempts, run.output)
-        if run.error is None and decision.template is not None:
+            return RunResult(outcome.verdict, decision, attempts, execution.output)
+        if execution.error is None and decision.template is not None:
             rendered = session.render_prompt(
                 outcome.verdict,
                 decision,
-                output=run.output,
+                output=execution.output,
                 nonce=nonce,
                 vars=vars,
                 context=context,

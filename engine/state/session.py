@@ -1,8 +1,9 @@
 """A session: evaluate, decide and record, with attempt numbers taken from the ledger.
 
-Repeated calls for the same item (block + nonce + params) count as attempts of that item,
-so caps hold across processes: read history, decide and record happen in one write
-transaction.
+Repeated calls for the same item (block + the parts the pack's ``session.item`` names, by
+default nonce + params; or block + a name the caller gives, ``item=``) count as attempts of
+that item, so caps hold across processes: read history, decide and record happen in one
+write transaction.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.core.errors import EngineError
 from engine.core.placeholders import fill
 from engine.core.textio import decode_output
 from engine.core.verdict import Verdict
@@ -36,6 +38,17 @@ KEEP_OUTPUTS = "keep_outputs"
 
 EXECUTION_FAILURE = "EXECUTION_FAILED"
 DEFAULT_SESSION = Path(".rules-session")
+MAX_ITEM_CHARS = 1000
+"""The longest item name a caller may give (`--item`, ``item=``)."""
+
+
+def item_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an item, or None when it can."""
+    if not name.strip():
+        return "an item name must not be empty"
+    if len(name) > MAX_ITEM_CHARS:
+        return f"an item name has at most {MAX_ITEM_CHARS} characters, not {len(name)}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -87,13 +100,19 @@ class Session:
         error: str | None = None,
         failure_type: str = "PARSE_ERROR",
         reuse_latest: bool = False,
+        item: str | None = None,
+        run: str | None = None,
     ) -> Outcome:
         """Evaluate ``output`` as the next attempt of its item, decide, and record both.
 
-        With ``reuse_latest`` an output that is the item's latest recorded attempt (the
+        The item is the one ``item`` names, else the one the pack's ``session.item`` parts
+        make (with ``run``, a run id, added: one run's attempts, no one else's). With
+        ``reuse_latest`` an output that is the item's latest recorded attempt (the
         same text and error) is that attempt again, not a new one: `rules render` after
         `rules eval` of one output decides as eval did and records nothing."""
         params = dict(vars or {})
+        if item is not None and (problem := item_name_problem(item)):
+            raise EngineError(f"item={item[:60]!r}: {problem}")
         context = self.with_decisions(context)
         choices = ChoiceBook(self.ledger)
         ensure_not_paused(choices, str(self.directory))
@@ -105,20 +124,22 @@ class Session:
             )
         text = decode_output(output) if output is not None else ""
         inputs = {"nonce": nonce, "params": params}
-        item = item_key(
+        key = item_key(
             {
                 part: inputs[part] if part in inputs else (context or {}).get(part)
                 for part in self.pack.model.session.item
-            }
+            },
+            name=item,
+            run=run,
         )
         round_key = self.pack.model.session.round
         round_number = (context or {}).get(round_key) if round_key else None
         measure = (
             self.pack.policy.measure(block, text, context) if verdict.status != "fail" else None
         )
-        grant = choices.grant(block, item)
+        grant = choices.grant(block, key)
         with self.ledger.transaction() as db:
-            history = self.ledger.history(block, item)
+            history = self.ledger.history(block, key)
             if (
                 reuse_latest
                 and history
@@ -165,7 +186,7 @@ class Session:
             record = AttemptRecord(
                 pack=self.pack.name,
                 block=block,
-                item=item,
+                item=key,
                 attempt=decision.attempt,
                 status=verdict.status,
                 action=decision.action,
