@@ -59,6 +59,8 @@ def nonce_option(help: str) -> Callable[[F], F]:
 
 def _item_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     if value is not None:
+        # Deferred for start-up time: every command module imports this one, and the
+        # session module brings the ledger and the pack with it.
         from engine.state.session import item_name_problem
 
         if problem := item_name_problem(value):
