@@ -44,6 +44,25 @@ def test_the_readme_python_loop_is_the_file_the_tour_runs() -> None:
     assert "$ .venv/bin/python docs/examples/loop.py" in readme
 
 
+def test_every_link_of_the_readme_leads_to_a_file() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert len(targets) >= 15, targets
+    local = [x for x in targets if "://" not in x]
+    assert [x for x in local if not (REPO / x).is_file()] == []
+
+
+def test_every_command_has_its_exit_codes_in_the_readme_and_the_commands_page() -> None:
+    from engine.cli.main import cli
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
+    table = [line for line in readme.splitlines() if line.startswith("| `rules ")]
+    for name in cli.commands:
+        assert any(f"`rules {name}" in row or f"`{name}`" in row for row in table), name
+        assert f"`{name}`" in page or f"`{name} ...`" in page, name
+
+
 def test_no_page_cites_a_document_users_do_not_have() -> None:
     text = all_text()
     for cited in ("seed 00", "SENTINEL_GRAMMARS", "parse-blocks.py", "DESIGN §", "DESIGN.md"):
