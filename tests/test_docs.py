@@ -63,6 +63,16 @@ def test_every_command_has_its_exit_codes_in_the_readme_and_the_commands_page() 
         assert f"`{name}`" in page or f"`{name} ...`" in page, name
 
 
+def test_the_example_packs_shown_are_the_ones_the_examples_run() -> None:
+    docs = REPO / "docs"
+    json_page = (docs / "format" / "json.md").read_text(encoding="utf-8")
+    schema = json_page.split("```json\n", 1)[1].split("```", 1)[0]
+    assert schema == (docs / "examples/json/schemas/task.schema.json").read_text(encoding="utf-8")
+    text_page = (docs / "format" / "text.md").read_text(encoding="utf-8")
+    contracts = text_page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert contracts in (docs / "examples/text/pack.yaml").read_text(encoding="utf-8")
+
+
 def test_no_page_cites_a_document_users_do_not_have() -> None:
     text = all_text()
     for cited in ("seed 00", "SENTINEL_GRAMMARS", "parse-blocks.py", "DESIGN §", "DESIGN.md"):
