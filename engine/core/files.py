@@ -72,3 +72,21 @@ def is_regular_file(path: Path | str) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
+
+
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4096
+
+
+def path_problem(name: str) -> str | None:
+    """Why ``name`` (a path a pack writes) can be no file name on this system, or None: a NUL
+    character, a part longer than 255 bytes or a path longer than 4096 bytes would make the
+    operating system refuse it with an error rather than a finding."""
+    if "\0" in name:
+        return "it holds a NUL character"
+    encoded = name.encode("utf-8", "surrogatepass")
+    if len(encoded) > MAX_PATH_BYTES:
+        return f"it is longer than {MAX_PATH_BYTES} bytes"
+    if any(len(part) > MAX_NAME_BYTES for part in encoded.split(b"/")):
+        return f"a part of it is longer than {MAX_NAME_BYTES} bytes"
+    return None

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import Position
+from engine.core.files import path_problem
 from engine.core.resources import builtin_pack_names, data_dir
 from engine.format.findings import Finding
 from engine.format.gitpacks import (
@@ -202,6 +203,16 @@ class _Loading:
                 findings.append(exc.rule.at(str(exc), where, hint))
                 return None
             return self.checked(fetched.resolve(), stack, where, findings)
+        unusable = path_problem(ref)
+        if unusable is not None:
+            findings.append(
+                EXTENDS_NOT_FOUND.at(
+                    f"extends {ref[:200]!r} is no usable pack name or path: {unusable}",
+                    where,
+                    "use builtin:NAME, a pack folder or a pack file",
+                )
+            )
+            return None
         installed = ref.startswith(PACKAGE_PREFIX) or (
             bare_name(ref) and not (declaring.parent / ref).exists() and not Path(ref).suffix
         )

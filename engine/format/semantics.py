@@ -27,6 +27,7 @@ from packaging.version import Version
 from pydantic import BaseModel
 
 from engine.core.errors import Position
+from engine.core.files import path_problem
 from engine.core.patterns import PatternError, compile_pattern
 from engine.core.version import VERSION
 from engine.format.fields import ITEM_PARTS, Ref
@@ -319,6 +320,15 @@ class PackChecker:
                 f"path {value!r} leaves the pack with '..'",
                 ref.path,
                 "keep every file the pack uses inside the pack folder",
+            )
+            return None
+        unusable = path_problem(value)
+        if unusable is not None:
+            self.add(
+                FILE_MISSING,
+                f"file {value[:200]!r} is no usable file name: {unusable}",
+                ref.path,
+                "fix the path",
             )
             return None
         root = self.pack_root(ref.path)
