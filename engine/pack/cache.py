@@ -36,10 +36,10 @@ from engine.core.numbers import strict_loads
 from engine.core.version import VERSION
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
 from engine.pack.parsing import Parsing
-from engine.pack.result import CheckResult
 
 if TYPE_CHECKING:
     from engine.pack.loaded import Pack
+    from engine.pack.result import CheckResult
 
 FORMAT = 1
 MAX_FILES = 500
@@ -255,6 +255,9 @@ def check_packs_remembered(targets: list[str], locked: bool | None = None) -> li
 def _check_one(
     root: Path | None, stamp: list[list[Any]], pack_file: Path, locked: bool | None
 ) -> CheckResult:
+    # Deferred for start-up time: `rules parse` uses this module and reports no findings.
+    from engine.pack.result import CheckResult
+
     entry_path = _entry_path(root, "check", pack_file.resolve()) if root is not None else None
     if entry_path is not None:
         data = _read_entry(entry_path, stamp)

@@ -28,6 +28,10 @@ FORMATS: dict[str, tuple[str, ...]] = {
 """Result type -> the formats it can be written in (the first of a command's choices is not
 its default: each command names its own)."""
 
+OWN_MODULES: dict[str, str] = {"parse": "engine.report.parse"}
+"""Result types whose formats live in a module of their own (a function per format), so the
+command that writes them imports nothing else of this package."""
+
 
 def formats(result_type: str) -> tuple[str, ...]:
     """The formats ``result_type`` can be written in."""
@@ -39,6 +43,10 @@ def render(result_type: str, output_format: str, *result: Any) -> str:
     if output_format not in FORMATS.get(result_type, ()):
         raise ValueError(f"no {output_format!r} format for {result_type!r} results")
     # imported on use (start-up time): a command pays only for the format it writes
+    own = OWN_MODULES.get(result_type)
+    if own is not None:
+        text: str = getattr(importlib.import_module(own), output_format)(*result)
+        return text
     module = importlib.import_module(f"engine.report.{output_format}")
-    text: str = getattr(module, result_type)(*result)
+    text = getattr(module, result_type)(*result)
     return text

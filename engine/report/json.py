@@ -11,7 +11,6 @@ from engine.pack.result import CheckResult
 from engine.report.cases import PackTestRuns
 
 if TYPE_CHECKING:
-    from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.pack.loaded import Pack
     from engine.policy.conflicts.runtime import CompiledConflicts
@@ -117,8 +116,3 @@ def conflicts(pack: Pack, rules: CompiledConflicts, records: list[dict[str, Any]
 
 def conflict_list(records: list[dict[str, Any]]) -> str:
     return _dump({"conflicts": records})
-
-
-def parse(result: ParseResult) -> str:
-    """The whole parse result on one line (`rules parse --format json`)."""
-    return json.dumps(result.to_json(), ensure_ascii=False, allow_nan=False) + "\n"

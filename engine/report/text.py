@@ -13,7 +13,6 @@ from engine.report.cases import PackTestRuns, describe
 from engine.report.table import pairs, text_columns
 
 if TYPE_CHECKING:
-    from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
     from engine.pack.loaded import Pack
@@ -147,12 +146,6 @@ def rules(catalogue: Mapping[str, Any]) -> str:
         f"{rule:<{width}}  {entry.description} Fix: {entry.fix}\n"
         for rule, entry in sorted(catalogue.items())
     )
-
-
-def parse(result: ParseResult) -> str:
-    """The parsed data as one JSON line (nothing when the parse failed: the command says
-    why on stderr)."""
-    return json.dumps(result.data, ensure_ascii=False, allow_nan=False) + "\n" if result.ok else ""
 
 
 def gate(payload: Mapping[str, Any]) -> str:
