@@ -204,3 +204,24 @@ def test_a_golden_prompt_that_is_a_fifo_is_the_cases_problem(tmp_path: Path) -> 
         result = rules("test", str(pack), *update, timeout=20)
         assert result.returncode == 1
         assert "golden file prompts/bad.md is not a regular file" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("parse", "--pack", "sentinel", *VERDICT),
+        ("eval", "--pack", "sentinel", *VERDICT),
+        ("render", "--pack", "sentinel", *VERDICT),
+        ("gate", "--pack", "quality-gate", "--stage", "TEST"),
+    ],
+    ids=["parse", "eval", "render", "gate"],
+)
+def test_an_output_file_that_is_a_fifo_is_refused_without_waiting(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """No writer ever opens the FIFO: reading it would wait forever."""
+    fifo = tmp_path / "output.txt"
+    os.mkfifo(fifo)
+    result = rules(*command, str(fifo))
+    assert result.returncode == 2, result.stderr
+    assert "output.txt: cannot read: a FIFO (named pipe), not a regular file" in result.stderr

@@ -21,6 +21,8 @@ from engine.cli.options import (
 )
 from engine.core import clock
 from engine.core.errors import EngineError
+from engine.core.files import read_file_capped
+from engine.core.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
 from engine.pack.loaded import Pack
 from engine.policy.conflicts.runtime import CompiledConflicts
 from engine.report import render
@@ -112,9 +114,14 @@ def detect_command(
     rules = _rules(pack)
     block = rules.spec.block
     try:
-        raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        if source == "-":
+            raw, more = read_capped(sys.stdin.buffer, MAX_OUTPUT_BYTES)
+        else:  # a FIFO, socket or folder is refused, never waited on
+            raw, more = read_file_capped(source, MAX_OUTPUT_BYTES)
     except OSError as exc:
         raise UsageFailure(f"{source}: cannot read: {exc.strerror or exc}") from None
+    if more:
+        raise UsageFailure(f"{source}: {too_large_message(MAX_OUTPUT_BYTES)}")
     with _usage_errors():
         variables, context = pack.split_inputs(
             block, load_context(context_file), parse_vars(var_pairs)

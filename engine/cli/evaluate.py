@@ -28,6 +28,7 @@ from engine.cli.options import (
 )
 from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
+from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.report import render
@@ -188,9 +189,8 @@ def _read_output(source: str, cap: int) -> tuple[bytes | None, bool]:
     path = Path(source)
     if not path.exists():
         return None, False
-    try:
-        with path.open("rb") as stream:
-            return read_capped(stream, cap)
+    try:  # a FIFO, socket or folder is refused, never waited on
+        return read_file_capped(path, cap)
     except OSError as exc:
         raise UsageFailure(f"{source}: cannot read: {exc.strerror or exc}") from None
 

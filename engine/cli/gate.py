@@ -30,6 +30,7 @@ from engine.cli.options import (
 from engine.cli.types import BoundedInt
 from engine.contracts.json.document import MAX_CHARS, output_documents
 from engine.core.errors import EngineError
+from engine.core.files import read_file_capped
 from engine.core.textio import decode_output, read_capped
 from engine.policy.gates.runtime import GateOutcome
 from engine.report import render
@@ -67,8 +68,7 @@ def _read_outputs(files: tuple[str, ...]) -> tuple[list[Any], list[str]]:
             if name == "-":
                 data, more = read_capped(sys.stdin.buffer, MAX_FILE_BYTES)
             else:
-                with Path(name).open("rb") as stream:
-                    data, more = read_capped(stream, MAX_FILE_BYTES)
+                data, more = read_file_capped(name, MAX_FILE_BYTES)  # never waits on a FIFO
         except OSError as exc:
             raise UsageFailure(f"{name}: cannot read: {exc.strerror or exc}") from None
         if more:  # surely over the character limit too: the gate's error, as for any size

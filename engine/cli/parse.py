@@ -26,6 +26,7 @@ from engine.cli.options import (
     var_option,
 )
 from engine.core.errors import EngineError
+from engine.core.files import read_file_capped
 from engine.core.results import Failure, ParseResult
 from engine.core.textio import read_capped, too_large_message
 from engine.report import render
@@ -50,7 +51,12 @@ from engine.report import render
 @max_output_bytes_option(
     "A bigger output is not read: its result is OUTPUT_TOO_LARGE. " + OUTPUT_CAP_HELP
 )
-@click.argument("source", type=click.File("rb"), default="-", required=False)
+@click.argument(
+    "source",
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
+    default="-",
+    required=False,
+)
 def parse_command(
     pack_ref: str,
     block: str | None,
@@ -59,7 +65,7 @@ def parse_command(
     jsonl: BinaryIO | None,
     output_format: str,
     max_output_bytes: int | None,
-    source: BinaryIO,
+    source: str,
 ) -> None:
     """Parse one block deterministically: JSON data on stdout, or the error.
 
@@ -112,7 +118,13 @@ def parse_command(
             f"unknown --var {', '.join(unknown)} for block {block!r} (its params: {known})"
         )
     cap = output_cap(max_output_bytes, pack.max_output_bytes)
-    data, too_large = read_capped(source, cap)
+    try:  # a FIFO, socket or folder is refused, never waited on
+        if source == "-":
+            data, too_large = read_capped(sys.stdin.buffer, cap)
+        else:
+            data, too_large = read_file_capped(source, cap)
+    except OSError as exc:
+        raise UsageFailure(f"{source}: cannot read: {exc.strerror or exc}") from None
     if too_large:
         result = ParseResult(ok=False, failure=Failure("OUTPUT_TOO_LARGE", too_large_message(cap)))
     else:
