@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Field
 
 from engine.contracts.model import ContractModel
-from engine.core.errors import EngineError, plugin_errors
+from engine.core.errors import EngineError, load_plugins, plugin_errors
 from engine.format.semantics import UNKNOWN_FAILURE_TYPE
 
 if TYPE_CHECKING:
@@ -92,9 +91,8 @@ def _load_entry_points() -> None:
     if _loaded_entry_points:
         return
     _loaded_entry_points = True
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    for point, kind in load_plugins(ENTRY_POINT_GROUP, "contract kind"):
         with plugin_errors("contract kind", point):
-            kind = point.load()
             if point.name != getattr(kind, "name", None):
                 raise EngineError(f"it names itself {getattr(kind, 'name', None)!r}")
             if point.name not in _registered and point.name not in _ENGINE_KINDS:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -95,3 +95,15 @@ def plugin_errors(what: str, point: EntryPoint) -> Iterator[None]:
         raise EngineError(
             f"the {what} {point.name!r} ({point.value}) cannot be loaded: {exc}"
         ) from exc
+
+
+def load_plugins(group: str, what: str) -> Iterator[tuple[EntryPoint, Any]]:
+    """Each entry point of ``group`` with the object it names, loaded when the loop reaches
+    it; an error loading one is an EngineError naming it (``plugin_errors``)."""
+    # Deferred for start-up time: only a registry asked for a name it does not know reads these.
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=group):
+        with plugin_errors(what, point):
+            plugin = point.load()
+        yield point, plugin

@@ -8,13 +8,12 @@ everything that validates a pack or describes the format asks it for the model.
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from typing import Any
 
 from pydantic import Field
 
 from engine.contracts import registry as kinds
-from engine.core.errors import EngineError, plugin_errors
+from engine.core.errors import EngineError, load_plugins
 from engine.format.model import Rulepack, compose_rulepack
 from engine.format.section import Section
 from engine.format.vocabulary import ACTIONS, CONTEXT, FAILURE_TYPES, SESSION, SEVERITIES
@@ -78,9 +77,7 @@ def _load_entry_points() -> None:
     if _loaded_entry_points:
         return
     _loaded_entry_points = True
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        with plugin_errors("rulepack section", point):
-            section = point.load()
+    for point, section in load_plugins(ENTRY_POINT_GROUP, "rulepack section"):
         if point.name not in _registered:
             register_section(section)
 

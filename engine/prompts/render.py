@@ -14,7 +14,7 @@ from engine.format.model import Rulepack
 from engine.policy.triggers.decide import Decision
 from engine.policy.triggers.model import Truncation
 from engine.prompts.compiled import CompiledPrompts, compile_prompts
-from engine.prompts.examples.select import earlier_rounds, select_example
+from engine.prompts.examples.select import Example, earlier_rounds, select_example
 
 _QUOTES = str.maketrans(
     {
@@ -181,27 +181,14 @@ def render_retry(
         modification = prompts.templates[modification_template].render(variables)
     else:
         modification = trigger.default_modification
-    ids = prompts.id_kinds.get(verdict.block, {})
-    rounds = earlier_rounds(pack.session, context, accepted_rounds)
-    chosen = select_example(
-        pack.examples, prompts.files, verdict.block, failure, context, ids, rounds
-    )
     budgets = pack.examples.budgets
-    text, cut = chosen.fitted(
-        budgets.retry_tokens * budgets.chars_per_token,
-        pack.examples.priority_sections,
-        pack.examples.truncation_notice,
+    chosen, example = _fitted_example(
+        prompts, pack, verdict.block, failure, context, accepted_rounds, budgets.retry_tokens
     )
     prompt = prompts.templates[decision.template].render(
-        {
-            **variables,
-            "modification": modification,
-            "example": text,
-            "example_source": chosen.source,
-            "example_tier": chosen.tier,
-            "example_truncated": cut,
-        }
+        {**variables, "modification": modification, **example}
     )
+    text, cut = example["example"], example["example_truncated"]
     whole = len(chosen.header) + len(chosen.text) + len(chosen.footer)
     return RenderedPrompt(
         prompt,
@@ -274,16 +261,30 @@ def initial_example(
     """The example of a block's first prompt: the tiers' first example (no failure type
     yet), fitted to ``examples.budgets.initial_tokens`` (seed 000: examples matter less on
     a first try)."""
+    tokens = pack.examples.budgets.initial_tokens
+    return _fitted_example(prompts, pack, block, "", context, accepted_rounds, tokens)[1]
+
+
+def _fitted_example(
+    prompts: CompiledPrompts,
+    pack: Rulepack,
+    block: str,
+    failure: str,
+    context: Mapping[str, Any],
+    accepted_rounds: Collection[int] | None,
+    tokens: int,
+) -> tuple[Example, dict[str, Any]]:
+    """The example the tiers choose for ``block`` and ``failure`` (a failure type, "" for a
+    first prompt), and the template variables that show it, cut to ``tokens``."""
     rounds = earlier_rounds(pack.session, context, accepted_rounds)
     ids = prompts.id_kinds.get(block, {})
-    chosen = select_example(pack.examples, prompts.files, block, "", context, ids, rounds)
-    budgets = pack.examples.budgets
+    chosen = select_example(pack.examples, prompts.files, block, failure, context, ids, rounds)
     text, cut = chosen.fitted(
-        budgets.initial_tokens * budgets.chars_per_token,
+        tokens * pack.examples.budgets.chars_per_token,
         pack.examples.priority_sections,
         pack.examples.truncation_notice,
     )
-    return {
+    return chosen, {
         "example": text,
         "example_source": chosen.source,
         "example_tier": chosen.tier,
