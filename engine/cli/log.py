@@ -38,7 +38,7 @@ VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs witho
     metavar="NAME",
     help="all: every log template of the pack that writes --format (md: the "
     "validation and example logs of the shipped packs); NAME: the pack's log "
-    "template NAME, e.g. `--format jsonl --view failures` for seed 004's gate "
+    "template NAME, e.g. `--format jsonl --view failures` for the quality-gate pack's gate "
     "failure log (one line per failed evaluation); decisions: the decisions record of "
     "the session's resolved conflicts (the pack's `conflicts.decisions` template).",
 )
