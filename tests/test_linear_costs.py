@@ -336,3 +336,40 @@ def test_sections_end_at_the_next_heading_of_their_check_and_cost_linear_time() 
     sections = find_sections(body * 5_000, check)
     assert len(sections) == 5_000
     assert sum(len(section.text) for section in sections) == len(body) * 5_000
+
+
+def test_a_coverage_check_over_a_large_context_and_output_fails_before_searching(
+    tmp_path: Path,
+) -> None:
+    """Each context item is looked for in the whole output: 1,000 items over 60 MB were 44 s
+    of substring searches. Over MAX_COVERAGE_WORK the check fails at once, naming the bound;
+    the shipped pack's ordinary cases stay below it."""
+    issues = [
+        {
+            "id": f"ISSUE-R{1 + i // 1000}-{i % 1000:03d}",
+            "severity": "HIGH",
+            "summary": "s",
+            "key_phrase": f"retry limit {i}",
+            "location": f"docs/flow{i}.md",
+        }
+        for i in range(1000)
+    ]
+    context = tmp_path / "ctx.json"
+    context.write_text(json.dumps({"known_gaps": ["GAP-FLOW-001"], "known_issues": issues}))
+    head = "## Gap Resolution: GAP-FLOW-001\n\n**Confidence:** HIGH\n\n### Trade-offs\nSome.\n\n"
+    line = "### Response to ISSUE-R9-999\nplain words in a response here\n\n"
+    output = tmp_path / "out.md"
+    output.write_text(head + line * (6_000_000 // len(line)))
+    code, text, seconds = rules(
+        "eval",
+        "--pack",
+        "gap-review",
+        "--block",
+        "engineer",
+        "--context",
+        str(context),
+        str(output),
+    )
+    assert code == 1, text
+    assert "(MAX_COVERAGE_WORK)" in text
+    assert seconds < 10

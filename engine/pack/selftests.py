@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from engine.contracts.json.document import output_documents
 from engine.core.errors import EngineError, Position
-from engine.core.files import read_file_capped, read_file_text
+from engine.core.files import path_problem, read_file_capped, read_file_text
 from engine.core.textio import decode_output
 from engine.format.findings import FindingRule
 from engine.format.locate import display_path
@@ -184,6 +184,9 @@ def collect_cases(pack: Pack) -> list[Case]:
 
 
 def _inside(folder: Path, relative: str, what: str, where: Position) -> Path:
+    unusable = path_problem(relative)
+    if unusable is not None:
+        raise CaseError(f"{where}: {what} {relative[:200]!r} is no usable file name: {unusable}")
     target = (folder / relative).resolve()
     if not target.is_relative_to(folder.resolve()):
         raise CaseError(f"{where}: {what} {relative!r} is outside the case's folder")

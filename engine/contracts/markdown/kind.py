@@ -254,6 +254,12 @@ def _where(check: CoverageCheck, item: Any, context: Mapping[str, Any]) -> bool:
         ) from None
 
 
+MAX_COVERAGE_WORK = 2_000_000_000
+"""The most characters one coverage check may search (each item is looked for in the whole
+output, so the work is items x output size): over it the check fails before searching, in
+well under a second, instead of taking minutes on a large output and a large context."""
+
+
 def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
     text = out.text or ""
     in_sections = {s.id for name in check.sections for s in out.sections.get(name, [])}
@@ -267,9 +273,16 @@ def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
             text_words.append(keywords(text, soft.stop_words if soft else ()))
         return text_words[0]
 
-    for item in _context_list(out, check.items):
-        if not _where(check, item, out.context):
-            continue
+    items = [item for item in _context_list(out, check.items) if _where(check, item, out.context)]
+    searches = len(items) * (len(check.referenced_by) + (2 if soft is not None else 0))
+    if searches * len(text) > MAX_COVERAGE_WORK:
+        message = (
+            f"{len(items)} {check.items} items searched for in {len(text)} characters: over "
+            f"the engine's limit of {MAX_COVERAGE_WORK} characters searched by one coverage "
+            "check (MAX_COVERAGE_WORK)"
+        )
+        return [{FAIL: check.fail, MESSAGE: message, LEVEL: "error"}]
+    for item in items:
         ident = _item_id(item, check.key)
         values = (
             {k: v for k, v in item.items() if isinstance(k, str)}
