@@ -84,6 +84,10 @@ def path_problem(name: str) -> str | None:
     operating system refuse it with an error rather than a finding."""
     if "\0" in name:
         return "it holds a NUL character"
+    try:
+        os.fsencode(name)
+    except UnicodeEncodeError:
+        return "it holds a character no file name can hold (a lone surrogate)"
     encoded = name.encode("utf-8", "surrogatepass")
     if len(encoded) > MAX_PATH_BYTES:
         return f"it is longer than {MAX_PATH_BYTES} bytes"

@@ -112,7 +112,7 @@ def test_the_workflow_passes_a_pull_request_that_changes_no_outcome(tmp_path: Pa
     steps = rules_steps()
     root, base = pull_request(
         tmp_path / "team",
-        ("description: The sentinel blocks", "description: Our sentinel blocks"),
+        ("description: Sentinel-delimited blocks", "description: Our sentinel-delimited blocks"),
     )
     check = run_step(steps["check"], root, base)
     assert check.returncode == 0, check.stderr
