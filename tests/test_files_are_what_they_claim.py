@@ -225,3 +225,27 @@ def test_an_output_file_that_is_a_fifo_is_refused_without_waiting(
     result = rules(*command, str(fifo))
     assert result.returncode == 2, result.stderr
     assert "output.txt: cannot read: a FIFO (named pipe), not a regular file" in result.stderr
+
+
+def test_a_forged_cache_entry_with_its_digest_recomputed_falls_back_to_a_fresh_load(
+    tmp_path: Path,
+) -> None:
+    """The digest catches an accident; an entry rewritten with a matching digest and data of
+    the wrong shape fails as it parses, and the pack is then loaded afresh."""
+    import hashlib
+
+    cache = tmp_path / "cache"
+    output = REPO / "examples" / "sentinel" / "verdict.txt"
+    first = _cached_parse(cache, output)
+    [entry_path] = list(cache.glob("parse-*.json"))
+    entry = json.loads(entry_path.read_text(encoding="utf-8"))
+    entry["data"]["sentinel"]["VERDICT"]["warnings"] = "x"
+    canonical = json.dumps(entry["data"], sort_keys=True).encode()
+    entry["digest"] = hashlib.sha256(canonical).hexdigest()
+    entry_path.write_text(json.dumps(entry), encoding="utf-8")
+    again = _cached_parse(cache, output)
+    assert (again.returncode, again.stdout, again.stderr) == (
+        first.returncode,
+        first.stdout,
+        first.stderr,
+    )

@@ -25,12 +25,12 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.sentinel.parser import SentinelParser
-from engine.core.errors import unknown_block_error
+from engine.core.errors import EngineError, unknown_block_error
 from engine.core.files import read_file_bytes
 from engine.core.numbers import strict_loads
 from engine.core.version import VERSION
@@ -38,6 +38,7 @@ from engine.format.locate import display_path, find_one_pack_file, find_pack_fil
 from engine.pack.parsing import Parsing
 
 if TYPE_CHECKING:
+    from engine.core.results import ParseResult
     from engine.pack.loaded import Pack
     from engine.pack.result import CheckResult
 
@@ -54,7 +55,11 @@ class ParsingPack(Parsing):
     """The parse side of a pack, built from plain data: ``parse`` is ``Pack.parse`` (both are
     ``Parsing.parse``), over the sentinel parsers the cache holds."""
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
+    def __init__(
+        self, data: Mapping[str, Any], reload: Callable[[], ParsingPack] | None = None
+    ) -> None:
+        self._reload = reload
+        """How to load the pack afresh when data read from a cache entry proves wrong."""
         self.name: str = data["name"]
         self.kinds: dict[str, str] = dict(data["kinds"])
         self.max_output_bytes: int | None = data.get("max_output_bytes")
@@ -63,6 +68,27 @@ class ParsingPack(Parsing):
             block: SentinelParser.from_data(block, contract, grammar)
             for block, contract in data["sentinel"].items()
         }
+
+    def parse(
+        self,
+        block: str,
+        text: str | bytes,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+    ) -> ParseResult:
+        """``Parsing.parse``; when the data came from a cache entry and fails in a way the
+        engine's own data never does (an entry edited by hand and its digest recomputed),
+        the pack is loaded afresh and parses instead. An error of the fresh pack stands."""
+        try:
+            return super().parse(block, text, nonce, vars)
+        except EngineError:
+            raise
+        except Exception:
+            if self._reload is None:
+                raise
+            fresh = self._reload()
+            self.__dict__.update(fresh.__dict__)
+            return super().parse(block, text, nonce, vars)
 
     def param_names(self, block: str) -> frozenset[str]:
         """The params a block's delimiters take (none for a block without a parser)."""
@@ -222,21 +248,25 @@ def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
     root = cache_dir()
     entry_path = _entry_path(root, "parse", pack_file) if root is not None else None
     stamp = _engine_stamp(_PARSE_MEANING)
+
+    def fresh() -> ParsingPack:
+        # Deferred for start-up time: a warm `rules parse` loads no pack (YAML, pydantic).
+        from engine.pack.loaded import load_pack
+
+        pack = load_pack(pack_file, locked)
+        data = parsing_data(pack)
+        if entry_path is not None:
+            _write_entry(entry_path, stamp, list(pack.files), data)
+        return ParsingPack(data)
+
     if entry_path is not None:
         data = _read_entry(entry_path, stamp)
         if data is not None:
             try:
-                return ParsingPack(data)
+                return ParsingPack(data, reload=fresh)
             except Exception:
                 pass
-    # Deferred for start-up time: a warm `rules parse` loads no pack (YAML, pydantic, Jinja2).
-    from engine.pack.loaded import load_pack
-
-    pack = load_pack(pack_file, locked)
-    data = parsing_data(pack)
-    if entry_path is not None:
-        _write_entry(entry_path, stamp, list(pack.files), data)
-    return ParsingPack(data)
+    return fresh()
 
 
 def check_packs_remembered(targets: list[str], locked: bool | None = None) -> list[CheckResult]:
