@@ -191,7 +191,7 @@ MIGRATIONS: list[list[str]] = [
         " SELECT session, block, item, max(attempt) FROM attempts GROUP BY session, block, item",
         "ALTER TABLE attempts ADD COLUMN token TEXT",
         "CREATE UNIQUE INDEX attempts_token ON attempts (token)",
-        """CREATE TABLE gate_failures (
+        """CREATE TABLE failed_gates (
             id {id},
             {session},
             ts TEXT NOT NULL,
@@ -199,7 +199,7 @@ MIGRATIONS: list[list[str]] = [
             gate_result TEXT NOT NULL,
             reprompt_generated INTEGER NOT NULL
         )""",
-        "CREATE INDEX gate_failures_session ON gate_failures (session, id)",
+        "CREATE INDEX failed_gates_session ON failed_gates (session, id)",
     ],
 ]
 

@@ -27,7 +27,7 @@ TABLES = {
     "choices",
     "round_status",
     "item_counters",
-    "gate_failures",
+    "failed_gates",
 }
 
 ATTEMPT = Attempt(
@@ -97,7 +97,7 @@ def test_a_ledger_of_a_newer_engine_is_refused(ledger_url: str) -> None:
 def test_a_failed_migration_leaves_the_ledger_as_it_was(ledger_url: str) -> None:
     with open_ledger(ledger_url, upto=1) as old:
         # a table in the way of migration 2: the migration fails as a whole
-        old.write(lambda tx: tx.execute("CREATE TABLE gate_failures (x INTEGER)"))
+        old.write(lambda tx: tx.execute("CREATE TABLE failed_gates (x INTEGER)"))
     with pytest.raises(LedgerError):
         open_ledger(ledger_url)
     with open_ledger(ledger_url, upto=1) as old:
