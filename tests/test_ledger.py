@@ -16,7 +16,8 @@ import pytest
 
 import engine
 from conftest import REPO, run_script, script
-from engine.state.ledger import APPLICATION_ID, LEDGER_FILE, MIGRATIONS, Ledger, LedgerError
+from engine.ledger.errors import LedgerError
+from engine.state.ledger import APPLICATION_ID, LEDGER_FILE, MIGRATIONS, Ledger
 from engine.state.session import Session
 
 BAD = REPO / "examples" / "sentinel" / "verdict_bad.txt"

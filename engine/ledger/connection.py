@@ -155,7 +155,7 @@ class SQLiteLedger(Ledger):
             raise LedgerError(
                 f"{self.path.parent}: cannot create the ledger's folder: {exc.strerror or exc}"
             ) from None
-        with _opening_lock(self.path.parent / LOCK_FILE):
+        with opening_lock(self.path.parent / LOCK_FILE):
             try:
                 self.db = sqlite3.connect(
                     self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
@@ -222,8 +222,11 @@ class SQLiteLedger(Ledger):
 
 
 @contextmanager
-def _opening_lock(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``lock_path``, waiting at most the busy timeout."""
+def opening_lock(
+    lock_path: Path, advice: str = "writing a ledger needs write access to {folder}"
+) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``lock_path``, waiting at most the busy timeout;
+    ``advice`` ends the message when the lock file cannot be opened ({folder}: its folder)."""
     try:
         import fcntl  # POSIX only: deferred so that its absence (Windows) is handled here
     except ImportError:  # no advisory locks here (Windows): SQLite's own locking only
@@ -233,8 +236,8 @@ def _opening_lock(lock_path: Path) -> Iterator[None]:
         handle = open(lock_path, "a+b")  # noqa: SIM115 - closed in the finally below
     except OSError as exc:
         raise LedgerError(
-            f"{lock_path}: cannot open the lock file: {exc.strerror or exc}; writing a "
-            f"ledger needs write access to {lock_path.parent}"
+            f"{lock_path}: cannot open the lock file: {exc.strerror or exc}; "
+            + advice.format(folder=lock_path.parent)
         ) from None
     try:
         deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.ledger.errors import LedgerError
 from engine.policy.choices.model import ChoiceOption
 from engine.policy.rounds.model import Rounds
-from engine.state.ledger import Ledger, LedgerError
+from engine.state.ledger import Ledger
 
 PAUSED = "paused"
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.textio import MAX_OUTPUT_BYTES
-from engine.state.ledger import LEDGER_FILE, Ledger, LedgerError, kept_records
+from engine.ledger.errors import LedgerError
+from engine.state.ledger import LEDGER_FILE, Ledger, kept_records
 
 BATCH = 1000
 

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import time
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.core import clock
-from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
+from engine.ledger.connection import BUSY_TIMEOUT_MS, opening_lock
+from engine.ledger.errors import LedgerError
 
 LEDGER_FILE = "ledger.sqlite3"
 LOCK_FILE = "ledger.lock"
 APPLICATION_ID = 0x52554C45  # "RULE"
-BUSY_TIMEOUT_MS = 60_000
 
 MIGRATIONS: list[str] = [
     # 1: attempts with their decision, and warnings
@@ -172,10 +171,6 @@ MIGRATIONS: list[str] = [
 ]
 
 
-class LedgerError(EngineError):
-    """The ledger file cannot be used (corrupt, foreign, newer schema, locked too long)."""
-
-
 JSON_COLUMNS: dict[str, tuple[str, ...]] = {
     "gate_results": ("checked", "errors", "artifact"),
     "conflicts": ("fields", "options", "proposal"),
@@ -302,41 +297,6 @@ class GateRecord:
     artifact: Mapping[str, Any] | None = None
 
 
-@contextmanager
-def _opening_lock(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``lock_path``, waiting at most the busy timeout."""
-    try:
-        import fcntl  # optional: POSIX only, so looked for where the lock is taken
-    except ImportError:  # no advisory locks here (Windows): SQLite's own locking only
-        yield
-        return
-    try:
-        handle = open(lock_path, "a+b")  # noqa: SIM115 - closed in the finally below
-    except OSError as exc:
-        raise LedgerError(
-            f"{lock_path}: cannot open the lock file: {exc.strerror or exc}; recording "
-            f"in a session needs write access to {lock_path.parent} (`rules log` "
-            "only reads it)"
-        ) from None
-    try:
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise LedgerError(
-                        f"{lock_path}: another process has held the ledger "
-                        f"lock for {BUSY_TIMEOUT_MS // 1000} s; "
-                        "try again when it is done"
-                    ) from None
-                time.sleep(0.005)
-        yield
-    finally:
-        handle.close()  # closing releases the lock
-
-
 class Ledger:
     """The ledger of one session folder."""
 
@@ -348,7 +308,10 @@ class Ledger:
             raise LedgerError(
                 f"{session_dir}: cannot create the session folder: {exc.strerror or exc}"
             ) from None
-        with _opening_lock(session_dir / LOCK_FILE):
+        with opening_lock(
+            session_dir / LOCK_FILE,
+            "recording in a session needs write access to {folder} (`rules log` only reads it)",
+        ):
             existed = self.path.exists() and self.path.stat().st_size > 0
             try:
                 self.db = sqlite3.connect(
