@@ -249,3 +249,30 @@ def test_a_forged_cache_entry_with_its_digest_recomputed_falls_back_to_a_fresh_l
         first.stdout,
         first.stderr,
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("parse", "--pack", "sentinel", *VERDICT, "/dev/stdin"),
+        ("eval", "--pack", "sentinel", *VERDICT, "/dev/stdin"),
+        ("parse", "--pack", "sentinel", "--jsonl", "/dev/stdin"),
+    ],
+    ids=["parse", "eval", "parse-jsonl"],
+)
+def test_a_pipe_with_a_writer_is_read_as_before(command: tuple[str, ...]) -> None:
+    """A pipe that a process writes (`/dev/stdin` on a pipe, `<(cmd)`) is no FIFO without a
+    writer: it is read, more than the first 64 KiB probe included."""
+    if "--jsonl" in command:
+        line = (REPO / "examples" / "sentinel" / "records.jsonl").read_text().splitlines()[0]
+        data = ("\n".join([line] * 2000) + "\n").encode()
+    else:
+        data = (" " * 100_000 + "\n").encode() + (
+            REPO / "examples" / "sentinel" / "verdict.txt"
+        ).read_bytes()
+    piped = rules(*command, input=data.decode())
+    assert piped.returncode == 0, piped.stderr
+    if "--jsonl" in command:
+        assert len(piped.stdout.splitlines()) == 2000
+    else:
+        assert "All acceptance criteria are satisfied" in piped.stdout or "pass" in piped.stdout

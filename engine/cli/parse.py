@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import BinaryIO
 
 import click
 
@@ -26,7 +25,7 @@ from engine.cli.options import (
     var_option,
 )
 from engine.core.errors import EngineError
-from engine.core.files import read_file_capped
+from engine.core.files import open_checked, read_file_capped
 from engine.core.results import Failure, ParseResult
 from engine.core.textio import read_capped, too_large_message
 from engine.report import render
@@ -40,7 +39,7 @@ from engine.report import render
 @click.option(
     "--jsonl",
     "jsonl",
-    type=click.File("rb"),
+    type=click.Path(exists=True, dir_okay=False, allow_dash=True),
     default=None,
     metavar="IN",
     help="Parse many records from a JSON Lines file ('-' for stdin).",
@@ -62,7 +61,7 @@ def parse_command(
     block: str | None,
     nonce: str | None,
     var_pairs: tuple[str, ...],
-    jsonl: BinaryIO | None,
+    jsonl: str | None,
     output_format: str,
     max_output_bytes: int | None,
     source: str,
@@ -104,9 +103,14 @@ def parse_command(
         out = sys.stdout  # one write per record, no per-line echo
         encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
         cap = output_cap(max_output_bytes, pack.max_output_bytes)
-        for record in parse_jsonl(pack, jsonl, block, nonce, max_line_bytes=cap):
-            failed = failed or not record["ok"]
-            out.write(encode(record) + "\n")
+        try:  # a FIFO no process writes is refused, never waited on
+            records = sys.stdin.buffer if jsonl == "-" else open_checked(jsonl)
+        except OSError as exc:
+            raise UsageFailure(f"{jsonl}: cannot read: {exc.strerror or exc}") from None
+        with records:
+            for record in parse_jsonl(pack, records, block, nonce, max_line_bytes=cap):
+                failed = failed or not record["ok"]
+                out.write(encode(record) + "\n")
         out.flush()
         raise SystemExit(EXIT_FINDINGS if failed else EXIT_OK)
     if block is None:

@@ -9,9 +9,11 @@ without blocking: a terminal with nothing typed is an error, not a wait.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from pathlib import Path
+from typing import Any, BinaryIO, cast
 
 from engine.core.textio import read_capped
 
@@ -32,24 +34,77 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def read_file_capped(path: Path | str, limit: int) -> tuple[bytes, bool]:
-    """At most ``limit`` bytes of the file at ``path``, and whether it holds more.
+def open_checked(path: Path | str) -> BinaryIO:
+    """The file at ``path``, open for reading in binary, never having blocked to open it.
 
-    Raises ``NotARegularFile`` (an ``OSError`` naming the file) for a FIFO, a socket or a
-    folder, and ``OSError`` for a file that cannot be opened or read; never blocks.
+    Raises ``NotARegularFile`` (an ``OSError`` naming the file) for a socket, a folder, or a
+    FIFO that no process writes to (reading it would wait forever); a pipe with a writer (a
+    process substitution ``<(cmd)``, ``/dev/stdin`` on a pipe) is read as it is written.
+    ``OSError`` for a file that cannot be opened.
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode
-        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISDIR(mode):
+        if stat.S_ISSOCK(mode) or stat.S_ISDIR(mode):
             raise NotARegularFile(
                 0, f"{_kind(mode)}, not a regular file; give a file", os.fspath(path)
             )
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            return read_capped(stream, limit)
-    finally:
+        prefix: bytes | None = b""
+        if stat.S_ISFIFO(mode):
+            try:
+                prefix = os.read(fd, _PROBE_BYTES)
+            except BlockingIOError:
+                prefix = None  # a writer, nothing written yet
+            if prefix == b"":  # no writer: end of file at once, never data
+                raise NotARegularFile(
+                    0, f"{_kind(mode)}, not a regular file; give a file", os.fspath(path)
+                )
+            os.set_blocking(fd, True)  # a live pipe: wait for what its writer writes
+        stream = os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
+        raise
+    if prefix:
+        return cast(BinaryIO, io.BufferedReader(_Prefixed(prefix, stream)))
+    return cast(BinaryIO, stream)
+
+
+_PROBE_BYTES = 65536
+
+
+class _Prefixed(io.RawIOBase):
+    """A stream that gives ``prefix`` (bytes already read from a pipe) before the rest."""
+
+    def __init__(self, prefix: bytes, rest: BinaryIO) -> None:
+        self._prefix = memoryview(prefix)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._prefix:
+            size = min(len(buffer), len(self._prefix))
+            buffer[:size] = self._prefix[:size]
+            self._prefix = self._prefix[size:]
+            return size
+        return self._rest.readinto(buffer)  # type: ignore[attr-defined,no-any-return]
+
+    def close(self) -> None:
+        self._rest.close()
+        super().close()
+
+
+def read_file_capped(path: Path | str, limit: int) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of the file at ``path``, and whether it holds more.
+
+    Raises ``NotARegularFile`` (an ``OSError`` naming the file) for a socket, a folder or a
+    FIFO without a writer, and ``OSError`` for a file that cannot be opened or read; never
+    waits on a file that nothing will write.
+    """
+    with open_checked(path) as stream:
+        return read_capped(stream, limit)
 
 
 def read_file_bytes(path: Path | str, limit: int) -> bytes:

@@ -32,10 +32,10 @@ def test(runs: PackTestRuns) -> str:
     for result in runs.results:
         if not result.passed:
             where = result.position
-            message = "; ".join(result.problems).replace("\n", "%0A")
+            message = f"{result.name}: " + "; ".join(result.problems)
             lines.append(
-                f"::error file={where.file},line={where.line},col={where.column},"
-                f"title=rules test::{result.name}: {message}"
+                f"::error file={_escape_property(where.file)},line={where.line},"
+                f"col={where.column},title=rules test::{_escape_data(message)}"
             )
     for f in runs.notices:  # packs without cases, changed base cases (--with-base)
         lines.append(

@@ -48,6 +48,10 @@ def item_name_problem(name: str) -> str | None:
         return "an item name must not be empty"
     if len(name) > MAX_ITEM_CHARS:
         return f"an item name has at most {MAX_ITEM_CHARS} characters, not {len(name)}"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "an item name must be text (it holds bytes that are not UTF-8)"
     return None
 
 

@@ -10,6 +10,7 @@ import jinja2
 from pydantic import Field
 
 from engine.contracts.json.document import INVALID_SCHEMA, read_schema_file, schema_problems
+from engine.core.files import path_problem
 from engine.format.fields import Ref
 from engine.format.findings import FindingRule
 from engine.format.section import BuiltinSection
@@ -189,7 +190,14 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
                     ("gates", "output_file"),
                     f"it may use: {', '.join(sorted(OUTPUT_FILE_VARIABLES))}",
                 )
-    if spec.log:
+    if spec.log and (unusable := path_problem(spec.log)) is not None:
+        checker.add(
+            PATH_TRAVERSAL,
+            f"gates.log {spec.log[:200]!r} is no usable file name: {unusable}",
+            ("gates", "log"),
+            "write a relative path of plain characters",
+        )
+    elif spec.log:
         parts = spec.log.replace("\\", "/").split("/")
         if spec.log.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
             checker.add(
