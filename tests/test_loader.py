@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from engine.format.loader import load_pack_tree, merge_trees
 from engine.format.yamldoc import MAX_YAML_BYTES, parse_yaml, read_yaml
 
@@ -135,3 +137,13 @@ def test_extends_missing_and_absolute(tmp_path: Path) -> None:
     tree = load_pack_tree(tmp_path / "pack.yaml")
     assert rules_of(tree.findings) == ["extends-not-found", "extends-absolute", "extends-not-found"]
     assert "builtin:core" in tree.findings[2].hint
+
+
+@pytest.mark.parametrize("value", ["!!int abc", "!!float abc", "!!float 0x10", "!!int 0x"])
+def test_an_explicit_tag_on_a_value_it_cannot_hold_is_a_finding(tmp_path: Path, value: str) -> None:
+    from engine.format.yamldoc import read_yaml
+
+    path = tmp_path / "pack.yaml"
+    path.write_text(f"rulepack: x\nlimits: {{max_output_bytes: {value}}}\n", encoding="utf-8")
+    doc = read_yaml(path)
+    assert [(f.rule, f.position.line) for f in doc.findings] == [("yaml-syntax", 2)]

@@ -183,6 +183,15 @@ class _TreeBuilder:
                     "write a finite number within 64 bits, or quote it to make it a string",
                 )
                 return None
+            except ValueError:  # an explicit tag on a value it cannot hold: `!!int abc`
+                self.source.refused.add(path)
+                self.finding(
+                    YAML_SYNTAX,
+                    f"{node.value[:100]!r} is no value of the tag {node.tag!r}",
+                    node.start_mark,
+                    "remove the tag or write a value of its type",
+                )
+                return None
         if node.tag not in _COLLECTION_TAGS:
             self.finding(
                 YAML_UNSUPPORTED_TAG,

@@ -146,7 +146,7 @@ def text_size(value: Any, limit: int) -> int:
         item = next(stack[-1], _DONE)
         if item is _DONE:
             stack.pop()
-        elif item.__class__ is str:
+        elif isinstance(item, str):
             total += len(item) + 2
         elif isinstance(item, list | tuple | set | frozenset | dict):
             total += 2 + 2 * len(item)
