@@ -12,7 +12,7 @@ import pytest
 import engine
 from conftest import REPO, run_cli, run_script, script
 from engine.core.errors import EngineError
-from engine.state.session import Session
+from engine.session.session import Session
 
 PY = sys.executable
 ENGINEER = (

@@ -17,8 +17,8 @@ import pytest
 import engine
 from conftest import REPO, run_script, script
 from engine.ledger.errors import LedgerError
-from engine.state.ledger import APPLICATION_ID, LEDGER_FILE, MIGRATIONS, Ledger
-from engine.state.session import Session
+from engine.session.ledger import APPLICATION_ID, LEDGER_FILE, MIGRATIONS, Ledger
+from engine.session.session import Session
 
 BAD = REPO / "examples" / "sentinel" / "verdict_bad.txt"
 EVAL = (
@@ -71,7 +71,7 @@ def test_a_new_nonce_is_a_new_item(tmp_path: Path) -> None:
 WRITER = textwrap.dedent("""
     import sys
     import engine
-    from engine.state.session import Session
+    from engine.session.session import Session
     pack = engine.load_pack("sentinel")
     text = open(sys.argv[2], "rb").read()
     with Session(pack, sys.argv[1]) as session:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import engine
 from conftest import REPO, run_cli
-from engine.state.session import Session
+from engine.session.session import Session
 
 
 def _session(tmp_path: Path) -> Path:
@@ -68,7 +68,7 @@ def test_json_and_jsonl_stream_every_attempt_with_its_warnings(tmp_path: Path) -
     import json
     import sqlite3
 
-    from engine.state.views import json_text
+    from engine.session.views import json_text
 
     rows = [{"a": [], "b": {"c": "x\ny", "d": [1, {"e": None}]}, "é": "\u2028"}, {}, {"z": 1}]
     for count in range(len(rows) + 1):

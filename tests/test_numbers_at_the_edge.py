@@ -24,7 +24,7 @@ from engine.core.numbers import INT64_MAX, strict_loads
 from engine.format.context import build_context
 from engine.format.model import ContextKey
 from engine.pack.batch import parse_record
-from engine.state.choose import ChoiceError, parse_item
+from engine.session.choose import ChoiceError, parse_item
 
 HUGE = "99999999999999999999999"
 

@@ -13,9 +13,9 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import FIXTURES, REPO, child_pids, run_cli, run_script, script, still_running
-from engine.state.ledger import Ledger
-from engine.state.runner import run_loop
-from engine.state.session import Session
+from engine.session.ledger import Ledger
+from engine.session.runner import run_loop
+from engine.session.session import Session
 
 MODELS = FIXTURES / "models"
 PY = sys.executable

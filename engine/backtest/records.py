@@ -23,7 +23,7 @@ from engine.core.errors import EngineError
 from engine.core.numbers import strict_loads
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.pack.batch import record_inputs, text_of_record
-from engine.state.export import export_records, kept_id_range
+from engine.session.export import export_records, kept_id_range
 
 CHUNK_BYTES = 1 << 20
 

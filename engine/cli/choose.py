@@ -10,10 +10,10 @@ from engine.cli.common import UsageFailure, load_context, open_pack
 from engine.cli.options import session_option
 from engine.core import clock
 from engine.core.errors import EngineError
-from engine.state.choices import ChoiceBook
-from engine.state.choose import apply_choice
-from engine.state.ledger import LEDGER_FILE, Ledger
-from engine.state.session import Session
+from engine.session.choices import ChoiceBook
+from engine.session.choose import apply_choice
+from engine.session.ledger import LEDGER_FILE, Ledger
+from engine.session.session import Session
 
 
 @click.command("choose")

@@ -26,8 +26,8 @@ from engine.core.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
 from engine.pack.loaded import Pack
 from engine.policy.conflicts.runtime import CompiledConflicts
 from engine.report import render
-from engine.state.conflicts import FLAGGED, OPEN, ConflictBook
-from engine.state.ledger import LEDGER_FILE, Ledger
+from engine.session.conflicts import FLAGGED, OPEN, ConflictBook
+from engine.session.ledger import LEDGER_FILE, Ledger
 
 EXIT_BLOCKED = 1
 

@@ -32,8 +32,8 @@ from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.report import render
-from engine.state.evaluation import Evaluated, evaluate_output
-from engine.state.session import ledger_accepted_rounds, record_prompt_warnings
+from engine.session.evaluation import Evaluated, evaluate_output
+from engine.session.session import ledger_accepted_rounds, record_prompt_warnings
 
 
 def _exit_status_help() -> str:

@@ -52,7 +52,7 @@ def export_command(session_dir: str, output: TextIO, max_output_bytes: int) -> N
     session folder or unreadable ledger.
     """
     # Deferred for start-up time: `rules export --help` and usage errors open no SQLite.
-    from engine.state.export import export_records
+    from engine.session.export import export_records
 
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
     damaged = 0

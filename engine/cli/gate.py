@@ -34,7 +34,7 @@ from engine.core.files import read_file_capped
 from engine.core.textio import decode_output, read_capped
 from engine.policy.gates.runtime import GateOutcome
 from engine.report import render
-from engine.state.gate_log import record_gate
+from engine.session.gate_log import record_gate
 
 MAX_FILE_BYTES = 4 * MAX_CHARS
 """Bytes read from one FILE at most: a UTF-8 character is at most 4 bytes, so a longer

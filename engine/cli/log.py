@@ -13,10 +13,10 @@ from engine.cli.options import session_option
 from engine.core.errors import EngineError
 from engine.core.resources import builtin_pack_names
 from engine.pack.loaded import Pack
-from engine.state.choices import ChoiceBook
-from engine.state.conflicts import ConflictBook
-from engine.state.ledger import LEDGER_FILE, Ledger
-from engine.state.views import json_text, log_views, render_log
+from engine.session.choices import ChoiceBook
+from engine.session.conflicts import ConflictBook
+from engine.session.ledger import LEDGER_FILE, Ledger
+from engine.session.views import json_text, log_views, render_log
 
 VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs without their own
 

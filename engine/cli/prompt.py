@@ -9,7 +9,7 @@ import click
 from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
 from engine.cli.options import block_option, context_option, pack_option, session_option, var_option
 from engine.core.errors import EngineError
-from engine.state.session import Session
+from engine.session.session import Session
 
 
 @click.command("prompt")

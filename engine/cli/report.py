@@ -11,7 +11,7 @@ from engine.cli.common import EXIT_OK, UsageFailure
 from engine.cli.options import output_option, session_option
 from engine.core.errors import EngineError
 from engine.report import render
-from engine.state.export import session_ledger
+from engine.session.export import session_ledger
 
 
 @click.command("report")

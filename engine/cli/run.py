@@ -29,8 +29,8 @@ from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.format.yamldoc import read_text
-from engine.state.runner import DEFAULT_TIMEOUT, run_loop
-from engine.state.session import Outcome, Session
+from engine.session.runner import DEFAULT_TIMEOUT, run_loop
+from engine.session.session import Outcome, Session
 
 MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
 """The largest --prompt file: as large as the largest model output read by default."""

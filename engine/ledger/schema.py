@@ -43,7 +43,7 @@ _TOKENS: dict[Dialect, dict[str, str]] = {
 }
 
 MIGRATIONS: list[list[str]] = [
-    # 1: the tables of the session-folder ledger (engine/state/ledger.py, its 7 migrations),
+    # 1: the tables of the session-folder ledger (engine/session/ledger.py, its 7 migrations),
     # each with the session it belongs to.
     [
         "CREATE TABLE ledger_schema (one INTEGER PRIMARY KEY CHECK (one = 1),"

@@ -387,7 +387,7 @@ class Pack(Parsing):
 
         ``accepted_rounds``: the rounds whose output for the block the session's ledger
         accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
-        without them every earlier round counts (``engine.state.session`` passes them).
+        without them every earlier round counts (``engine.session.session`` passes them).
         """
         # Deferred for start-up time: `rules check` imports this module and builds no Pack.
         from engine.prompts.render import render_prompt

@@ -158,7 +158,7 @@ def conflicts(pack: Pack, rules: CompiledConflicts, records: list[dict[str, Any]
     """The open conflicts through the pack's presentation template, then a line per flag
     (an item the output did not address)."""
     # Deferred for start-up time: `rules parse` writes through this module; this is SQLite.
-    from engine.state.conflicts import FLAGGED, OPEN
+    from engine.session.conflicts import FLAGGED, OPEN
 
     shown = [r for r in records if r["status"] == OPEN]
     out = ""

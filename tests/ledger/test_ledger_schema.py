@@ -12,7 +12,7 @@ from engine.ledger import LedgerError, redacted
 from engine.ledger import schema as ledger_schema
 from engine.ledger.attempts import Attempt, Attempts, insert_attempt
 from engine.ledger.connection import Tx, open_ledger
-from engine.state.ledger import Ledger as FolderLedger
+from engine.session.ledger import Ledger as FolderLedger
 
 TABLES = {
     "ledger_schema",

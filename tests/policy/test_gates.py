@@ -395,7 +395,7 @@ def test_failures_go_to_the_log_and_the_ledger(tmp_path: Path) -> None:
 APPENDER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from engine.state.gate_log import append_json_line
+    from engine.session.gate_log import append_json_line
     for i in range(int(sys.argv[3])):
         append_json_line(Path(sys.argv[1]), {"writer": sys.argv[2], "i": i,
                                              "pad": "x" * 3000})
@@ -523,7 +523,7 @@ def test_a_detection_expression_that_cannot_apply_does_not_match(tmp_path: Path)
 def test_a_version_2_ledger_gains_gate_results(tmp_path: Path) -> None:
     import sqlite3
 
-    from engine.state.ledger import LEDGER_FILE, MIGRATIONS, Ledger
+    from engine.session.ledger import LEDGER_FILE, MIGRATIONS, Ledger
 
     Ledger(tmp_path).close()
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:

@@ -16,8 +16,8 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import REPO, run_cli
-from engine.state.ledger import LEDGER_FILE, MIGRATIONS
-from engine.state.session import Session
+from engine.session.ledger import LEDGER_FILE, MIGRATIONS
+from engine.session.session import Session
 
 PACK_DIR = REPO / "rules" / "gap-review"
 PACK = engine.load_pack("gap-review")
@@ -366,7 +366,7 @@ def test_messages_are_checked_at_load(tmp_path: Path, message: str, rule: str) -
 
 
 def test_a_version_3_ledger_gains_round_counts(tmp_path: Path) -> None:
-    from engine.state.ledger import Ledger
+    from engine.session.ledger import Ledger
 
     Ledger(tmp_path).close()
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:

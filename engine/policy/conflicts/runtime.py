@@ -5,7 +5,7 @@ the output matched the item; ``implicit``: the item went unaddressed), ``severit
 ``round``, ``number`` (the trailing digits of the id, for ordering) and ``fields`` (named by
 the pack: from the context item and from the matched section). Everything here is pure:
 which conflicts a verdict holds, the options a conflict gets, the priority order, and what
-the open conflicts do to a termination state. Recording them is engine.state.conflicts.
+the open conflicts do to a termination state. Recording them is engine.session.conflicts.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ``conflicts:`` section: the models in ``model.py``, which conflicts a verdict holds
-and their options in ``runtime.py`` (recording them is ``engine.state.conflicts``); here
+and their options in ``runtime.py`` (recording them is ``engine.session.conflicts``); here
 what conflict templates see and the checks."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ``rounds:`` section: round statuses per block, shown by log templates and used for
-``all_failed``; the model in ``model.py``, the statuses recorded by ``engine.state``."""
+``all_failed``; the model in ``model.py``, the statuses recorded by ``engine.session``."""
 
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ from typing import Any
 from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
 from engine.core.verdict import Verdict
 from engine.policy.triggers.decide import Decision
-from engine.state.ledger import note_prompt, sha256
-from engine.state.session import EXECUTION_FAILURE, Outcome, Session
+from engine.session.ledger import note_prompt, sha256
+from engine.session.session import EXECUTION_FAILURE, Outcome, Session
 
 DEFAULT_TIMEOUT = 600.0
 GRACE_SECONDS = 2.0

@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.ledger.errors import LedgerError
-from engine.state.ledger import LEDGER_FILE, Ledger, kept_records
+from engine.session.ledger import LEDGER_FILE, Ledger, kept_records
 
 BATCH = 1000
 

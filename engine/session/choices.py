@@ -18,7 +18,7 @@ from typing import Any
 from engine.ledger.errors import LedgerError
 from engine.policy.choices.model import ChoiceOption
 from engine.policy.rounds.model import Rounds
-from engine.state.ledger import Ledger
+from engine.session.ledger import Ledger
 
 PAUSED = "paused"
 

@@ -16,7 +16,7 @@ from typing import Any
 from engine.core.errors import EngineError
 from engine.pack.loaded import Pack
 from engine.policy.gates.runtime import GateOutcome
-from engine.state.ledger import GateRecord, Ledger, sha256
+from engine.session.ledger import GateRecord, Ledger, sha256
 
 
 def append_json_line(path: Path, record: Mapping[str, Any]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from engine.core.verdict import Verdict
 from engine.pack.loaded import Pack
 from engine.policy.triggers.decide import Decision
-from engine.state.session import Session
+from engine.session.session import Session
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from engine.pack.loaded import Pack
 from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
-from engine.state.choices import ChoiceBook, ensure_not_paused, round_failed
-from engine.state.conflicts import ConflictBook, decision_items
-from engine.state.ledger import (
+from engine.session.choices import ChoiceBook, ensure_not_paused, round_failed
+from engine.session.conflicts import ConflictBook, decision_items
+from engine.session.ledger import (
     AttemptRecord,
     Ledger,
     accepted_rounds,

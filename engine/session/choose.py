@@ -14,8 +14,8 @@ from typing import Any
 from engine.core.errors import EngineError
 from engine.core.numbers import INT64_MAX
 from engine.core.placeholders import fill
-from engine.state.choices import ChoiceBook, round_failed
-from engine.state.session import Session, ledger_accepted_rounds
+from engine.session.choices import ChoiceBook, round_failed
+from engine.session.session import Session, ledger_accepted_rounds
 
 
 class ChoiceError(EngineError):

@@ -11,7 +11,7 @@ from typing import Any
 
 from engine.core.errors import EngineError
 from engine.policy.conflicts.runtime import IMPLICIT, CompiledConflicts
-from engine.state.ledger import Ledger, now
+from engine.session.ledger import Ledger, now
 
 OPEN = "open"
 FLAGGED = "flagged"
