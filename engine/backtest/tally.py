@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.backtest.judge import (
     REMEMBERED_DECISIONS,
@@ -21,7 +21,6 @@ from engine.backtest.records import InvalidRecord, read_record
 from engine.core.textio import clean_strings, clean_text
 
 if TYPE_CHECKING:
-    from engine.core.verdict import Verdict
     from engine.pack.loaded import Pack
 
 
@@ -106,7 +105,15 @@ def empty_tally(pack_count: int) -> Tally:
     return Tally([PackTally() for _ in range(pack_count)])
 
 
-def _count(tally: PackTally, outcome: Outcome | None, times: int) -> None:
+class Errored(Protocol):
+    """What a flip's example shows of a side's verdict: its error (a Verdict is one)."""
+
+    @property
+    def error(self) -> str | None: ...
+
+
+def count_outcome(tally: PackTally, outcome: Outcome | None, times: int = 1) -> None:
+    """Add ``times`` records with ``outcome`` (None: not evaluated) to a pack's tally."""
     if outcome is None:
         tally.errors += times
         return
@@ -119,7 +126,7 @@ def _count(tally: PackTally, outcome: Outcome | None, times: int) -> None:
         tally.further_attempts += times
 
 
-def _side(outcome: Outcome | None, verdict: Verdict | None) -> dict[str, Any]:
+def _side(outcome: Outcome | None, verdict: Errored | None) -> dict[str, Any]:
     if outcome is None:
         return {"status": "error", "action": None, "failure_type": None, "error": None}
     return {
@@ -146,7 +153,7 @@ def _flip(
     text: str | bytes,
     line: int,
     outcomes: Sequence[Outcome | None],
-    verdicts: Sequence[Verdict | None],
+    verdicts: Sequence[Errored | None],
 ) -> None:
     new, old = outcomes[0], outcomes[1]
     tally.flips[kind] += 1
@@ -204,25 +211,40 @@ def tally_lines(
             plan = plans[block] = block_plan(packs, block)
         outcomes, verdicts = judge_record(judges, plan, record, text)
         combinations[tuple(outcomes)] += 1
-        if len(outcomes) < 2:
-            continue
-        new, old = outcomes[0], outcomes[1]
-        if new is old or new == old:  # a judge hands out one object for equal outcomes
-            continue
-        new_status = new.status if new else "error"
-        old_status = old.status if old else "error"
-        new_action = new.action if new else "error"
-        old_action = old.action if old else "error"
-        if new_status == old_status and new_action == old_action:
-            continue
-        tally.flipped += 1
-        if new_status != old_status:
-            kind = f"{old_status}->{new_status}"
-            _flip(tally, kind, record, text, number, outcomes, verdicts)
-        if new_action != old_action:
-            kind = f"{old_action}->{new_action}"
-            _flip(tally, kind, record, text, number, outcomes, verdicts)
+        if len(outcomes) >= 2:
+            compare_outcomes(tally, record, text, number, outcomes, verdicts)
     for combination, times in combinations.items():
         for pack_tally, outcome in zip(tally.packs, combination, strict=True):
-            _count(pack_tally, outcome, times)
+            count_outcome(pack_tally, outcome, times)
     return tally
+
+
+def compare_outcomes(
+    tally: Tally,
+    record: Mapping[str, Any],
+    text: str | bytes,
+    line: int,
+    outcomes: Sequence[Outcome | None],
+    verdicts: Sequence[Errored | None],
+) -> bool:
+    """Count the flips of one record between the pack (``outcomes[0]``) and the baseline
+    (``outcomes[1]``): a verdict status that changes (pass->fail) and an action that changes
+    (REPAIR->PROCEED), each with its block, failure type and first examples. None stands
+    for a pack that could not evaluate the record ("error"). Whether it flipped."""
+    new, old = outcomes[0], outcomes[1]
+    if new is old or new == old:  # a judge hands out one object for equal outcomes
+        return False
+    new_status = new.status if new else "error"
+    old_status = old.status if old else "error"
+    new_action = new.action if new else "error"
+    old_action = old.action if old else "error"
+    if new_status == old_status and new_action == old_action:
+        return False
+    tally.flipped += 1
+    if new_status != old_status:
+        kind = f"{old_status}->{new_status}"
+        _flip(tally, kind, record, text, line, outcomes, verdicts)
+    if new_action != old_action:
+        kind = f"{old_action}->{new_action}"
+        _flip(tally, kind, record, text, line, outcomes, verdicts)
+    return True

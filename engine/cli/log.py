@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,17 @@ VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs witho
     "validation and example logs of the shipped packs); NAME: the pack's log "
     "template NAME, e.g. `--format jsonl --view failures` for the quality-gate pack's gate "
     "failure log (one line per failed evaluation); decisions: the decisions record of "
-    "the session's resolved conflicts (the pack's `conflicts.decisions` template).",
+    "the session's resolved conflicts (the pack's `conflicts.decisions` template); "
+    "shadow: the would-be flips `rules serve --shadow` recorded, as `rules backtest` "
+    "reports (--session is then the server's --sessions-dir, or give --ledger).",
+)
+@click.option(
+    "--ledger",
+    "ledger_url",
+    default=None,
+    metavar="URL",
+    help="For --view shadow: the server's --shadow-ledger (a path, sqlite:///path or "
+    "postgresql://...; default: SESSION/_shadow/ledger.db).",
 )
 @click.option(
     "--pack",
@@ -49,7 +60,9 @@ VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs witho
     help="Pack whose log templates render the views. Default: the session's "
     f"pack when it is a builtin with log templates, else {VIEW_PACK}.",
 )
-def log_command(session_dir: str, output_format: str, view: str, pack_ref: str | None) -> None:
+def log_command(
+    session_dir: str, output_format: str, view: str, pack_ref: str | None, ledger_url: str | None
+) -> None:
     """Show a session's ledger: attempts, decisions, examples used.
 
     The ledger is opened read-only: read access is enough (e.g. on read-only media).
@@ -61,7 +74,13 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
       rules log --session runs/42 --format jsonl > attempts.jsonl
       rules log --session runs/42 --format jsonl --view failures
       rules log --session runs/42 --pack ./my-pack --view summary
+      rules log --session sessions --view shadow  # a server's candidate packs
     """
+    if view == "shadow":
+        click.echo(_shadow(session_dir, ledger_url, output_format), nl=False)
+        return
+    if ledger_url is not None:
+        raise UsageFailure("--ledger is for --view shadow (a session's ledger is its folder)")
     if not (Path(session_dir) / LEDGER_FILE).exists():
         raise UsageFailure(
             f"{session_dir}: no ledger here (run `rules run` or `rules eval --session` first)"
@@ -141,3 +160,38 @@ def _decisions(session_dir: str, pack_ref: str | None) -> str:
         )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
+
+
+def _shadow(session_dir: str, ledger_url: str | None, output_format: str) -> str:
+    """The shadow evaluations of a server's ledger, one backtest report per served pack and
+    candidate (md: the backtest's markdown; json, jsonl: its documents)."""
+    # Deferred for start-up time: the other views need neither the backtest nor the ledger.
+    from engine.backtest.shadow import shadow_reports
+    from engine.ledger.connection import open_ledger
+    from engine.ledger.shadow import ShadowLog, default_location
+    from engine.ledger.url import parse_url
+    from engine.report import render
+
+    try:
+        url = parse_url(ledger_url or default_location(session_dir))
+        if url.path is not None and not url.path.is_file():
+            raise UsageFailure(
+                f"{url}: no shadow ledger here (`rules serve --shadow NAME=CANDIDATE` records "
+                "one under its --sessions-dir; give that folder as --session, or --ledger)"
+            )
+        with open_ledger(url) as ledger:
+            shadows = shadow_reports(ShadowLog(ledger), str(url))
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    if output_format == "json":
+        return json.dumps({"shadows": shadows}, indent=2, ensure_ascii=False) + "\n"
+    if output_format == "jsonl":
+        return "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in shadows)
+    if not shadows:
+        return "No shadow evaluations recorded.\n"
+    parts = [
+        f"# Shadow: {s['candidate']} against the live pack {s['pack']}\n\n"
+        + render("backtest", "md", s["report"])
+        for s in shadows
+    ]
+    return "\n".join(parts)

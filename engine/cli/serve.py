@@ -61,6 +61,21 @@ def _server_modules() -> Any:
     help="Seconds a request may take before it is answered 503.",
 )
 @click.option(
+    "--shadow",
+    "shadow_specs",
+    multiple=True,
+    metavar="NAME=CANDIDATE",
+    help="Evaluate each output of the served pack NAME also under the pack CANDIDATE and "
+    "record the would-be flips (repeatable); responses never change.",
+)
+@click.option(
+    "--shadow-ledger",
+    default=None,
+    metavar="URL",
+    help="Ledger of the shadow evaluations: a path or sqlite:///path, or postgresql://... "
+    "(default: _shadow/ledger.db under --sessions-dir).",
+)
+@click.option(
     "--print-openapi",
     is_flag=True,
     help="Write the OpenAPI document to stdout and exit (no server starts).",
@@ -73,6 +88,8 @@ def serve_command(
     workers: int,
     token_file: str | None,
     timeout: float,
+    shadow_specs: tuple[str, ...],
+    shadow_ledger: str | None,
     print_openapi: bool,
 ) -> None:
     """Serve packs over HTTP: evaluate, render, record session outputs, run gates.
@@ -93,6 +110,7 @@ def serve_command(
       rules serve --pack sentinel --port 8080
       rules serve --pack sentinel --pack ./my-pack --workers 4 \\
           --host 0.0.0.0 --token-file /run/secrets/rules-token
+      rules serve --pack sentinel --shadow sentinel=./sentinel-next
       rules serve --print-openapi > openapi.json
     """
     server_run = _server_modules()
@@ -100,6 +118,12 @@ def serve_command(
     from engine.server.packs import PackLoadFailed, PackSet, load_pack_set
     from engine.server.security import TokenFileError, read_token
     from engine.server.settings import ServerSettings, is_loopback
+    from engine.server.shadow import ShadowError, parse_shadow
+
+    try:
+        shadows = tuple(parse_shadow(spec) for spec in shadow_specs)
+    except ShadowError as exc:
+        raise UsageFailure(str(exc)) from None
 
     token = None
     if token_file is not None:
@@ -117,6 +141,8 @@ def serve_command(
         token=token,
         timeout=timeout,
         locked=locked_setting(),
+        shadows=shadows,
+        shadow_ledger=shadow_ledger,
     )
     if print_openapi:
         app = server_run.create_app(settings, PackSet({}, ()))
@@ -134,4 +160,25 @@ def serve_command(
     except PackLoadFailed as exc:
         click.echo(exc.text(), err=True)
         raise UsageFailure("a pack has errors; the server did not start") from None
+    if shadows:
+        _check_shadows(settings, packs)
     server_run.serve(settings, packs)
+
+
+def _check_shadows(settings: Any, packs: Any) -> None:
+    """The candidates pass their check and the shadow ledger opens, or the server does not
+    start."""
+    # Deferred with the server package (see serve_command).
+    from engine.ledger.errors import LedgerError
+    from engine.server.packs import PackLoadFailed
+    from engine.server.shadow import ShadowError, Shadows, default_ledger, load_candidates
+
+    try:
+        candidates = load_candidates(settings.shadows, packs, settings.locked)
+        location = settings.shadow_ledger or default_ledger(settings.sessions_dir)
+        Shadows(candidates, location).check_ledger()
+    except PackLoadFailed as exc:
+        click.echo(exc.text(), err=True)
+        raise UsageFailure("a candidate pack has errors; the server did not start") from None
+    except (ShadowError, LedgerError) as exc:
+        raise UsageFailure(str(exc)) from None

@@ -201,6 +201,34 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "CREATE INDEX failed_gates_session ON failed_gates (session, id)",
     ],
+    # 3: shadow evaluations (`rules serve --shadow NAME=CANDIDATE`): each output the live
+    # pack decided, as the candidate would have decided it (engine/ledger/shadow.py). A
+    # candidate column left NULL: the candidate could not evaluate the output.
+    [
+        """CREATE TABLE shadow_evaluations (
+            id {id},
+            {session},
+            ts TEXT NOT NULL,
+            pack TEXT NOT NULL,
+            revision TEXT NOT NULL,
+            candidate TEXT NOT NULL,
+            candidate_revision TEXT NOT NULL,
+            block TEXT NOT NULL,
+            live_status TEXT NOT NULL,
+            live_failure_type TEXT,
+            live_action TEXT NOT NULL,
+            live_further INTEGER NOT NULL,
+            live_error TEXT,
+            candidate_status TEXT,
+            candidate_failure_type TEXT,
+            candidate_action TEXT,
+            candidate_further INTEGER,
+            candidate_error TEXT,
+            flipped INTEGER NOT NULL,
+            excerpt TEXT
+        )""",
+        "CREATE INDEX shadow_evaluations_pair ON shadow_evaluations (pack, candidate, id)",
+    ],
 ]
 
 VERSION = len(MIGRATIONS)

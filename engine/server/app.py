@@ -22,7 +22,7 @@ from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.core.version import VERSION
-from engine.server import admin, catalogue, evaluation, gate, metrics
+from engine.server import admin, catalogue, evaluation, gate, metrics, shadow
 from engine.server.documents import Problem as ProblemDocument
 from engine.server.limits import BodyLimit
 from engine.server.packs import LivePacks, PackLoadFailed, PackSet
@@ -66,6 +66,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     """SIGHUP reloads the packs (in the process that serves; uvicorn's supervisor, with
     --workers N, restarts its workers on SIGHUP instead)."""
     installed = False
+    shadows = app.state.shadows
+    if shadows is not None:
+        shadows.start()
     if threading.current_thread() is threading.main_thread():
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -76,6 +79,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         if installed:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+        if shadows is not None:
+            shadows.stop()
 
 
 def _reload_on_signal(app: FastAPI) -> None:
@@ -115,11 +120,18 @@ def create_app(settings: ServerSettings, packs: PackSet) -> FastAPI:
     app.state.settings = settings
     app.state.live = LivePacks(packs, settings.locked)
     app.state.decision_hooks = []
+    app.state.shadows = None
+    if settings.shadows:
+        candidates = shadow.load_candidates(settings.shadows, packs, settings.locked)
+        location = settings.shadow_ledger or shadow.default_ledger(settings.sessions_dir)
+        app.state.shadows = shadow.Shadows(candidates, location)
+        app.state.decision_hooks.append(app.state.shadows.hook)
     install_problem_handlers(app)
     app.include_router(evaluation.router)
     app.include_router(catalogue.router)
     app.include_router(gate.router)
     app.include_router(admin.router)
+    app.include_router(shadow.router)
     app.add_middleware(BodyLimit, limit=lambda: app.state.live.current.body_limit())
     app.add_middleware(RequestTiming)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

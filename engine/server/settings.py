@@ -29,6 +29,10 @@ class ServerSettings:
     from ``token_file``, never handed to workers in the environment."""
     timeout: float = DEFAULT_TIMEOUT
     locked: bool | None = None
+    shadows: tuple[tuple[str, str], ...] = ()
+    """(served pack, candidate pack) pairs: ``--shadow NAME=CANDIDATE``."""
+    shadow_ledger: str | None = None
+    """Where shadow evaluations are recorded (a path or URL, ``--shadow-ledger``)."""
 
     def to_env(self) -> str:
         """The settings for a worker's environment: the token stays out (a worker reads
@@ -39,6 +43,7 @@ class ServerSettings:
     def from_env(cls, read_token: Callable[[str], str]) -> ServerSettings:
         data = json.loads(os.environ[SETTINGS_ENV])
         data["packs"] = tuple(data["packs"])
+        data["shadows"] = tuple(tuple(pair) for pair in data.get("shadows", ()))
         if data.get("token_file"):
             data["token"] = read_token(data["token_file"])
         return cls(**data)

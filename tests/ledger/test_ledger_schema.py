@@ -28,6 +28,7 @@ TABLES = {
     "round_status",
     "item_counters",
     "failed_gates",
+    "shadow_evaluations",
 }
 
 ATTEMPT = Attempt(

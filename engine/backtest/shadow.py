@@ -1,0 +1,168 @@
+"""Shadow evaluation: a live output judged under a candidate pack, and the shadow
+evaluations a ledger holds summed up as a backtest report (the candidate as the pack, the
+live pack as the baseline), with the flips counted by the backtest's own comparison."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.backtest.judge import Judge, Outcome
+from engine.backtest.run import Report
+from engine.backtest.tally import (
+    EXAMPLE_TEXT_CHARS,
+    compare_outcomes,
+    count_outcome,
+    empty_tally,
+)
+from engine.core.errors import EngineError
+from engine.core.textio import MAX_OUTPUT_BYTES, clean_text, too_large_message
+from engine.ledger.shadow import ShadowEvaluation, ShadowLog, Side
+from engine.pack.loaded import prepared_output
+
+if TYPE_CHECKING:
+    from engine.core.verdict import Verdict
+    from engine.pack.loaded import Pack
+    from engine.policy.triggers.decide import Decision
+
+
+@dataclass(frozen=True)
+class LiveOutput:
+    """An output as the live pack took it: the request's inputs and the live outcome."""
+
+    block: str
+    output: str
+    nonce: str | None
+    vars: Mapping[str, str]
+    context: Mapping[str, Any]
+    attempt: int
+    previous_errors: tuple[str, ...]
+    error: str | None
+    failure_type: str
+    verdict: Verdict
+    decision: Decision
+    session: str = ""
+
+
+def outcome_of(verdict: Verdict, decision: Decision) -> Outcome:
+    """A decision as the backtest counts it."""
+    return Outcome(verdict.status, verdict.failure_type, decision.action, not decision.final)
+
+
+def judge_candidate(
+    candidate: Pack, live: LiveOutput
+) -> tuple[Outcome | None, Verdict | None, str | None]:
+    """``live``'s output under ``candidate``, as a backtest judges a record: the outcome
+    and verdict (None: the candidate cannot evaluate or decide it) and why not. The output
+    is capped at the candidate's own ``max_output_bytes``, as the live pack capped it."""
+    data = live.output.encode("utf-8", "surrogatepass")
+    cap = candidate.model.limits.max_output_bytes or MAX_OUTPUT_BYTES
+    error, failure_type = live.error, live.failure_type
+    if error is None and len(data) > cap:
+        data, error, failure_type = data[:cap], too_large_message(cap), "OUTPUT_TOO_LARGE"
+    try:
+        variables, context = candidate.split_inputs(live.block, live.context, live.vars)
+        if error is not None:
+            verdict: Verdict | None = candidate.verdict_for_error(live.block, error, failure_type)
+        else:
+            prepared = prepared_output(data, live.nonce, variables or None, shared={})
+            verdict = candidate.evaluate_prepared(live.block, prepared, context or None)
+    except EngineError as exc:
+        return None, None, str(exc)
+    record = {
+        "block": live.block,
+        "nonce": live.nonce,
+        "context": context,
+        "attempt": live.attempt,
+        "previous_errors": live.previous_errors,
+    }
+    text = data.decode("utf-8", errors="replace")
+    outcome = Judge(candidate).outcome(verdict, record, text)
+    if outcome is None:
+        return None, verdict, "the candidate cannot decide on this output"
+    return outcome, verdict, None
+
+
+def _side(outcome: Outcome, error: str | None) -> Side:
+    return Side(outcome.status, outcome.failure_type, outcome.action, outcome.further, error)
+
+
+def shadow_evaluation(
+    pack: Pack, candidate_ref: str, candidate: Pack, live: LiveOutput
+) -> ShadowEvaluation:
+    """The row recorded of ``live`` under ``candidate``; whether it flipped is the backtest's
+    comparison of the candidate (the pack) with the live pack (the baseline)."""
+    mine = outcome_of(live.verdict, live.decision)
+    theirs, verdict, why = judge_candidate(candidate, live)
+    record = {"block": live.block, "id": live.session or None}
+    flipped = compare_outcomes(
+        empty_tally(2), record, "", 1, [theirs, mine], [verdict, live.verdict]
+    )
+    return ShadowEvaluation(
+        pack=pack.name,
+        revision=pack.revision,
+        candidate=candidate_ref,
+        candidate_revision=candidate.revision,
+        block=live.block,
+        live=_side(mine, live.verdict.error),
+        candidate_side=None
+        if theirs is None
+        else _side(theirs, None if verdict is None else verdict.error),
+        candidate_error=why,
+        flipped=flipped,
+        excerpt=clean_text(live.output[:EXAMPLE_TEXT_CHARS]) if flipped else None,
+        session=live.session,
+    )
+
+
+class _Recorded:
+    """A recorded side's verdict error, as a flip's example shows it."""
+
+    def __init__(self, error: str | None) -> None:
+        self.error = error
+
+
+def _outcome(side: Side | None) -> Outcome | None:
+    if side is None:
+        return None
+    return Outcome(side.status, side.failure_type, side.action, side.further)
+
+
+def shadow_report(log: ShadowLog, pack: str, candidate: str, where: str) -> Report:
+    """The pair's shadow evaluations as a backtest of ``candidate`` against ``pack`` (the
+    live pack is the baseline); an example's ``where`` is ``WHERE:ROW-ID``."""
+    total = empty_tally(2)
+    for row in log.evaluations(pack, candidate):
+        assert row.id is not None
+        chunk = empty_tally(2)
+        chunk.records = chunk.lines = 1
+        outcomes = [_outcome(row.candidate_side), _outcome(row.live)]
+        for pack_tally, outcome in zip(chunk.packs, outcomes, strict=True):
+            count_outcome(pack_tally, outcome)
+        side = row.candidate_side
+        errors = [_Recorded(row.candidate_error if side is None else side.error)]
+        errors.append(_Recorded(row.live.error))
+        record = {"block": row.block, "id": row.session or None}
+        compare_outcomes(chunk, record, row.excerpt or "", row.id, outcomes, errors)
+        total.merge(chunk, where, 0)
+    return Report(candidate, pack, total)
+
+
+def shadow_reports(log: ShadowLog, where: str, pack: str | None = None) -> list[dict[str, Any]]:
+    """Every (pack, candidate) pair of the ledger (only ``pack``'s when given): the names,
+    the revisions seen, and the backtest report of the candidate against the live pack."""
+    reports = []
+    for name, candidate in log.pairs():
+        if pack is not None and name != pack:
+            continue
+        report = shadow_report(log, name, candidate, where)
+        reports.append(
+            {
+                "pack": name,
+                "candidate": candidate,
+                "revisions": log.revisions(name, candidate),
+                "report": report.to_json(),
+            }
+        )
+    return reports
