@@ -133,10 +133,11 @@ def test_generated_requests_get_no_5xx_and_conform_to_the_openapi_document(
     ]
 
     calls: list[int] = []
-    with running_server(tmp_path, "--pack", "sentinel", "--pack", "quality-gate") as server:
+    packs = ("--pack", "sentinel", "--pack", "quality-gate", "--shadow", "sentinel=sentinel")
+    with running_server(tmp_path, *packs) as server:
         schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
         operations = [result.ok() for result in schema.get_all_operations()]
-        assert len(operations) == 10
+        assert len(operations) == 11
         for operation in operations:
 
             @settings(
