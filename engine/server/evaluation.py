@@ -18,7 +18,7 @@ from engine.pack.loaded import Pack
 from engine.policy.triggers.decide import Decision
 from engine.server import metrics
 from engine.server.documents import EvaluationDocument, RenderDocument, SessionOutputDocument
-from engine.server.limits import within_time
+from engine.server.limits import runs_inline, within_time
 from engine.server.models import EvaluateRequest, OutputRequest, SessionOutputRequest
 from engine.server.problems import (
     BODY_TOO_LARGE,
@@ -204,6 +204,7 @@ async def evaluate(request: Request, body: EvaluateRequest) -> JSONResponse:
         body,
         False,
         request.app.state.decision_hooks,
+        inline=runs_inline(body.output),
     )
     return JSONResponse(document)
 
@@ -222,6 +223,7 @@ async def render(request: Request, body: EvaluateRequest) -> JSONResponse:
         body,
         True,
         request.app.state.decision_hooks,
+        inline=runs_inline(body.output),
     )
     return JSONResponse(document)
 

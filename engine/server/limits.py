@@ -82,9 +82,26 @@ async def _too_large(send: Send, limit: int) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-async def within_time(seconds: float, work: Callable[..., T], *args: Any) -> T:
+INLINE_OUTPUT_CHARS = 16 * 1024
+"""Outputs up to this many characters are evaluated and rendered on the event loop (the
+engine takes well under a millisecond for them); larger ones in a worker thread."""
+
+
+def runs_inline(output: str) -> bool:
+    """Whether evaluating ``output`` is small work, done without a thread hop (the hop to a
+    worker thread and back cost a quarter of a small decision's CPU time, and under
+    concurrent clients the thread pool's hand-offs set its tail latency)."""
+    return len(output) <= INLINE_OUTPUT_CHARS
+
+
+async def within_time(
+    seconds: float, work: Callable[..., T], *args: Any, inline: bool = False
+) -> T:
     """``work(*args)`` in a worker thread, answered 503 when it takes over ``seconds`` (the
-    thread is left to finish: the engine's own bounds end it)."""
+    thread is left to finish: the engine's own bounds end it). ``inline``: small work
+    (``runs_inline``) done at once in the event loop, bounded by the engine's own bounds."""
+    if inline:
+        return work(*args)
     try:
         with anyio.fail_after(seconds):
             return await anyio.to_thread.run_sync(work, *args, abandon_on_cancel=True)
