@@ -106,7 +106,18 @@ def test_a_token_is_needed_off_loopback_and_workers_share_the_sessions(tmp_path:
             for _ in range(4)
         ]
         metrics = httpx.get(f"{server.url}/metrics").text
+        reloaded = httpx.post(f"{server.url}/v1/admin/reload", headers=auth)
+        time.sleep(1)  # the supervisor replaces the workers one by one
+        deadline = time.monotonic() + 60
+        while server.output().count("Started server process") < 4:
+            assert time.monotonic() < deadline, server.output()
+            time.sleep(0.2)
+        after = httpx.post(
+            f"{server.url}/v1/sessions/W/outputs", json={**REQUEST, "output": BAD}, headers=auth
+        )
     assert refused.status_code == 401
+    assert (reloaded.status_code, reloaded.json()["workers"]) == (200, "restarting")
+    assert after.json()["decision"]["attempt"] == 5
     assert answers == [1, 2, 3, 4]
     assert "a-long-random-token" not in server.output()
     assert 'rules_decisions_total{action="REPAIR",block="VERDICT",pack="sentinel"} 1.0' in metrics
