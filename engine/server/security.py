@@ -42,7 +42,7 @@ def token_matches(header: str | None, token: str) -> bool:
     return hmac.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8"))
 
 
-def require_token(request: Request) -> None:
+async def require_token(request: Request) -> None:
     """The dependency of every /v1 route: 401 without the server's token."""
     token: str | None = request.app.state.settings.token
     if token is not None and not token_matches(request.headers.get("authorization"), token):
@@ -53,9 +53,9 @@ def require_token(request: Request) -> None:
         )
 
 
-def require_admin(request: Request) -> None:
+async def require_admin(request: Request) -> None:
     """The admin routes: the token when the server has one, else a loopback client."""
-    require_token(request)
+    await require_token(request)
     if request.app.state.settings.token is None:
         client = request.client.host if request.client else ""
         if not is_loopback(client):
