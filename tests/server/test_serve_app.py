@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -305,3 +306,13 @@ def test_a_request_over_its_time_limit_is_503(tmp_path: Path) -> None:
         late = http.post("/v1/evaluate", json={**REQUEST, "output": BAD * 1000})
     assert (late.status_code, late.headers["content-type"]) == (503, PROBLEM)
     assert late.json()["type"] == "urn:rules-engine:problem:timeout"
+
+
+def test_serve_says_when_its_port_is_taken() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--pack", "sentinel", "--port", str(port))
+    assert result.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output
