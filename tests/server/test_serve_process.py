@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,19 @@ def test_a_token_is_needed_off_loopback_and_workers_share_the_sessions(tmp_path:
             for _ in range(4)
         ]
         metrics = httpx.get(f"{server.url}/metrics").text
+
+        def one(_: int) -> int:
+            answer = httpx.post(
+                f"{server.url}/v1/sessions/C/outputs",
+                json={**REQUEST, "output": BAD},
+                headers=auth,
+                timeout=60,
+            )
+            attempt: int = answer.json()["decision"]["attempt"]
+            return attempt
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            concurrent = sorted(pool.map(one, range(16)))
         reloaded = httpx.post(f"{server.url}/v1/admin/reload", headers=auth)
         time.sleep(1)  # the supervisor replaces the workers one by one
         deadline = time.monotonic() + 60
@@ -120,6 +134,7 @@ def test_a_token_is_needed_off_loopback_and_workers_share_the_sessions(tmp_path:
     assert (reloaded.status_code, reloaded.json()["workers"]) == (200, "restarting")
     assert after.json()["decision"]["attempt"] == 5
     assert answers == [1, 2, 3, 4]
+    assert concurrent == list(range(1, 17))  # no attempt counted twice across the workers
     assert "a-long-random-token" not in server.output()
     assert 'rules_decisions_total{action="REPAIR",block="VERDICT",pack="sentinel"} 1.0' in metrics
 
