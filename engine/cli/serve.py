@@ -155,6 +155,8 @@ def serve_command(
             f"--host {host} is not a loopback address: give --token-file FILE (a bearer "
             "token every /v1 request must carry), or bind 127.0.0.1"
         )
+    if problem := server_run.address_problem(host, port):
+        raise UsageFailure(problem)
     try:
         packs = load_pack_set(pack_refs, settings.locked)
     except PackLoadFailed as exc:

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import PlainTextResponse
 
 from engine.server import metrics
 from engine.server.documents import ReloadDocument
@@ -25,6 +25,7 @@ from engine.server.problems import (
     Problem,
     problem_responses,
 )
+from engine.server.responses import Document
 from engine.server.security import require_admin
 
 router = APIRouter(tags=["operations"])
@@ -53,13 +54,13 @@ def sessions_writable(folder: str) -> str | None:
     summary="The packs are loaded and the ledger is reachable",
     responses=problem_responses(NOT_READY),
 )
-async def readyz(request: Request) -> JSONResponse:
+async def readyz(request: Request) -> Document:
     problem = sessions_writable(request.app.state.settings.sessions_dir)
     if problem is not None:
         metrics.LEDGER_ERRORS.inc()
         raise Problem(NOT_READY, problem)
     packs = request.app.state.live.current.packs
-    return JSONResponse({"status": "ready", "packs": [about(p) for p in packs.values()]})
+    return Document({"status": "ready", "packs": [about(p) for p in packs.values()]})
 
 
 @router.get(
@@ -97,7 +98,7 @@ def reload_packs(live: LivePacks) -> dict[str, object]:
         **problem_responses(UNAUTHORIZED, FORBIDDEN, PACK_CHECK_FAILED, TIMEOUT),
     },
 )
-async def reload(request: Request) -> JSONResponse:
+async def reload(request: Request) -> Document:
     try:
         document = await within_time(
             request.app.state.settings.timeout, reload_packs, request.app.state.live
@@ -113,4 +114,4 @@ async def reload(request: Request) -> JSONResponse:
         # on SIGHUP once its replacement has loaded the packs.
         os.kill(os.getppid(), signal.SIGHUP)
         document["workers"] = "restarting"
-    return JSONResponse(document)
+    return Document(document)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.responses import JSONResponse
 
 from engine.format.model import Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS
@@ -20,6 +19,7 @@ from engine.server.problems import (
     Problem,
     problem_responses,
 )
+from engine.server.responses import Document
 from engine.server.security import require_token
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["packs"])
@@ -30,11 +30,9 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["p
     summary="The served packs: name, version, revision, blocks",
     responses={200: {"model": PackList}, **problem_responses(UNAUTHORIZED)},
 )
-async def list_packs(request: Request) -> JSONResponse:
+async def list_packs(request: Request) -> Document:
     packs = request.app.state.live.current.packs
-    return JSONResponse(
-        {"packs": [{**about(p), "blocks": p.blocks} for _, p in sorted(packs.items())]}
-    )
+    return Document({"packs": [{**about(p), "blocks": p.blocks} for _, p in sorted(packs.items())]})
 
 
 def explain_tables(model: Rulepack, block: str | None = None) -> dict[str, Any]:
@@ -99,7 +97,7 @@ async def explain_pack(
     request: Request,
     name: str = Path(description="The pack's name."),
     block: str | None = Query(None, description="Only this block's row."),
-) -> JSONResponse:
+) -> Document:
     pack: Pack | None = request.app.state.live.current.get(name)
     if pack is None:
         raise Problem(NOT_FOUND, f"no pack {name!r} is served (GET /v1/packs lists them)")
@@ -108,4 +106,4 @@ async def explain_pack(
         raise Problem(
             UNKNOWN_BLOCK, f"pack {name!r} has no block {block!r} (blocks: {known})", ["block"]
         )
-    return JSONResponse({"pack": about(pack), **explain_tables(pack.model, block)})
+    return Document({"pack": about(pack), **explain_tables(pack.model, block)})

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request
-from fastapi.responses import JSONResponse
 
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, too_large_message
@@ -35,6 +34,7 @@ from engine.server.problems import (
     Problem,
     problem_responses,
 )
+from engine.server.responses import Document
 from engine.server.security import require_token
 from engine.server.sessions import (
     SESSION_NAME,
@@ -195,7 +195,7 @@ def _evaluate(
     summary="Evaluate one output: verdict and decision (`rules eval --format json`)",
     responses={200: {"model": EvaluationDocument}, **problem_responses(*COMMON_PROBLEMS)},
 )
-async def evaluate(request: Request, body: EvaluateRequest) -> JSONResponse:
+async def evaluate(request: Request, body: EvaluateRequest) -> Document:
     pack = served_pack(request, body.pack)
     document = await within_time(
         request.app.state.settings.timeout,
@@ -206,7 +206,7 @@ async def evaluate(request: Request, body: EvaluateRequest) -> JSONResponse:
         request.app.state.decision_hooks,
         inline=runs_inline(body.output),
     )
-    return JSONResponse(document)
+    return Document(document)
 
 
 @router.post(
@@ -214,7 +214,7 @@ async def evaluate(request: Request, body: EvaluateRequest) -> JSONResponse:
     summary="The prompt the decision calls for (`rules render`)",
     responses={200: {"model": RenderDocument}, **problem_responses(*COMMON_PROBLEMS)},
 )
-async def render(request: Request, body: EvaluateRequest) -> JSONResponse:
+async def render(request: Request, body: EvaluateRequest) -> Document:
     pack = served_pack(request, body.pack)
     document = await within_time(
         request.app.state.settings.timeout,
@@ -225,7 +225,7 @@ async def render(request: Request, body: EvaluateRequest) -> JSONResponse:
         request.app.state.decision_hooks,
         inline=runs_inline(body.output),
     )
-    return JSONResponse(document)
+    return Document(document)
 
 
 def _record(
@@ -309,7 +309,7 @@ async def session_output(
         "with a letter or digit.",
         pattern=SESSION_NAME.pattern,
     ),
-) -> JSONResponse:
+) -> Document:
     if problem := session_name_problem(session):
         raise Problem(INVALID_REQUEST, f"session {session[:60]!r}: {problem}", ["session"])
     pack = served_pack(request, body.pack)
@@ -323,4 +323,4 @@ async def session_output(
         body,
         request.app.state.decision_hooks,
     )
-    return JSONResponse(document)
+    return Document(document)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from engine.core.errors import EngineError
@@ -30,6 +29,7 @@ from engine.server.problems import (
     UNKNOWN_PACK,
     problem_responses,
 )
+from engine.server.responses import Document
 from engine.server.security import require_token
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["gates"])
@@ -107,7 +107,7 @@ def _gate(pack: Pack, body: GateRequest) -> dict[str, Any]:
         ),
     },
 )
-async def gate(request: Request, body: GateRequest) -> JSONResponse:
+async def gate(request: Request, body: GateRequest) -> Document:
     pack = served_pack(request, body.pack)
     document = await within_time(request.app.state.settings.timeout, _gate, pack, body)
-    return JSONResponse(document)
+    return Document(document)

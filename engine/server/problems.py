@@ -13,8 +13,9 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from engine.server.responses import Document
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 TYPE_PREFIX = "urn:rules-engine:problem:"
@@ -111,8 +112,8 @@ def problem_response(
     fields: Sequence[str] = (),
     headers: dict[str, str] | None = None,
     **extra: Any,
-) -> JSONResponse:
-    return JSONResponse(
+) -> Document:
+    return Document(
         problem_document(kind, detail, fields, **extra),
         status_code=kind.status,
         media_type=PROBLEM_MEDIA_TYPE,
@@ -128,12 +129,12 @@ def _location(loc: Sequence[int | str]) -> str:
     return ".".join(parts)
 
 
-async def _on_problem(request: Request, exc: Exception) -> JSONResponse:
+async def _on_problem(request: Request, exc: Exception) -> Document:
     assert isinstance(exc, Problem)
     return problem_response(exc.kind, exc.detail, exc.fields, exc.headers, **exc.extra)
 
 
-async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
+async def _on_validation(request: Request, exc: Exception) -> Document:
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors())
     if any(e.get("type") == "json_invalid" for e in errors):
@@ -153,10 +154,13 @@ async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-STATUS_TYPES = {kind.status: kind for kind in (NOT_FOUND, METHOD_NOT_ALLOWED, UNAUTHORIZED)}
+STATUS_TYPES = {
+    kind.status: kind for kind in (MALFORMED_JSON, NOT_FOUND, METHOD_NOT_ALLOWED, UNAUTHORIZED)
+}
+"""FastAPI's own HTTP errors: a 400 is a body it could not parse (e.g. nested too deep)."""
 
 
-async def _on_http(request: Request, exc: Exception) -> JSONResponse:
+async def _on_http(request: Request, exc: Exception) -> Document:
     assert isinstance(exc, StarletteHTTPException)
     kind = STATUS_TYPES.get(exc.status_code)
     if kind is None:  # another status Starlette raises: keep it, as a problem

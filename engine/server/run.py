@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 
 import uvicorn
@@ -13,6 +14,23 @@ from engine.server.metrics import MULTIPROCESS_ENV
 from engine.server.packs import PackSet, load_pack_set
 from engine.server.security import read_token
 from engine.server.settings import SETTINGS_ENV, ServerSettings
+
+
+def address_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host:port`` (in use, not an address of this
+    machine), or None when it can; checked before uvicorn starts, so the command says it."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"--host {host}: not an address this machine has ({exc.strerror})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
 
 
 def worker_app() -> FastAPI:

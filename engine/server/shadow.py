@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
 from prometheus_client import Counter
 from pydantic import BaseModel, Field
 
@@ -44,6 +43,7 @@ from engine.server.problems import (
     Problem,
     problem_responses,
 )
+from engine.server.responses import Document
 from engine.server.security import require_token
 
 log = logging.getLogger("rules.serve")
@@ -289,8 +289,8 @@ def summary(location: str | None, pack: str | None) -> dict[str, Any]:
 async def shadow_summary(
     request: Request,
     pack: str | None = Query(None, description="Only the candidates of this served pack."),
-) -> JSONResponse:
+) -> Document:
     shadows: Shadows | None = request.app.state.shadows
     location = None if shadows is None else shadows.ledger
     document = await within_time(request.app.state.settings.timeout, summary, location, pack)
-    return JSONResponse(document)
+    return Document(document)

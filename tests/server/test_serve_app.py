@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -284,3 +285,34 @@ def test_print_openapi_describes_every_route() -> None:
     assert {"/v1/evaluate", "/v1/render", "/v1/sessions/{session}/outputs", "/v1/gate",
             "/v1/packs", "/v1/packs/{name}", "/v1/admin/reload", "/healthz", "/readyz",
             "/metrics"} <= set(document["paths"])  # fmt: skip
+
+
+def test_a_lone_surrogate_or_a_body_nested_too_deep_is_no_server_error(tmp_path: Path) -> None:
+    lone = json.dumps({**REQUEST, "nonce": "\ud800", "output": BAD}).encode()
+    headers = {"content-type": "application/json"}
+    with client(tmp_path) as http:
+        rendered = http.post("/v1/render", content=lone, headers=headers)
+        deep = http.post("/v1/evaluate", content=b"[" * 100_000 + b"]" * 100_000, headers=headers)
+    assert rendered.status_code == 200
+    assert rendered.json()["decision"]["carry"]["nonce"] == "\ud800"
+    assert (deep.status_code, deep.json()["type"]) == (
+        400,
+        "urn:rules-engine:problem:malformed-json",
+    )
+
+
+def test_a_request_over_its_time_limit_is_503(tmp_path: Path) -> None:
+    with client(tmp_path, timeout=1e-9) as http:
+        late = http.post("/v1/evaluate", json={**REQUEST, "output": BAD * 1000})
+    assert (late.status_code, late.headers["content-type"]) == (503, PROBLEM)
+    assert late.json()["type"] == "urn:rules-engine:problem:timeout"
+
+
+def test_serve_says_when_its_port_is_taken() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--pack", "sentinel", "--port", str(port))
+    assert result.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output
