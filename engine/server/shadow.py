@@ -197,6 +197,10 @@ class Shadows:
                 done = [job for job in jobs if job is not None]
                 try:
                     ledger = self._record(ledger, [self._evaluate(job) for job in done], done)
+                except Exception:  # the thread keeps serving the next outputs
+                    log.exception("shadow evaluation: a batch of %d outputs was lost", len(done))
+                    for job in done:
+                        DROPPED.labels(job.pack.name).inc()
                 finally:
                     for _ in jobs:
                         self.queue.task_done()

@@ -16,7 +16,9 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the server extra is not installed")
 
+import httpx
 from fastapi.testclient import TestClient
+from server_process import running_server
 
 from conftest import REPO, run_cli
 from engine.ledger.connection import open_ledger
@@ -179,3 +181,25 @@ def test_the_shadow_view_names_a_missing_ledger(tmp_path: Path) -> None:
 def test_without_shadow_the_summary_is_empty(tmp_path: Path) -> None:
     with client(tmp_path) as http:
         assert http.get("/v1/shadow").json() == {"shadows": []}
+
+
+@pytest.mark.slow
+def test_a_real_server_records_the_flips_its_log_view_shows(tmp_path: Path) -> None:
+    candidate = strict_sentinel(tmp_path)
+    with running_server(
+        tmp_path, "--pack", "sentinel", "--shadow", f"sentinel={candidate}"
+    ) as server:
+        for output in (GOOD, LONG_REASON):
+            answer = httpx.post(f"{server.url}/v1/evaluate", json={**REQUEST, "output": output})
+            assert answer.status_code == 200
+        deadline = time.monotonic() + 30
+        while True:
+            shadows = httpx.get(f"{server.url}/v1/shadow").json()["shadows"]
+            if shadows and shadows[0]["report"]["total"] == 2:
+                break
+            assert time.monotonic() < deadline, shadows
+            time.sleep(0.1)
+    assert shadows[0]["report"]["flips"] == {"PROCEED->REPAIR": 1, "pass->fail": 1}
+    printed = run_cli("log", "--session", str(tmp_path / "sessions"), "--view", "shadow",
+                      "--format", "json")  # fmt: skip
+    assert json.loads(printed.output) == {"shadows": shadows}
