@@ -416,13 +416,21 @@ class PackChecker:
             )
             self.add(UNKNOWN_VARIABLE, f"expression uses unknown variable {name!r}", ref.path, hint)
 
-    def template_purpose(self, name: str, purpose: str, path: KeyPath) -> None:
-        """A finding when the template ``name`` is declared with another purpose."""
+    def template_purpose(
+        self,
+        name: str,
+        purpose: str,
+        path: KeyPath,
+        rule: FindingRule = WRONG_TEMPLATE_PURPOSE,
+        message: str = "template {name!r} is a {declared} template, not a {purpose} template",
+    ) -> None:
+        """A finding of ``rule`` when the template ``name`` is declared with another purpose;
+        ``message`` may use ``name``, ``declared`` (its purpose) and ``purpose``."""
         template = self.pack.templates.get(name)
         if template is not None and template.purpose != purpose:
             self.add(
-                WRONG_TEMPLATE_PURPOSE,
-                f"template {name!r} is a {template.purpose} template, not a {purpose} template",
+                rule,
+                message.format(name=name, declared=template.purpose, purpose=purpose),
                 path,
                 f"declare it with `purpose: {purpose}`",
             )
