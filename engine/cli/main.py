@@ -36,6 +36,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("engine.cli.export", "export_command"),
     "gate": ("engine.cli.gate", "gate_command"),
     "init": ("engine.cli.init", "init_command"),
+    "ledger": ("engine.cli.ledger", "ledger_group"),
     "lock": ("engine.cli.lock", "lock_command"),
     "log": ("engine.cli.log", "log_command"),
     "packs": ("engine.cli.packs", "packs_command"),

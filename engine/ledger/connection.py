@@ -62,6 +62,12 @@ class Tx:
         row = self.cursor.fetchone()
         return None if row is None else tuple(row)
 
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per row of parameters (a batch: one round trip per
+        batch to a server, not one per row)."""
+        if rows:
+            self.cursor.executemany(_sql(sql, self.dialect), rows)
+
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         self.cursor.execute(_sql(sql, self.dialect), params)
         return [tuple(row) for row in self.cursor.fetchall()]
