@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
 
 from engine.core.version import VERSION
@@ -115,20 +115,29 @@ def error_type(exc: BaseException) -> str:
     return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
 
 
-@contextmanager
+NOTHING: AbstractContextManager[Span] = nullcontext(NO_SPAN)
+"""What ``span`` is while traces are off (reusable, shared)."""
+
+
 def span(
     name: str,
     attributes: Attributes | None = None,
     *,
     server: bool = False,
     headers: Mapping[str, str] | None = None,
-) -> Iterator[Span]:
+) -> AbstractContextManager[Span]:
     """A span named ``name``, current while the block runs (spans opened inside it are its
     children). An exception leaving the block marks it failed, with ``error.type``.
     ``server``: a SERVER span; ``headers``: an incoming request's, whose trace it continues."""
     if _API not in sys.modules:
-        yield NO_SPAN
-        return
+        return NOTHING
+    return _api_span(name, attributes, server, headers)
+
+
+@contextmanager
+def _api_span(
+    name: str, attributes: Attributes | None, server: bool, headers: Mapping[str, str] | None
+) -> Iterator[Span]:
     from opentelemetry import trace  # the optional extra, in use in this process
 
     context = None

@@ -45,6 +45,8 @@ def evaluation_span(
     pack: Pack, block: str, *, item: str | None = None, model: str | None = None
 ) -> AbstractContextManager[t.Span]:
     """The span of one output evaluated and decided for ``block``."""
+    if not t.enabled():
+        return t.NOTHING
     return t.span(
         "rules.evaluate",
         {
@@ -59,6 +61,8 @@ def evaluation_span(
 
 def record_decision(span: t.Span, verdict: Verdict, decision: Decision) -> None:
     """The verdict and the decision on an evaluation's (or a run's) span."""
+    if span is t.NO_SPAN:
+        return
     span.set_attributes(
         {
             t.VERDICT_STATUS: verdict.status,
@@ -75,6 +79,8 @@ def run_span(
     pack: Pack, block: str, *, item: str | None = None, model: str | None = None
 ) -> AbstractContextManager[t.Span]:
     """The span of one run of the loop: its attempts' evaluations are its children."""
+    if not t.enabled():
+        return t.NOTHING
     return t.span(
         "rules.run",
         {**pack_attributes(pack), t.BLOCK: block, t.ITEM: item, t.REQUEST_MODEL: model},
