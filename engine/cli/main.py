@@ -22,6 +22,7 @@ from engine.cli.common import (
     remember_locked,
 )
 from engine.core.errors import EngineError
+from engine.core.telemetry import configure_from_environment
 from engine.core.version import VERSION
 from engine.report import formats, render
 
@@ -192,7 +193,11 @@ def _allow_long_integers() -> None:
 def main() -> None:
     """Entry point of the `rules` script."""
     _allow_long_integers()
-    _run(cli, "rules")
+    flush_spans = configure_from_environment()  # reads the environment only, unless asked
+    try:
+        _run(cli, "rules")
+    finally:
+        flush_spans()
 
 
 def _run(command: click.Command, prog_name: str) -> None:

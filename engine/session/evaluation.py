@@ -11,6 +11,7 @@ from engine.core.verdict import Verdict
 from engine.pack.loaded import Pack
 from engine.policy.triggers.decide import Decision
 from engine.session.session import Session
+from engine.session.tracing import evaluation_span, record_decision
 
 
 @dataclass(frozen=True)
@@ -74,19 +75,21 @@ def evaluate_output(
             context,
             outcome.attempt_id,
         )
-    if external_error is not None:
-        verdict = pack.verdict_for_error(block, external_error, failure_type)
-    else:
-        verdict = pack.evaluate(
-            block, output, nonce=nonce, vars=variables, context=context, path=source
+    with evaluation_span(pack, block, item=item, model=model) as span:
+        if external_error is not None:
+            verdict = pack.verdict_for_error(block, external_error, failure_type)
+        else:
+            verdict = pack.evaluate(
+                block, output, nonce=nonce, vars=variables, context=context, path=source
+            )
+        decision = pack.decide(
+            verdict,
+            output=output or b"",
+            attempt=attempt,
+            previous_errors=previous_errors,
+            nonce=nonce,
+            model=model,
+            context=context,
         )
-    decision = pack.decide(
-        verdict,
-        output=output or b"",
-        attempt=attempt,
-        previous_errors=previous_errors,
-        nonce=nonce,
-        model=model,
-        context=context,
-    )
+        record_decision(span, verdict, decision)
     return Evaluated(pack, verdict, decision, output or b"", variables, context)

@@ -22,6 +22,7 @@ from engine.core.verdict import Verdict
 from engine.policy.triggers.decide import Decision
 from engine.session.ledger import note_prompt, sha256
 from engine.session.session import EXECUTION_FAILURE, Outcome, Session
+from engine.session.tracing import traced_run
 
 DEFAULT_TIMEOUT = 600.0
 GRACE_SECONDS = 2.0
@@ -144,6 +145,7 @@ def execute(
     return Execution(bytes(out), None)
 
 
+@traced_run
 def run_loop(
     session: Session,
     block: str,

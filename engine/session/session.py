@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.core import telemetry
 from engine.core.errors import EngineError
 from engine.core.placeholders import fill
 from engine.core.textio import decode_output
@@ -33,6 +34,7 @@ from engine.session.ledger import (
     note_prompt,
     sha256,
 )
+from engine.session.tracing import traced_evaluation
 
 KEEP_OUTPUTS = "keep_outputs"
 
@@ -91,6 +93,7 @@ class Session:
     def __exit__(self, kind: object, exc: BaseException | None, trace: object) -> None:
         self.ledger.__exit__(kind, exc, trace)  # closes it; a damaged file is named
 
+    @traced_evaluation
     def evaluate(
         self,
         block: str,
@@ -136,6 +139,7 @@ class Session:
             name=item,
             run=run,
         )
+        telemetry.set_attributes({telemetry.ITEM: item if item is not None else key})
         round_key = self.pack.model.session.round
         round_number = (context or {}).get(round_key) if round_key else None
         measure = (
