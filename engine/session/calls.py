@@ -125,7 +125,9 @@ def _loop(
     params, checked = loaded.split_inputs(block, context, vars)
     with Session(loaded, Path(session) if session is not None else DEFAULT_SESSION) as opened:
         first = (
-            prompt if prompt is not None else _first_prompt(name, opened, block, params, checked)
+            prompt
+            if prompt is not None
+            else _first_prompt(name, opened, block, nonce, params, checked)
         )
         prompt_key = loaded.model.session.prompt
         if prompt and prompt_key:
@@ -176,7 +178,12 @@ def _timeout(name: str, value: Any, default: float | None) -> float | None:
 
 
 def _first_prompt(
-    name: str, session: Session, block: str, params: dict[str, str], context: dict[str, Any]
+    name: str,
+    session: Session,
+    block: str,
+    nonce: str | None,
+    params: dict[str, str],
+    context: dict[str, Any],
 ) -> str:
     """The pack's first prompt for ``block``: a usage error when it declares none."""
     pack = session.pack
@@ -185,7 +192,11 @@ def _first_prompt(
             f"{name}: pack {pack.name!r} declares no first prompt for block {block!r}: "
             f"pass prompt=... (or declare one in the pack's `prompts:` section)"
         )
-    return str(pack.initial_prompt(block, vars=params, context=session.with_decisions(context)))
+    return str(
+        pack.initial_prompt(
+            block, vars=params, context=session.with_decisions(context), nonce=nonce
+        )
+    )
 
 
 def raised(exc: BaseException) -> str:
