@@ -215,6 +215,8 @@ def _run_fake(session: Path, nonce: str, *extra: str, pack: str = "sentinel") ->
         nonce,
         "--var",
         "criterion=AC1",
+        "--prompt",
+        str(Path(__file__).parent / "fixtures" / "models" / "prompt.txt"),
         "--session",
         str(session),
         *extra,

@@ -191,6 +191,8 @@ def test_run_with_a_model_printing_hostile_bytes(tmp_path: Path) -> None:
             "run",
             *SENTINEL,
             *CRITERION,
+            "--prompt",
+            str(REPO / "tests" / "fixtures" / "models" / "prompt.txt"),
             "--session",
             str(tmp_path / "s"),
             "--",

@@ -28,6 +28,8 @@ VERDICT = (
     "4F2C9A",
     "--var",
     "criterion=AC1",
+    "--prompt",
+    str(MODELS / "prompt.txt"),
 )
 
 
@@ -112,6 +114,8 @@ def test_always_failing_model_ends_with_the_after_failure_action(tmp_path: Path)
         "REFLECT",
         "--nonce",
         "4F2C9A",
+        "--prompt",
+        str(MODELS / "prompt.txt"),
         "--session",
         str(tmp_path / "r"),
         "--",
@@ -302,11 +306,12 @@ def test_endless_stdout_is_capped_and_stderr_is_drained(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
-@pytest.mark.parametrize(("signal_name", "status"), [("SIGTERM", 143), ("SIGINT", 1)])
+@pytest.mark.parametrize(("signal_name", "status"), [("SIGTERM", 143), ("SIGINT", 130)])
 def test_an_interrupted_run_ends_its_model(tmp_path: Path, signal_name: str, status: int) -> None:
     """`rules run` stopped while the model runs (a `kill`, Ctrl-C: the model is in a
     session of its own, so the terminal's SIGINT does not reach it): the model's process
-    group ends with it instead of running on."""
+    group ends with it instead of running on, the status says which signal (not 1, a final
+    failure), and the attempt in progress is not recorded."""
     import signal
     import subprocess
     import time
@@ -325,3 +330,6 @@ def test_an_interrupted_run_ends_its_model(tmp_path: Path, signal_name: str, sta
     finally:
         process.kill()
     assert not still_running([model_pid], timeout=10)
+    ledger = Ledger(tmp_path / "s")
+    assert ledger.attempts() == []
+    ledger.close()

@@ -15,6 +15,7 @@ from engine.cli.common import (
     open_pack,
     output_cap,
     parse_vars,
+    refuse_terminal_stdin,
 )
 from engine.cli.options import (
     block_option,
@@ -136,7 +137,7 @@ def _run(
 ) -> Evaluated:
     pack = open_pack(pack_ref)
     cap = output_cap(max_output_bytes, pack.model.limits.max_output_bytes)
-    output, too_large = _read_output(source, cap)
+    output, too_large = _read_output(source, cap, "render" if reuse_latest else "eval")
     if too_large:
         external_error, failure_type = too_large_message(cap), "OUTPUT_TOO_LARGE"
     try:
@@ -180,10 +181,11 @@ def _run(
         raise UsageFailure(str(exc)) from None
 
 
-def _read_output(source: str, cap: int) -> tuple[bytes | None, bool]:
+def _read_output(source: str, cap: int, command: str) -> tuple[bytes | None, bool]:
     """The output's bytes (None when the file does not exist: a FILE_MISSING verdict),
     at most ``cap`` of them, and whether there was more."""
     if source == "-":
+        refuse_terminal_stdin(command)
         with click.open_file("-", "rb") as stream:
             return read_capped(stream, cap)
     path = Path(source)

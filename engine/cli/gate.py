@@ -18,6 +18,7 @@ from engine.cli.common import (
     load_context,
     open_pack,
     parse_vars,
+    refuse_terminal_stdin,
 )
 from engine.cli.options import (
     context_option,
@@ -66,6 +67,7 @@ def _read_outputs(files: tuple[str, ...]) -> tuple[list[Any], list[str]]:
     for name in files:
         try:
             if name == "-":
+                refuse_terminal_stdin("gate")
                 data, more = read_capped(sys.stdin.buffer, MAX_FILE_BYTES)
             else:
                 data, more = read_file_capped(name, MAX_FILE_BYTES)  # never waits on a FIFO

@@ -91,7 +91,18 @@ extends: [builtin:core]
 
 _TAIL = """
 templates:
+  first: {{file: templates/first.md.j2, purpose: initial}}
   repair: {{file: templates/repair.md.j2, purpose: repair}}
+
+# The first prompt of each block: what `rules run` and engine.run send when given no prompt.
+prompts:
+  ANSWER: first
+"""
+
+_FIRST = """\
+Answer the question you are given (add it here: the pack's context keys can hold it).
+Write your answer so that it follows this contract exactly:
+{{ format_contract }}
 """
 
 _REPAIR = """\
@@ -202,6 +213,7 @@ def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
         + body.format()
         + _TAIL.format(),
         SCHEMA_FILE: rulepack_schema_text(rulepack_model()),
+        "templates/first.md.j2": _FIRST,
         "templates/repair.md.j2": _REPAIR,
         "contracts/answer.v1.md": _CONTRACT_TEXT[kind],
         f"tests/ANSWER/{good_name}": good_text,

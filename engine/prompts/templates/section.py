@@ -59,10 +59,13 @@ MAX_TEMPLATE_BYTES = 1024 * 1024
 # templates may also use every context key their pack declares.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     **conflicts.TEMPLATE_VARIABLES,
-    # a block's first prompt (``prompts:``), with the decisions of the previous round
+    # a block's first prompt (``prompts:``), with the decisions of the previous round and
+    # the block's contract text
     "initial": frozenset(
         {
             "block",
+            "nonce",
+            "format_contract",
             "resolutions",
             "params",
             "context",
