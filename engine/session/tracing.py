@@ -19,7 +19,7 @@ from engine.pack.loaded import Pack
 from engine.policy.triggers.decide import Decision
 
 if TYPE_CHECKING:
-    from engine.session.runner import RunResult
+    from engine.session.loop import RunResult
     from engine.session.session import Outcome, Session
 
 P = ParamSpec("P")
@@ -90,7 +90,7 @@ def run_span(
 def record_run(span: t.Span, result: RunResult) -> None:
     """A run's final verdict and decision, and how many attempts it made."""
     record_decision(span, result.verdict, result.decision)
-    span.set_attributes({t.ATTEMPTS: result.attempts})
+    span.set_attributes({t.ATTEMPTS: len(result.attempts)})
 
 
 def _text(value: object) -> str | None:
