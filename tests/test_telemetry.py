@@ -100,7 +100,9 @@ print(json.dumps({{"code": code, "spans": spans}}))
 
 
 def test_rules_run_is_one_span_with_its_attempts_as_children(tmp_path: Path) -> None:
-    args = ["run", *VERDICT_ARGS, "--model", "fake-1", "--", sys.executable, FAKE_MODEL]
+    (tmp_path / "task.md").write_text("Judge AC1.\n", encoding="utf-8")
+    args = ["run", *VERDICT_ARGS, "--model", "fake-1", "--prompt", "task.md"]
+    args += ["--", sys.executable, FAKE_MODEL]
     # the driver's provider is the one used: the OTEL_* variables set no other
     env = {**os.environ, "OTEL_TRACES_EXPORTER": "console"}
     done = subprocess.run(
