@@ -170,11 +170,10 @@ def test_session_evaluate_is_one_span_per_attempt(
     spans: InMemorySpanExporter, tmp_path: Path
 ) -> None:
     pack = engine.load_pack("sentinel")
+    inputs = {"nonce": "4F2C9A", "vars": {"criterion": "AC1"}, "item": "task-7"}
     with Session(pack, tmp_path / "session") as session:
-        for _ in range(2):
-            session.evaluate(
-                "VERDICT", BAD, nonce="4F2C9A", vars={"criterion": "AC1"}, item="task-7"
-            )
+        session.evaluate("VERDICT", BAD, **inputs)
+        session.evaluate(block="VERDICT", output=BAD, model="m-2", **inputs)
     finished = spans.get_finished_spans()
     assert [s.name for s in finished] == ["rules.evaluate", "rules.evaluate"]
     first, second = (dict(s.attributes or {}) for s in finished)
@@ -187,7 +186,9 @@ def test_session_evaluate_is_one_span_per_attempt(
     assert second["rules.decision.action"] == "NEEDS_HUMAN"
     assert second["rules.decision.final"] is True
     assert first["rules.pack.name"] == "sentinel"
+    assert first["rules.block"] == second["rules.block"] == "VERDICT"
     assert "gen_ai.request.model" not in first  # no model named: no attribute
+    assert second["gen_ai.request.model"] == "m-2"
 
 
 def test_an_evaluation_that_raises_is_a_failed_span_with_its_error_type(
