@@ -278,3 +278,24 @@ def test_the_cli_sends_spans_where_the_otel_variables_say(tmp_path: Path) -> Non
     assert span["attributes"]["rules.decision.action"] == "REPAIR"
     assert span["attributes"]["rules.verdict.status"] == "fail"
     assert span["attributes"]["rules.attempt"] == 1
+
+
+def test_the_library_sets_up_nothing_the_otel_variables_ask_for(tmp_path: Path) -> None:
+    probe = (
+        "import sys, engine\nfrom engine.session.session import Session\n"
+        "with Session(engine.load_pack('sentinel'), 'session') as session:\n"
+        f"    outcome = session.evaluate('VERDICT', {BAD!r}, nonce='4F2C9A', "
+        "vars={'criterion': 'AC1'})\n"
+        "print(outcome.decision.action, sorted(m for m in sys.modules "
+        "if m.startswith('opentelemetry')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "OTEL_TRACES_EXPORTER": "console"},
+        timeout=60,
+    )
+    # only the `rules` command sets up the SDK: a library user's process is theirs
+    assert (done.stdout, done.stderr) == ("REPAIR []\n", "")
