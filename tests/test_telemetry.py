@@ -172,11 +172,10 @@ def test_session_evaluate_is_one_span_per_attempt(
     spans: InMemorySpanExporter, tmp_path: Path
 ) -> None:
     pack = engine.load_pack("sentinel")
+    inputs = {"nonce": "4F2C9A", "vars": {"criterion": "AC1"}, "item": "task-7"}
     with Session(pack, tmp_path / "session") as session:
-        for _ in range(2):
-            session.evaluate(
-                "VERDICT", BAD, nonce="4F2C9A", vars={"criterion": "AC1"}, item="task-7"
-            )
+        session.evaluate("VERDICT", BAD, **inputs)
+        session.evaluate(block="VERDICT", output=BAD, model="m-2", **inputs)
     finished = spans.get_finished_spans()
     assert [s.name for s in finished] == ["rules.evaluate", "rules.evaluate"]
     first, second = (dict(s.attributes or {}) for s in finished)
@@ -189,7 +188,9 @@ def test_session_evaluate_is_one_span_per_attempt(
     assert second["rules.decision.action"] == "NEEDS_HUMAN"
     assert second["rules.decision.final"] is True
     assert first["rules.pack.name"] == "sentinel"
+    assert first["rules.block"] == second["rules.block"] == "VERDICT"
     assert "gen_ai.request.model" not in first  # no model named: no attribute
+    assert second["gen_ai.request.model"] == "m-2"
 
 
 def test_an_evaluation_that_raises_is_a_failed_span_with_its_error_type(
@@ -279,3 +280,24 @@ def test_the_cli_sends_spans_where_the_otel_variables_say(tmp_path: Path) -> Non
     assert span["attributes"]["rules.decision.action"] == "REPAIR"
     assert span["attributes"]["rules.verdict.status"] == "fail"
     assert span["attributes"]["rules.attempt"] == 1
+
+
+def test_the_library_sets_up_nothing_the_otel_variables_ask_for(tmp_path: Path) -> None:
+    probe = (
+        "import sys, engine\nfrom engine.session.session import Session\n"
+        "with Session(engine.load_pack('sentinel'), 'session') as session:\n"
+        f"    outcome = session.evaluate('VERDICT', {BAD!r}, nonce='4F2C9A', "
+        "vars={'criterion': 'AC1'})\n"
+        "print(outcome.decision.action, sorted(m for m in sys.modules "
+        "if m.startswith('opentelemetry')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "OTEL_TRACES_EXPORTER": "console"},
+        timeout=60,
+    )
+    # only the `rules` command sets up the SDK: a library user's process is theirs
+    assert (done.stdout, done.stderr) == ("REPAIR []\n", "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from engine.core import telemetry as t
 from engine.core.verdict import Verdict
@@ -97,18 +97,24 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _call_inputs(args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[str, dict[str, Any]]:
+    """The block (the first argument, or ``block=``), the item and the model of a call."""
+    block = _text(args[0] if args else kwargs.get("block")) or ""
+    return block, {"item": _text(kwargs.get("item")), "model": _text(kwargs.get("model"))}
+
+
 def traced_evaluation(
-    evaluate: Callable[Concatenate[Session, str, P], Outcome],
-) -> Callable[Concatenate[Session, str, P], Outcome]:
-    """``Session.evaluate`` inside an evaluation span."""
+    evaluate: Callable[Concatenate[Session, P], Outcome],
+) -> Callable[Concatenate[Session, P], Outcome]:
+    """``Session.evaluate`` inside an evaluation span (its signature unchanged)."""
 
     @functools.wraps(evaluate)
-    def traced(session: Session, block: str, /, *args: P.args, **kwargs: P.kwargs) -> Outcome:
+    def traced(session: Session, /, *args: P.args, **kwargs: P.kwargs) -> Outcome:
         if not t.enabled():
-            return evaluate(session, block, *args, **kwargs)
-        item, model = _text(kwargs.get("item")), _text(kwargs.get("model"))
-        with evaluation_span(session.pack, block, item=item, model=model) as span:
-            outcome = evaluate(session, block, *args, **kwargs)
+            return evaluate(session, *args, **kwargs)
+        block, named = _call_inputs(args, kwargs)
+        with evaluation_span(session.pack, block, **named) as span:
+            outcome = evaluate(session, *args, **kwargs)
             record_decision(span, outcome.verdict, outcome.decision)
         return outcome
 
@@ -116,17 +122,17 @@ def traced_evaluation(
 
 
 def traced_run(
-    run: Callable[Concatenate[S, str, P], RunResult],
-) -> Callable[Concatenate[S, str, P], RunResult]:
-    """``run_loop`` inside a run span."""
+    run: Callable[Concatenate[S, P], RunResult],
+) -> Callable[Concatenate[S, P], RunResult]:
+    """``run_loop`` inside a run span (its signature unchanged)."""
 
     @functools.wraps(run)
-    def traced(session: S, block: str, /, *args: P.args, **kwargs: P.kwargs) -> RunResult:
+    def traced(session: S, /, *args: P.args, **kwargs: P.kwargs) -> RunResult:
         if not t.enabled():
-            return run(session, block, *args, **kwargs)
-        item, model = _text(kwargs.get("item")), _text(kwargs.get("model"))
-        with run_span(session.pack, block, item=item, model=model) as span:
-            result = run(session, block, *args, **kwargs)
+            return run(session, *args, **kwargs)
+        block, named = _call_inputs(args, kwargs)
+        with run_span(session.pack, block, **named) as span:
+            result = run(session, *args, **kwargs)
             record_run(span, result)
         return result
 
