@@ -193,6 +193,32 @@ def test_session_evaluate_is_one_span_per_attempt(
     assert second["gen_ai.request.model"] == "m-2"
 
 
+def test_engine_run_is_one_run_span_with_its_attempts_as_children(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    good = BAD.replace(b"ANSWER=MAYBE", b"ANSWER=YES").decode()
+    outputs = iter([BAD.decode(), good])
+    result = engine.run(
+        engine.load_pack("sentinel"),
+        "VERDICT",
+        lambda prompt: next(outputs),
+        session=tmp_path / "session",
+        prompt="Judge AC1.",
+        nonce="4F2C9A",
+        vars={"criterion": "AC1"},
+        model="m-3",
+    )
+    finished = spans.get_finished_spans()
+    run = next(s for s in finished if s.name == "rules.run")
+    children = [s for s in finished if s.name == "rules.evaluate"]
+    assert len(children) == len(result.attempts) == 2
+    assert all(s.parent is not None and s.parent.span_id == run.context.span_id for s in children)
+    attributes = dict(run.attributes or {})
+    assert attributes["rules.attempts"] == 2
+    assert attributes["rules.decision.action"] == result.decision.action
+    assert attributes["gen_ai.request.model"] == "m-3"
+
+
 def test_an_evaluation_that_raises_is_a_failed_span_with_its_error_type(
     spans: InMemorySpanExporter, tmp_path: Path
 ) -> None:

@@ -25,6 +25,7 @@ from engine.core.errors import UsageError
 from engine.pack.loaded import Pack, load_pack
 from engine.session.loop import Execution, RunResult, adrive, attempts, drive
 from engine.session.session import DEFAULT_SESSION, Session
+from engine.session.tracing import record_run, run_span
 
 MAX_MESSAGE_CHARS = 500
 """How much of an exception's message an EXECUTION_FAILED attempt keeps."""
@@ -54,11 +55,11 @@ def run(
     an EXECUTION_FAILED attempt (the thread is left to finish on its own)."""
     with _loop(
         run, pack, block, call, session, item, prompt, nonce, vars, context, model, timeout
-    ) as (
-        loop,
-        limit,
-    ):
-        return drive(loop, lambda text: call_in_thread(call, text, limit))
+    ) as (loop, limit, loaded):
+        with run_span(loaded, block, item=item, model=model) as span:
+            result = drive(loop, lambda text: call_in_thread(call, text, limit))
+            record_run(span, result)
+        return result
 
 
 async def arun(
@@ -79,8 +80,11 @@ async def arun(
     ``asyncio.wait_for``. Cancelling the task cancels the call in flight and propagates."""
     with _loop(
         arun, pack, block, call, session, item, prompt, nonce, vars, context, model, timeout
-    ) as (loop, limit):
-        return await adrive(loop, lambda text: call_async(call, text, limit))
+    ) as (loop, limit, loaded):
+        with run_span(loaded, block, item=item, model=model) as span:
+            result = await adrive(loop, lambda text: call_async(call, text, limit))
+            record_run(span, result)
+        return result
 
 
 @contextmanager
@@ -97,7 +101,7 @@ def _loop(
     context: Any,
     model: Any,
     timeout: Any,
-) -> Iterator[tuple[Any, float | None]]:
+) -> Iterator[tuple[Any, float | None, Pack]]:
     """The checked arguments' loop (over a session opened here and closed after) and the
     timeout of each call."""
     name = f"engine.{entry.__name__}"
@@ -144,6 +148,7 @@ def _loop(
                 model=model,
             ),
             limit,
+            loaded,
         )
 
 
