@@ -10,14 +10,15 @@ rows to take.
 Rows are copied as they are: ids kept (so references between tables hold), blobs byte for
 byte, all sessions in one transaction on the target. When an id of the copy is already taken
 in the target (by another session), every id of that table is moved past the target's
-largest one, and the references to them with it. A copy renamed on the way (``as_name``)
-gets new write tokens (``attempts.token``, unique across a ledger). On PostgreSQL the
+largest one, and the references to them with it; likewise a write token (``attempts.token``,
+unique across a ledger) already taken there is replaced by a new one. On PostgreSQL the
 identity sequences are advanced past the copied ids, so later inserts do not collide.
 """
 
 from __future__ import annotations
 
 import re
+import sqlite3
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -192,7 +193,10 @@ def copy_sessions(
             for name, snapshot in snapshots
         ]
 
-    return target.write(work)
+    try:
+        return target.write(work)
+    except sqlite3.DatabaseError as exc:  # a constraint of the target (a ledger edited by hand)
+        raise LedgerError(f"{target.url}: {exc}; nothing was copied") from None
 
 
 def _counts(tx: Tx, tables: Sequence[Table], name: str) -> dict[str, int]:
@@ -236,7 +240,12 @@ def _write(
         for column, parent in table.refs:
             shifts[columns.index(column)] = copied.moved.get(parent, 0)
         at_session = columns.index("session") if table.session else -1
-        at_token = columns.index("token") if "token" in columns and source != name else -1
+        at_token = columns.index("token") if "token" in columns else -1
+        taken = (
+            _taken_tokens(tx, table.name, [row[at_token] for row in rows])
+            if at_token >= 0
+            else set()
+        )
         out = []
         for row in rows:
             values = list(row)
@@ -245,7 +254,7 @@ def _write(
                     values[at] = int(values[at]) + shift
             if at_session >= 0:
                 values[at_session] = name
-            if at_token >= 0 and values[at_token] is not None:
+            if at_token >= 0 and values[at_token] in taken:
                 values[at_token] = uuid.uuid4().hex  # tokens are unique across a ledger
             out.append(values)
         marks = ", ".join("?" for _ in columns)
@@ -254,6 +263,20 @@ def _write(
             _advance_identity(tx, table.name)
     copied.moved = {t: n for t, n in copied.moved.items() if n}
     return copied
+
+
+def _taken_tokens(tx: Tx, table: str, tokens: list[object]) -> set[object]:
+    """The write tokens of the copy that rows of ``table`` in the target already hold (a
+    copy of the same rows under another name)."""
+    wanted = [t for t in tokens if t is not None]
+    taken: set[object] = set()
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        taken |= {
+            r[0] for r in tx.all(f"SELECT token FROM {table} WHERE token IN ({marks})", chunk)
+        }
+    return taken
 
 
 def _offset(tx: Tx, table: str, columns: list[str], rows: list[Row]) -> int:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import zlib
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -202,6 +203,25 @@ def test_a_renamed_copy_onto_taken_ids_keeps_its_references(ledger_url: str) -> 
         assert Attempts(ledger).record_attempt("t", "VERDICT", "i1", ATTEMPT) == 3
 
 
+def test_the_same_rows_copied_twice_under_two_names_get_distinct_write_tokens(
+    ledger_url: str, tmp_path: Path
+) -> None:
+    with open_ledger(tmp_path / "a.db") as source, open_ledger(ledger_url) as target:
+        populate(source, "s")
+        copy_sessions(source, target, session="s", as_name="u")  # the tokens, kept
+        copy_sessions(source, target, session="s")  # the same tokens again: replaced
+        tokens = target.read(lambda tx: tx.all("SELECT session, token FROM attempts"))
+        assert len({token for _, token in tokens}) == len(tokens) == 6
+        assert Counter(session for session, _ in tokens) == {"s": 3, "u": 3}
+        columns, original = read_session(source, "s")["attempts"]
+        assert columns[0] == "id" and columns[-1] == "token"
+        _, copied = read_session(target, "s")["attempts"]
+        # all as it was but the ids (moved past the first copy's) and the tokens
+        assert [row[1:-1] for row in copied] == [row[1:-1] for row in original]
+        assert [row[0] for row in copied] == [row[0] + 3 for row in original]
+        assert {row[-1] for row in original} == {t for s, t in tokens if s == "u"}
+
+
 def test_a_new_name_needs_one_session_and_a_missing_one_is_named(tmp_path: Path) -> None:
     with open_ledger(tmp_path / "a.db") as source, open_ledger(tmp_path / "b.db") as target:
         populate(source, "x")
@@ -235,21 +255,35 @@ def test_the_command_copies_a_session_folder_to_postgresql_and_back(
     folder = tmp_path / "session"
     with open_ledger(folder / "ledger.db") as ledger:
         populate(ledger, "")
+    original = snapshot(str(folder / "ledger.db"), "")
     server = postgres_server.create_database()
-    done = rules("ledger", "copy", "--from", str(folder), "--to", server, "--as", "nightly")
+    done = rules("ledger", "copy", "--from", str(folder), "--to", server)
     assert done.returncode == 0, done.stderr
-    assert PASSWORD not in done.stdout + done.stderr
-    assert "nightly" in done.stdout and "3 attempts" in done.stdout
-    again = rules("ledger", "copy", "--from", str(folder), "--to", server, "--as", "nightly")
-    assert again.returncode == 2 and "already has rows there" in again.stderr
+    assert PASSWORD not in done.stdout + done.stderr and "rules:***@" in done.stdout
+    assert "3 attempts" in done.stdout and "2 kept_outputs" in done.stdout
+    back = tmp_path / "back"
+    back.mkdir()  # a folder: its ledger.db
+    done = rules("ledger", "copy", "--from", server, "--to", str(back))
+    assert done.returncode == 0, done.stderr
+    assert snapshot(server, "") == original
+    assert snapshot(str(back / "ledger.db"), "") == original  # every table, blobs as bytes
+
+    again = rules("ledger", "copy", "--from", str(folder), "--to", server)
+    assert again.returncode == 2 and "session '' already has rows there" in again.stderr
     assert PASSWORD not in again.stderr and "***" in again.stderr
-    back = f"sqlite:///{tmp_path / 'back' / 'ledger.db'}"
-    done = rules("ledger", "copy", "--from", server, "--to", back, "--session", "nightly")
+    renamed = rules("ledger", "copy", "--from", str(folder), "--to", server, "--as", "nightly")
+    assert renamed.returncode == 0, renamed.stderr
+    assert "moved by +3" in renamed.stdout
+    nightly = f"sqlite:///{tmp_path / 'nightly' / 'ledger.db'}"
+    done = rules("ledger", "copy", "--from", server, "--to", nightly, "--session", "nightly")
     assert done.returncode == 0, done.stderr
-    assert snapshot(back, "nightly") == snapshot(server, "nightly")
-    original, returned = snapshot(str(folder / "ledger.db"), ""), snapshot(back, "nightly")
-    assert returned["kept_outputs"] == original["kept_outputs"]  # byte for byte
-    assert len(returned["attempts"]) == len(original["attempts"])
+    assert snapshot(nightly, "nightly")["kept_outputs"] == [
+        (row[0] + 3, *row[1:]) for row in original["kept_outputs"]
+    ]
+    replaced = rules("ledger", "copy", "--from", server, "--to", nightly, "--replace")
+    assert replaced.returncode == 0, replaced.stderr
+    assert snapshot(nightly, "nightly") == snapshot(server, "nightly")
+    assert snapshot(nightly, "") == original
 
 
 def test_the_command_names_an_unreachable_target_redacted(tmp_path: Path) -> None:

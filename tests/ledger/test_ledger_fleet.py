@@ -68,6 +68,8 @@ def test_a_fleet_of_evaluating_workers_with_kills_and_a_restart_numbers_every_ru
                 worker.kill()
                 worker.wait()
     assert [w.returncode for w in workers[KILLED:]] == [0] * (WORKERS - KILLED)
+    assert [w.returncode for w in workers[:KILLED]] == [-signal.SIGKILL] * KILLED
+    assert all(len(lines_of(out)) < EVALUATIONS for out in outs[:KILLED])  # killed mid-run
     printed = [line.split() for out in outs for line in lines_of(out)]
     assert [p for p in printed if len(p) != 5] == []  # no error, no traceback
     for out in outs[KILLED:]:
