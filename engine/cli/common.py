@@ -97,12 +97,11 @@ def locked_setting() -> bool | None:
 
 
 def open_pack(ref: str) -> Pack:
-    """The pack ``ref`` names, from the compiled-pack cache when it is current."""
     # Deferred for start-up time: every command imports this module; packs need pydantic.
-    from engine.pack.cache import open_cached_pack
+    from engine.pack.loaded import load_pack
 
     try:
-        return open_cached_pack(ref, locked=locked_setting())
+        return load_pack(ref, locked=locked_setting())
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
 

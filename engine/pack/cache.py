@@ -1,5 +1,4 @@
-"""The compiled-pack cache: what `rules parse`, `rules check` and the commands that load a
-whole pack (`rules eval`, `render`, `gate`, ...) need to remember of a pack.
+"""The compiled-pack cache: what `rules parse` and `rules check` need to remember of a pack.
 
 Loading a pack validates its YAML with pydantic and checks its templates with Jinja2: right
 the first time, too slow for a command that parses one block or re-checks unchanged packs.
@@ -13,9 +12,7 @@ version. It is used only while every file in the folders of the pack's YAML file
 and what it extends) has the content it had when the entry was written (SHA-256 of each
 file, the same set of files, symlinks pointing to the same place), and while the engine
 modules the entry depends on are unchanged (their mtime and size); else the pack is loaded
-and checked as usual and the entry rewritten. For a whole pack, the entry holds its
-validated model, pickled: the cache folder must be as private as the user's home (a file
-written there is code run by the next command). Any problem with the cache itself
+and checked as usual and the entry rewritten. Any problem with the cache itself
 (unreadable, damaged, read-only folder) falls back to a normal load, silently.
 
 ``RULES_CACHE_DIR`` names the folder (default: ``$XDG_CACHE_HOME/rules-engine`` or
@@ -270,41 +267,6 @@ def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
             except Exception:
                 pass
     return fresh()
-
-
-def open_cached_pack(ref: str, locked: bool | None = None) -> Pack:
-    """``load_pack`` with a memory: the validated model of a pack that loaded cleanly is
-    kept (pickled) in the cache, and while the pack's files and the engine are unchanged
-    the pack is rebuilt from it (compiled as ever) without reading YAML, validating or
-    checking again; a pack with errors is always loaded afresh (``PackError``)."""
-    # Deferred for start-up time: `rules parse` uses this module and builds no Pack.
-    import base64
-    import pickle
-
-    from engine.pack.loaded import Pack, load_pack
-
-    pack_file = find_one_pack_file(ref).resolve()
-    root = cache_dir()
-    if root is None:
-        return load_pack(ref, locked)
-    entry_path = _entry_path(root, "pack", pack_file)
-    stamp = _engine_stamp(("",))
-    data = _read_entry(entry_path, stamp)
-    if data is not None and isinstance(data.get("pickle"), str):
-        try:
-            model, folder, source, files = pickle.loads(base64.b64decode(data["pickle"]))
-            return Pack(model, folder, source, files=files)
-        except Exception:  # a damaged or foreign entry: load afresh
-            pass
-    pack = load_pack(ref, locked)
-    try:
-        blob = pickle.dumps((pack.model, pack.root, pack.source, pack.files))
-    except Exception:  # a plugin's section that does not pickle: not remembered
-        return pack
-    _write_entry(
-        entry_path, stamp, list(pack.files), {"pickle": base64.b64encode(blob).decode("ascii")}
-    )
-    return pack
 
 
 def check_packs_remembered(targets: list[str], locked: bool | None = None) -> list[CheckResult]:
