@@ -46,6 +46,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("engine.cli.evaluate", "render_command"),
     "report": ("engine.cli.report", "report_command"),
     "run": ("engine.cli.run", "run_command"),
+    "serve": ("engine.cli.serve", "serve_command"),
     "test": ("engine.cli.packtest", "test_command"),
 }
 

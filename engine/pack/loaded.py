@@ -26,6 +26,7 @@ from engine.format.yamldoc import SourceMap
 from engine.pack.arguments import check
 from engine.pack.parsing import Parsing
 from engine.pack.result import CheckResult
+from engine.pack.revision import pack_revision
 from engine.pack.sections import rulepack_model, sections
 
 if TYPE_CHECKING:
@@ -130,6 +131,13 @@ class Pack(Parsing):
     @property
     def name(self) -> str:
         return self.model.rulepack
+
+    @cached_property
+    def revision(self) -> str:
+        """A hash of the pack's files and of the packs it extends (``pack_revision``): the
+        same in every process, changed by any change of those files. Computed once, on
+        first use, from the files as they are then."""
+        return pack_revision(self.files)
 
     @property
     def blocks(self) -> list[str]:

@@ -1,0 +1,126 @@
+"""The ASGI application: routes, problem handlers, the body limit, request timing, and the
+SIGHUP reload.
+
+Seams for what comes next: ``RequestTiming`` wraps every request (a request span goes
+there); ``app.state.decision_hooks`` are called after each decision with the pack, the
+request and the outcome (shadow evaluation of a candidate pack hangs there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from engine.core.version import VERSION
+from engine.server import admin, catalogue, evaluation, gate, metrics
+from engine.server.documents import Problem as ProblemDocument
+from engine.server.limits import BodyLimit
+from engine.server.packs import LivePacks, PackLoadFailed, PackSet
+from engine.server.problems import install_problem_handlers
+from engine.server.settings import ServerSettings
+
+log = logging.getLogger("rules.serve")
+
+
+class RequestTiming:
+    """ASGI middleware: every request's latency into the histogram, by route template."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "unmatched"
+            metrics.REQUESTS.labels(path, scope.get("method", ""), str(status)).observe(
+                time.perf_counter() - started
+            )
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """SIGHUP reloads the packs (in the process that serves; uvicorn's supervisor, with
+    --workers N, restarts its workers on SIGHUP instead)."""
+    installed = False
+    if threading.current_thread() is threading.main_thread():
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGHUP, _reload_on_signal, app)
+            installed = True
+    try:
+        yield
+    finally:
+        if installed:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+
+
+def _reload_on_signal(app: FastAPI) -> None:
+    def work() -> None:
+        with contextlib.suppress(PackLoadFailed):  # logged; the running packs keep serving
+            admin.reload_packs(app.state.live)
+
+    threading.Thread(target=work, name="rules-reload", daemon=True).start()
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title="rules-engine",
+            version=VERSION,
+            description="The rule engine as a service: evaluate, decide, render and record "
+            "model outputs with the served rulepacks (`rules serve`).",
+            routes=app.routes,
+        )
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        schemas["Problem"] = ProblemDocument.model_json_schema()
+        # every /v1 route needs it when the server has a --token-file
+        schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
+def create_app(settings: ServerSettings, packs: PackSet) -> FastAPI:
+    """The application serving ``packs`` with ``settings`` (packs loaded and checked)."""
+    app = FastAPI(
+        title="rules-engine",
+        version=VERSION,
+        lifespan=_lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.live = LivePacks(packs, settings.locked)
+    app.state.decision_hooks = []
+    install_problem_handlers(app)
+    app.include_router(evaluation.router)
+    app.include_router(catalogue.router)
+    app.include_router(gate.router)
+    app.include_router(admin.router)
+    app.add_middleware(BodyLimit, limit=lambda: app.state.live.current.body_limit())
+    app.add_middleware(RequestTiming)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app

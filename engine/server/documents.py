@@ -1,0 +1,71 @@
+"""The response documents, for the OpenAPI description (the routes build plain dicts: the
+same documents `rules eval --format json`, `rules render`, `rules gate --format json` and
+`rules explain` give, with the pack's revision added)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class PackAbout(BaseModel):
+    name: str
+    version: str
+    revision: str = Field(description="A hash of the pack's files and of the packs it extends.")
+
+
+class EvaluationDocument(BaseModel):
+    pack: PackAbout
+    verdict: dict[str, Any]
+    decision: dict[str, Any]
+
+
+class RenderDocument(BaseModel):
+    pack: PackAbout
+    decision: dict[str, Any]
+    prompt: str | None = Field(description="The prompt the decision calls for, or null.")
+    presentation: str | None = Field(description="The rate limit's presentation, or null.")
+    warnings: list[str]
+
+
+class SessionOutputDocument(BaseModel):
+    pack: PackAbout
+    verdict: dict[str, Any]
+    decision: dict[str, Any]
+    attempt: int = Field(description="Which attempt of its item this output was.")
+    attempt_id: int = Field(description="The attempt's row in the session's ledger.")
+    prompt: str | None
+    warnings: list[str]
+
+
+class PackSummary(PackAbout):
+    blocks: list[str]
+
+
+class PackList(BaseModel):
+    packs: list[PackSummary]
+
+
+class PackTables(BaseModel):
+    pack: PackAbout
+    description: str | None
+    blocks: list[dict[str, Any]]
+    guards: list[dict[str, Any]]
+    failure_types: list[dict[str, Any]]
+    actions: list[dict[str, Any]]
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    fields: list[str] | None = None
+
+
+class ReloadDocument(BaseModel):
+    reloaded: bool
+    packs: list[PackAbout]

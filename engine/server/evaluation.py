@@ -1,0 +1,324 @@
+"""POST /v1/evaluate, /v1/render and /v1/sessions/{session}/outputs: one output evaluated
+and decided through the API `rules eval` and `rules render` use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Depends, Path, Request
+
+from engine.core.errors import EngineError
+from engine.core.textio import MAX_OUTPUT_BYTES, too_large_message
+from engine.core.verdict import Verdict
+from engine.ledger.errors import LedgerError
+from engine.pack.loaded import Pack
+from engine.policy.triggers.decide import Decision
+from engine.server import metrics
+from engine.server.documents import EvaluationDocument, RenderDocument, SessionOutputDocument
+from engine.server.limits import within_time
+from engine.server.models import EvaluateRequest, OutputRequest, SessionOutputRequest
+from engine.server.problems import (
+    BODY_TOO_LARGE,
+    ENGINE_REFUSED,
+    INVALID_REQUEST,
+    LEDGER_UNAVAILABLE,
+    MALFORMED_JSON,
+    MISSING_INPUT,
+    SESSION_PAUSED,
+    TIMEOUT,
+    UNAUTHORIZED,
+    UNKNOWN_BLOCK,
+    UNKNOWN_PACK,
+    Problem,
+    problem_responses,
+)
+from engine.server.responses import Document
+from engine.server.security import require_token
+from engine.server.sessions import (
+    SESSION_NAME,
+    open_session,
+    session_lock,
+    session_name_problem,
+)
+from engine.session.choices import ChoiceBook
+from engine.session.evaluation import evaluate_output
+from engine.session.session import ledger_accepted_rounds
+
+DecisionHook = Callable[[Pack, OutputRequest, Verdict, Decision], None]
+"""Called after each decision with the pack, the request and the outcome; a hook must not
+change the response (shadow evaluation of a candidate pack is one)."""
+
+router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["outputs"])
+
+COMMON_PROBLEMS = (
+    MALFORMED_JSON,
+    UNAUTHORIZED,
+    BODY_TOO_LARGE,
+    INVALID_REQUEST,
+    UNKNOWN_PACK,
+    UNKNOWN_BLOCK,
+    MISSING_INPUT,
+    ENGINE_REFUSED,
+    TIMEOUT,
+)
+
+
+def about(pack: Pack) -> dict[str, str]:
+    """The pack's name, version and revision, carried by every response."""
+    return {"name": pack.name, "version": pack.model.version, "revision": pack.revision}
+
+
+def served_pack(request: Request, name: str) -> Pack:
+    pack: Pack | None = request.app.state.live.current.get(name)
+    if pack is None:
+        served = ", ".join(sorted(request.app.state.live.current.packs)) or "none"
+        raise Problem(UNKNOWN_PACK, f"no pack {name!r} is served (served: {served})", ["pack"])
+    return pack
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An output request made into the inputs `rules eval` hands the engine."""
+
+    output: bytes
+    variables: dict[str, str]
+    context: dict[str, Any]
+    error: str | None
+    failure_type: str
+
+
+def prepare(pack: Pack, body: OutputRequest) -> Prepared:
+    """The block checked, the output capped at the pack's ``max_output_bytes`` (a bigger
+    one is an OUTPUT_TOO_LARGE failure, as in the CLI), vars split into block params and
+    context, the caller's required inputs checked."""
+    if body.block not in pack.model.contracts:
+        known = ", ".join(pack.model.contracts)
+        raise Problem(
+            UNKNOWN_BLOCK,
+            f"pack {pack.name!r} has no block {body.block!r} (blocks: {known})",
+            ["block"],
+        )
+    data = body.output.encode("utf-8", "surrogatepass")
+    cap = pack.model.limits.max_output_bytes or MAX_OUTPUT_BYTES
+    error, failure_type = body.error, body.failure_type
+    if len(data) > cap:
+        data, error, failure_type = data[:cap], too_large_message(cap), "OUTPUT_TOO_LARGE"
+    try:
+        variables, context = pack.split_inputs(body.block, body.context, body.vars)
+    except EngineError as exc:
+        raise Problem(ENGINE_REFUSED, str(exc), ["context"]) from None
+    missing = pack.missing_inputs(body.block, body.nonce, variables) if error is None else []
+    if missing:
+        fields = [
+            "nonce" if m == "--nonce" else "vars." + m.removeprefix("--var ").split("=")[0]
+            for m in missing
+        ]
+        raise Problem(
+            MISSING_INPUT,
+            f"block {body.block!r} needs {' and '.join(fields)} (a caller's input, not the "
+            "model's: nothing was evaluated)",
+            fields,
+        )
+    return Prepared(data, variables, context, error, failure_type)
+
+
+def refused(exc: EngineError, field: str | None = None) -> Problem:
+    if isinstance(exc, LedgerError):
+        metrics.LEDGER_ERRORS.inc()
+        return Problem(LEDGER_UNAVAILABLE, str(exc))
+    return Problem(ENGINE_REFUSED, str(exc), [field] if field else [])
+
+
+def decided(hooks: list[DecisionHook], pack: Pack, body: OutputRequest, evaluated: Any) -> None:
+    """After a decision: count it, and call the app's decision hooks (shadow evaluation)."""
+    metrics.count_decision(pack.name, evaluated.verdict, evaluated.decision)
+    for hook in hooks:
+        hook(pack, body, evaluated.verdict, evaluated.decision)
+
+
+def _evaluate(
+    pack: Pack, body: EvaluateRequest, rendering: bool, hooks: list[DecisionHook]
+) -> dict[str, Any]:
+    ready = prepare(pack, body)
+    try:
+        evaluated = evaluate_output(
+            pack,
+            body.block,
+            ready.output,
+            variables=ready.variables,
+            context=ready.context,
+            nonce=body.nonce,
+            model=body.model,
+            external_error=ready.error,
+            failure_type=ready.failure_type,
+            attempt=body.attempt,
+            previous_errors=tuple(body.previous_errors),
+        )
+        verdict, decision = evaluated.verdict, evaluated.decision
+        decided(hooks, pack, body, evaluated)
+        if not rendering:
+            return {
+                "pack": about(pack),
+                "verdict": verdict.to_json(),
+                "decision": decision.to_json(),
+            }
+        prompt = presentation = None
+        warnings: list[str] = []
+        if decision.limit is not None and decision.limit.get("presentation"):
+            presentation = pack.present(verdict, decision, ready.context)
+        elif decision.template is not None:
+            rendered = pack.render_prompt(
+                verdict,
+                decision,
+                output=ready.output,
+                nonce=body.nonce,
+                vars=ready.variables,
+                context=ready.context,
+                accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context),
+            )
+            prompt, warnings = rendered.text, list(rendered.warnings)
+    except EngineError as exc:
+        raise refused(exc) from None
+    return {
+        "pack": about(pack),
+        "decision": decision.to_json(),
+        "prompt": prompt,
+        "presentation": presentation,
+        "warnings": warnings,
+    }
+
+
+@router.post(
+    "/evaluate",
+    summary="Evaluate one output: verdict and decision (`rules eval --format json`)",
+    responses={200: {"model": EvaluationDocument}, **problem_responses(*COMMON_PROBLEMS)},
+)
+async def evaluate(request: Request, body: EvaluateRequest) -> Document:
+    pack = served_pack(request, body.pack)
+    document = await within_time(
+        request.app.state.settings.timeout,
+        _evaluate,
+        pack,
+        body,
+        False,
+        request.app.state.decision_hooks,
+    )
+    return Document(document)
+
+
+@router.post(
+    "/render",
+    summary="The prompt the decision calls for (`rules render`)",
+    responses={200: {"model": RenderDocument}, **problem_responses(*COMMON_PROBLEMS)},
+)
+async def render(request: Request, body: EvaluateRequest) -> Document:
+    pack = served_pack(request, body.pack)
+    document = await within_time(
+        request.app.state.settings.timeout,
+        _evaluate,
+        pack,
+        body,
+        True,
+        request.app.state.decision_hooks,
+    )
+    return Document(document)
+
+
+def _record(
+    pack: Pack,
+    sessions_dir: str,
+    name: str,
+    body: SessionOutputRequest,
+    hooks: list[DecisionHook],
+) -> dict[str, Any]:
+    ready = prepare(pack, body)
+    with session_lock(name):
+        try:
+            with open_session(pack, sessions_dir, name) as session:
+                paused = ChoiceBook(session.ledger).paused()
+                if paused is not None:
+                    raise Problem(
+                        SESSION_PAUSED,
+                        f"session {name!r} was paused at {paused} by a choice; resume it "
+                        "with `rules choose --resume`",
+                    )
+                outcome = session.evaluate(
+                    body.block,
+                    ready.output,
+                    nonce=body.nonce,
+                    vars=ready.variables,
+                    context=ready.context,
+                    model=body.model,
+                    path="-",
+                    error=ready.error,
+                    failure_type=ready.failure_type,
+                    item=body.item,
+                )
+        except OSError as exc:
+            metrics.LEDGER_ERRORS.inc()
+            raise Problem(LEDGER_UNAVAILABLE, f"session {name!r}: {exc.strerror or exc}") from None
+        except EngineError as exc:
+            raise refused(exc) from None
+    verdict, decision = outcome.verdict, outcome.decision
+    decided(hooks, pack, body, outcome)
+    prompt = None
+    warnings: list[str] = []
+    if decision.template is not None:
+        try:
+            rendered = pack.render_prompt(
+                verdict,
+                decision,
+                output=ready.output,
+                nonce=body.nonce,
+                vars=ready.variables,
+                context=ready.context,
+                accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context),
+                user_context=outcome.user_context,
+            )
+        except EngineError as exc:
+            raise refused(exc) from None
+        prompt, warnings = rendered.text, list(rendered.warnings)
+    return {
+        "pack": about(pack),
+        "verdict": verdict.to_json(),
+        "decision": decision.to_json(),
+        "attempt": decision.attempt,
+        "attempt_id": outcome.attempt_id,
+        "prompt": prompt,
+        "warnings": warnings,
+    }
+
+
+@router.post(
+    "/sessions/{session}/outputs",
+    summary="Evaluate, decide and record one output of a session; its prompt when one is due",
+    responses={
+        200: {"model": SessionOutputDocument},
+        **problem_responses(*COMMON_PROBLEMS, SESSION_PAUSED, LEDGER_UNAVAILABLE),
+    },
+)
+async def session_output(
+    request: Request,
+    body: SessionOutputRequest,
+    session: str = Path(
+        description="The session's name: 1 to 128 letters, digits, '.', '_' or '-', starting "
+        "with a letter or digit.",
+        pattern=SESSION_NAME.pattern,
+    ),
+) -> Document:
+    if problem := session_name_problem(session):
+        raise Problem(INVALID_REQUEST, f"session {session[:60]!r}: {problem}", ["session"])
+    pack = served_pack(request, body.pack)
+    settings = request.app.state.settings
+    document = await within_time(
+        settings.timeout,
+        _record,
+        pack,
+        settings.sessions_dir,
+        session,
+        body,
+        request.app.state.decision_hooks,
+    )
+    return Document(document)

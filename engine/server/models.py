@@ -1,0 +1,47 @@
+"""The request documents (pydantic: a wrong field type is a 422 naming the field)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+STRICT = ConfigDict(extra="forbid", strict=True)
+
+
+class OutputRequest(BaseModel):
+    """One model output for a pack's block, as `rules eval` takes it."""
+
+    model_config = STRICT
+
+    pack: str = Field(description="The name of a served pack (GET /v1/packs).")
+    block: str = Field(description="The block (contract) the output is for.")
+    output: str = Field(description="The model's output, as text.")
+    nonce: str | None = Field(None, description="The nonce of this cycle (delimited blocks).")
+    vars: dict[str, str] = Field(
+        default_factory=dict,
+        description="Block parameters and context strings (`--var KEY=VALUE`).",
+    )
+    context: dict[str, Any] = Field(
+        default_factory=dict, description="Context keys for guards and templates (`--context`)."
+    )
+    error: str | None = Field(
+        None, description="Take this error (from another parser or tool) instead of parsing."
+    )
+    failure_type: str = Field("PARSE_ERROR", description="The failure type of `error`.")
+    model: str | None = Field(None, description="The model that produced the output.")
+
+
+class EvaluateRequest(OutputRequest):
+    attempt: int = Field(1, ge=1, le=1_000_000, description="1 = the original output.")
+    previous_errors: list[str] = Field(
+        default_factory=list, description="Errors of earlier attempts, oldest first."
+    )
+
+
+class SessionOutputRequest(OutputRequest):
+    item: str | None = Field(
+        None,
+        description="The item whose attempts are counted (default: the one the pack's "
+        "`session.item` makes of the nonce, vars and context).",
+    )

@@ -1,0 +1,66 @@
+"""Starting the server: one uvicorn process, or N workers behind uvicorn's supervisor."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+
+import uvicorn
+from fastapi import FastAPI
+
+from engine.server.app import create_app
+from engine.server.metrics import MULTIPROCESS_ENV
+from engine.server.packs import PackSet, load_pack_set
+from engine.server.security import read_token
+from engine.server.settings import SETTINGS_ENV, ServerSettings
+
+
+def address_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host:port`` (in use, not an address of this
+    machine), or None when it can; checked before uvicorn starts, so the command says it."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"--host {host}: not an address this machine has ({exc.strerror})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
+
+
+def worker_app() -> FastAPI:
+    """The application of one worker process (uvicorn's factory with --workers N): the
+    settings from the environment, the packs loaded afresh (a pack that fails its check
+    fails the worker's start; on a SIGHUP restart uvicorn then keeps the old worker)."""
+    settings = ServerSettings.from_env(read_token)
+    return create_app(settings, load_pack_set(settings.packs, settings.locked))
+
+
+def serve(settings: ServerSettings, packs: PackSet) -> None:
+    """Serve until SIGINT or SIGTERM."""
+    common: dict[str, object] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": "info",
+        "server_header": False,
+        "timeout_graceful_shutdown": 10,
+    }
+    if settings.workers <= 1:
+        uvicorn.run(create_app(settings, packs), **common)  # type: ignore[arg-type]
+        return
+    os.environ[SETTINGS_ENV] = settings.to_env()
+    with tempfile.TemporaryDirectory(prefix="rules-metrics-") as folder:
+        # prometheus-client's multiprocess mode: each worker writes its values here and
+        # /metrics sums them
+        os.environ[MULTIPROCESS_ENV] = folder
+        uvicorn.run(
+            "engine.server.run:worker_app",
+            factory=True,
+            workers=settings.workers,
+            **common,  # type: ignore[arg-type]
+        )
