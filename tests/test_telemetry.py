@@ -327,3 +327,34 @@ def test_the_library_sets_up_nothing_the_otel_variables_ask_for(tmp_path: Path) 
     )
     # only the `rules` command sets up the SDK: a library user's process is theirs
     assert (done.stdout, done.stderr) == ("REPAIR []\n", "")
+
+
+def test_a_server_request_is_one_span_with_its_evaluation_as_child(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    pytest.importorskip("fastapi", reason="the server extra is not installed")
+    from fastapi.testclient import TestClient
+
+    from engine.server.app import create_app
+    from engine.server.packs import load_pack_set
+    from engine.server.settings import ServerSettings
+
+    settings = ServerSettings(packs=("sentinel",), sessions_dir=str(tmp_path / "sessions"))
+    request = {"pack": "sentinel", "block": "VERDICT", "nonce": "4F2C9A", "output": BAD.decode()}
+    request["vars"] = {"criterion": "AC1"}
+    with TestClient(create_app(settings, load_pack_set(settings.packs))) as client:
+        answer = client.post("/v1/sessions/s1/outputs", json={**request, "item": "task-9"})
+    assert answer.status_code == 200, answer.text
+    finished = spans.get_finished_spans()
+    served = [s for s in finished if s.name == "POST /v1/sessions/{session}/outputs"]
+    assert len(served) == 1  # one request span: FastAPI's own telemetry is off
+    assert [s.name for s in finished if s.parent is None] == [served[0].name]
+    evaluation = next(s for s in finished if s.name == "rules.evaluate")
+    assert evaluation.parent is not None and evaluation.parent.span_id == served[0].context.span_id
+    assert dict(served[0].attributes or {})["http.route"] == "/v1/sessions/{session}/outputs"
+    assert dict(served[0].attributes or {})["http.response.status_code"] == 200
+    attributes = dict(evaluation.attributes or {})
+    assert attributes["rules.item"] == "task-9"
+    assert attributes["rules.attempt"] == 1
+    assert attributes["rules.decision.action"] == "REPAIR"
+    assert attributes["rules.pack.revision"] == answer.json()["pack"]["revision"]

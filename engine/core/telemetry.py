@@ -179,11 +179,20 @@ def request_span(
     )
 
 
-def record_response(current: Span, status: int) -> None:
-    """The response's status on a request span; a 5xx is the request's error."""
+def record_response(current: Span, status: int, route: str | None = None) -> None:
+    """The response's status on a request span; a 5xx is the request's error. ``route``:
+    the template of the route the request reached, when it was known only once routed
+    (the span is then named after it)."""
     current.set_attributes(
-        {HTTP_STATUS: status, ERROR_TYPE: str(status) if status >= 500 else None}
+        {
+            HTTP_STATUS: status,
+            ERROR_TYPE: str(status) if status >= 500 else None,
+            HTTP_ROUTE: route,
+        }
     )
+    if route is not None and isinstance(current, _ApiSpan) and current.span.is_recording():
+        recorded = getattr(current.span, "attributes", None) or {}
+        current.span.update_name(f"{recorded.get(HTTP_METHOD, '')} {route}".strip())
 
 
 def configure_from_environment(
