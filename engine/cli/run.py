@@ -20,6 +20,7 @@ from engine.cli.options import (
     block_option,
     context_option,
     item_option,
+    ledger_option,
     nonce_option,
     pack_option,
     session_option,
@@ -54,7 +55,11 @@ MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
     help="UTF-8 file with the first prompt to send (default: empty); at most "
     f"{MAX_PROMPT_BYTES} bytes.",
 )
-@session_option("Session folder whose ledger records every attempt.")
+@session_option(
+    "Session folder whose ledger records every attempt (with a PostgreSQL --ledger: the "
+    "session's name in it)."
+)
+@ledger_option()
 @click.option(
     "--timeout",
     type=FiniteFloat(min=0, min_open=True),
@@ -86,6 +91,7 @@ def run_command(
     context_file: str | None,
     prompt_file: str | None,
     session_dir: str,
+    ledger_url: str | None,
     timeout: float | None,
     max_output_bytes: int | None,
     keep_outputs: bool,
@@ -123,7 +129,7 @@ def run_command(
             context.setdefault(prompt_key, prompt)
         with (
             stopping_on_sigterm(),
-            Session(pack, session_dir, keep_outputs=keep_outputs) as session,
+            Session(pack, session_dir, ledger=ledger_url, keep_outputs=keep_outputs) as session,
         ):
             result = run_loop(
                 session,

@@ -20,7 +20,7 @@ from typing import Any
 from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
 from engine.core.verdict import Verdict
 from engine.policy.triggers.decide import Decision
-from engine.session.ledger import note_prompt, sha256
+from engine.session.items import sha256
 from engine.session.session import EXECUTION_FAILURE, Outcome, Session
 
 DEFAULT_TIMEOUT = 600.0
@@ -194,8 +194,7 @@ def run_loop(
                 context=context,
             )
             current_prompt = rendered.text
-            note_prompt(
-                session.ledger,
+            session.ledger.note_prompt(
                 outcome.attempt_id,
                 {**asdict(rendered), "prompt_sha256": sha256(rendered.text)},
             )
