@@ -64,7 +64,9 @@ def _book(session_dir: str, ledger_url: str | None, create: bool = False) -> Con
                 f"{session_dir}: no ledger here (run `rules conflicts detect --session "
                 f"{session_dir} ...` first)"
             )
-        return ConflictBook(SessionLedger(place))
+        ledger = SessionLedger(place)
+    click.get_current_context().call_on_close(ledger.close)
+    return ConflictBook(ledger)
 
 
 def _pack_of(book: ConflictBook, pack_ref: str | None) -> Pack:

@@ -334,6 +334,7 @@ def changed(where: object, problem: object) -> str:
 # SQLSTATE classes of a connection lost or refused: 08 (connection exception), 57P01..03
 # (the server shutting down, crashed, or not yet accepting connections).
 _LOST = ("08", "57P01", "57P02", "57P03")
+INSUFFICIENT_PRIVILEGE = "42501"
 
 
 def _psycopg() -> tuple[Any, Any]:
@@ -402,6 +403,12 @@ class PostgresLedger(Ledger):
 
     def _error(self, exc: BaseException, what: str) -> LedgerError:
         message = " ".join(str(exc).split())
+        if getattr(exc, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
+            message += (
+                " (this database user may not write there: reading a session, e.g. `rules log`, "
+                "`rules report`, `rules export`, needs SELECT only; recording needs INSERT, "
+                "UPDATE and DELETE on the ledger's tables)"
+            )
         return LedgerError(f"{self.url}: {what}: {self.url.scrub(message)}")
 
     def _lost(self, exc: BaseException) -> bool:
