@@ -20,7 +20,7 @@ import pytest
 
 import engine
 from conftest import REPO, run_script, script
-from engine.session.ledger import Ledger
+from engine.ledger.store import SessionLedger, locate
 
 VERDICT = {"nonce": "4F2C9A", "vars": {"criterion": "AC1"}}
 PROMPT = "Judge AC1 and answer with a VERDICT block.\n"
@@ -42,7 +42,7 @@ def answer(prompt: str) -> str:
 
 
 def rows(session: Path) -> list[dict[str, Any]]:
-    ledger = Ledger(session)
+    ledger = SessionLedger(locate(session))
     try:
         return ledger.attempts()
     finally:

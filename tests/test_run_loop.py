@@ -13,7 +13,7 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import FIXTURES, REPO, child_pids, run_cli, run_script, script, still_running
-from engine.session.ledger import Ledger
+from engine.ledger.store import SessionLedger, locate
 from engine.session.runner import run_loop
 from engine.session.session import Session
 
@@ -163,9 +163,8 @@ def test_crash_is_an_execution_failure_and_stderr_never_reaches_a_prompt(tmp_pat
     assert done.returncode == 1
     assert "EXECUTION_FAILED (model command exited with status 1)" in done.stderr.decode()
     assert b"SECRET" not in done.stderr
-    ledger = Ledger(tmp_path / "s")
-    rows = ledger.attempts()
-    ledger.close()
+    with SessionLedger(locate(tmp_path / "s"), read_only=True) as ledger:
+        rows = ledger.attempts()
     assert [(r["failure_type"], r["action"]) for r in rows] == [("EXECUTION_FAILED", "NEEDS_HUMAN")]
     assert "SECRET" not in json.dumps(rows)
 
@@ -330,6 +329,6 @@ def test_an_interrupted_run_ends_its_model(tmp_path: Path, signal_name: str, sta
     finally:
         process.kill()
     assert not still_running([model_pid], timeout=10)
-    ledger = Ledger(tmp_path / "s")
+    ledger = SessionLedger(locate(tmp_path / "s"))
     assert ledger.attempts() == []
     ledger.close()

@@ -22,6 +22,7 @@ from engine.cli.options import (
     context_option,
     format_option,
     item_option,
+    ledger_option,
     max_output_bytes_option,
     nonce_option,
     pack_option,
@@ -32,6 +33,7 @@ from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
 from engine.format.vocabulary import STANDARD_ACTIONS
+from engine.ledger.store import locate
 from engine.report import render
 from engine.session.evaluation import Evaluated, evaluate_output
 from engine.session.session import ledger_accepted_rounds, record_prompt_warnings
@@ -74,8 +76,10 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "--session",
             "session_dir",
             type=click.Path(file_okay=False),
-            help="Session folder: attempts are counted and recorded in its ledger.",
+            help="Session folder: attempts are counted and recorded in its ledger (with a "
+            "PostgreSQL --ledger: the session's name in it).",
         ),
+        ledger_option(),
         item_option(
             "With --session: the item whose attempts are counted, for calls with the same "
             "KEY (default: the item the pack's `session.item` makes of the nonce, vars and "
@@ -125,6 +129,7 @@ def _run(
     context_file: str | None,
     attempt: int | None,
     session_dir: str | None,
+    ledger_url: str | None,
     item: str | None,
     keep_outputs: bool,
     model: str | None,
@@ -173,6 +178,7 @@ def _run(
             attempt=attempt or 1,
             previous_errors=previous_errors,
             session_dir=session_dir,
+            ledger=ledger_url,
             keep_outputs=keep_outputs,
             reuse_latest=reuse_latest,
             item=item,
@@ -265,9 +271,8 @@ def render_command(**options: Any) -> None:
             accepted_rounds=ledger_accepted_rounds(pack, verdict.block, context),
         )
         if prompt.warnings and evaluated.attempt_id is not None:
-            record_prompt_warnings(
-                Path(options["session_dir"]), evaluated.attempt_id, prompt.warnings
-            )
+            place = locate(options["session_dir"], options["ledger_url"])
+            record_prompt_warnings(place, evaluated.attempt_id, prompt.warnings)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     for warning in prompt.warnings:

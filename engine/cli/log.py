@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
 from engine.cli.common import UsageFailure, open_pack
-from engine.cli.options import session_option
+from engine.cli.options import ledger_option, session_option
 from engine.core.errors import EngineError
 from engine.core.resources import builtin_pack_names
+from engine.ledger.store import Place, SessionLedger, locate
 from engine.pack.loaded import Pack
 from engine.session.choices import ChoiceBook
 from engine.session.conflicts import ConflictBook
-from engine.session.ledger import LEDGER_FILE, Ledger
 from engine.session.views import json_text, log_views, render_log
 
 VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs without their own
 
 
 @click.command("log")
-@session_option("Session folder.")
+@session_option("Session folder (with a PostgreSQL --ledger: the session's name in it).")
+@ledger_option()
 @click.option(
     "--format",
     "output_format",
@@ -49,7 +49,9 @@ VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs witho
     help="Pack whose log templates render the views. Default: the session's "
     f"pack when it is a builtin with log templates, else {VIEW_PACK}.",
 )
-def log_command(session_dir: str, output_format: str, view: str, pack_ref: str | None) -> None:
+def log_command(
+    session_dir: str, ledger_url: str | None, output_format: str, view: str, pack_ref: str | None
+) -> None:
     """Show a session's ledger: attempts, decisions, examples used.
 
     The ledger is opened read-only: read access is enough (e.g. on read-only media).
@@ -62,18 +64,22 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
       rules log --session runs/42 --format jsonl --view failures
       rules log --session runs/42 --pack ./my-pack --view summary
     """
-    if not (Path(session_dir) / LEDGER_FILE).exists():
+    try:
+        place = locate(session_dir, ledger_url)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    if not place.exists():
         raise UsageFailure(
             f"{session_dir}: no ledger here (run `rules run` or `rules eval --session` first)"
         )
     if view == "decisions":
-        click.echo(_decisions(session_dir, pack_ref), nl=False)
+        click.echo(_decisions(place, pack_ref), nl=False)
         return
     if output_format == "json" or (output_format == "jsonl" and view == "all"):
-        _write_attempts(session_dir, lines=output_format == "jsonl")
+        _write_attempts(place, lines=output_format == "jsonl")
         return
     try:
-        with Ledger.read_only(Path(session_dir)) as ledger:
+        with SessionLedger(place, read_only=True) as ledger:
             rows = ledger.attempts()
             gate_rows = ledger.gate_results()
             book = ChoiceBook(ledger)
@@ -98,10 +104,10 @@ def log_command(session_dir: str, output_format: str, view: str, pack_ref: str |
     click.echo("\n".join(parts), nl=False)
 
 
-def _write_attempts(session_dir: str, lines: bool) -> None:
+def _write_attempts(place: Place, lines: bool) -> None:
     """Every attempt with its warnings as JSON (or JSON Lines), written as it is read."""
     try:
-        with Ledger.read_only(Path(session_dir)) as ledger:
+        with SessionLedger(place, read_only=True) as ledger:
             for piece in json_text(ledger.attempt_rows(warnings=True), lines):
                 sys.stdout.write(piece)
     except EngineError as exc:
@@ -120,10 +126,10 @@ def _session_pack(rows: list[dict[str, Any]]) -> Pack:
     return open_pack(VIEW_PACK)
 
 
-def _decisions(session_dir: str, pack_ref: str | None) -> str:
+def _decisions(place: Place, pack_ref: str | None) -> str:
     """The decisions record: resolved conflicts grouped by round, in priority order."""
     try:
-        with Ledger.read_only(Path(session_dir)) as ledger:
+        with SessionLedger(place, read_only=True) as ledger:
             book = ConflictBook(ledger)
             recorded = ledger.latest_conflict_pack()
             if pack_ref is None and recorded is None:

@@ -10,6 +10,7 @@ from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
 from engine.cli.options import (
     block_option,
     context_option,
+    ledger_option,
     nonce_option,
     pack_option,
     session_option,
@@ -25,6 +26,7 @@ from engine.session.session import Session
 @session_option(
     "Session folder: its resolved conflicts become the decisions section.", default=False
 )
+@ledger_option()
 @context_option()
 @var_option()
 @nonce_option("The nonce the block's contract text shows (`format_contract`).")
@@ -33,6 +35,7 @@ def prompt_command(
     block: str,
     nonce: str | None,
     session_dir: str | None,
+    ledger_url: str | None,
     context_file: str | None,
     var_pairs: tuple[str, ...],
 ) -> None:
@@ -53,7 +56,7 @@ def prompt_command(
             block, load_context(context_file), parse_vars(var_pairs)
         )
         if session_dir is not None:
-            with Session(pack, session_dir) as session:
+            with Session(pack, session_dir, ledger=ledger_url) as session:
                 context = session.with_decisions(context)
         text: Any = pack.initial_prompt(block, vars=variables, context=context, nonce=nonce)
     except EngineError as exc:

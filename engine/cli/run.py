@@ -23,6 +23,7 @@ from engine.cli.options import (
     block_option,
     context_option,
     item_option,
+    ledger_option,
     nonce_option,
     pack_option,
     session_option,
@@ -118,7 +119,11 @@ def missing_command(command: tuple[str, ...]) -> str | None:
     help="UTF-8 file with the first prompt to send (default: the pack's first prompt for "
     f"the block, `prompts:`; one of them is required); at most {MAX_PROMPT_BYTES} bytes.",
 )
-@session_option("Session folder whose ledger records every attempt.")
+@session_option(
+    "Session folder whose ledger records every attempt (with a PostgreSQL --ledger: the "
+    "session's name in it)."
+)
+@ledger_option()
 @click.option(
     "--timeout",
     type=FiniteFloat(min=0, min_open=True),
@@ -150,6 +155,7 @@ def run_command(
     context_file: str | None,
     prompt_file: str | None,
     session_dir: str,
+    ledger_url: str | None,
     timeout: float | None,
     max_output_bytes: int | None,
     keep_outputs: bool,
@@ -197,7 +203,7 @@ def run_command(
             context.setdefault(prompt_key, prompt)
         with (
             stopping_on_sigterm(),
-            Session(pack, session_dir, keep_outputs=keep_outputs) as session,
+            Session(pack, session_dir, ledger=ledger_url, keep_outputs=keep_outputs) as session,
         ):
             if prompt_file is None:
                 prompt = str(

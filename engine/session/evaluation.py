@@ -42,17 +42,19 @@ def evaluate_output(
     attempt: int = 1,
     previous_errors: tuple[str, ...] = (),
     session_dir: str | Path | None = None,
+    ledger: str | None = None,
     keep_outputs: bool = False,
     reuse_latest: bool = False,
     item: str | None = None,
 ) -> Evaluated:
     """Evaluate ``output`` (None: the file was missing) for ``block`` and decide the next
-    action. With ``session_dir`` the session's ledger counts the attempt and records it
+    action. With ``session_dir`` (a folder; with ``ledger``, a URL, the session there)
+    the session's ledger counts the attempt and records it
     (``attempt`` and ``previous_errors`` are then the ledger's), as an attempt of the item
     ``item`` names or else of the item the pack's ``session.item`` makes; ``external_error`` is a
     failure found outside the pack (the output was too large, the model failed)."""
     if session_dir is not None:
-        with Session(pack, session_dir, keep_outputs=keep_outputs) as session:
+        with Session(pack, session_dir, ledger=ledger, keep_outputs=keep_outputs) as session:
             outcome = session.evaluate(
                 block,
                 output,

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.core.verdict import Verdict
 from engine.policy.triggers.decide import Decision
-from engine.session.ledger import note_prompt, sha256
+from engine.session.items import sha256
 from engine.session.session import EXECUTION_FAILURE, Outcome, Session
 
 
@@ -116,8 +116,7 @@ def attempts(
                 context=context,
             )
             current = rendered.text
-            note_prompt(
-                session.ledger,
+            session.ledger.note_prompt(
                 outcome.attempt_id,
                 {**asdict(rendered), "prompt_sha256": sha256(rendered.text)},
             )
