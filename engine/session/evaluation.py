@@ -24,6 +24,8 @@ class Evaluated:
     variables: dict[str, str]
     context: dict[str, Any]
     attempt_id: int | None = None  # its row in the session's ledger
+    user_context: str = ""
+    """The user's text a choice added for the item's next prompt (`rules choose --text`)."""
 
 
 def evaluate_output(
@@ -73,6 +75,7 @@ def evaluate_output(
             variables,
             context,
             outcome.attempt_id,
+            outcome.user_context,
         )
     if external_error is not None:
         verdict = pack.verdict_for_error(block, external_error, failure_type)

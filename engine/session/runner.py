@@ -192,6 +192,7 @@ def run_loop(
                 nonce=nonce,
                 vars=vars,
                 context=context,
+                user_context=outcome.user_context,
             )
             current_prompt = rendered.text
             note_prompt(
