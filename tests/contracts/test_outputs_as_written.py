@@ -64,6 +64,11 @@ def test_two_fenced_blocks_are_a_failure_naming_both() -> None:
         "the output holds 2 fenced blocks, at lines 1 and 6: write one JSON document, alone "
         "or in one ```json block",
     )
+    many = "Intro.\n```python\nprint()\n```\n" + f"```\n{DOC}\n```\n" * 7
+    assert JSON_PACK.evaluate("task", many).error == (
+        "the output holds 7 fenced blocks, at lines 5, 8, 11, 14, 17 and more: write one JSON "
+        "document, alone or in one ```json block"
+    )
 
 
 def test_extract_whole_stays_strict(make_pack: PackMaker) -> None:

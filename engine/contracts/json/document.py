@@ -49,6 +49,7 @@ _FENCE = re.compile(r"^[ \t]*```[ \t]*json[ \t]*\r?$", re.IGNORECASE | re.MULTIL
 _FENCE_END = re.compile(r"^[ \t]*```[ \t]*\r?$", re.MULTILINE)
 _ANY_FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[ \t]*\r?$", re.MULTILINE)
 _JSON_FENCES = ("", "json")
+_NAMED_BLOCKS = 5
 
 
 class JsonDocumentError(Exception):
@@ -167,8 +168,9 @@ def _auto_body(text: str) -> tuple[int, int]:
     whole = (1 if text.startswith("\ufeff") else 0), len(text)
     if "```" not in text:
         return whole
-    blocks: list[tuple[int, int, int]] = []  # (line, start, end) of each JSON fenced block
-    position = 0
+    blocks: list[tuple[int, int]] = []  # (start, end) of each JSON fenced block
+    lines: list[int] = []  # the opening line of the first few, to name them
+    position = line = 0
     while (opener := _ANY_FENCE.search(text, position)) is not None:
         json_fence = opener.group(1).lower() in _JSON_FENCES
         start = min(opener.end() + 1, len(text))
@@ -181,17 +183,25 @@ def _auto_body(text: str) -> tuple[int, int]:
                 )
             break
         if json_fence:
-            blocks.append((_line_column(text, opener.start())[0], start, close.start()))
+            blocks.append((start, close.start()))
+            if len(lines) < _NAMED_BLOCKS:  # counted from the last one: linear in the text
+                line += text.count("\n", position, opener.start()) + 1
+                lines.append(line)
+                line += text.count("\n", opener.start(), close.end()) - 1
+        elif len(lines) < _NAMED_BLOCKS:
+            line += text.count("\n", position, close.end())
         position = close.end()
     if not blocks:
         return whole
     if len(blocks) > 1:
-        lines = ", ".join(str(line) for line, _, _ in blocks[:-1]) + f" and {blocks[-1][0]}"
+        named = ", ".join(str(n) for n in lines[:-1]) + f" and {lines[-1]}"
+        if len(blocks) > len(lines):
+            named = ", ".join(str(n) for n in lines) + " and more"
         raise JsonDocumentError(
-            f"the output holds {len(blocks)} fenced blocks, at lines {lines}: write one JSON "
+            f"the output holds {len(blocks)} fenced blocks, at lines {named}: write one JSON "
             "document, alone or in one ```json block"
         )
-    return blocks[0][1], blocks[0][2]
+    return blocks[0]
 
 
 def _body(text: str, extract: Extract) -> tuple[int, int]:
