@@ -141,3 +141,20 @@ def test_a_repair_prompt_shows_the_size_and_first_bytes_escaped_never_the_output
 def test_the_core_vocabulary_declares_both_failure_types() -> None:
     core = (REPO / "rules" / "core" / "pack.yaml").read_text(encoding="utf-8")
     assert "  EMPTY_OUTPUT:\n" in core and "  NOT_TEXT:\n" in core
+
+
+def test_a_rules_init_json_pack_takes_a_fenced_answer_and_repairs_two_errors(
+    tmp_path: Path,
+) -> None:
+    """The issue's first two rows, as a new user meets them: `rules init --kind json`."""
+    assert run_cli("init", "triage", "--kind", "json", "--dir", str(tmp_path)).exit_code == 0
+    pack = ["--pack", str(tmp_path / "triage"), "--block", "ANSWER"]
+    fenced = tmp_path / "fenced.txt"
+    fenced.write_text('```json\n{"decision": "YES", "reason": "it holds"}\n```\n')
+    assert run_cli("eval", *pack, str(fenced)).exit_code == 0
+    two = tmp_path / "two.json"
+    two.write_text('{"decision": "MAYBE", "reason": 3}')
+    rendered = run_cli("render", *pack, str(two))
+    assert rendered.exit_code == 0, rendered.output
+    listed = [line for line in rendered.stdout.splitlines() if line.startswith("- ")]
+    assert len(listed) == 2 and "(at /decision)" in listed[0] and "(at /reason)" in listed[1]
