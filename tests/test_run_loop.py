@@ -174,10 +174,12 @@ def test_a_pack_may_retry_execution_failures_with_the_same_prompt(tmp_path: Path
     shutil.copytree(REPO / "rules" / "sentinel", copy)
     pack_file = copy / "pack.yaml"
     text = pack_file.read_text()
-    marker = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n"
+    marker = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT]\n"
     assert marker in text
     text = text.replace(
-        marker, "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EXECUTION_FAILED]\n"
+        marker,
+        "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT,"
+        " EXECUTION_FAILED]\n",
     )
     retried = "\nfailure_types:\n  EXECUTION_FAILED: {severity: CRITICAL, retriable: true}\n"
     pack_file.write_text(text)

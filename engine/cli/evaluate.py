@@ -255,8 +255,11 @@ def render_command(**options: Any) -> None:
             raise UsageFailure(str(exc)) from None
         return
     if decision.template is None:
+        # a failure no retry can fix goes back to the user with its error (seed 003 §8)
+        details = f": {verdict.error}" if decision.rule == "not-retriable" and verdict.error else ""
         click.echo(
-            f"error: no prompt is due: the decision is {decision.action} ({decision.reason})",
+            f"error: no prompt is due: the decision is {decision.action} "
+            f"({decision.reason}{details})",
             err=True,
         )
         raise SystemExit(1)
@@ -269,6 +272,7 @@ def render_command(**options: Any) -> None:
             vars=variables,
             context=context,
             accepted_rounds=ledger_accepted_rounds(pack, verdict.block, context),
+            user_context=evaluated.user_context,
         )
         if prompt.warnings and evaluated.attempt_id is not None:
             place = locate(options["session_dir"], options["ledger_url"])

@@ -34,7 +34,7 @@ contracts:
 
 triggers:
   ANSWER:
-    on: [PARSE_ERROR, NONCE_MISMATCH]
+    on: [PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT]
     max_attempts: 1
     template: repair
     after_failure: NEEDS_HUMAN
@@ -55,7 +55,7 @@ contracts:
 
 triggers:
   ANSWER:
-    on: [EMPTY_OUTPUT, WRONG_FORMAT]
+    on: [EMPTY_OUTPUT, NOT_TEXT, WRONG_FORMAT]
     max_attempts: 1
     template: repair
     after_failure: NEEDS_HUMAN
@@ -71,7 +71,7 @@ contracts:
 
 triggers:
   ANSWER:
-    on: [PARSE_ERROR, SCHEMA_ERROR]
+    on: [PARSE_ERROR, SCHEMA_ERROR, EMPTY_OUTPUT, NOT_TEXT]
     max_attempts: 1
     template: repair
     after_failure: NEEDS_HUMAN
@@ -107,7 +107,9 @@ Write your answer so that it follows this contract exactly:
 
 _REPAIR = """\
 Your previous {{ block_type }} output broke its contract ({{ failure_type }}):
-{{ parser_error }}
+{% for failure in failures %}
+- {{ failure.message }}{{ " (at " ~ failure.path ~ ")" if failure.path else "" }}
+{% endfor %}
 
 Your previous output:
 {{ original_output }}

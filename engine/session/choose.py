@@ -79,6 +79,7 @@ def apply_choice(
         or attempt["status"] != "fail"
         or not attempt["final"]
         or attempt["action"] != trigger.after_failure.action
+        or attempt["rule"] == "not-retriable"  # an error for the user: no menu is offered
     ):
         raise ChoiceError(
             f"no choice is pending for {item}: its last decision is {attempt['action']} "

@@ -25,6 +25,8 @@ class Evaluated:
     variables: dict[str, str]
     context: dict[str, Any]
     attempt_id: int | None = None  # its row in the session's ledger
+    user_context: str = ""
+    """The user's text a choice added for the item's next prompt (`rules choose --text`)."""
 
 
 def evaluate_output(
@@ -76,6 +78,7 @@ def evaluate_output(
             variables,
             context,
             outcome.attempt_id,
+            outcome.user_context,
         )
     with evaluation_span(pack, block, item=item, model=model) as span:
         if external_error is not None:

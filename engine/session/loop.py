@@ -114,6 +114,7 @@ def attempts(
                 nonce=nonce,
                 vars=vars,
                 context=context,
+                user_context=outcome.user_context,
             )
             current = rendered.text
             session.ledger.note_prompt(

@@ -295,8 +295,10 @@ class Session:
         nonce: str | None = None,
         vars: Mapping[str, str] | None = None,
         context: Mapping[str, Any] | None = None,
+        user_context: str = "",
     ) -> RenderedPrompt:
-        """The prompt ``decision`` calls for, with example rounds the ledger accepted."""
+        """The prompt ``decision`` calls for, with example rounds the ledger accepted and
+        the user's text a choice added for the item (``Outcome.user_context``)."""
         return self.pack.render_prompt(
             verdict,
             decision,
@@ -305,6 +307,7 @@ class Session:
             vars=vars,
             context=context,
             accepted_rounds=ledger_accepted_rounds(self.pack, verdict.block, context),
+            user_context=user_context,
         )
 
     def _validation_tier(self, block: str, verdict: Verdict) -> str | None:
