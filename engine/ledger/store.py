@@ -54,16 +54,18 @@ class Place:
 
 def locate(folder: str | Path | None, ledger: str | Path | None = None) -> Place:
     """The place of a session: without ``ledger``, ``folder``'s own ledger
-    (``folder/ledger.sqlite3``); a SQLite ``ledger`` holds the session of ``folder``; a
-    PostgreSQL ``ledger`` holds sessions by name, ``folder`` (``--session``) being that
-    name. A LedgerError when ``ledger`` is no ledger URL."""
+    (``folder/ledger.sqlite3``); a ``ledger`` URL (SQLite or PostgreSQL) holds sessions by
+    name, ``folder`` (``--session``) being that name (on SQLite also the folder the session's
+    gate log and files go to). A LedgerError when ``ledger`` is no ledger URL."""
     if ledger is None or (isinstance(ledger, str) and not ledger):
         if folder is None:
             raise LedgerError("no session: give a session folder or a ledger URL")
         return Place(parse_url(Path(folder) / LEDGER_FILE), "", Path(folder))
     url = parse_url(ledger)
-    if url.backend == "sqlite":
-        return Place(url, "", None if folder is None else Path(folder))
+    if url.backend == "sqlite":  # one file may hold many sessions: by name, as on a server
+        return Place(
+            url, "" if folder is None else str(folder), None if folder is None else Path(folder)
+        )
     if folder is None or not str(folder).strip():
         raise LedgerError(f"{url}: a server ledger holds sessions by name: give --session NAME")
     return Place(url, str(folder), None)
