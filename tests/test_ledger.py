@@ -16,7 +16,7 @@ import pytest
 from legacy_ledger import expected, kept_rows, write_legacy
 
 import engine
-from conftest import REPO, run_script, script
+from conftest import REPO, run_cli, run_script, script
 from engine.ledger import schema
 from engine.ledger.errors import LedgerError
 from engine.ledger.legacy import MIGRATIONS
@@ -267,6 +267,25 @@ def test_a_ledger_of_the_earlier_format_is_converted_keeping_every_row(
         with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
             counters = db.execute("SELECT item, last FROM item_counters ORDER BY item").fetchall()
     assert ('{"i": 1}', 2) in counters
+    if version >= 3:  # its gate result is a line of the gate failure log
+        with SessionLedger(locate(tmp_path), read_only=True) as ledger:
+            assert ledger.failed_gates() == [
+                {
+                    "timestamp": "2026-01-01T00:00:02Z",
+                    "gate_result": {"gate": "IMPLEMENT", "valid": False, "checked": ["todo"],
+                                    "errors": ["e"], "action": "REPROMPT", "retry": 0},
+                    "reprompt_generated": True,
+                }
+            ]  # fmt: skip
+        shown = run_cli("log", "--session", str(tmp_path), "--format", "jsonl",
+                        "--view", "failures")  # fmt: skip
+        assert shown.exit_code == 0, shown.stderr
+        assert json.loads(shown.stdout.splitlines()[-1]) == {
+            "timestamp": "2026-01-01T00:00:02Z",
+            "gate_result": {"stage": "IMPLEMENT", "valid": False, "checked": ["todo"],
+                            "errors": ["e"], "action": "REPROMPT", "retry": 0},
+            "reprompt_generated": True,
+        }  # fmt: skip
 
 
 def test_a_failed_conversion_leaves_the_old_ledger_as_it_was(tmp_path: Path) -> None:

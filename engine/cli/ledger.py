@@ -6,8 +6,7 @@ import click
 
 from engine.cli.common import UsageFailure
 from engine.ledger import LedgerError, LedgerUrl, parse_url
-
-LEDGER_FILE = "ledger.db"
+from engine.ledger.store import LEDGER_FILE
 
 
 @click.group("ledger", context_settings={"help_option_names": ["-h", "--help"]})
@@ -26,7 +25,7 @@ def ledger_group() -> None:
     "source",
     required=True,
     metavar="SOURCE",
-    help="The ledger to copy from: a file, a session folder (its ledger.db), "
+    help="The ledger to copy from: a file, a session folder (its ledger.sqlite3), "
     "sqlite:///path or postgresql://user@host:port/dbname.",
 )
 @click.option(

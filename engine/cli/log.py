@@ -82,6 +82,7 @@ def log_command(
         with SessionLedger(place, read_only=True) as ledger:
             rows = ledger.attempts()
             gate_rows = ledger.gate_results()
+            failed_gates = ledger.failed_gates()
             book = ChoiceBook(ledger)
             choices = book.all_choices()
             round_numbers = sorted({r["round"] for r in rows if r["round"] is not None})
@@ -93,7 +94,7 @@ def log_command(
     names = log_views(pack, output_format) if view == "all" else [view]
     try:
         parts = [
-            render_log(pack, name, rows, session_dir, gate_rows, choices, statuses)
+            render_log(pack, name, rows, session_dir, gate_rows, choices, statuses, failed_gates)
             for name in names
         ]
     except EngineError as exc:

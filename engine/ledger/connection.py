@@ -369,7 +369,10 @@ class PostgresLedger(Ledger):
     ) -> None:
         self.url = url
         self.retry_within = retry_within
-        self.psycopg, self.pool_module = _psycopg()
+        try:
+            self.psycopg, self.pool_module = _psycopg()
+        except LedgerError as exc:
+            raise LedgerError(f"{url}: {exc}") from None
         # the pool reports each failed reconnection as a warning; without a logging set-up
         # of the application Python would print them all to stderr: the ledger's own
         # LedgerError says what failed

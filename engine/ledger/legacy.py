@@ -121,6 +121,16 @@ TABLES = (
 
 INDEXES = ("attempts_item", "gate_results_gate")
 
+FAILED_GATES = (
+    "INSERT INTO failed_gates (session, ts, gate, gate_result, reprompt_generated)"
+    " SELECT session, ts, gate, json_object('gate', gate,"
+    " 'valid', json(CASE valid WHEN 0 THEN 'false' ELSE 'true' END),"
+    " 'checked', json(checked), 'errors', json(errors), 'action', action, 'retry', retry),"
+    " reprompt_sha256 IS NOT NULL FROM gate_results WHERE action != 'PROCEED' ORDER BY id"
+)
+"""The failure log's lines of an earlier-format ledger's gate results: each result in the
+engine's own names (``gate``, not a pack's), for the pack's log view to show."""
+
 
 def convert(
     tx: Tx, url: LedgerUrl, upto: int, migrate: Callable[[Tx, LedgerUrl, int], None]
@@ -153,3 +163,5 @@ def convert(
         tx.execute(f"DROP TABLE legacy_{table}")
     tx.execute("PRAGMA user_version = 0")
     migrate(tx, url, upto)
+    # the gate failure log of the gate runs recorded before it was a table, as its lines
+    tx.execute(FAILED_GATES)

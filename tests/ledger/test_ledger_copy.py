@@ -5,6 +5,7 @@ on PostgreSQL do not collide with the copied ids."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -15,10 +16,12 @@ from pathlib import Path
 import pytest
 from pg_server import PASSWORD, PostgresServer
 
+from conftest import REPO
 from engine.ledger import LedgerError
 from engine.ledger.attempts import Attempt, Attempts, KeptOutput
 from engine.ledger.connection import Ledger, Tx, open_ledger
 from engine.ledger.copy import copy_sessions, read_session, session_tables, sessions
+from engine.ledger.store import LEDGER_FILE
 
 ATTEMPT = Attempt(
     pack="p",
@@ -253,20 +256,20 @@ def test_the_command_copies_a_session_folder_to_postgresql_and_back(
     tmp_path: Path, postgres_server: PostgresServer
 ) -> None:
     folder = tmp_path / "session"
-    with open_ledger(folder / "ledger.db") as ledger:
+    with open_ledger(folder / LEDGER_FILE) as ledger:
         populate(ledger, "")
-    original = snapshot(str(folder / "ledger.db"), "")
+    original = snapshot(str(folder / LEDGER_FILE), "")
     server = postgres_server.create_database()
     done = rules("ledger", "copy", "--from", str(folder), "--to", server)
     assert done.returncode == 0, done.stderr
     assert PASSWORD not in done.stdout + done.stderr and "rules:***@" in done.stdout
     assert "3 attempts" in done.stdout and "2 kept_outputs" in done.stdout
     back = tmp_path / "back"
-    back.mkdir()  # a folder: its ledger.db
+    back.mkdir()  # a folder: its ledger file
     done = rules("ledger", "copy", "--from", server, "--to", str(back))
     assert done.returncode == 0, done.stderr
     assert snapshot(server, "") == original
-    assert snapshot(str(back / "ledger.db"), "") == original  # every table, blobs as bytes
+    assert snapshot(str(back / LEDGER_FILE), "") == original  # every table, blobs as bytes
 
     again = rules("ledger", "copy", "--from", str(folder), "--to", server)
     assert again.returncode == 2 and "session '' already has rows there" in again.stderr
@@ -308,3 +311,37 @@ def test_the_command_refuses_a_source_that_does_not_exist(tmp_path: Path) -> Non
 def test_the_command_has_examples_in_its_help() -> None:
     done = rules("ledger", "copy", "--help")
     assert done.returncode == 0 and "Examples:" in done.stdout and "--replace" in done.stdout
+
+
+def test_a_real_session_copied_to_postgresql_and_back_logs_and_exports_the_same(
+    tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    folder = tmp_path / "session"
+    sentinel = ["--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A"]
+    sentinel += ["--var", "criterion=AC1", "--keep-outputs"]
+    bad = REPO / "examples" / "sentinel" / "verdict_bad.txt"
+    good = REPO / "examples" / "sentinel" / "verdict.txt"
+    for output in (bad, bad, good):
+        done = rules("eval", "--session", str(folder), *sentinel, str(output))
+        assert done.returncode in (0, 1, 3), done.stderr  # pass, final failure, repair
+    server = postgres_server.create_database()
+    back = tmp_path / "back"
+    back.mkdir()
+    steps = [
+        ("--from", str(folder), "--to", server, "--as", "job-7"),
+        ("--from", server, "--session", "job-7", "--to", str(back), "--as", ""),
+    ]
+    for step in steps:
+        done = rules("ledger", "copy", *step)
+        assert done.returncode == 0, done.stderr
+
+    def views(*where: str) -> tuple[str, str]:
+        log = rules("log", *where, "--format", "json")
+        export = rules("export", *where)
+        assert log.returncode == export.returncode == 0, log.stderr + export.stderr
+        return log.stdout, export.stdout
+
+    original = views("--session", str(folder))
+    assert len(json.loads(original[0])) == 3 and original[1].count("\n") == 3
+    assert views("--ledger", server, "--session", "job-7") == original
+    assert views("--session", str(back)) == original  # kept outputs byte for byte
