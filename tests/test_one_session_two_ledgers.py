@@ -55,6 +55,7 @@ def scripted_session(ledger: list[str]) -> list[tuple[str, int, str, str]]:
 
     # sentinel: a repair, then (same item) the cap
     sentinel = ("--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A")
+    sentinel += ("--prompt", str(REPO / "examples" / "sentinel" / "task.md"))
     for _ in range(2):
         rules("run", *sentinel, "--var", "criterion=AC1", "--", sys.executable, FAKE_MODEL)
     # gap-review rounds: the DISAGREE window over rounds (a rate limit), and the prompt

@@ -68,7 +68,19 @@ def test_the_environment_chooses_the_ledger_and_the_option_wins(tmp_path: Path) 
         ("conflicts", "list", "--session", "s"),
         ("prompt", "--pack", "sentinel", "--block", "VERDICT", "--session", "s"),
         ("gate", "--pack", "quality-gate", "--stage", "IMPLEMENT", "--session", "s", BAD),
-        ("run", "--pack", "sentinel", "--block", "VERDICT", "--session", "s", "--", "true"),
+        (
+            "run",
+            "--pack",
+            "sentinel",
+            "--block",
+            "VERDICT",
+            "--session",
+            "s",
+            "--prompt",
+            str(REPO / "examples" / "sentinel" / "task.md"),
+            "--",
+            "true",
+        ),  # fmt: skip
     ],
 )
 def test_an_unreachable_server_is_a_clear_error_without_the_password(args: tuple[str, ...]) -> None:
@@ -116,6 +128,7 @@ def test_a_role_that_may_only_read_reads_and_a_writer_names_the_permission(
 
     url = postgres_server.create_database()
     run = ("run", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A")
+    run += ("--prompt", str(REPO / "examples" / "sentinel" / "task.md"))
     model = ("--", sys.executable, str(REPO / "examples" / "fake_model.py"))
     done = run_cli(*run, "--var", "criterion=AC1", "--keep-outputs", "--session", "j",
                    "--ledger", url, *model)  # fmt: skip
