@@ -1,28 +1,51 @@
 """A declarative rule engine for LLM outputs.
 
-The public API is ``load_pack`` and ``Pack`` (plus ``check_packs`` and the error types). They
-are imported on first use, so ``import engine`` (and `rules --version`) stays light.
+The public API is ``load_pack`` and ``Pack``, ``run`` and ``arun`` (the repair loop around a
+Python model client) and ``RunResult`` (plus ``check_packs`` and the error types). They are
+imported on first use, so ``import engine`` (and `rules --version`) stays light.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from engine.core.errors import EngineError, PackError
+from engine.core.errors import EngineError, PackError, UsageError
 from engine.core.version import VERSION as __version__
 
 if TYPE_CHECKING:
     from engine.pack.loaded import Pack, check_packs, load_pack
+    from engine.session.calls import arun, run
+    from engine.session.loop import Attempt, RunResult
 
-__all__ = ["EngineError", "Pack", "PackError", "__version__", "check_packs", "load_pack"]
+__all__ = [
+    "Attempt",
+    "EngineError",
+    "Pack",
+    "PackError",
+    "RunResult",
+    "UsageError",
+    "__version__",
+    "arun",
+    "check_packs",
+    "load_pack",
+    "run",
+]
 
-_LAZY = {"Pack", "check_packs", "load_pack"}
+# Deferred for start-up time: `import engine` (and `rules --version`) loads no pack and no
+# session module until one of these is used.
+_LAZY = {
+    "Pack": "engine.pack.loaded",
+    "check_packs": "engine.pack.loaded",
+    "load_pack": "engine.pack.loaded",
+    "run": "engine.session.calls",
+    "arun": "engine.session.calls",
+    "RunResult": "engine.session.loop",
+    "Attempt": "engine.session.loop",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        # Deferred for start-up time: `import engine` (and `rules --version`) does not load packs.
-        from engine.pack import loaded
-
-        return getattr(loaded, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -55,6 +55,7 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[N
     work.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("RULES_LEDGER", raising=False)  # sessions in their folders
     yield
 
 

@@ -215,6 +215,8 @@ def _run_fake(session: Path, nonce: str, *extra: str, pack: str = "sentinel") ->
         nonce,
         "--var",
         "criterion=AC1",
+        "--prompt",
+        str(Path(__file__).parent / "fixtures" / "models" / "prompt.txt"),
         "--session",
         str(session),
         *extra,
@@ -462,7 +464,10 @@ def test_a_kept_output_with_a_row_edited_by_hand_is_named_and_left_out(
     assert json.loads(report.stdout)["invalid"] >= 1
 
 
-VERDICT_ROW = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n    max_attempts: 1\n"
+VERDICT_ROW = (
+    "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT]\n"
+    "    max_attempts: 1\n"
+)
 
 
 def _sentinel_copy(folder: Path, old: str, new: str) -> Path:

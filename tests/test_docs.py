@@ -3,6 +3,7 @@ say (every console example runs) and the site builds strictly."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -42,6 +43,22 @@ def test_the_readme_python_loop_is_the_file_the_tour_runs() -> None:
     shown = readme.split("```python\n", 1)[1].split("```", 1)[0]
     assert shown == (REPO / "docs" / "examples" / "loop.py").read_text(encoding="utf-8")
     assert "$ .venv/bin/python docs/examples/loop.py" in readme
+
+
+def test_the_python_api_examples_run_or_say_why_not() -> None:
+    """docs/api.md's Python blocks: each is a file one of its console examples runs, or is
+    marked `<!-- not run: ... -->` (it needs a client package and an API key)."""
+    page = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
+    files = {p.read_text(encoding="utf-8"): p.name for p in (REPO / "docs/examples").glob("*.py")}
+    parts = page.split("```python\n")
+    assert len(parts) >= 5, "the loop, the async example and three client wrappers"
+    for before, block in itertools.pairwise(parts):
+        code = block.split("```", 1)[0]
+        if code in files:
+            assert f"$ .venv/bin/python docs/examples/{files[code]}" in page
+        else:
+            assert before.rstrip().splitlines()[-1].startswith("<!-- not run: "), code
+    assert "engine.arun(" in (REPO / "docs/examples/arun_loop.py").read_text(encoding="utf-8")
 
 
 def test_every_link_of_the_readme_leads_to_a_file() -> None:

@@ -318,32 +318,68 @@ def test_escalation_menu_after_two_retries(snapshot: SnapshotAssertion) -> None:
     assert prompt == snapshot
 
 
-def test_a_failure_that_is_not_retriable_escalates_with_its_own_reason(
-    tmp_path: Path, snapshot: SnapshotAssertion
-) -> None:
-    """EXECUTION_FAILED is declared `retriable: false`: at attempt 1 it goes to the
-    after-failure policy, and the menu says why instead of "after 2 attempts"."""
+def test_a_failure_that_is_not_retriable_returns_the_error_not_the_menu(tmp_path: Path) -> None:
+    """Seed 003 §8: EXECUTION_FAILED is declared `retriable: false`; at attempt 1 the round
+    FAILED with the error as its details (RoundResult(status="FAILED", details=...)), no
+    escalation menu and no choice pending; the menu stays for exhausted retries."""
     out = tmp_path / "engineer.md"
     out.write_text("")
     ctx = tmp_path / "ctx.yaml"
     ctx.write_text("known_gaps: [GAP-FLOW-001]\nround: 3\noriginal_prompt: Do the work.\n")
+    session = tmp_path / "session"
     common = ("--pack", "gap-review", "--block", "engineer", "--context", str(ctx))
     failure = ("--error", "Task tool failed to spawn instance", "--failure-type")
-    decided = run_cli("eval", *common, *failure, "EXECUTION_FAILED", "--format", "json", str(out))
-    decision = json.loads(decided.stdout)["decision"]
+    decided = run_cli(
+        "eval", *common, "--session", str(session), *failure, "EXECUTION_FAILED",
+        "--format", "json", str(out),
+    )  # fmt: skip
+    assert decided.exit_code == 1, decided.output
+    evaluation = json.loads(decided.stdout)
+    decision = evaluation["decision"]
     assert (decision["action"], decision["rule"], decision["attempt"]) == (
-        "ESCALATE",
+        "FAILED",
         "not-retriable",
         1,
     )
     assert decision["reason"] == "EXECUTION_FAILED is not retriable"
+    assert decision["template"] is None
+    assert evaluation["verdict"]["failures"][0]["message"] == "Task tool failed to spawn instance"
     shown = run_cli("render", *common, *failure, "EXECUTION_FAILED", str(out))
-    assert shown.exit_code == 0, shown.output
-    assert "after 2 attempts" not in shown.stdout
-    assert "Attempts: 1 (not retried: EXECUTION_FAILED is not retriable)" in shown.stdout
-    assert shown.stdout == snapshot
+    assert shown.exit_code == 1
+    assert shown.stdout == ""
+    assert shown.stderr == (
+        "error: no prompt is due: the decision is FAILED (EXECUTION_FAILED is not "
+        "retriable: Task tool failed to spawn instance)\n"
+    )
+    chosen = run_cli("choose", "--session", str(session), "engineer@3", "1")
+    assert chosen.exit_code != 0
+    assert "no choice is pending for engineer@3: its last decision is FAILED" in chosen.output
     retried = run_cli("eval", *common, *failure, "WRONG_FORMAT", "--format", "json", str(out))
     assert json.loads(retried.stdout)["decision"]["action"] == "RETRY"  # retriable: retried
+
+
+def test_a_not_retriable_failure_without_a_policy_ends_as_after_failure_without_its_menu(
+    tmp_path: Path,
+) -> None:
+    """A trigger without `on_not_retriable:` ends with its after-failure action, but never
+    renders the after-failure template (the menu of exhausted retries)."""
+    copy = copy_pack(tmp_path)
+    edit(copy, "    on_not_retriable: FAILED   # seed 003", "    # seed 003")
+    out = tmp_path / "engineer.md"
+    out.write_text("")
+    ctx = tmp_path / "ctx.yaml"
+    ctx.write_text("known_gaps: [GAP-FLOW-001]\nround: 3\noriginal_prompt: Do the work.\n")
+    common = ("--pack", str(copy), "--block", "engineer", "--context", str(ctx))
+    failure = ("--error", "crashed", "--failure-type", "EXECUTION_FAILED")
+    decided = run_cli("eval", *common, *failure, "--format", "json", str(out))
+    decision = json.loads(decided.stdout)["decision"]
+    assert (decision["action"], decision["rule"], decision["template"]) == (
+        "ESCALATE",
+        "not-retriable",
+        None,
+    )
+    shown = run_cli("render", *common, *failure, str(out))
+    assert shown.exit_code == 1 and "Choose an option" not in shown.output
 
 
 def test_render_cli_with_context_file(tmp_path: Path) -> None:

@@ -191,6 +191,8 @@ def test_run_with_a_model_printing_hostile_bytes(tmp_path: Path) -> None:
             "run",
             *SENTINEL,
             *CRITERION,
+            "--prompt",
+            str(REPO / "tests" / "fixtures" / "models" / "prompt.txt"),
             "--session",
             str(tmp_path / "s"),
             "--",
@@ -199,7 +201,7 @@ def test_run_with_a_model_printing_hostile_bytes(tmp_path: Path) -> None:
         ]
     )
     assert status == 1, shown  # repaired once, then NEEDS_HUMAN
-    assert shown.count("fail PARSE_ERROR") == 2 and "NEEDS_HUMAN" in shown
+    assert shown.count("fail NOT_TEXT") == 2 and "NEEDS_HUMAN" in shown  # not text: NUL bytes
     assert "Traceback" not in shown and "internal error" not in shown
     assert seconds < 30 and peak < PEAK_BYTES
 

@@ -15,6 +15,7 @@ from engine.core.errors import EngineError
 from engine.session.session import Session
 
 PY = sys.executable
+PROMPT = str(REPO / "tests" / "fixtures" / "models" / "prompt.txt")
 ENGINEER = (
     "--pack",
     "gap-review",
@@ -30,7 +31,7 @@ GOOD = (
     + "A concrete plan. " * 20
     + "\n\n### Trade-offs\nSome.\n"
 )
-# A model: an unusable answer to the first prompt (empty), a valid one to a retry prompt;
+# A model: an unusable answer to an empty first prompt, a valid one to a retry prompt;
 # with the argument `good`, a valid one always.
 MODEL = f"""\
 import sys
@@ -56,8 +57,19 @@ def quoted(nonce: str) -> str:
 
 
 def rules_run(folder: Path, *args: str, model: Path, mode: str = "") -> tuple[int, list[str]]:
+    first = folder / "first-prompt.txt"
+    first.write_text("")  # the model answers an empty prompt with an unusable output
     done = run_script(
-        script("rules"), "run", *args, "--", PY, str(model), *([mode] if mode else []), cwd=folder
+        script("rules"),
+        "run",
+        *args,
+        "--prompt",
+        str(first),
+        "--",
+        PY,
+        str(model),
+        *([mode] if mode else []),
+        cwd=folder,
     )
     return done.returncode, done.stderr.decode().splitlines()
 
@@ -119,7 +131,7 @@ def test_an_item_names_one_across_nonces(tmp_path: Path) -> None:
             script("rules"),
             "run",
             *("--pack", "sentinel", "--block", "VERDICT", "--var", "criterion=AC1"),
-            *("--nonce", nonce, *item, "--", PY, fake),
+            *("--nonce", nonce, *item, "--prompt", PROMPT, "--", PY, fake),
             cwd=tmp_path,
         )
         return done.returncode, [

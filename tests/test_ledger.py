@@ -13,12 +13,21 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from legacy_ledger import expected, kept_rows, write_legacy
 
 import engine
-from conftest import REPO, run_script, script
+from conftest import REPO, run_cli, run_script, script
+from engine.ledger import schema
 from engine.ledger.errors import LedgerError
-from engine.session.ledger import APPLICATION_ID, LEDGER_FILE, MIGRATIONS, Ledger
+from engine.ledger.legacy import MIGRATIONS
+from engine.ledger.store import LEDGER_FILE, SessionLedger, locate
 from engine.session.session import Session
+
+
+def Ledger(folder: Path) -> SessionLedger:
+    """The session folder's ledger, opened for writing."""
+    return SessionLedger(locate(folder))
+
 
 BAD = REPO / "examples" / "sentinel" / "verdict_bad.txt"
 EVAL = (
@@ -136,9 +145,20 @@ def test_foreign_sqlite_file_is_refused_and_kept(tmp_path: Path) -> None:
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
     Ledger(tmp_path).close()
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
+        db.execute(schema.version_statement(99))
+    with pytest.raises(LedgerError, match="newer engine"):
+        Ledger(tmp_path)
+
+
+def test_a_newer_ledger_of_the_earlier_format_is_refused(tmp_path: Path) -> None:
+    write_legacy(tmp_path / LEDGER_FILE)
+    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
         db.execute("PRAGMA user_version = 99")
     with pytest.raises(LedgerError, match="newer engine"):
         Ledger(tmp_path)
+    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:  # left as it was
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 99
+        assert db.execute("SELECT count(*) FROM attempts").fetchone()[0] == 2
 
 
 def test_records_hold_what_the_seeds_ask_for(tmp_path: Path) -> None:
@@ -217,13 +237,65 @@ def test_a_ledger_on_read_only_media_can_be_read_not_written(tmp_path: Path) -> 
 
 
 def test_an_older_ledger_is_upgraded_by_a_reader_that_may_write(tmp_path: Path) -> None:
-    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
-        for migration in MIGRATIONS[:-1]:
-            db.executescript(migration)
-        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        db.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 1}")
-    reader = Ledger.read_only(tmp_path)
-    assert reader.attempts() == []
+    written = write_legacy(tmp_path / LEDGER_FILE, len(MIGRATIONS) - 1)
+    reader = SessionLedger(locate(tmp_path), read_only=True)
+    assert [row["attempt"] for row in reader.attempts()] == [1, 2]
     reader.close()
     with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
+        assert db.execute("SELECT version FROM ledger_schema").fetchone()[0] == schema.VERSION
+    assert kept_rows(tmp_path / LEDGER_FILE, written) == expected(written)
+
+
+@pytest.mark.parametrize("version", range(1, len(MIGRATIONS) + 1))
+def test_a_ledger_of_the_earlier_format_is_converted_keeping_every_row(
+    tmp_path: Path, version: int
+) -> None:
+    """Attempts, warnings, kept outputs, conflicts and resolutions, choices, gates, round
+    counts and statuses, settings: every row of an earlier-format ledger of any version is
+    in the converted ledger, ids included, as the session of the folder."""
+    written = write_legacy(tmp_path / LEDGER_FILE, version)
+    Ledger(tmp_path).close()
+    assert kept_rows(tmp_path / LEDGER_FILE, written) == expected(written)
+    pack = engine.load_pack("sentinel")
+    with Session(pack, tmp_path) as session:  # the item's count goes on after its attempts
+        outcome = session.evaluate(
+            "VERDICT", BAD.read_bytes(), nonce="4F2C9A", vars={"criterion": "AC1"}
+        )
+        assert outcome.decision.attempt == 1  # another item: nonce and params make it
+        if version >= 6:
+            assert session.keep_outputs  # the setting was kept
+        with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
+            counters = db.execute("SELECT item, last FROM item_counters ORDER BY item").fetchall()
+    assert ('{"i": 1}', 2) in counters
+    if version >= 3:  # its gate result is a line of the gate failure log
+        with SessionLedger(locate(tmp_path), read_only=True) as ledger:
+            assert ledger.failed_gates() == [
+                {
+                    "timestamp": "2026-01-01T00:00:02Z",
+                    "gate_result": {"gate": "IMPLEMENT", "valid": False, "checked": ["todo"],
+                                    "errors": ["e"], "action": "REPROMPT", "retry": 0},
+                    "reprompt_generated": True,
+                }
+            ]  # fmt: skip
+        shown = run_cli("log", "--session", str(tmp_path), "--format", "jsonl",
+                        "--view", "failures")  # fmt: skip
+        assert shown.exit_code == 0, shown.stderr
+        assert json.loads(shown.stdout.splitlines()[-1]) == {
+            "timestamp": "2026-01-01T00:00:02Z",
+            "gate_result": {"stage": "IMPLEMENT", "valid": False, "checked": ["todo"],
+                            "errors": ["e"], "action": "REPROMPT", "retry": 0},
+            "reprompt_generated": True,
+        }  # fmt: skip
+
+
+def test_a_failed_conversion_leaves_the_old_ledger_as_it_was(tmp_path: Path) -> None:
+    write_legacy(tmp_path / LEDGER_FILE)
+    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
+        db.execute("CREATE TABLE item_counters (x INTEGER)")  # in the way of the new schema
+    with pytest.raises(LedgerError):
+        Ledger(tmp_path)
+    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+        assert db.execute("SELECT count(*) FROM attempts").fetchone()[0] == 2
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    assert "ledger_schema" not in tables and "legacy_attempts" not in tables

@@ -13,7 +13,7 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import FIXTURES, REPO, child_pids, run_cli, run_script, script, still_running
-from engine.session.ledger import Ledger
+from engine.ledger.store import SessionLedger, locate
 from engine.session.runner import run_loop
 from engine.session.session import Session
 
@@ -28,6 +28,8 @@ VERDICT = (
     "4F2C9A",
     "--var",
     "criterion=AC1",
+    "--prompt",
+    str(MODELS / "prompt.txt"),
 )
 
 
@@ -112,6 +114,8 @@ def test_always_failing_model_ends_with_the_after_failure_action(tmp_path: Path)
         "REFLECT",
         "--nonce",
         "4F2C9A",
+        "--prompt",
+        str(MODELS / "prompt.txt"),
         "--session",
         str(tmp_path / "r"),
         "--",
@@ -159,9 +163,8 @@ def test_crash_is_an_execution_failure_and_stderr_never_reaches_a_prompt(tmp_pat
     assert done.returncode == 1
     assert "EXECUTION_FAILED (model command exited with status 1)" in done.stderr.decode()
     assert b"SECRET" not in done.stderr
-    ledger = Ledger(tmp_path / "s")
-    rows = ledger.attempts()
-    ledger.close()
+    with SessionLedger(locate(tmp_path / "s"), read_only=True) as ledger:
+        rows = ledger.attempts()
     assert [(r["failure_type"], r["action"]) for r in rows] == [("EXECUTION_FAILED", "NEEDS_HUMAN")]
     assert "SECRET" not in json.dumps(rows)
 
@@ -171,10 +174,12 @@ def test_a_pack_may_retry_execution_failures_with_the_same_prompt(tmp_path: Path
     shutil.copytree(REPO / "rules" / "sentinel", copy)
     pack_file = copy / "pack.yaml"
     text = pack_file.read_text()
-    marker = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH]\n"
+    marker = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT]\n"
     assert marker in text
     text = text.replace(
-        marker, "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EXECUTION_FAILED]\n"
+        marker,
+        "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT,"
+        " EXECUTION_FAILED]\n",
     )
     retried = "\nfailure_types:\n  EXECUTION_FAILED: {severity: CRITICAL, retriable: true}\n"
     pack_file.write_text(text)
@@ -302,11 +307,12 @@ def test_endless_stdout_is_capped_and_stderr_is_drained(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux's /proc")
-@pytest.mark.parametrize(("signal_name", "status"), [("SIGTERM", 143), ("SIGINT", 1)])
+@pytest.mark.parametrize(("signal_name", "status"), [("SIGTERM", 143), ("SIGINT", 130)])
 def test_an_interrupted_run_ends_its_model(tmp_path: Path, signal_name: str, status: int) -> None:
     """`rules run` stopped while the model runs (a `kill`, Ctrl-C: the model is in a
     session of its own, so the terminal's SIGINT does not reach it): the model's process
-    group ends with it instead of running on."""
+    group ends with it instead of running on, the status says which signal (not 1, a final
+    failure), and the attempt in progress is not recorded."""
     import signal
     import subprocess
     import time
@@ -325,3 +331,6 @@ def test_an_interrupted_run_ends_its_model(tmp_path: Path, signal_name: str, sta
     finally:
         process.kill()
     assert not still_running([model_pid], timeout=10)
+    ledger = SessionLedger(locate(tmp_path / "s"))
+    assert ledger.attempts() == []
+    ledger.close()

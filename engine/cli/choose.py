@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from engine.cli.common import UsageFailure, load_context, open_pack
-from engine.cli.options import session_option
+from engine.cli.options import ledger_option, session_option
 from engine.core import clock
 from engine.core.errors import EngineError
+from engine.ledger.store import Place, SessionLedger, locate
 from engine.session.choices import ChoiceBook
 from engine.session.choose import apply_choice
-from engine.session.ledger import LEDGER_FILE, Ledger
 from engine.session.session import Session
 
 
 @click.command("choose")
-@session_option("Session folder whose ledger holds the item.")
+@session_option(
+    "Session folder whose ledger holds the item (with a PostgreSQL --ledger: the session's "
+    "name in it)."
+)
+@ledger_option()
 @click.option("--pack", "pack_ref", default=None, help="Pack (default: the item's recorded pack).")
 @click.option(
     "--context",
@@ -32,6 +34,7 @@ from engine.session.session import Session
 @click.argument("option", required=False)
 def choose_command(
     session_dir: str,
+    ledger_url: str | None,
     pack_ref: str | None,
     context_file: str | None,
     text: str | None,
@@ -60,20 +63,23 @@ def choose_command(
     block of the round has failed (e.g. 1 for ESCALATE); 2 usage error (nothing pending,
     an option the menu does not offer).
     """
-    if not (Path(session_dir) / LEDGER_FILE).is_file():
+    try:
+        place = locate(session_dir, ledger_url)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    if not place.exists():
         raise UsageFailure(f"{session_dir}: no ledger here")
     try:
         stamp = clock.iso(clock.now(now))
         if resume:
-            ledger = Ledger(Path(session_dir))
-            ChoiceBook(ledger).resume()
-            ledger.close()
+            with SessionLedger(place) as ledger:
+                ChoiceBook(ledger).resume()
             click.echo(f"{session_dir}: resumed")
             return
         if item is None or option is None:
             raise UsageFailure("give ITEM and OPTION (or --resume)")
-        pack = open_pack(pack_ref or _recorded_pack(session_dir, item))
-        with Session(pack, session_dir) as session:
+        pack = open_pack(pack_ref or _recorded_pack(place, item))
+        with Session(pack, place) as session:
             result = apply_choice(
                 session, item, option, text=text, ts=stamp, context=load_context(context_file)
             )
@@ -92,10 +98,10 @@ def choose_command(
         raise SystemExit(result.end[1])
 
 
-def _recorded_pack(session_dir: str, item: str) -> str:
+def _recorded_pack(place: Place, item: str) -> str:
     """The pack recorded with the item's latest attempt."""
-    with Ledger.read_only(Path(session_dir)) as ledger:
+    with SessionLedger(place, read_only=True) as ledger:
         pack = ledger.latest_attempt_pack(item.partition("@")[0])
     if pack is None:
-        raise UsageFailure(f"no attempt of {item!r} in {session_dir}")
+        raise UsageFailure(f"no attempt of {item!r} in {place.label}")
     return pack

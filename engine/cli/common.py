@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,20 @@ class UsageFailure(click.ClickException):
 
     def show(self, file: object = None) -> None:
         click.echo(f"error: {self.format_message()}", err=True)
+
+
+def refuse_terminal_stdin(command: str) -> None:
+    """A usage error when an output would be read from stdin and stdin is a terminal: a
+    command waiting silently for typed input looks hung."""
+    try:
+        terminal = os.isatty(sys.stdin.fileno())
+    except (AttributeError, ValueError, OSError):  # no file descriptor (a test runner's)
+        terminal = False
+    if terminal:
+        raise UsageFailure(
+            "no output to read: stdin is a terminal; pass a FILE, or pipe the output in "
+            f"(model-cli < prompt.txt | rules {command} ...)"
+        )
 
 
 LOCKED_KEY = "engine.locked"

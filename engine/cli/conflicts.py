@@ -6,14 +6,15 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import click
 
 from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
 from engine.cli.options import (
+    F,
     context_option,
     format_option,
+    ledger_option,
     now_option,
     pack_option,
     session_option,
@@ -23,16 +24,25 @@ from engine.core import clock
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
+from engine.ledger.store import SessionLedger, locate
 from engine.pack.loaded import Pack
 from engine.policy.conflicts.runtime import CompiledConflicts
 from engine.report import render
 from engine.session.conflicts import FLAGGED, OPEN, ConflictBook
-from engine.session.ledger import LEDGER_FILE, Ledger
 
 EXIT_BLOCKED = 1
 
 
-_session_option = session_option("Session folder (its ledger holds the conflicts).")
+_folder_option = session_option(
+    "Session folder (its ledger holds the conflicts; with a PostgreSQL --ledger: the "
+    "session's name in it)."
+)
+_ledger_option = ledger_option()
+
+
+def _session_option(command: F) -> F:
+    """`--session` and `--ledger`."""
+    return _folder_option(_ledger_option(command))
 
 
 _pack_option = pack_option(
@@ -46,14 +56,17 @@ def _rules(pack: Pack) -> CompiledConflicts:
     return pack.conflicts
 
 
-def _book(session_dir: str, create: bool = False) -> ConflictBook:
-    if not create and not (Path(session_dir) / LEDGER_FILE).exists():
-        raise UsageFailure(
-            f"{session_dir}: no ledger here (run `rules conflicts detect --session "
-            f"{session_dir} ...` first)"
-        )
+def _book(session_dir: str, ledger_url: str | None, create: bool = False) -> ConflictBook:
     with _usage_errors():
-        return ConflictBook(Ledger(Path(session_dir)))
+        place = locate(session_dir, ledger_url)
+        if not create and not place.exists():
+            raise UsageFailure(
+                f"{session_dir}: no ledger here (run `rules conflicts detect --session "
+                f"{session_dir} ...` first)"
+            )
+        ledger = SessionLedger(place)
+    click.get_current_context().call_on_close(ledger.close)
+    return ConflictBook(ledger)
 
 
 def _pack_of(book: ConflictBook, pack_ref: str | None) -> Pack:
@@ -100,6 +113,7 @@ def conflicts_command() -> None:
 def detect_command(
     pack_ref: str,
     session_dir: str,
+    ledger_url: str | None,
     context_file: str | None,
     var_pairs: tuple[str, ...],
     output_format: str,
@@ -139,7 +153,7 @@ def detect_command(
         found = rules.from_verdict(
             verdict.data, context, round_value if isinstance(round_value, int) else None
         )
-        book = _book(session_dir, create=True)
+        book = _book(session_dir, ledger_url, create=True)
         refs = book.record(rules, found, pack_ref, block)
         records = [book.get(ref) for ref in refs]
     ordered = list(rules.ordered(records))
@@ -150,9 +164,11 @@ def detect_command(
 @_session_option
 @_pack_option
 @click.argument("ref")
-def convert_command(session_dir: str, pack_ref: str | None, ref: str) -> None:
+def convert_command(
+    session_dir: str, ledger_url: str | None, pack_ref: str | None, ref: str
+) -> None:
     """Make an implicit flag (an unaddressed item) a conflict with options (a user action)."""
-    book = _book(session_dir)
+    book = _book(session_dir, ledger_url)
     pack = _pack_of(book, pack_ref)
     rules = _rules(pack)
     with _usage_errors():
@@ -163,10 +179,10 @@ def convert_command(session_dir: str, pack_ref: str | None, ref: str) -> None:
 @conflicts_command.command("waive")
 @_session_option
 @click.argument("ref")
-def waive_command(session_dir: str, ref: str) -> None:
+def waive_command(session_dir: str, ledger_url: str | None, ref: str) -> None:
     """Drop a conflict or flag: it blocks nothing and is not resolved."""
     with _usage_errors():
-        record = _book(session_dir).waive(ref)
+        record = _book(session_dir, ledger_url).waive(ref)
     click.echo(f"{record['ref']}: waived")
 
 
@@ -179,6 +195,7 @@ def waive_command(session_dir: str, ref: str) -> None:
 @click.option("--addresses-both", is_flag=True, help="It answers both positions.")
 def propose_command(
     session_dir: str,
+    ledger_url: str | None,
     pack_ref: str | None,
     ref: str,
     synthesis: str,
@@ -186,7 +203,7 @@ def propose_command(
     addresses_both: bool,
 ) -> None:
     """Add a mediator's synthesis option to an open conflict (replaces a rule's)."""
-    book = _book(session_dir)
+    book = _book(session_dir, ledger_url)
     pack = _pack_of(book, pack_ref)
     rules = _rules(pack)
     with _usage_errors():
@@ -213,6 +230,7 @@ def propose_command(
 @now_option("Decision time (default: now).")
 def resolve_command(
     session_dir: str,
+    ledger_url: str | None,
     pack_ref: str | None,
     ref: str,
     option: str,
@@ -224,7 +242,7 @@ def resolve_command(
     now: str | None,
 ) -> None:
     """Record the user's decision on an open conflict (an option that was offered)."""
-    book = _book(session_dir)
+    book = _book(session_dir, ledger_url)
     actions = parse_vars(action_pairs, "--action")
     if actions:
         known = _rules(_pack_of(book, pack_ref)).spec.actions
@@ -248,10 +266,14 @@ def resolve_command(
 @click.option("--open", "open_only", is_flag=True, help="Only conflicts and flags not decided.")
 @format_option("conflict_list")
 def list_command(
-    session_dir: str, pack_ref: str | None, open_only: bool, output_format: str
+    session_dir: str,
+    ledger_url: str | None,
+    pack_ref: str | None,
+    open_only: bool,
+    output_format: str,
 ) -> None:
     """The session's conflicts in priority order."""
-    book = _book(session_dir)
+    book = _book(session_dir, ledger_url)
     pack = _pack_of(book, pack_ref)
     rules = _rules(pack)
     records = [r for r in book.all(rules) if not open_only or r["status"] in (OPEN, FLAGGED)]
@@ -262,13 +284,15 @@ def list_command(
 @_session_option
 @_pack_option
 @click.argument("state")
-def termination_command(session_dir: str, pack_ref: str | None, state: str) -> None:
+def termination_command(
+    session_dir: str, ledger_url: str | None, pack_ref: str | None, state: str
+) -> None:
     """Whether the unresolved conflicts allow a termination STATE.
 
     Exit 0 allowed, 1 blocked (reasons listed), the pack's warn exit (4) allowed with a
     warning that needs acknowledgement.
     """
-    book = _book(session_dir)
+    book = _book(session_dir, ledger_url)
     pack = _pack_of(book, pack_ref)
     rules = _rules(pack)
     table = rules.spec.termination

@@ -15,12 +15,14 @@ from engine.cli.common import (
     open_pack,
     output_cap,
     parse_vars,
+    refuse_terminal_stdin,
 )
 from engine.cli.options import (
     block_option,
     context_option,
     format_option,
     item_option,
+    ledger_option,
     max_output_bytes_option,
     nonce_option,
     pack_option,
@@ -31,6 +33,7 @@ from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
 from engine.format.vocabulary import STANDARD_ACTIONS
+from engine.ledger.store import locate
 from engine.report import render
 from engine.session.evaluation import Evaluated, evaluate_output
 from engine.session.session import ledger_accepted_rounds, record_prompt_warnings
@@ -73,8 +76,10 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "--session",
             "session_dir",
             type=click.Path(file_okay=False),
-            help="Session folder: attempts are counted and recorded in its ledger.",
+            help="Session folder: attempts are counted and recorded in its ledger (with a "
+            "PostgreSQL --ledger: the session's name in it).",
         ),
+        ledger_option(),
         item_option(
             "With --session: the item whose attempts are counted, for calls with the same "
             "KEY (default: the item the pack's `session.item` makes of the nonce, vars and "
@@ -124,6 +129,7 @@ def _run(
     context_file: str | None,
     attempt: int | None,
     session_dir: str | None,
+    ledger_url: str | None,
     item: str | None,
     keep_outputs: bool,
     model: str | None,
@@ -136,7 +142,7 @@ def _run(
 ) -> Evaluated:
     pack = open_pack(pack_ref)
     cap = output_cap(max_output_bytes, pack.model.limits.max_output_bytes)
-    output, too_large = _read_output(source, cap)
+    output, too_large = _read_output(source, cap, "render" if reuse_latest else "eval")
     if too_large:
         external_error, failure_type = too_large_message(cap), "OUTPUT_TOO_LARGE"
     try:
@@ -172,6 +178,7 @@ def _run(
             attempt=attempt or 1,
             previous_errors=previous_errors,
             session_dir=session_dir,
+            ledger=ledger_url,
             keep_outputs=keep_outputs,
             reuse_latest=reuse_latest,
             item=item,
@@ -180,10 +187,11 @@ def _run(
         raise UsageFailure(str(exc)) from None
 
 
-def _read_output(source: str, cap: int) -> tuple[bytes | None, bool]:
+def _read_output(source: str, cap: int, command: str) -> tuple[bytes | None, bool]:
     """The output's bytes (None when the file does not exist: a FILE_MISSING verdict),
     at most ``cap`` of them, and whether there was more."""
     if source == "-":
+        refuse_terminal_stdin(command)
         with click.open_file("-", "rb") as stream:
             return read_capped(stream, cap)
     path = Path(source)
@@ -247,8 +255,11 @@ def render_command(**options: Any) -> None:
             raise UsageFailure(str(exc)) from None
         return
     if decision.template is None:
+        # a failure no retry can fix goes back to the user with its error (seed 003 §8)
+        details = f": {verdict.error}" if decision.rule == "not-retriable" and verdict.error else ""
         click.echo(
-            f"error: no prompt is due: the decision is {decision.action} ({decision.reason})",
+            f"error: no prompt is due: the decision is {decision.action} "
+            f"({decision.reason}{details})",
             err=True,
         )
         raise SystemExit(1)
@@ -261,11 +272,11 @@ def render_command(**options: Any) -> None:
             vars=variables,
             context=context,
             accepted_rounds=ledger_accepted_rounds(pack, verdict.block, context),
+            user_context=evaluated.user_context,
         )
         if prompt.warnings and evaluated.attempt_id is not None:
-            record_prompt_warnings(
-                Path(options["session_dir"]), evaluated.attempt_id, prompt.warnings
-            )
+            place = locate(options["session_dir"], options["ledger_url"])
+            record_prompt_warnings(place, evaluated.attempt_id, prompt.warnings)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     for warning in prompt.warnings:

@@ -9,7 +9,7 @@ from typing import TextIO
 import click
 
 from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
-from engine.cli.options import max_output_bytes_option, output_option
+from engine.cli.options import ledger_option, max_output_bytes_option, output_option
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, clean_text
 
@@ -20,14 +20,18 @@ from engine.core.textio import MAX_OUTPUT_BYTES, clean_text
     "session_dir",
     required=True,
     type=click.Path(file_okay=False),
-    help="Session folder whose ledger kept outputs (`--keep-outputs`).",
+    help="Session folder whose ledger kept outputs (`--keep-outputs`; with a PostgreSQL "
+    "--ledger: the session's name in it).",
 )
+@ledger_option()
 @output_option()
 @max_output_bytes_option(
     "Largest kept output to decompress; a larger one is reported and left out.",
     default=MAX_OUTPUT_BYTES,
 )
-def export_command(session_dir: str, output: TextIO, max_output_bytes: int) -> None:
+def export_command(
+    session_dir: str, ledger_url: str | None, output: TextIO, max_output_bytes: int
+) -> None:
     """Write a session's kept attempts as JSON Lines, in the `rules parse --jsonl` format.
 
     One record per kept attempt, oldest first: {"id", "block", "nonce", "vars", "context",
@@ -52,12 +56,14 @@ def export_command(session_dir: str, output: TextIO, max_output_bytes: int) -> N
     session folder or unreadable ledger.
     """
     # Deferred for start-up time: `rules export --help` and usage errors open no SQLite.
+    from engine.ledger.store import locate
     from engine.session.export import export_records
 
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
     damaged = 0
     try:
-        for record in export_records(session_dir, max_text_bytes=max_output_bytes):
+        place = locate(session_dir, ledger_url)
+        for record in export_records(place, max_text_bytes=max_output_bytes):
             if "damaged" in record:
                 damaged += 1
                 where = clean_text(f"{session_dir}:{record['id']}")

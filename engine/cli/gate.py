@@ -7,7 +7,6 @@ them so; inside the engine the gate's name is just the gate.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -18,10 +17,12 @@ from engine.cli.common import (
     load_context,
     open_pack,
     parse_vars,
+    refuse_terminal_stdin,
 )
 from engine.cli.options import (
     context_option,
     format_option,
+    ledger_option,
     now_option,
     pack_option,
     session_option,
@@ -32,6 +33,7 @@ from engine.contracts.json.document import MAX_CHARS, output_documents
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import decode_output, read_capped
+from engine.ledger.store import locate
 from engine.policy.gates.runtime import GateOutcome
 from engine.report import render
 from engine.session.gate_log import record_gate
@@ -66,6 +68,7 @@ def _read_outputs(files: tuple[str, ...]) -> tuple[list[Any], list[str]]:
     for name in files:
         try:
             if name == "-":
+                refuse_terminal_stdin("gate")
                 data, more = read_capped(sys.stdin.buffer, MAX_FILE_BYTES)
             else:
                 data, more = read_file_capped(name, MAX_FILE_BYTES)  # never waits on a FIFO
@@ -123,6 +126,7 @@ def _seed_result(outcome: GateOutcome) -> dict[str, Any]:
     help="How many times this output was already sent back.",
 )
 @session_option("Session folder: record the result in its ledger and failure log.", default=False)
+@ledger_option()
 @context_option("YAML or JSON file with context keys (e.g. completed_stages).")
 @var_option("A context key (repeatable).")
 @now_option(
@@ -139,6 +143,7 @@ def gate_command(
     gate: str,
     retry: int,
     session_dir: str | None,
+    ledger_url: str | None,
     context_file: str | None,
     var_pairs: tuple[str, ...],
     now: str | None,
@@ -169,7 +174,7 @@ def gate_command(
             input_errors=input_errors,
         )
         if session_dir is not None:
-            record_gate(pack, Path(session_dir), outcome, _seed_result(outcome))
+            record_gate(pack, locate(session_dir, ledger_url), outcome, _seed_result(outcome))
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     click.echo(render("gate", output_format, gate_json(outcome)), nl=False)

@@ -34,7 +34,7 @@ contracts:
 
 triggers:
   ANSWER:
-    on: [PARSE_ERROR, NONCE_MISMATCH]
+    on: [PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT]
     max_attempts: 1
     template: repair
     after_failure: NEEDS_HUMAN
@@ -55,7 +55,7 @@ contracts:
 
 triggers:
   ANSWER:
-    on: [EMPTY_OUTPUT, WRONG_FORMAT]
+    on: [EMPTY_OUTPUT, NOT_TEXT, WRONG_FORMAT]
     max_attempts: 1
     template: repair
     after_failure: NEEDS_HUMAN
@@ -71,7 +71,7 @@ contracts:
 
 triggers:
   ANSWER:
-    on: [PARSE_ERROR, SCHEMA_ERROR]
+    on: [PARSE_ERROR, SCHEMA_ERROR, EMPTY_OUTPUT, NOT_TEXT]
     max_attempts: 1
     template: repair
     after_failure: NEEDS_HUMAN
@@ -91,12 +91,25 @@ extends: [builtin:core]
 
 _TAIL = """
 templates:
+  first: {{file: templates/first.md.j2, purpose: initial}}
   repair: {{file: templates/repair.md.j2, purpose: repair}}
+
+# The first prompt of each block: what `rules run` and engine.run send when given no prompt.
+prompts:
+  ANSWER: first
+"""
+
+_FIRST = """\
+Answer the question you are given (add it here: the pack's context keys can hold it).
+Write your answer so that it follows this contract exactly:
+{{ format_contract }}
 """
 
 _REPAIR = """\
 Your previous {{ block_type }} output broke its contract ({{ failure_type }}):
-{{ parser_error }}
+{% for failure in failures %}
+- {{ failure.message }}{{ " (at " ~ failure.path ~ ")" if failure.path else "" }}
+{% endfor %}
 
 Your previous output:
 {{ original_output }}
@@ -202,6 +215,7 @@ def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
         + body.format()
         + _TAIL.format(),
         SCHEMA_FILE: rulepack_schema_text(rulepack_model()),
+        "templates/first.md.j2": _FIRST,
         "templates/repair.md.j2": _REPAIR,
         "contracts/answer.v1.md": _CONTRACT_TEXT[kind],
         f"tests/ANSWER/{good_name}": good_text,

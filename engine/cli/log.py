@@ -4,26 +4,26 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
 from engine.cli.common import UsageFailure, open_pack
-from engine.cli.options import session_option
+from engine.cli.options import ledger_option, session_option
 from engine.core.errors import EngineError
 from engine.core.resources import builtin_pack_names
+from engine.ledger.store import Place, SessionLedger, locate
 from engine.pack.loaded import Pack
 from engine.session.choices import ChoiceBook
 from engine.session.conflicts import ConflictBook
-from engine.session.ledger import LEDGER_FILE, Ledger
 from engine.session.views import json_text, log_views, render_log
 
 VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs without their own
 
 
 @click.command("log")
-@session_option("Session folder.")
+@session_option("Session folder (with a PostgreSQL --ledger: the session's name in it).")
+@ledger_option()
 @click.option(
     "--format",
     "output_format",
@@ -43,15 +43,8 @@ VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs witho
     "failure log (one line per failed evaluation); decisions: the decisions record of "
     "the session's resolved conflicts (the pack's `conflicts.decisions` template); "
     "shadow: the would-be flips `rules serve --shadow` recorded, as `rules backtest` "
-    "reports (--session is then the server's --sessions-dir, or give --ledger).",
-)
-@click.option(
-    "--ledger",
-    "ledger_url",
-    default=None,
-    metavar="URL",
-    help="For --view shadow: the server's --shadow-ledger (a path, sqlite:///path or "
-    "postgresql://...; default: SESSION/_shadow/ledger.db).",
+    "reports (in --ledger, else in SESSION/_shadow/ledger.db where SESSION is the "
+    "server's --sessions-dir).",
 )
 @click.option(
     "--pack",
@@ -61,7 +54,7 @@ VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs witho
     f"pack when it is a builtin with log templates, else {VIEW_PACK}.",
 )
 def log_command(
-    session_dir: str, output_format: str, view: str, pack_ref: str | None, ledger_url: str | None
+    session_dir: str, ledger_url: str | None, output_format: str, view: str, pack_ref: str | None
 ) -> None:
     """Show a session's ledger: attempts, decisions, examples used.
 
@@ -79,22 +72,25 @@ def log_command(
     if view == "shadow":
         click.echo(_shadow(session_dir, ledger_url, output_format), nl=False)
         return
-    if ledger_url is not None:
-        raise UsageFailure("--ledger is for --view shadow (a session's ledger is its folder)")
-    if not (Path(session_dir) / LEDGER_FILE).exists():
+    try:
+        place = locate(session_dir, ledger_url)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    if not place.exists():
         raise UsageFailure(
             f"{session_dir}: no ledger here (run `rules run` or `rules eval --session` first)"
         )
     if view == "decisions":
-        click.echo(_decisions(session_dir, pack_ref), nl=False)
+        click.echo(_decisions(place, pack_ref), nl=False)
         return
     if output_format == "json" or (output_format == "jsonl" and view == "all"):
-        _write_attempts(session_dir, lines=output_format == "jsonl")
+        _write_attempts(place, lines=output_format == "jsonl")
         return
     try:
-        with Ledger.read_only(Path(session_dir)) as ledger:
+        with SessionLedger(place, read_only=True) as ledger:
             rows = ledger.attempts()
             gate_rows = ledger.gate_results()
+            failed_gates = ledger.failed_gates()
             book = ChoiceBook(ledger)
             choices = book.all_choices()
             round_numbers = sorted({r["round"] for r in rows if r["round"] is not None})
@@ -106,7 +102,7 @@ def log_command(
     names = log_views(pack, output_format) if view == "all" else [view]
     try:
         parts = [
-            render_log(pack, name, rows, session_dir, gate_rows, choices, statuses)
+            render_log(pack, name, rows, session_dir, gate_rows, choices, statuses, failed_gates)
             for name in names
         ]
     except EngineError as exc:
@@ -117,10 +113,10 @@ def log_command(
     click.echo("\n".join(parts), nl=False)
 
 
-def _write_attempts(session_dir: str, lines: bool) -> None:
+def _write_attempts(place: Place, lines: bool) -> None:
     """Every attempt with its warnings as JSON (or JSON Lines), written as it is read."""
     try:
-        with Ledger.read_only(Path(session_dir)) as ledger:
+        with SessionLedger(place, read_only=True) as ledger:
             for piece in json_text(ledger.attempt_rows(warnings=True), lines):
                 sys.stdout.write(piece)
     except EngineError as exc:
@@ -139,10 +135,10 @@ def _session_pack(rows: list[dict[str, Any]]) -> Pack:
     return open_pack(VIEW_PACK)
 
 
-def _decisions(session_dir: str, pack_ref: str | None) -> str:
+def _decisions(place: Place, pack_ref: str | None) -> str:
     """The decisions record: resolved conflicts grouped by round, in priority order."""
     try:
-        with Ledger.read_only(Path(session_dir)) as ledger:
+        with SessionLedger(place, read_only=True) as ledger:
             book = ConflictBook(ledger)
             recorded = ledger.latest_conflict_pack()
             if pack_ref is None and recorded is None:
@@ -177,7 +173,8 @@ def _shadow(session_dir: str, ledger_url: str | None, output_format: str) -> str
         if url.path is not None and not url.path.is_file():
             raise UsageFailure(
                 f"{url}: no shadow ledger here (`rules serve --shadow NAME=CANDIDATE` records "
-                "one under its --sessions-dir; give that folder as --session, or --ledger)"
+                "one in its --ledger, else under its --sessions-dir: give that as --ledger "
+                "or as --session)"
             )
         with open_ledger(url) as ledger:
             shadows = shadow_reports(ShadowLog(ledger), str(url))

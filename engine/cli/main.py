@@ -22,6 +22,7 @@ from engine.cli.common import (
     remember_locked,
 )
 from engine.core.errors import EngineError
+from engine.core.telemetry import configure_from_environment
 from engine.core.version import VERSION
 from engine.report import formats, render
 
@@ -36,6 +37,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("engine.cli.export", "export_command"),
     "gate": ("engine.cli.gate", "gate_command"),
     "init": ("engine.cli.init", "init_command"),
+    "ledger": ("engine.cli.ledger", "ledger_group"),
     "lock": ("engine.cli.lock", "lock_command"),
     "log": ("engine.cli.log", "log_command"),
     "packs": ("engine.cli.packs", "packs_command"),
@@ -192,7 +194,11 @@ def _allow_long_integers() -> None:
 def main() -> None:
     """Entry point of the `rules` script."""
     _allow_long_integers()
-    _run(cli, "rules")
+    flush_spans = configure_from_environment()  # reads the environment only, unless asked
+    try:
+        _run(cli, "rules")
+    finally:
+        flush_spans()
 
 
 def _run(command: click.Command, prog_name: str) -> None:

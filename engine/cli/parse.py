@@ -15,6 +15,7 @@ from engine.cli.common import (
     locked_setting,
     output_cap,
     parse_vars,
+    refuse_terminal_stdin,
 )
 from engine.cli.options import (
     block_option,
@@ -104,6 +105,8 @@ def parse_command(
         encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
         cap = output_cap(max_output_bytes, pack.max_output_bytes)
         try:  # a FIFO no process writes is refused, never waited on
+            if jsonl == "-":
+                refuse_terminal_stdin("parse")
             records = sys.stdin.buffer if jsonl == "-" else open_checked(jsonl)
         except OSError as exc:
             raise UsageFailure(f"{jsonl}: cannot read: {exc.strerror or exc}") from None
@@ -124,6 +127,7 @@ def parse_command(
     cap = output_cap(max_output_bytes, pack.max_output_bytes)
     try:  # a FIFO, socket or folder is refused, never waited on
         if source == "-":
+            refuse_terminal_stdin("parse")
             data, too_large = read_capped(sys.stdin.buffer, cap)
         else:
             data, too_large = read_file_capped(source, cap)

@@ -7,7 +7,15 @@ from typing import Any
 import click
 
 from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
-from engine.cli.options import block_option, context_option, pack_option, session_option, var_option
+from engine.cli.options import (
+    block_option,
+    context_option,
+    ledger_option,
+    nonce_option,
+    pack_option,
+    session_option,
+    var_option,
+)
 from engine.core.errors import EngineError
 from engine.session.session import Session
 
@@ -18,12 +26,16 @@ from engine.session.session import Session
 @session_option(
     "Session folder: its resolved conflicts become the decisions section.", default=False
 )
+@ledger_option()
 @context_option()
 @var_option()
+@nonce_option("The nonce the block's contract text shows (`format_contract`).")
 def prompt_command(
     pack_ref: str,
     block: str,
+    nonce: str | None,
     session_dir: str | None,
+    ledger_url: str | None,
     context_file: str | None,
     var_pairs: tuple[str, ...],
 ) -> None:
@@ -44,9 +56,9 @@ def prompt_command(
             block, load_context(context_file), parse_vars(var_pairs)
         )
         if session_dir is not None:
-            with Session(pack, session_dir) as session:
+            with Session(pack, session_dir, ledger=ledger_url) as session:
                 context = session.with_decisions(context)
-        text: Any = pack.initial_prompt(block, vars=variables, context=context)
+        text: Any = pack.initial_prompt(block, vars=variables, context=context, nonce=nonce)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     click.echo(text, nl=False)

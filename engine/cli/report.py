@@ -8,17 +8,21 @@ from typing import TextIO
 import click
 
 from engine.cli.common import EXIT_OK, UsageFailure
-from engine.cli.options import output_option, session_option
+from engine.cli.options import ledger_option, output_option, session_option
 from engine.core.errors import EngineError
+from engine.ledger.store import locate
 from engine.report import render
 from engine.session.export import session_ledger
 
 
 @click.command("report")
-@session_option("Session folder whose ledger to show.")
+@session_option("Session folder whose ledger to show (with a PostgreSQL --ledger: the name).")
+@ledger_option()
 @output_option("HTML file to write (default: stdout).")
 @click.option("--title", default=None, help="Page title (default: the session folder).")
-def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
+def report_command(
+    session_dir: str, ledger_url: str | None, output: TextIO, title: str | None
+) -> None:
     """Write a session's attempts as one HTML page: inline CSS and SVG, no script, no network.
 
     Per item the attempts as a timeline (verdict, failure type, action), the pass rate by
@@ -37,7 +41,7 @@ def report_command(session_dir: str, output: TextIO, title: str | None) -> None:
     Exit status: 0 written, 2 not a session folder or unreadable ledger.
     """
     try:
-        with session_ledger(session_dir) as ledger:
+        with session_ledger(locate(session_dir, ledger_url)) as ledger:
             html = render(
                 "session", "html", ledger.attempt_rows(), title or f"Session {session_dir}"
             )

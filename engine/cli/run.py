@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 from pathlib import Path
 
 import click
@@ -20,6 +23,7 @@ from engine.cli.options import (
     block_option,
     context_option,
     item_option,
+    ledger_option,
     nonce_option,
     pack_option,
     session_option,
@@ -34,9 +38,70 @@ from engine.session.session import Outcome, Session
 
 MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
 """The largest --prompt file: as large as the largest model output read by default."""
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C): 128 + 2, as a shell reports it; SIGTERM is 143
 
 
-@click.command("run", context_settings={"ignore_unknown_options": True})
+class RunCommand(click.Command):
+    """`rules run`, whose own options never take what belongs to the model command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        check_model_command(self.get_params(ctx), args)
+        return super().parse_args(ctx, args)
+
+
+def check_model_command(params: list[click.Parameter], args: list[str]) -> None:
+    """A usage error when the model command comes without `--` and carries options (click
+    would take an option the command and rules both know, `--model`, `--timeout`, as
+    rules'), or when an unknown option comes before it."""
+    takes_value = {
+        name: not (param.is_flag or param.count)
+        for param in params
+        if isinstance(param, click.Option)
+        for name in (*param.opts, *param.secondary_opts)
+    }
+    index = 0
+    while index < len(args):
+        token = args[index]
+        if token == "--":
+            return
+        name = token.split("=", 1)[0] if token.startswith("--") else token
+        if name in takes_value:
+            index += 2 if takes_value[name] and "=" not in token else 1
+            continue
+        if token.startswith("-") and token != "-":
+            raise click.UsageError(
+                f"no such option: {token} (the model command and its options go after "
+                "`--`: rules run [OPTIONS] -- COMMAND [ARGS]...)"
+            )
+        rest = args[index:]
+        options = [t for t in rest[1:] if t.startswith("-") and t != "-"]
+        if options:
+            raise click.UsageError(
+                f"the model command `{shlex.join(rest)}` has options ({', '.join(options)}) "
+                "but no `--` before it, so rules cannot tell its options from the model's: "
+                f"rules run [OPTIONS] -- {shlex.join(rest)}"
+            )
+        return
+
+
+def missing_command(command: tuple[str, ...]) -> str | None:
+    """Why the model command cannot run (not found, not executable), or None."""
+    name = command[0]
+    if os.sep in name or (os.altsep and os.altsep in name):
+        if not os.path.isfile(name):
+            return f"model command {name!r} not found (no such file)"
+        if not os.access(name, os.X_OK):
+            return (
+                f"model command {name!r} is not executable (chmod +x it, or run it with its "
+                "interpreter)"
+            )
+        return None
+    if shutil.which(name) is None:
+        return f"model command {name!r} not found on PATH"
+    return None
+
+
+@click.command("run", cls=RunCommand, context_settings={"ignore_unknown_options": True})
 @pack_option()
 @block_option()
 @nonce_option("The nonce of this cycle.")
@@ -51,10 +116,14 @@ MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
     "--prompt",
     "prompt_file",
     type=click.Path(dir_okay=False, exists=True),
-    help="UTF-8 file with the first prompt to send (default: empty); at most "
-    f"{MAX_PROMPT_BYTES} bytes.",
+    help="UTF-8 file with the first prompt to send (default: the pack's first prompt for "
+    f"the block, `prompts:`; one of them is required); at most {MAX_PROMPT_BYTES} bytes.",
 )
-@session_option("Session folder whose ledger records every attempt.")
+@session_option(
+    "Session folder whose ledger records every attempt (with a PostgreSQL --ledger: the "
+    "session's name in it)."
+)
+@ledger_option()
 @click.option(
     "--timeout",
     type=FiniteFloat(min=0, min_open=True),
@@ -86,6 +155,7 @@ def run_command(
     context_file: str | None,
     prompt_file: str | None,
     session_dir: str,
+    ledger_url: str | None,
     timeout: float | None,
     max_output_bytes: int | None,
     keep_outputs: bool,
@@ -96,7 +166,10 @@ def run_command(
 
     Ends with the accepted data (JSON) on stdout, or the degraded default, and the exit
     status of the final action (as `rules eval`: 0 proceed or degrade, with a warning on
-    stderr, 1 final failure, 2 usage).
+    stderr, 1 final failure, 2 usage), or 130 when interrupted (SIGINT, Ctrl-C) and 143
+    when terminated (SIGTERM): the model command's process group is ended and the attempt
+    in progress is not recorded. COMMAND and its arguments go after `--` (required when
+    they carry options); the first prompt is --prompt, else the pack's for the block.
     A one-line report per attempt goes to stderr. A command that crashes, exits non-zero
     or times out is an EXECUTION_FAILED attempt; its stderr never reaches a prompt.
     The session counts the attempts of an item across runs: runs with the same --item KEY
@@ -112,19 +185,35 @@ def run_command(
           --timeout 600 -- model-cli
       rules log                         # the attempts, from .rules-session/
     """
+    if problem := missing_command(command):
+        raise UsageFailure(f"{problem}: nothing was run")
     pack = open_pack(pack_ref)
     prompt = _read_prompt(prompt_file) if prompt_file else ""
     try:
         variables, context = pack.split_inputs(
             block, load_context(context_file), parse_vars(var_pairs)
         )
+        if prompt_file is None and block not in pack.model.prompts:
+            raise UsageFailure(
+                f"pack {pack.name!r} declares no first prompt for block {block!r}: pass "
+                "--prompt FILE (or declare one in the pack's `prompts:` section)"
+            )
         prompt_key = pack.model.session.prompt
         if prompt and prompt_key:
             context.setdefault(prompt_key, prompt)
         with (
             stopping_on_sigterm(),
-            Session(pack, session_dir, keep_outputs=keep_outputs) as session,
+            Session(pack, session_dir, ledger=ledger_url, keep_outputs=keep_outputs) as session,
         ):
+            if prompt_file is None:
+                prompt = str(
+                    pack.initial_prompt(
+                        block,
+                        vars=variables,
+                        context=session.with_decisions(context),
+                        nonce=nonce,
+                    )
+                )
             result = run_loop(
                 session,
                 block,
@@ -141,6 +230,9 @@ def run_command(
             )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
+    except KeyboardInterrupt:
+        click.echo("rules run: interrupted (SIGINT); the model command was stopped", err=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
     decision = result.decision
     if decision.default is not None and decision.log in ("warning", "error"):
         click.echo(

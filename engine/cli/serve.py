@@ -38,6 +38,16 @@ def _server_modules() -> Any:
     type=click.Path(file_okay=False),
     help="Folder of the sessions' ledgers (one folder per session name).",
 )
+@click.option(
+    "--ledger",
+    "ledger_url",
+    envvar="RULES_LEDGER",
+    default=None,
+    metavar="URL",
+    help="One ledger for every session, sessions by name: a path or sqlite:///path (SQLite), "
+    "or postgresql://user@host:port/dbname (PostgreSQL, shared by workers on many machines). "
+    "Default: $RULES_LEDGER, else one folder per session under --sessions-dir.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=BoundedInt(min=0, max=65535), default=8080, show_default=True)
 @click.option(
@@ -73,7 +83,7 @@ def _server_modules() -> Any:
     default=None,
     metavar="URL",
     help="Ledger of the shadow evaluations: a path or sqlite:///path, or postgresql://... "
-    "(default: _shadow/ledger.db under --sessions-dir).",
+    "(default: --ledger, else _shadow/ledger.db under --sessions-dir).",
 )
 @click.option(
     "--print-openapi",
@@ -83,6 +93,7 @@ def _server_modules() -> Any:
 def serve_command(
     pack_refs: tuple[str, ...],
     sessions_dir: str,
+    ledger_url: str | None,
     host: str,
     port: int,
     workers: int,
@@ -110,6 +121,8 @@ def serve_command(
       rules serve --pack sentinel --port 8080
       rules serve --pack sentinel --pack ./my-pack --workers 4 \\
           --host 0.0.0.0 --token-file /run/secrets/rules-token
+      rules serve --pack sentinel --workers 4 \\
+          --ledger postgresql://rules@db:5432/rules --token-file token
       rules serve --pack sentinel --shadow sentinel=./sentinel-next
       rules serve --print-openapi > openapi.json
     """
@@ -117,6 +130,7 @@ def serve_command(
     # Deferred with the server package above: the settings and packs of a server.
     from engine.server.packs import PackLoadFailed, PackSet, load_pack_set
     from engine.server.security import TokenFileError, read_token
+    from engine.server.sessions import ledger_problem
     from engine.server.settings import ServerSettings, is_loopback
     from engine.server.shadow import ShadowError, parse_shadow
 
@@ -134,6 +148,7 @@ def serve_command(
     settings = ServerSettings(
         packs=pack_refs,
         sessions_dir=sessions_dir,
+        ledger=ledger_url or None,
         host=host,
         port=port,
         workers=workers,
@@ -162,6 +177,8 @@ def serve_command(
     except PackLoadFailed as exc:
         click.echo(exc.text(), err=True)
         raise UsageFailure("a pack has errors; the server did not start") from None
+    if problem := ledger_problem(settings):  # the ledger reachable (and migrated) at start
+        raise UsageFailure(f"{problem}; the server did not start")
     if shadows:
         _check_shadows(settings, packs)
     server_run.serve(settings, packs)
@@ -177,7 +194,7 @@ def _check_shadows(settings: Any, packs: Any) -> None:
 
     try:
         candidates = load_candidates(settings.shadows, packs, settings.locked)
-        location = settings.shadow_ledger or default_ledger(settings.sessions_dir)
+        location = default_ledger(settings)
         Shadows(candidates, location).check_ledger()
     except PackLoadFailed as exc:
         click.echo(exc.text(), err=True)

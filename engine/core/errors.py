@@ -52,6 +52,11 @@ class PackError(EngineError):
         self.findings = findings
 
 
+class UsageError(EngineError):
+    """A caller of the Python API passed something the engine cannot use; the message says
+    what to pass instead."""
+
+
 class ContextError(EngineError):
     """The context given to an evaluation does not fit what the pack declares."""
 

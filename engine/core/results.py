@@ -13,9 +13,14 @@ class Failure:
     type: str
     message: str
     line: int | None = None
+    path: str | None = None
+    """The JSON Pointer of the value at fault, for a JSON document (else None)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, "message": self.message, "line": self.line}
+        out: dict[str, Any] = {"type": self.type, "message": self.message, "line": self.line}
+        if self.path is not None:
+            out["path"] = self.path
+        return out
 
 
 @dataclass(frozen=True)

@@ -103,3 +103,46 @@ def clean_strings(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [clean_strings(item) for item in value]
     return value
+
+
+EMPTY_OUTPUT = "EMPTY_OUTPUT"
+"""The failure type of an output that is empty or only whitespace (every kind reports it)."""
+NOT_TEXT = "NOT_TEXT"
+"""The failure type of an output that is not text: NUL bytes (UTF-16 among others) or
+mostly bytes that are not UTF-8 (every kind reports it; its text never reaches a prompt)."""
+
+_SAMPLE = 4096
+_SHOWN = 24
+
+
+def output_problem(text: str) -> tuple[str, str] | None:
+    """(failure type, message) when ``text`` (a decoded output) is empty or whitespace only
+    (``EMPTY_OUTPUT``) or is not text (``NOT_TEXT``); None for text. Decided once here for
+    every contract kind: a NUL character, or replacement characters (U+FFFD, bytes that were
+    not UTF-8) for at least a quarter of the first 4096 characters, mean not text."""
+    if not text or text.isspace():
+        return EMPTY_OUTPUT, "the output is empty" if not text else "the output is only whitespace"
+    sample = text[:_SAMPLE]
+    if "\x00" in text or sample.count("\ufffd") * 4 >= len(sample) > 0:
+        return NOT_TEXT, not_text_description(text)
+    return None
+
+
+def is_not_text(text: str) -> bool:
+    problem = output_problem(text)
+    return problem is not None and problem[0] == NOT_TEXT
+
+
+def not_text_description(text: str) -> str:
+    """What a prompt may say of an output that is not text: its size and its first
+    characters escaped (``\\x00``, ``\\ufffd`` for a byte that was not UTF-8), never the
+    output itself."""
+    head = text[:_SHOWN].encode("ascii", "backslashreplace").decode("ascii")
+    head = head.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    head = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in head)
+    more = "..." if len(text) > _SHOWN else ""
+    nul = " holding NUL characters" if "\x00" in text else ""
+    return (
+        f"the output is not text (UTF-8 expected): {len(text)} characters{nul}, starting "
+        f"'{head}'{more}; it is not shown"
+    )

@@ -30,6 +30,7 @@ from engine.core.errors import Position
 from engine.core.files import path_problem
 from engine.core.patterns import PatternError, compile_pattern
 from engine.core.version import VERSION
+from engine.format.context_reads import check_context_reads
 from engine.format.fields import ITEM_PARTS, Ref
 from engine.format.findings import Finding, FindingRule, Level
 from engine.format.model import Rulepack
@@ -38,6 +39,7 @@ from engine.format.references import walk_references as walk_references  # re-ex
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.format.yamldoc import KeyPath, SourceMap
 from engine.sandbox.environment import (
+    ENVIRONMENT,
     compile_condition,
     expression_problem,
     expression_source,
@@ -415,14 +417,25 @@ class PackChecker:
                 else f"conditions may use: {', '.join(sorted(allowed))}"
             )
             self.add(UNKNOWN_VARIABLE, f"expression uses unknown variable {name!r}", ref.path, hint)
+        if "context" in variables:
+            tree = ENVIRONMENT.parse(expression_source(ref.value))
+            check_context_reads(self, tree, f"expression {ref.value!r}", ref.path)
 
-    def template_purpose(self, name: str, purpose: str, path: KeyPath) -> None:
-        """A finding when the template ``name`` is declared with another purpose."""
+    def template_purpose(
+        self,
+        name: str,
+        purpose: str,
+        path: KeyPath,
+        rule: FindingRule = WRONG_TEMPLATE_PURPOSE,
+        message: str = "template {name!r} is a {declared} template, not a {purpose} template",
+    ) -> None:
+        """A finding of ``rule`` when the template ``name`` is declared with another purpose;
+        ``message`` may use ``name``, ``declared`` (its purpose) and ``purpose``."""
         template = self.pack.templates.get(name)
         if template is not None and template.purpose != purpose:
             self.add(
-                WRONG_TEMPLATE_PURPOSE,
-                f"template {name!r} is a {template.purpose} template, not a {purpose} template",
+                rule,
+                message.format(name=name, declared=template.purpose, purpose=purpose),
                 path,
                 f"declare it with `purpose: {purpose}`",
             )

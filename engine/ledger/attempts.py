@@ -228,3 +228,61 @@ class Attempts:
         for block, item, number in rows:
             out.setdefault((str(block), str(item)), []).append(int(number))
         return out
+
+
+# ------------------------------------------------------------------------- reading items
+
+
+def item_history(tx: Tx, session: str, block: str, item: str) -> list[dict[str, Any]]:
+    """The item's attempts, oldest first, as stored (inside ``tx``)."""
+    return tx.dicts(
+        "SELECT * FROM attempts WHERE session = ? AND block = ? AND item = ? ORDER BY id",
+        (session, block, item),
+    )
+
+
+def latest(
+    tx: Tx, session: str, block: str, round_number: int | None = None
+) -> dict[str, Any] | None:
+    """The latest attempt of ``block`` (in round ``round_number`` when given), or None."""
+    sql = "SELECT * FROM attempts WHERE session = ? AND block = ?"
+    params: list[Any] = [session, block]
+    if round_number is not None:
+        sql += " AND round = ?"
+        params.append(round_number)
+    return tx.first(sql + " ORDER BY id DESC LIMIT 1", params)
+
+
+def latest_pack(tx: Tx, session: str, block: str) -> str | None:
+    """The pack recorded with the latest attempt of ``block``, or None (no attempt)."""
+    row = tx.one(
+        "SELECT pack FROM attempts WHERE session = ? AND block = ? ORDER BY id DESC LIMIT 1",
+        (session, block),
+    )
+    return None if row is None else str(row[0])
+
+
+BATCH = 1000
+
+
+def batch(
+    tx: Tx, session: str, after: int, warnings: bool, size: int = BATCH
+) -> tuple[list[str], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Up to ``size`` attempts of the session with ids above ``after``, oldest first: (the
+    column names, the rows, and with ``warnings`` the (attempt_id, message, id) of their
+    warnings in attempt order)."""
+    rows = tx.all(
+        "SELECT * FROM attempts WHERE session = ? AND id > ? ORDER BY id LIMIT ?",
+        (session, after, size),
+    )
+    names = tx.columns()
+    found: list[tuple[Any, ...]] = []
+    if warnings and rows:
+        last = rows[-1][names.index("id")]
+        found = tx.all(
+            "SELECT w.attempt_id, w.message, w.id FROM warnings w JOIN attempts a"
+            " ON a.id = w.attempt_id WHERE a.session = ? AND w.attempt_id > ?"
+            " AND w.attempt_id <= ? ORDER BY w.attempt_id, w.id",
+            (session, after, last),
+        )
+    return names, rows, found

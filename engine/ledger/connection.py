@@ -16,9 +16,11 @@ SQL is written once with ``?`` parameters; ``Tx`` turns them into psycopg's ``%s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -28,16 +30,17 @@ from typing import Any, TypeVar
 
 from engine.ledger import schema
 from engine.ledger.errors import LedgerError
+from engine.ledger.lock import BUSY_TIMEOUT_MS, opening_lock
 from engine.ledger.url import LedgerUrl, parse_url
 
 APPLICATION_ID = 0x52554C45  # "RULE", as the session-folder ledger
 LOCK_FILE = "ledger.lock"
-BUSY_TIMEOUT_MS = 60_000
 CONNECT_TIMEOUT_S = 5
 STATEMENT_TIMEOUT_MS = 60_000
 RETRY_WITHIN_S = 30.0
 POOL_SIZE = 4
 MIGRATION_LOCK = 0x52554C45  # pg_advisory_xact_lock key serialising migrations
+WRITE_ADVICE = "writing a ledger needs write access to {folder}"
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -62,6 +65,12 @@ class Tx:
         row = self.cursor.fetchone()
         return None if row is None else tuple(row)
 
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per row of parameters (a batch: one round trip per
+        batch to a server, not one per row)."""
+        if rows:
+            self.cursor.executemany(_sql(sql, self.dialect), rows)
+
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         self.cursor.execute(_sql(sql, self.dialect), params)
         return [tuple(row) for row in self.cursor.fetchall()]
@@ -69,6 +78,17 @@ class Tx:
     def columns(self) -> list[str]:
         """The column names of the last query."""
         return [d[0] for d in self.cursor.description or ()]
+
+    def dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """The rows of a query, each as a dict of its columns."""
+        rows = self.all(sql, params)
+        names = self.columns()
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def first(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        """The first row of a query as a dict, or None."""
+        found = self.dicts(sql, params)
+        return found[0] if found else None
 
 
 @functools.lru_cache(maxsize=512)
@@ -105,13 +125,24 @@ class Ledger:
         self.close()
 
 
-def open_ledger(location: str | Path | LedgerUrl, upto: int = schema.VERSION) -> Ledger:
+def open_ledger(
+    location: str | Path | LedgerUrl,
+    upto: int = schema.VERSION,
+    *,
+    read_only: bool = False,
+    advice: str = WRITE_ADVICE,
+) -> Ledger:
     """The ledger at ``location``, created or migrated to schema ``upto`` (the engine's own
     version; a lower one only in tests of migrations). A LedgerError when it cannot be
-    reached, is no ledger, or was written by a newer engine."""
+    reached, is no ledger, or was written by a newer engine. ``read_only`` (SQLite): open an
+    existing file for reading only (nothing created, migrated or locked, unless it needs
+    migrating and its folder is writable); ``advice`` ends the message when the lock file
+    cannot be opened."""
     url = location if isinstance(location, LedgerUrl) else parse_url(location)
     if url.backend == "sqlite":
-        return SQLiteLedger(url, upto)
+        if read_only:
+            return SQLiteLedger.reader(url)
+        return SQLiteLedger(url, upto, advice)
     return PostgresLedger(url, upto)
 
 
@@ -146,7 +177,9 @@ def migrate(tx: Tx, url: LedgerUrl, upto: int) -> None:
 class SQLiteLedger(Ledger):
     dialect: schema.Dialect = "sqlite"
 
-    def __init__(self, url: LedgerUrl, upto: int = schema.VERSION) -> None:
+    def __init__(
+        self, url: LedgerUrl, upto: int = schema.VERSION, advice: str = WRITE_ADVICE
+    ) -> None:
         assert url.path is not None
         self.url, self.path = url, url.path
         try:
@@ -155,7 +188,7 @@ class SQLiteLedger(Ledger):
             raise LedgerError(
                 f"{self.path.parent}: cannot create the ledger's folder: {exc.strerror or exc}"
             ) from None
-        with opening_lock(self.path.parent / LOCK_FILE):
+        with opening_lock(self.path.parent / LOCK_FILE, advice):
             try:
                 self.db = sqlite3.connect(
                     self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
@@ -163,44 +196,117 @@ class SQLiteLedger(Ledger):
                 self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 self._open(upto)
             except sqlite3.DatabaseError as exc:
+                self.db.close()
                 raise LedgerError(
-                    f"{self.path}: not a usable ledger ({exc}); it was left as it is"
+                    f"{self.path}: not a usable ledger ({exc}); it was left as it is: "
+                    "move it away or choose another ledger"
                 ) from None
+            except BaseException:
+                self.db.close()
+                raise
+
+    @classmethod
+    def reader(cls, url: LedgerUrl) -> SQLiteLedger:
+        """An existing ledger opened for reading only (SQLite ``mode=ro``): nothing is
+        created, migrated or locked, so a ledger on read-only media can be read. A ledger
+        that needs migrating is migrated first when its folder is writable."""
+        assert url.path is not None
+        path = url.path
+        if not path.is_file():
+            raise LedgerError(f"{path}: no ledger here")
+        uri = path.resolve().as_uri()
+        failure: sqlite3.DatabaseError | None = None
+        # immutable=1 reads a WAL ledger whose folder cannot hold the -shm index
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            try:
+                db = sqlite3.connect(uri + query, uri=True, isolation_level=None)
+                app_id = db.execute("PRAGMA application_id").fetchone()[0]
+                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+                version = 0
+                if "ledger_schema" in tables:
+                    row = db.execute("SELECT version FROM ledger_schema").fetchone()
+                    version = int(row[0]) if row else 0
+            except sqlite3.DatabaseError as exc:
+                failure = exc
+                continue
+            if app_id != APPLICATION_ID:
+                db.close()
+                raise LedgerError(f"{path}: this SQLite file is not a rules ledger")
+            if version == schema.VERSION:
+                ledger = cls.__new__(cls)
+                ledger.url, ledger.path, ledger.db = url, path, db
+                return ledger
+            db.close()
+            if version < schema.VERSION and os.access(path.parent, os.W_OK):
+                return cls(url)  # an older schema: a writer upgrades it
+            raise LedgerError(
+                f"{path}: schema {version}, this engine reads {schema.VERSION}; "
+                + (
+                    "a newer ledger needs a newer engine"
+                    if version > schema.VERSION
+                    else "upgrading it needs write access to the folder (any writer, "
+                    "e.g. `rules eval --session`, upgrades it)"
+                )
+            )
+        raise LedgerError(
+            f"{path}: cannot be read ({failure}); reading needs only read access, "
+            "so the file is damaged or not a ledger"
+        )
 
     def _open(self, upto: int) -> None:
         app_id = self.db.execute("PRAGMA application_id").fetchone()[0]
         tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
-        if tables and app_id != APPLICATION_ID:
+        if (tables or app_id) and app_id != APPLICATION_ID:
             raise LedgerError(
-                f"{self.path}: this SQLite file is not a rules ledger; it was left as it is"
-            )
-        if tables and "ledger_schema" not in tables:
-            old = self.db.execute("PRAGMA user_version").fetchone()[0]
-            raise LedgerError(
-                f"{self.path}: a session-folder ledger of the earlier format (schema {old}); "
-                "this ledger format does not open it in place"
+                f"{self.path}: this SQLite file is not a rules ledger; it was left as it is: "
+                "choose another ledger"
             )
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")  # WAL: durable enough, much faster
         self.db.execute("PRAGMA foreign_keys = ON")
+        legacy_tables = bool(tables) and "ledger_schema" not in tables
 
         def setup(tx: Tx) -> None:
-            migrate(tx, self.url, upto)
+            if legacy_tables:  # a session-folder ledger of the earlier format
+                from engine.ledger import legacy  # deferred: only old ledgers need it
+
+                legacy.convert(tx, self.url, upto, migrate)
+            else:
+                migrate(tx, self.url, upto)
             tx.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
         self.write(setup)
+
+    def error(self, exc: sqlite3.Error) -> LedgerError:
+        """What a SQLite error says about this ledger: a damaged file, another process
+        holding it, or tables changed outside this engine."""
+        if type(exc) is sqlite3.DatabaseError:
+            return LedgerError(
+                f"{self.path}: cannot be read ({exc}); the file is damaged: "
+                f"`sqlite3 {self.path} .recover` can save what is left"
+            )
+        if isinstance(exc, sqlite3.OperationalError) and any(
+            word in str(exc) for word in ("locked", "busy")
+        ):
+            return LedgerError(
+                f"{self.path}: {exc}: another process holds it; try again when it is done"
+            )
+        return LedgerError(changed(self.path, exc))
 
     def _run(self, begin: str, work: Callable[[Tx], T]) -> T:
         try:
             self.db.execute(begin)
         except sqlite3.OperationalError as exc:
             raise LedgerError(f"{self.path}: {exc}; another process holds the ledger") from None
+        except sqlite3.Error as exc:
+            raise self.error(exc) from None
         try:
             result = work(Tx(self.db.cursor(), "sqlite"))
         except BaseException as exc:
-            self.db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError):
-                raise LedgerError(f"{self.path}: {exc}") from None
+            with contextlib.suppress(sqlite3.Error):  # the failure below says what happened
+                self.db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise self.error(exc) from None
             raise
         try:
             self.db.execute("COMMIT")
@@ -221,40 +327,12 @@ class SQLiteLedger(Ledger):
         self.db.close()
 
 
-@contextmanager
-def opening_lock(
-    lock_path: Path, advice: str = "writing a ledger needs write access to {folder}"
-) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``lock_path``, waiting at most the busy timeout;
-    ``advice`` ends the message when the lock file cannot be opened ({folder}: its folder)."""
-    try:
-        import fcntl  # POSIX only: deferred so that its absence (Windows) is handled here
-    except ImportError:  # no advisory locks here (Windows): SQLite's own locking only
-        yield
-        return
-    try:
-        handle = open(lock_path, "a+b")  # noqa: SIM115 - closed in the finally below
-    except OSError as exc:
-        raise LedgerError(
-            f"{lock_path}: cannot open the lock file: {exc.strerror or exc}; "
-            + advice.format(folder=lock_path.parent)
-        ) from None
-    try:
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise LedgerError(
-                        f"{lock_path}: another process has held the ledger lock for "
-                        f"{BUSY_TIMEOUT_MS // 1000} s; try again when it is done"
-                    ) from None
-                time.sleep(0.005)
-        yield
-    finally:
-        handle.close()  # closing releases the lock
+def changed(where: object, problem: object) -> str:
+    """The message of a ledger whose tables or rows were changed outside this engine."""
+    return (
+        f"{where}: not a usable ledger ({problem}); it was changed outside this "
+        "engine: undo that change, or move the ledger away and start a new session"
+    )
 
 
 # ------------------------------------------------------------------------------ PostgreSQL
@@ -262,6 +340,7 @@ def opening_lock(
 # SQLSTATE classes of a connection lost or refused: 08 (connection exception), 57P01..03
 # (the server shutting down, crashed, or not yet accepting connections).
 _LOST = ("08", "57P01", "57P02", "57P03")
+INSUFFICIENT_PRIVILEGE = "42501"
 
 
 def _psycopg() -> tuple[Any, Any]:
@@ -290,7 +369,10 @@ class PostgresLedger(Ledger):
     ) -> None:
         self.url = url
         self.retry_within = retry_within
-        self.psycopg, self.pool_module = _psycopg()
+        try:
+            self.psycopg, self.pool_module = _psycopg()
+        except LedgerError as exc:
+            raise LedgerError(f"{url}: {exc}") from None
         # the pool reports each failed reconnection as a warning; without a logging set-up
         # of the application Python would print them all to stderr: the ledger's own
         # LedgerError says what failed
@@ -330,6 +412,12 @@ class PostgresLedger(Ledger):
 
     def _error(self, exc: BaseException, what: str) -> LedgerError:
         message = " ".join(str(exc).split())
+        if getattr(exc, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
+            message += (
+                " (this database user may not write there: reading a session, e.g. `rules log`, "
+                "`rules report`, `rules export`, needs SELECT only; recording needs INSERT, "
+                "UPDATE and DELETE on the ledger's tables)"
+            )
         return LedgerError(f"{self.url}: {what}: {self.url.scrub(message)}")
 
     def _lost(self, exc: BaseException) -> bool:

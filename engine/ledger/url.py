@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 from engine.ledger.errors import LedgerError
 
@@ -28,6 +28,7 @@ ACCEPTED = (
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _ANY_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//)?")
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+_QUERY_VALUE = re.compile(r"(^|&)password=([^&#]*)", re.IGNORECASE)
 
 Backend = Literal["sqlite", "postgresql"]
 
@@ -64,18 +65,26 @@ class LedgerUrl:
         return self.shown
 
     def scrub(self, text: str) -> str:
-        """``text`` (e.g. a driver's error message) with this URL's password removed."""
-        password = _password(self.secret)
+        """``text`` (e.g. a driver's error message) with this URL's password removed: the
+        one before the host and a ``password=`` query value, each as written in the URL
+        (percent-encoded) and decoded, as a driver may show either."""
         text = text.replace(self.secret, self.shown) if self.secret else text
-        return text.replace(password, "***") if password else text
+        for password in _passwords(self.secret):
+            text = text.replace(password, "***")
+        return text
 
 
-def _password(url: str) -> str:
+def _passwords(url: str) -> list[str]:
+    """Every form of the passwords ``url`` holds, longest first (so that no part of a
+    longer one is left when a shorter one is inside it)."""
     try:
         parts = urlsplit(url)
-        return unquote(parts.password or "") if parts.password else ""
     except ValueError:
-        return ""
+        return []
+    written = [parts.password] if parts.password else []
+    written += [m.group(2) for m in _QUERY_VALUE.finditer(parts.query)]
+    forms = {form for raw in written for form in (raw, unquote(raw), unquote_plus(raw)) if form}
+    return sorted(forms, key=len, reverse=True)
 
 
 def parse_url(location: str | Path) -> LedgerUrl:

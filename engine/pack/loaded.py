@@ -12,6 +12,7 @@ from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.contracts.registry import check_contracts, compile_contracts, resolve_contracts
 from engine.core.clock import now as clock_now
 from engine.core.errors import EngineError, PackError, Position, unknown_block_error
+from engine.core.placeholders import fill
 from engine.core.textio import clean_text, decode_output
 from engine.core.verdict import Verdict, verdict_from_error
 from engine.format.context import build_context
@@ -22,6 +23,7 @@ from engine.format.model import Rulepack
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
 from engine.format.yamldoc import SourceMap
+from engine.pack.arguments import check
 from engine.pack.parsing import Parsing
 from engine.pack.result import CheckResult
 from engine.pack.revision import pack_revision
@@ -206,6 +208,7 @@ class Pack(Parsing):
         this one output while other packs evaluate it too, so work that does not differ
         between them is done once (see ``EvaluationInput.shared``).
         """
+        check("Pack.evaluate", block=block, text=text, nonce=nonce, vars=vars, context=context)
         return self.evaluate_prepared(
             block, prepared_output(text, nonce, vars, path=path, shared=shared), context
         )
@@ -280,6 +283,17 @@ class Pack(Parsing):
         """What happens next for ``verdict`` (see engine.decide for attempt counting;
         ``measure`` and ``earlier``: a block's rate-limit counts, engine.policy.limits.rates;
         ``extra_attempts``: more repairs/retries a user's choice allowed)."""
+        check(
+            "Pack.decide",
+            verdict=verdict,
+            output=output,
+            attempt=attempt,
+            previous_errors=previous_errors,
+            nonce=nonce,
+            model=model,
+            context=context,
+            extra_attempts=extra_attempts,
+        )
         carry = {"nonce": nonce, "model": model}
         # Deferred for start-up time: `rules check` imports this module and builds no Pack.
         from engine.policy.triggers.decide import decide
@@ -303,10 +317,14 @@ class Pack(Parsing):
         *,
         vars: Mapping[str, str] | None = None,
         context: Mapping[str, Any] | None = None,
+        nonce: str | None = None,
     ) -> str:
         """The first prompt of ``block`` (the pack's ``prompts:`` template) with the
         decisions of the previous round: the items of the ``session.decided`` context key
-        whose round is the context's round minus one (all of them when no round is known)."""
+        whose round is the context's round minus one (all of them when no round is known),
+        and the block's contract text (``format_contract``, with ``nonce`` and ``vars``
+        filled in, as repair templates see it)."""
+        check("Pack.initial_prompt", block=block, vars=vars, context=context, nonce=nonce)
         template = self.model.prompts.get(block)
         if template is None:
             known = ", ".join(sorted(self.model.prompts)) or "none"
@@ -333,11 +351,21 @@ class Pack(Parsing):
                 **values,
                 "context": values,
                 "block": block,
+                "nonce": nonce or "",
                 "params": dict(vars or {}),
+                "format_contract": self.contract_text(block, nonce, vars),
                 "resolutions": resolutions,
                 **initial_example(self.prompts, self.model, block, values),
             }
         )
+
+    def contract_text(
+        self, block: str, nonce: str | None = None, vars: Mapping[str, str] | None = None
+    ) -> str:
+        """The block's contract text (``contract_text``), with the nonce and params filled
+        in; empty when the contract has none."""
+        raw = self.prompts.contract_texts.get(block, "")
+        return fill(raw, {"nonce": nonce or "", **(vars or {})}).rstrip("\n") if raw else ""
 
     def render_conflicts(self, template: str, variables: Mapping[str, Any]) -> str:
         """A template of purpose ``conflicts`` (presentation, decisions record) filled."""
@@ -397,6 +425,15 @@ class Pack(Parsing):
         accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
         without them every earlier round counts (``engine.session.session`` passes them).
         """
+        check(
+            "Pack.render",
+            verdict=verdict,
+            decision=decision,
+            output=output,
+            nonce=nonce,
+            vars=vars,
+            context=context,
+        )
         # Deferred for start-up time: `rules check` imports this module and builds no Pack.
         from engine.prompts.render import render_prompt
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.core.errors import RenderError
 from engine.core.placeholders import fill
+from engine.core.textio import is_not_text, not_text_description
 from engine.core.verdict import Verdict
 from engine.format.model import Rulepack
 from engine.policy.triggers.decide import Decision
@@ -137,6 +138,16 @@ def render_presentation(
     )
 
 
+def failure_variables(verdict: Verdict) -> list[dict[str, Any]]:
+    """What templates see of every failure: ``type``, ``message``, ``line`` and ``path`` (the
+    JSON Pointer of the value at fault in a JSON document), each always present (None when
+    unknown), so a template can test ``failure.path`` under StrictUndefined."""
+    return [
+        {"type": f.type, "message": f.message, "line": f.line, "path": f.path}
+        for f in verdict.failures
+    ]
+
+
 def _retry_variables(
     verdict: Verdict, decision: Decision, context: Mapping[str, Any], user_context: str = ""
 ) -> dict[str, Any]:
@@ -155,7 +166,7 @@ def _retry_variables(
         "user_context": user_context,
         "failure_type": verdict.failure_type or "",
         "failure_message": verdict.error or "",
-        "failures": [f.to_json() for f in verdict.failures],
+        "failures": failure_variables(verdict),
         "data": verdict.data if isinstance(verdict.data, dict) else {},
     }
 
@@ -219,11 +230,14 @@ def repair_prompt(
     contract_text = fill(raw, {"nonce": nonce, **params}) if raw else ""
     # Trailing line breaks are not content; dropping them keeps the template's layout exact.
     original = truncate(normalize(output, list(trigger.normalize)).rstrip("\r\n"), trigger.truncate)
+    if is_not_text(output):  # never pasted raw: its size and first characters, escaped
+        original = not_text_description(output)
     error = verdict.error or ""
     return prompts.templates[decision.template].render(
         block_type=verdict.block,
         nonce=nonce,
         parser_error=error,
+        failures=failure_variables(verdict),
         micro_hint=prompts.micro_hint(verdict.block, error) if decision.hint else "",
         original_output=original,
         format_contract=contract_text.rstrip("\n"),

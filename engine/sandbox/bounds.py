@@ -12,7 +12,7 @@ bounded versions when it has them, and the globals a pack has no use for (``lips
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any
 
@@ -346,23 +346,29 @@ def _wordwrap(environment: Environment, value: Any, *args: Any, **kwargs: Any) -
 _wordwrap.jinja_pass_arg = filters.do_wordwrap.jinja_pass_arg  # type: ignore[attr-defined]
 
 
+_BOUNDED_FILTERS: dict[str, Callable[..., Any]] = {
+    "center": _center,
+    "indent": _indent,
+    "format": _format,
+    "wordwrap": _wordwrap,
+    "replace": _replace,
+    "join": _join,
+    "list": _list,
+    "batch": _batch,
+    "slice": _slice,
+    "int": _int,
+}
+"""Jinja's size-taking filters, by name, replaced with bounded ones."""
+
+
 def harden(env: Environment) -> None:
     """Bound ``env``'s size-taking filters and drop the globals packs have no use for."""
     for name in REMOVED_GLOBALS:
         env.globals.pop(name, None)
-    env.filters["center"] = _center
-    env.filters["indent"] = _indent
-    env.filters["format"] = _format
-    env.filters["wordwrap"] = _wordwrap
-    env.filters["replace"] = _replace
-    env.filters["join"] = _join
-    env.filters["list"] = _list
-    env.filters["batch"] = _batch
-    env.filters["slice"] = _slice
+    env.filters.update(_BOUNDED_FILTERS)
     for name in ("tojson", "json_pretty"):
         if name in env.filters:
             env.filters[name] = _json_indent(env.filters[name])
-    env.filters["int"] = _int
     for name in CHARGED_FILTERS:
         env.filters[name] = _charged(env.filters[name])
     for name in TEXT_FILTERS:

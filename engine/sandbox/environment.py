@@ -80,12 +80,10 @@ def make_environment() -> SandboxedEnvironment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.tests["search"] = _regex_test
-    env.tests["fullmatch"] = _regex_fullmatch
-    env.filters["json"] = _json
-    env.filters["json_pretty"] = _json_pretty
-    env.filters["add_minutes"] = add_minutes
-    env.filters["percent"] = _percent
+    env.tests.update(search=_regex_test, fullmatch=_regex_fullmatch)
+    env.filters.update(
+        json=_json, json_pretty=_json_pretty, add_minutes=add_minutes, percent=_percent
+    )
     env.globals["range"] = BoundedRange
     harden(env)
     env.template_class = BoundedTemplate

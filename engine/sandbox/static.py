@@ -52,3 +52,38 @@ def wide_constants(tree: nodes.Template) -> list[tuple[int, str]]:
         if problem is not None:
             found.append((call.lineno, problem))
     return found
+
+
+def context_reads(tree: nodes.Template, name: str = "context") -> list[tuple[tuple[str, ...], int]]:
+    """(key path, line) of the reads of ``name.a.b`` or ``name["a"]["b"]`` in a template or
+    expression, the longest path read at each place: the constant keys read in a row from
+    the variable. A method called on a value ends its path (``name.a.get("b")`` reads
+    ``a``); a key that is not a constant string ends it too. A template that assigns
+    ``name`` itself reads nothing of the pack's."""
+    if any(n.name == name and n.ctx != "load" for n in tree.find_all(nodes.Name)):
+        return []
+    called = {id(call.node) for call in tree.find_all(nodes.Call)}
+    first: dict[tuple[str, ...], int] = {}
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        if id(node) in called:
+            continue
+        path: list[str] = []
+        current: nodes.Node = node
+        while isinstance(current, nodes.Getattr | nodes.Getitem):
+            if isinstance(current, nodes.Getattr):
+                key: object = current.attr
+            else:
+                key = current.arg.value if isinstance(current.arg, nodes.Const) else None
+            # a dynamic key: only the keys before it (nearer the variable) are known
+            path = [key, *path] if isinstance(key, str) else []
+            current = current.node
+        if isinstance(current, nodes.Name) and current.name == name and path:
+            first.setdefault(tuple(path), node.lineno)
+    return sorted(
+        (
+            (path, line)
+            for path, line in first.items()
+            if not any(len(o) > len(path) and o[: len(path)] == path for o in first)
+        ),
+        key=lambda item: (item[1], item[0]),
+    )

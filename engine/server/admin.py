@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import tempfile
-from pathlib import Path
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import PlainTextResponse
@@ -27,6 +25,7 @@ from engine.server.problems import (
 )
 from engine.server.responses import Document
 from engine.server.security import require_admin
+from engine.server.sessions import ledger_problem
 
 router = APIRouter(tags=["operations"])
 log = logging.getLogger("rules.serve")
@@ -37,25 +36,13 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-def sessions_writable(folder: str) -> str | None:
-    """Why sessions cannot be recorded under ``folder``, or None when they can."""
-    path = Path(folder)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".ready-"):
-            pass
-    except OSError as exc:
-        return f"{folder}: sessions cannot be recorded here: {exc.strerror or exc}"
-    return None
-
-
 @router.get(
     "/readyz",
     summary="The packs are loaded and the ledger is reachable",
     responses=problem_responses(NOT_READY),
 )
 async def readyz(request: Request) -> Document:
-    problem = sessions_writable(request.app.state.settings.sessions_dir)
+    problem = ledger_problem(request.app.state.settings)
     if problem is not None:
         metrics.LEDGER_ERRORS.inc()
         raise Problem(NOT_READY, problem)

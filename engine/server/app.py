@@ -1,8 +1,9 @@
 """The ASGI application: routes, problem handlers, the body limit, request timing, and the
 SIGHUP reload.
 
-Seams for what comes next: ``RequestTiming`` wraps every request (a request span goes
-there); ``app.state.decision_hooks`` are called after each decision with the pack, the
+``RequestTiming`` wraps every request: its latency into the histogram and, where
+OpenTelemetry is in use, its span (the parent of its evaluations' spans);
+``app.state.decision_hooks`` are called after each decision with the pack, the
 request and the outcome (shadow evaluation of a candidate pack hangs there).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import signal
 import threading
@@ -21,6 +23,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engine.core import telemetry
 from engine.core.version import VERSION
 from engine.server import admin, catalogue, evaluation, gate, metrics, shadow
 from engine.server.documents import Problem as ProblemDocument
@@ -30,6 +33,14 @@ from engine.server.problems import install_problem_handlers
 from engine.server.settings import ServerSettings
 
 log = logging.getLogger("rules.serve")
+
+# FastAPI versions with telemetry of their own would add a second request span beside
+# RequestTiming's, and log exception messages and stack traces: the server's spans are its own.
+_NO_NATIVE_TELEMETRY: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
 
 
 class RequestTiming:
@@ -51,12 +62,22 @@ class RequestTiming:
                 status = message["status"]
             await send(message)
 
+        method = scope.get("method", "")
         try:
-            await self.app(scope, receive, sending)
+            if telemetry.enabled():  # one span per request, parent of its evaluations' spans
+                headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+                with telemetry.request_span(method, "unmatched", headers) as span:
+                    try:
+                        await self.app(scope, receive, sending)
+                    finally:  # the route is known once routed: the span is named after it
+                        route = getattr(scope.get("route"), "path", None) or "unmatched"
+                        telemetry.record_response(span, status, route)
+            else:
+                await self.app(scope, receive, sending)
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None) or "unmatched"
-            metrics.REQUESTS.labels(path, scope.get("method", ""), str(status)).observe(
+            metrics.REQUESTS.labels(path, method, str(status)).observe(
                 time.perf_counter() - started
             )
 
@@ -116,6 +137,7 @@ def create_app(settings: ServerSettings, packs: PackSet) -> FastAPI:
         lifespan=_lifespan,
         docs_url=None,
         redoc_url=None,
+        **_NO_NATIVE_TELEMETRY,
     )
     app.state.settings = settings
     app.state.live = LivePacks(packs, settings.locked)
@@ -123,8 +145,7 @@ def create_app(settings: ServerSettings, packs: PackSet) -> FastAPI:
     app.state.shadows = None
     if settings.shadows:
         candidates = shadow.load_candidates(settings.shadows, packs, settings.locked)
-        location = settings.shadow_ledger or shadow.default_ledger(settings.sessions_dir)
-        app.state.shadows = shadow.Shadows(candidates, location)
+        app.state.shadows = shadow.Shadows(candidates, shadow.default_ledger(settings))
         app.state.decision_hooks.append(app.state.shadows.hook)
     install_problem_handlers(app)
     app.include_router(evaluation.router)

@@ -42,6 +42,7 @@ from engine.server.sessions import (
     session_lock,
     session_name_problem,
 )
+from engine.server.settings import ServerSettings
 from engine.session.choices import ChoiceBook
 from engine.session.evaluation import evaluate_output
 from engine.session.session import ledger_accepted_rounds
@@ -230,7 +231,7 @@ async def render(request: Request, body: EvaluateRequest) -> Document:
 
 def _record(
     pack: Pack,
-    sessions_dir: str,
+    settings: ServerSettings,
     name: str,
     body: SessionOutputRequest,
     hooks: list[DecisionHook],
@@ -238,7 +239,7 @@ def _record(
     ready = prepare(pack, body)
     with session_lock(name):
         try:
-            with open_session(pack, sessions_dir, name) as session:
+            with open_session(pack, settings, name) as session:
                 paused = ChoiceBook(session.ledger).paused()
                 if paused is not None:
                     raise Problem(
@@ -318,7 +319,7 @@ async def session_output(
         settings.timeout,
         _record,
         pack,
-        settings.sessions_dir,
+        settings,
         session,
         body,
         request.app.state.decision_hooks,

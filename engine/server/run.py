@@ -9,6 +9,7 @@ import tempfile
 import uvicorn
 from fastapi import FastAPI
 
+from engine.core.telemetry import configure_from_environment
 from engine.server.app import create_app
 from engine.server.metrics import MULTIPROCESS_ENV
 from engine.server.packs import PackSet, load_pack_set
@@ -38,6 +39,7 @@ def worker_app() -> FastAPI:
     settings from the environment, the packs loaded afresh (a pack that fails its check
     fails the worker's start; on a SIGHUP restart uvicorn then keeps the old worker)."""
     settings = ServerSettings.from_env(read_token)
+    configure_from_environment()  # a worker process sends its spans as `rules serve` would
     return create_app(settings, load_pack_set(settings.packs, settings.locked))
 
 

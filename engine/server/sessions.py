@@ -1,17 +1,24 @@
 """Where a session's attempts are recorded: the one place that opens a session.
 
-Sessions are folders under ``--sessions-dir`` (one SQLite ledger each), named by the path
-segment of ``/v1/sessions/{session}/outputs``. Writes to one session are serialized within
-a worker process (the ledger's own lock orders the processes).
+With ``--ledger URL`` every session is a session of that ledger (SQLite or PostgreSQL),
+named by the path segment of ``/v1/sessions/{session}/outputs``; without it, sessions are
+folders under ``--sessions-dir`` (one SQLite ledger each), named the same way. Writes to
+one session are serialized within a worker process (the ledger orders the processes).
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
 import threading
 from pathlib import Path
 
+from engine.ledger.connection import open_ledger
+from engine.ledger.errors import LedgerError
+from engine.ledger.store import Place
+from engine.ledger.url import parse_url
 from engine.pack.loaded import Pack
+from engine.server.settings import ServerSettings
 from engine.session.session import Session
 
 SESSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -37,7 +44,33 @@ def session_lock(name: str) -> threading.Lock:
         return _locks.setdefault(name, threading.Lock())
 
 
-def open_session(pack: Pack, sessions_dir: str | Path, name: str) -> Session:
+def open_session(pack: Pack, settings: ServerSettings, name: str) -> Session:
     """The session ``name`` of ``pack``, created on first use (the name is checked by
     ``session_name_problem`` first)."""
-    return Session(pack, Path(sessions_dir) / name)
+    if settings.ledger is not None:
+        return Session(pack, Place(parse_url(settings.ledger), name, None))
+    return Session(pack, Path(settings.sessions_dir) / name)
+
+
+def ledger_problem(settings: ServerSettings) -> str | None:
+    """Why sessions cannot be recorded now (the ledger unreachable, the sessions folder not
+    writable), or None when they can."""
+    if settings.ledger is None:
+        return sessions_writable(settings.sessions_dir)
+    try:
+        open_ledger(settings.ledger).close()
+    except LedgerError as exc:
+        return str(exc)
+    return None
+
+
+def sessions_writable(folder: str) -> str | None:
+    """Why sessions cannot be recorded under ``folder``, or None when they can."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".ready-"):
+            pass
+    except OSError as exc:
+        return f"{folder}: sessions cannot be recorded here: {exc.strerror or exc}"
+    return None

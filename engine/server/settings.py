@@ -20,6 +20,9 @@ class ServerSettings:
     packs: tuple[str, ...]
     """The pack references (names, paths), as `--pack` gives them."""
     sessions_dir: str = "sessions"
+    ledger: str | None = None
+    """The ledger every session is recorded in (``--ledger``: a SQLite file or a PostgreSQL
+    database, sessions by name); None: one folder per session under ``sessions_dir``."""
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 1

@@ -45,6 +45,7 @@ from engine.server.problems import (
 )
 from engine.server.responses import Document
 from engine.server.security import require_token
+from engine.server.settings import ServerSettings
 
 log = logging.getLogger("rules.serve")
 
@@ -83,9 +84,10 @@ def parse_shadow(text: str) -> tuple[str, str]:
     return name.strip(), candidate.strip()
 
 
-def default_ledger(sessions_dir: str) -> str:
-    """Where shadow evaluations are recorded without --shadow-ledger."""
-    return str(default_location(sessions_dir))
+def default_ledger(settings: ServerSettings) -> str:
+    """Where shadow evaluations are recorded: ``--shadow-ledger``, else the server's
+    ``--ledger``, else ``_shadow/ledger.db`` under ``--sessions-dir``."""
+    return settings.shadow_ledger or settings.ledger or str(default_location(settings.sessions_dir))
 
 
 @dataclass(frozen=True)

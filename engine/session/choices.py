@@ -15,10 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.ledger import choices as choice_rows
+from engine.ledger import rounds as round_rows
+from engine.ledger.connection import Tx
 from engine.ledger.errors import LedgerError
+from engine.ledger.store import SessionLedger
 from engine.policy.choices.model import ChoiceOption
 from engine.policy.rounds.model import Rounds
-from engine.session.ledger import Ledger
 
 PAUSED = "paused"
 
@@ -34,28 +37,23 @@ class Grant:
 class ChoiceBook:
     """Choices and round statuses in one session's ledger."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: SessionLedger) -> None:
         self.ledger = ledger
+        self.session = ledger.session
 
     def grant(self, block: str, item: str) -> Grant:
-        rows = self.ledger.db.execute(
-            "SELECT id, effect, text FROM choices WHERE block = ? AND item = ? ORDER BY id",
-            (block, item),
-        ).fetchall()
+        rows = self.ledger.read(lambda tx: choice_rows.of_item(tx, self.session, block, item))
         attempts, text = 0, ""
-        for row in rows:
-            effect = self.ledger.decoded(row["effect"], f"choices row {row['id']}")
+        for row_id, effect_text, row_text in rows:
+            effect = self.ledger.decoded(effect_text, f"choices row {row_id}")
             if effect.get("retry"):
                 attempts += int(effect["retry"])
-                text = row["text"] or text
+                text = row_text or text
         return Grant(attempts, text)
 
     def chosen(self, attempt_id: int) -> dict[str, Any] | None:
         """The choice already made on attempt ``attempt_id``, if any."""
-        row = self.ledger.db.execute(
-            "SELECT * FROM choices WHERE attempt_id = ?", (attempt_id,)
-        ).fetchone()
-        return None if row is None else dict(row)
+        return self.ledger.read(lambda tx: choice_rows.on_attempt(tx, attempt_id))
 
     def record(
         self,
@@ -65,23 +63,10 @@ class ChoiceBook:
         text: str | None,
         ts: str,
     ) -> None:
-        effect = option.effect.model_dump(exclude_defaults=True)
-        with self.ledger.transaction() as db:
-            db.execute(
-                "INSERT INTO choices (attempt_id, ts, block, item, round, option, label, "
-                "effect, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    attempt["id"],
-                    ts,
-                    attempt["block"],
-                    attempt["item"],
-                    attempt["round"],
-                    option.key,
-                    label,
-                    json.dumps(effect),
-                    text,
-                ),
-            )
+        effect = json.dumps(option.effect.model_dump(exclude_defaults=True))
+        self.ledger.write(
+            lambda tx: choice_rows.insert(tx, dict(attempt), option.key, label, effect, text, ts)
+        )
 
     def set_status(
         self, block: str, round_number: int, status: str, ts: str, rounds: Rounds | None
@@ -97,46 +82,37 @@ class ChoiceBook:
                 and current.get(rule.then_block) in rule.if_status
             ):
                 changed[rule.then_block] = rule.then_status
-        with self.ledger.transaction() as db:
+
+        def work(tx: Tx) -> None:
             for name, value in changed.items():
-                db.execute(
-                    "INSERT OR REPLACE INTO round_status (block, round, status, ts) "
-                    "VALUES (?, ?, ?, ?)",
-                    (name, round_number, value, ts),
-                )
+                round_rows.set_status(tx, self.session, name, round_number, value, ts)
+
+        self.ledger.write(work)
         return changed
 
     def statuses(self, rounds: Rounds, round_number: int) -> dict[str, str | None]:
         """Each block's status in the round: set by a choice, else from its attempts."""
+        return self.ledger.read(lambda tx: self.statuses_in(tx, rounds, round_number))
+
+    def statuses_in(self, tx: Tx, rounds: Rounds, round_number: int) -> dict[str, str | None]:
+        """``statuses``, read inside the transaction ``tx``."""
         out: dict[str, str | None] = {}
         for block in rounds.blocks:
-            row = self.ledger.db.execute(
-                "SELECT status FROM round_status WHERE block = ? AND round = ?",
-                (block, round_number),
-            ).fetchone()
-            if row is not None:
-                out[block] = str(row["status"])
+            chosen = round_rows.status(tx, self.session, block, round_number)
+            if chosen is not None:
+                out[block] = chosen
                 continue
-            last = self.ledger.db.execute(
-                "SELECT status, final FROM attempts WHERE block = ? AND round = ? "
-                "ORDER BY id DESC LIMIT 1",
-                (block, round_number),
-            ).fetchone()
-            out[block] = None if last is None else _derived(last["status"], bool(last["final"]))
+            last = round_rows.last_attempt(tx, self.session, block, round_number)
+            out[block] = None if last is None else _derived(*last)
         return out
 
     def all_statuses(self) -> list[dict[str, Any]]:
-        return [
-            dict(row)
-            for row in self.ledger.db.execute(
-                "SELECT block, round, status, ts FROM round_status ORDER BY round, block"
-            )
-        ]
+        return self.ledger.read(lambda tx: round_rows.all_statuses(tx, self.session))
 
     def all_choices(self) -> list[dict[str, Any]]:
         return [
-            {**dict(row), "effect": self.ledger.decoded(row["effect"], f"choices row {row['id']}")}
-            for row in self.ledger.db.execute("SELECT * FROM choices ORDER BY id")
+            {**row, "effect": self.ledger.decoded(row["effect"], f"choices row {row['id']}")}
+            for row in self.ledger.read(lambda tx: choice_rows.all_of(tx, self.session))
         ]
 
     def paused(self) -> str | None:
@@ -146,8 +122,7 @@ class ChoiceBook:
         self.ledger.set_setting(PAUSED, ts)
 
     def resume(self) -> None:
-        with self.ledger.transaction() as db:
-            db.execute("DELETE FROM settings WHERE key = ?", (PAUSED,))
+        self.ledger.delete_setting(PAUSED)
 
 
 def _derived(status: str, final: bool) -> str:

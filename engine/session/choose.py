@@ -14,6 +14,7 @@ from typing import Any
 from engine.core.errors import EngineError
 from engine.core.numbers import INT64_MAX
 from engine.core.placeholders import fill
+from engine.ledger import attempts
 from engine.session.choices import ChoiceBook, round_failed
 from engine.session.session import Session, ledger_accepted_rounds
 
@@ -49,16 +50,12 @@ def parse_item(item: str) -> tuple[str, int | None]:
 
 
 def _latest(session: Session, block: str, round_number: int | None) -> dict[str, Any]:
-    query = "SELECT * FROM attempts WHERE block = ?"
-    args: list[Any] = [block]
-    if round_number is not None:
-        query += " AND round = ?"
-        args.append(round_number)
-    row = session.ledger.db.execute(query + " ORDER BY id DESC LIMIT 1", args).fetchone()
+    ledger = session.ledger
+    row = ledger.read(lambda tx: attempts.latest(tx, ledger.session, block, round_number))
     if row is None:
         where = f" in round {round_number}" if round_number is not None else ""
-        raise ChoiceError(f"no attempt of {block!r}{where} in {session.directory}")
-    return dict(row)
+        raise ChoiceError(f"no attempt of {block!r}{where} in {session.place.label}")
+    return row
 
 
 def apply_choice(
@@ -82,6 +79,7 @@ def apply_choice(
         or attempt["status"] != "fail"
         or not attempt["final"]
         or attempt["action"] != trigger.after_failure.action
+        or attempt["rule"] == "not-retriable"  # an error for the user: no menu is offered
     ):
         raise ChoiceError(
             f"no choice is pending for {item}: its last decision is {attempt['action']} "

@@ -10,8 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.core.errors import EngineError
+from engine.ledger import conflicts as rows
+from engine.ledger.attempts import now
+from engine.ledger.connection import Tx
+from engine.ledger.store import SessionLedger
 from engine.policy.conflicts.runtime import IMPLICIT, CompiledConflicts
-from engine.session.ledger import Ledger, now
 
 OPEN = "open"
 FLAGGED = "flagged"
@@ -23,7 +26,7 @@ class ConflictError(EngineError):
     """A conflict command that cannot be done (unknown id, wrong state, option not offered)."""
 
 
-def _row(ledger: Ledger, row: Any) -> dict[str, Any]:
+def _row(ledger: SessionLedger, row: Any) -> dict[str, Any]:
     record = dict(row)
     where = f"conflicts row {record['id']}"
     record["fields"] = ledger.decoded(record["fields"], where)
@@ -36,25 +39,25 @@ def _row(ledger: Ledger, row: Any) -> dict[str, Any]:
 class ConflictBook:
     """The conflicts table of one ledger."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: SessionLedger) -> None:
         self.ledger = ledger
+        self.session = ledger.session
 
     # ------------------------------------------------------------------ reads
 
     def all(self, rules: CompiledConflicts | None = None) -> list[dict[str, Any]]:
         """Every conflict, in priority order when ``rules`` are given, else as recorded."""
-        rows = [
-            _row(self.ledger, r)
-            for r in self.ledger.db.execute("SELECT * FROM conflicts ORDER BY id")
+        found = [
+            _row(self.ledger, r) for r in self.ledger.read(lambda tx: rows.all_of(tx, self.session))
         ]
-        for record in rows:
+        for record in found:
             record["resolution"] = self._resolution(record["id"])
-        return list(rules.ordered(rows)) if rules else rows  # type: ignore[arg-type]
+        return list(rules.ordered(found)) if rules else found  # type: ignore[arg-type]
 
     def get(self, ref: str) -> dict[str, Any]:
-        row = self.ledger.db.execute("SELECT * FROM conflicts WHERE ref = ?", (ref,)).fetchone()
+        row = self.ledger.read(lambda tx: rows.get(tx, self.session, ref))
         if row is None:
-            known = [r[0] for r in self.ledger.db.execute("SELECT ref FROM conflicts")]
+            known = self.ledger.read(lambda tx: rows.refs(tx, self.session))
             raise ConflictError(
                 f"no conflict {ref!r} in this session"
                 + (f" (conflicts: {', '.join(known)})" if known else " (none recorded yet)")
@@ -64,12 +67,9 @@ class ConflictBook:
         return record
 
     def _resolution(self, conflict_id: int) -> dict[str, Any] | None:
-        row = self.ledger.db.execute(
-            "SELECT * FROM resolutions WHERE conflict_id = ? ORDER BY id DESC", (conflict_id,)
-        ).fetchone()
-        if row is None:
+        record = self.ledger.read(lambda tx: rows.resolution(tx, conflict_id))
+        if record is None:
             return None
-        record = dict(row)
         record["actions"] = self.ledger.decoded(
             record["actions"], f"resolutions row {record['id']}"
         )
@@ -99,17 +99,16 @@ class ConflictBook:
         implicit ones as flags. One conflict per id: a conflict already decided is kept as
         it is; an open one or a flag is updated. The ids recorded, in order."""
         stamp = now()
-        refs = []
-        with self.ledger.transaction() as db:
+
+        def work(tx: Tx) -> list[str]:
+            refs = []
             for conflict in conflicts:
                 implicit = conflict["type"] == IMPLICIT
                 options = [] if implicit else rules.options_for(conflict)
-                row = db.execute(
-                    "SELECT status FROM conflicts WHERE ref = ?", (conflict["ref"],)
-                ).fetchone()
-                if row is not None and row[0] in (RESOLVED, WAIVED):
+                status = rows.status(tx, self.session, conflict["ref"])
+                if status in (RESOLVED, WAIVED):
                     continue
-                if row is not None and row[0] == OPEN and implicit:
+                if status == OPEN and implicit:
                     continue  # an open conflict is not turned back into a flag
                 values = (
                     pack,
@@ -123,22 +122,14 @@ class ConflictBook:
                     json.dumps(options, ensure_ascii=False),
                     stamp,
                 )
-                if row is None:
-                    db.execute(
-                        "INSERT INTO conflicts (pack, block, type, status, severity, round, "
-                        "number, fields, options, updated, ref, created) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (*values, conflict["ref"], stamp),
-                    )
+                if status is None:
+                    rows.insert(tx, self.session, conflict["ref"], values, stamp)
                 else:
-                    db.execute(
-                        "UPDATE conflicts SET pack = ?, block = ?, type = ?, status = ?, "
-                        "severity = ?, round = ?, number = ?, fields = ?, options = ?, "
-                        "updated = ?, proposal = NULL WHERE ref = ?",
-                        (*values, conflict["ref"]),
-                    )
+                    rows.replace(tx, self.session, conflict["ref"], values)
                 refs.append(conflict["ref"])
-        return refs
+            return refs
+
+        return self.ledger.write(work)
 
     def convert(self, rules: CompiledConflicts, ref: str) -> dict[str, Any]:
         """A user turns an implicit flag into a conflict with options."""
@@ -202,25 +193,18 @@ class ConflictBook:
             raise ConflictError(
                 f"option {option} was not offered for {ref} (offered: {', '.join(offered)})"
             )
-        with self.ledger.transaction() as db:
-            db.execute(
-                "INSERT INTO resolutions (conflict_id, option, decision, rationale, "
-                "constraints, actions, decided_by, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record["id"],
-                    option,
-                    decision,
-                    rationale,
-                    constraints,
-                    json.dumps(dict(actions or {}), ensure_ascii=False),
-                    decided_by,
-                    decided_at or now(),
-                ),
-            )
-            db.execute(
-                "UPDATE conflicts SET status = ?, updated = ? WHERE ref = ?",
-                (RESOLVED, now(), ref),
-            )
+        values = (
+            option,
+            decision,
+            rationale,
+            constraints,
+            json.dumps(dict(actions or {}), ensure_ascii=False),
+            decided_by,
+            decided_at or now(),
+        )
+        self.ledger.write(
+            lambda tx: rows.resolve(tx, self.session, record["id"], ref, values, RESOLVED, now())
+        )
         return self.get(ref)
 
     def _open(self, ref: str) -> dict[str, Any]:
@@ -232,12 +216,7 @@ class ConflictBook:
         return record
 
     def _update(self, ref: str, **values: Any) -> None:
-        columns = ", ".join(f"{name} = ?" for name in values)
-        with self.ledger.transaction() as db:
-            db.execute(
-                f"UPDATE conflicts SET {columns}, updated = ? WHERE ref = ?",
-                (*values.values(), now(), ref),
-            )
+        self.ledger.write(lambda tx: rows.update(tx, self.session, ref, now(), **values))
 
 
 def decision_items(book: ConflictBook, rules: CompiledConflicts) -> list[dict[str, Any]]:

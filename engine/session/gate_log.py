@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import EngineError
+from engine.ledger.gates import GateRecord
+from engine.ledger.store import Place, SessionLedger, locate
 from engine.pack.loaded import Pack
 from engine.policy.gates.runtime import GateOutcome
-from engine.session.ledger import GateRecord, Ledger, sha256
+from engine.session.items import sha256
 
 
 def append_json_line(path: Path, record: Mapping[str, Any]) -> None:
@@ -38,14 +40,20 @@ def append_json_line(path: Path, record: Mapping[str, Any]) -> None:
 
 
 def record_gate(
-    pack: Pack, session_dir: Path, outcome: GateOutcome, gate_result: Mapping[str, Any]
+    pack: Pack, session: Path | Place, outcome: GateOutcome, gate_result: Mapping[str, Any]
 ) -> Path | None:
-    """Record ``outcome`` in the session's ledger and, when it is not PROCEED and the pack
-    names a log, append ``{timestamp, gate_result, reprompt_generated}`` to it. Returns the
-    log file written, if any."""
+    """Record ``outcome`` in the session's ledger and, when it is not PROCEED, a line
+    ``{timestamp, gate_result, reprompt_generated}`` of its gate failure log (the ledger's
+    ``failed_gates``); a session with a folder whose pack names a log also appends the line
+    to that file. Returns the log file written, if any."""
+    place = session if isinstance(session, Place) else locate(session)
     result = outcome.result
-    ledger = Ledger(session_dir)
-    try:
+    line = {
+        "timestamp": outcome.timestamp,
+        "gate_result": dict(gate_result),
+        "reprompt_generated": outcome.reprompt is not None,
+    }
+    with SessionLedger(place) as ledger:
         ledger.record_gate(
             GateRecord(
                 ts=outcome.timestamp,
@@ -59,20 +67,12 @@ def record_gate(
                 errors=result.errors,
                 reprompt_sha256=None if outcome.reprompt is None else sha256(outcome.reprompt),
                 artifact=outcome.artifact,
-            )
+            ),
+            None if result.action == "PROCEED" else line,
         )
-    finally:
-        ledger.close()
     log = pack.model.gates.log
-    if result.action == "PROCEED" or not log:
+    if result.action == "PROCEED" or not log or place.folder is None:
         return None
-    path = session_dir / log
-    append_json_line(
-        path,
-        {
-            "timestamp": outcome.timestamp,
-            "gate_result": dict(gate_result),
-            "reprompt_generated": outcome.reprompt is not None,
-        },
-    )
+    path = place.folder / log
+    append_json_line(path, line)
     return path

@@ -1,5 +1,6 @@
-"""Driving the loop around a model command: prompt on stdin, evaluate its stdout, repair or
-retry per the pack until PROCEED or the after-failure policy; every attempt is recorded.
+"""The loop around a model command: prompt on stdin, evaluate its stdout, repair or retry
+per the pack until PROCEED or the after-failure policy; every attempt is recorded (the loop
+itself is ``engine.session.loop``; here the step that runs the command).
 
 A command that crashes, exits non-zero or times out is an execution failure (its own
 failure type), never a parse error, and its stderr never goes into a prompt.
@@ -12,34 +13,17 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
-from engine.core.verdict import Verdict
-from engine.policy.triggers.decide import Decision
-from engine.session.ledger import note_prompt, sha256
-from engine.session.session import EXECUTION_FAILURE, Outcome, Session
+from engine.session.loop import Execution, RunResult, attempts, drive
+from engine.session.session import Outcome, Session
+from engine.session.tracing import traced_run
 
 DEFAULT_TIMEOUT = 600.0
 GRACE_SECONDS = 2.0
 _READ = 64 * 1024
-
-
-@dataclass(frozen=True)
-class RunResult:
-    verdict: Verdict
-    decision: Decision
-    attempts: int
-    output: bytes
-
-
-@dataclass(frozen=True)
-class Execution:
-    output: bytes
-    error: str | None  # why the command failed, None when it ran fine
 
 
 def _end_group(process: subprocess.Popen[bytes]) -> None:
@@ -144,6 +128,7 @@ def execute(
     return Execution(bytes(out), None)
 
 
+@traced_run
 def run_loop(
     session: Session,
     block: str,
@@ -159,44 +144,17 @@ def run_loop(
     max_output_bytes: int = MAX_OUTPUT_BYTES,
     progress: Callable[[Outcome], None] = lambda outcome: None,
 ) -> RunResult:
-    """Run ``command`` until the pack's final decision, each output an attempt of one item:
-    the one ``item`` names, else the pack's ``session.item`` parts; without a nonce and a
-    name those parts and a fresh run id, so separate runs never share a count."""
-    run = uuid.uuid4().hex if nonce is None and item is None else None
-    attempts = 0
-    current_prompt = prompt
-    while True:
-        attempts += 1
-        execution = execute(command, current_prompt, timeout, max_output_bytes)
-        outcome = session.evaluate(
-            block,
-            execution.output,
-            nonce=nonce,
-            vars=vars,
-            context=context,
-            model=model,
-            error=execution.error,
-            failure_type=EXECUTION_FAILURE,
-            item=item,
-            run=run,
-        )
-        progress(outcome)
-        decision = outcome.decision
-        if decision.final:
-            return RunResult(outcome.verdict, decision, attempts, execution.output)
-        if execution.error is None and decision.template is not None:
-            rendered = session.render_prompt(
-                outcome.verdict,
-                decision,
-                output=execution.output,
-                nonce=nonce,
-                vars=vars,
-                context=context,
-            )
-            current_prompt = rendered.text
-            note_prompt(
-                session.ledger,
-                outcome.attempt_id,
-                {**asdict(rendered), "prompt_sha256": sha256(rendered.text)},
-            )
-        # an execution failure that the pack retries sends the same prompt again
+    """Run ``command`` until the pack's final decision (``engine.session.loop.attempts``,
+    each output an attempt; ``item``, ``nonce`` and the rest as there)."""
+    loop = attempts(
+        session,
+        block,
+        prompt=prompt,
+        nonce=nonce,
+        item=item,
+        vars=vars,
+        context=context,
+        model=model,
+        progress=progress,
+    )
+    return drive(loop, lambda text: execute(command, text, timeout, max_output_bytes))

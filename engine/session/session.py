@@ -14,25 +14,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.core import telemetry
 from engine.core.errors import EngineError
 from engine.core.placeholders import fill
 from engine.core.textio import decode_output
 from engine.core.verdict import Verdict
+from engine.ledger import attempts as attempt_rows
+from engine.ledger import rounds as round_rows
+from engine.ledger.attempts import Attempt, KeptOutput
+from engine.ledger.connection import Tx
+from engine.ledger.store import Place, SessionLedger, locate
 from engine.pack.loaded import Pack
 from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
 from engine.session.choices import ChoiceBook, ensure_not_paused, round_failed
 from engine.session.conflicts import ConflictBook, decision_items
-from engine.session.ledger import (
-    AttemptRecord,
-    Ledger,
-    accepted_rounds,
-    item_key,
-    keep_output,
-    note_prompt,
-    sha256,
-)
+from engine.session.items import item_key, sha256
+from engine.session.tracing import traced_evaluation
 
 KEEP_OUTPUTS = "keep_outputs"
 
@@ -65,15 +64,27 @@ class Outcome:
 
 
 class Session:
-    """Evaluations of one session folder, recorded in its ledger."""
+    """Evaluations of one session, recorded in its ledger: a session folder's own ledger,
+    or a session named in a ledger given by URL."""
 
-    def __init__(self, pack: Pack, directory: str | Path, *, keep_outputs: bool = False) -> None:
-        """``keep_outputs`` turns on keeping evaluated outputs in the ledger for this
-        session folder, from now on (it stays on for later calls without it); a pack whose
-        ``session.keep_outputs`` is true keeps the outputs it evaluates."""
+    def __init__(
+        self,
+        pack: Pack,
+        directory: str | Path | Place,
+        *,
+        ledger: str | Path | None = None,
+        keep_outputs: bool = False,
+    ) -> None:
+        """``directory`` is the session folder (its ledger: ``directory/ledger.sqlite3``);
+        with ``ledger`` (a path, ``sqlite:///path`` or ``postgresql://...``) the session is
+        recorded there instead: in a PostgreSQL ledger ``directory`` is the session's name
+        (no folder is used). ``keep_outputs`` turns on keeping evaluated outputs in the
+        ledger for this session, from now on (it stays on for later calls without it); a
+        pack whose ``session.keep_outputs`` is true keeps the outputs it evaluates."""
         self.pack = pack
-        self.directory = Path(directory)
-        self.ledger = Ledger(self.directory)
+        self.place = directory if isinstance(directory, Place) else locate(directory, ledger)
+        self.directory = self.place.folder or Path(self.place.session)
+        self.ledger = SessionLedger(self.place)
         if keep_outputs and self.ledger.setting(KEEP_OUTPUTS) != "1":
             self.ledger.set_setting(KEEP_OUTPUTS, "1")
         self.keep_outputs = (
@@ -89,8 +100,9 @@ class Session:
         return self
 
     def __exit__(self, kind: object, exc: BaseException | None, trace: object) -> None:
-        self.ledger.__exit__(kind, exc, trace)  # closes it; a damaged file is named
+        self.ledger.close()
 
+    @traced_evaluation
     def evaluate(
         self,
         block: str,
@@ -119,7 +131,7 @@ class Session:
             raise EngineError(f"item={item[:60]!r}: {problem}")
         context = self.with_decisions(context)
         choices = ChoiceBook(self.ledger)
-        ensure_not_paused(choices, str(self.directory))
+        ensure_not_paused(choices, self.place.label)
         if error is not None:
             verdict = self.pack.verdict_for_error(block, error, failure_type)
         else:
@@ -136,17 +148,18 @@ class Session:
             name=item,
             run=run,
         )
+        telemetry.set_attributes({telemetry.ITEM: item if item is not None else key})
         round_key = self.pack.model.session.round
         round_number = (context or {}).get(round_key) if round_key else None
         measure = (
             self.pack.policy.measure(block, text, context) if verdict.status != "fail" else None
         )
         grant = choices.grant(block, key)
-        with self.ledger.transaction() as db:
+        session = self.ledger.session
+        if reuse_latest:
             history = self.ledger.history(block, key)
             if (
-                reuse_latest
-                and history
+                history
                 and history[-1]["output_sha256"] == sha256(text)
                 and history[-1]["error"] == verdict.error
             ):
@@ -168,15 +181,26 @@ class Session:
                     latest["id"],
                     grant.text,
                 )
+
+        def record(tx: Tx) -> tuple[Decision, int]:
+            # the item's next number first: it holds the item until this transaction ends
+            number = attempt_rows.next_attempt(tx, session, block, key)
+            history = attempt_rows.item_history(tx, session, block, key)
             previous = [row["error"] for row in history if row["error"]]
-            earlier = self._earlier_rounds(block, measure)
+            earlier = (
+                None
+                if measure is None or measure.round is None
+                else round_rows.counts(tx, session, block, before=measure.round)
+            )
             if measure is not None and measure.round is not None:
                 # this round's count replaces any earlier count of the same round
-                self.ledger.put_round_count(db, block, measure.round, measure.count, measure.total)
+                round_rows.put_count(
+                    tx, session, block, measure.round, measure.count, measure.total
+                )
             decision = self.pack.decide(
                 verdict,
                 output=text,
-                attempt=len(history) + 1,
+                attempt=number,
                 previous_errors=previous,
                 nonce=nonce,
                 model=model,
@@ -186,12 +210,9 @@ class Session:
                 extra_attempts=grant.attempts,
             )
             if isinstance(round_number, int) and decision.final and verdict.status == "fail":
-                decision = self._round_outcome(choices, block, round_number, decision)
-            record = AttemptRecord(
+                decision = self._round_outcome(choices, block, round_number, decision, tx)
+            row = Attempt(
                 pack=self.pack.name,
-                block=block,
-                item=key,
-                attempt=decision.attempt,
                 status=verdict.status,
                 action=decision.action,
                 reason=decision.reason,
@@ -211,20 +232,28 @@ class Session:
             if decision.default is not None and decision.log in ("warning", "error"):
                 shown = json.dumps(decision.default, ensure_ascii=False, sort_keys=True)
                 warnings.append(f"{decision.action}: {decision.reason}; continuing with {shown}")
-            attempt_id = self.ledger.insert(db, record, warnings)
-            if self.keep_outputs and output is not None:
-                keep_output(db, attempt_id, text, params, context or {})
+            kept = (
+                KeptOutput(text, params, context or {})
+                if self.keep_outputs and output is not None
+                else None
+            )
+            attempt_id = attempt_rows.insert_attempt(
+                tx, session, block, key, decision.attempt, row, warnings, kept
+            )
+            return decision, attempt_id
+
+        decision, attempt_id = self.ledger.write(record)
         return Outcome(verdict, decision, attempt_id, grant.text)
 
     def _round_outcome(
-        self, choices: ChoiceBook, block: str, round_number: int, decision: Decision
+        self, choices: ChoiceBook, block: str, round_number: int, decision: Decision, tx: Tx
     ) -> Decision:
         """``decision`` (a final failure of ``block``), or the pack's `rounds.all_failed`
         action when every block of the round has now failed."""
         rounds = self.pack.model.rounds
         if rounds is None or rounds.all_failed is None or block not in rounds.blocks:
             return decision
-        statuses = {**choices.statuses(rounds, round_number), block: "failed"}
+        statuses = {**choices.statuses_in(tx, rounds, round_number), block: "failed"}
         if not round_failed(statuses, rounds.all_failed.statuses):
             return decision
         spec = self.pack.policy.actions[rounds.all_failed.action]
@@ -266,8 +295,10 @@ class Session:
         nonce: str | None = None,
         vars: Mapping[str, str] | None = None,
         context: Mapping[str, Any] | None = None,
+        user_context: str = "",
     ) -> RenderedPrompt:
-        """The prompt ``decision`` calls for, with example rounds the ledger accepted."""
+        """The prompt ``decision`` calls for, with example rounds the ledger accepted and
+        the user's text a choice added for the item (``Outcome.user_context``)."""
         return self.pack.render_prompt(
             verdict,
             decision,
@@ -276,6 +307,7 @@ class Session:
             vars=vars,
             context=context,
             accepted_rounds=ledger_accepted_rounds(self.pack, verdict.block, context),
+            user_context=user_context,
         )
 
     def _validation_tier(self, block: str, verdict: Verdict) -> str | None:
@@ -287,14 +319,11 @@ class Session:
         return self.pack.contract(block).failure_tier(verdict.failure_type or "")
 
 
-def record_prompt_warnings(session_dir: Path, attempt_id: int, warnings: Sequence[str]) -> None:
+def record_prompt_warnings(place: Place, attempt_id: int, warnings: Sequence[str]) -> None:
     """Add what rendering an attempt's prompt warned about (e.g. an example source that
     could not be read) to that attempt in the session's ledger."""
-    ledger = Ledger(session_dir)
-    try:
-        note_prompt(ledger, attempt_id, {"warnings": list(warnings)})
-    finally:
-        ledger.close()
+    with SessionLedger(place) as ledger:
+        ledger.note_prompt(attempt_id, {"warnings": list(warnings)})
 
 
 def ledger_accepted_rounds(
@@ -309,6 +338,16 @@ def ledger_accepted_rounds(
     if spec is None or not spec.validated_in_ledger or not folder:
         return None
     return accepted_rounds(Path(str(folder)), block)
+
+
+def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:
+    """Rounds whose output for ``block`` the ledger in ``session_dir`` accepted (passed or
+    warned); None when the folder has no ledger."""
+    place = locate(session_dir)
+    if not place.exists():
+        return None
+    with SessionLedger(place, read_only=True) as ledger:
+        return ledger.accepted_rounds(block)
 
 
 def _summary(verdict: Verdict) -> str | None:

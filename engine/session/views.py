@@ -43,13 +43,15 @@ def log_variables(
     gate_results: list[Row] | None = None,
     choices: list[Row] | None = None,
     statuses: dict[int, dict[str, str | None]] | None = None,
+    failed_gates: list[Row] | None = None,
 ) -> dict[str, Any]:
     """What a log template sees: ``entries`` (every row with ``next``), ``rounds`` (per
     round in order of first appearance: ``number``, ``entries`` with ``next`` inside the
     round, ``by_item``: [{block, item, attempts}], ``choices`` (the user's choices in the
     round) and ``statuses`` ({block: status} when the pack declares `rounds:`)),
-    ``session`` (the folder) and ``gate_results`` (every recorded quality gate result,
-    oldest first)."""
+    ``session`` (the folder), ``gate_results`` (every recorded quality gate result,
+    oldest first) and ``failed_gates`` (the gate failure log's lines, ``{timestamp,
+    gate_result, reprompt_generated}``, oldest first)."""
     rounds = []
     for (number,), round_rows in _grouped(rows, "round").items():
         rounds.append(
@@ -69,6 +71,7 @@ def log_variables(
         "rounds": rounds,
         "session": session,
         "gate_results": list(gate_results or []),
+        "failed_gates": list(failed_gates or []),
     }
 
 
@@ -89,6 +92,7 @@ def render_log(
     gate_results: list[Row] | None = None,
     choices: list[Row] | None = None,
     statuses: dict[int, dict[str, str | None]] | None = None,
+    failed_gates: list[Row] | None = None,
 ) -> str:
     """The pack's log template ``view`` filled from the ledger's ``rows``."""
     spec = pack.model.templates.get(view)
@@ -101,7 +105,9 @@ def render_log(
         template = ENVIRONMENT.from_string(pack.prompts.log_sources[view])
     except jinja2.TemplateError as exc:
         raise PackError(f"pack {pack.name!r}: log template {view!r}: {exc}") from None
-    return template.render(log_variables(rows, session, gate_results, choices, statuses))
+    return template.render(
+        log_variables(rows, session, gate_results, choices, statuses, failed_gates)
+    )
 
 
 def json_text(rows: Iterable[Row], lines: bool = False) -> Iterator[str]:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from legacy_ledger import expected, kept_rows, write_legacy
 from pg_server import PASSWORD
 
 from engine.ledger import LedgerError, redacted
 from engine.ledger import schema as ledger_schema
 from engine.ledger.attempts import Attempt, Attempts, insert_attempt
 from engine.ledger.connection import Tx, open_ledger
-from engine.session.ledger import Ledger as FolderLedger
 
 TABLES = {
     "ledger_schema",
@@ -123,13 +123,14 @@ def test_sessions_of_one_ledger_count_apart(ledger_url: str) -> None:
         assert attempts.numbers("a") == {("B", "i"): [1, 2], ("C", "i"): [1], ("B", "j"): [1]}
 
 
-def test_a_session_folder_ledger_of_the_earlier_format_is_named_not_changed(
-    tmp_path: Path,
-) -> None:
-    with FolderLedger(tmp_path / "session"):
-        pass
+def test_a_session_folder_ledger_of_the_earlier_format_is_converted(tmp_path: Path) -> None:
     path = tmp_path / "session" / "ledger.sqlite3"
-    before = path.read_bytes()
-    with pytest.raises(LedgerError, match="session-folder ledger of the earlier format"):
-        open_ledger(path)
-    assert path.read_bytes() == before
+    written = write_legacy(path)
+    with open_ledger(path) as ledger:
+        assert ledger.version() == ledger_schema.VERSION
+        assert ledger.read(tables) == TABLES
+        assert Attempts(ledger).record_attempt("", "VERDICT", '{"i": 1}', ATTEMPT) == 3
+    assert kept_rows(path, written) == {
+        **expected(written),
+        "attempts": [*expected(written)["attempts"], kept_rows(path, written)["attempts"][2]],
+    }

@@ -70,3 +70,30 @@ def test_a_bad_location_is_named_redacted_with_the_accepted_forms(location: str,
 )
 def test_redacted_hides_any_password_and_nothing_else(url: str, shown: str) -> None:
     assert redacted(url) == shown
+
+
+def test_scrub_hides_a_percent_encoded_password_in_both_forms() -> None:
+    url = parse_url("postgresql://u:p%40ss%20w0rd%21@db.example:5432/rules")
+    message = (
+        'connection to server at "db.example" failed: password "p@ss w0rd!" rejected; '
+        "dsn postgresql://u:p%40ss%20w0rd%21@db.example:5432/rules; raw p%40ss%20w0rd%21"
+    )
+    scrubbed = url.scrub(message)
+    assert "p@ss w0rd!" not in scrubbed and "p%40ss%20w0rd%21" not in scrubbed
+    assert scrubbed == (
+        'connection to server at "db.example" failed: password "***" rejected; '
+        "dsn postgresql://u:***@db.example:5432/rules; raw ***"
+    )
+
+
+def test_scrub_hides_a_query_password_value_in_both_forms() -> None:
+    url = parse_url(f"postgresql://u@db.example/rules?sslmode=require&password={SECRET}%2Fz")
+    assert str(url) == "postgresql://u@db.example/rules?sslmode=require&password=***"
+    scrubbed = url.scrub(f"bad password {SECRET}/z (given as {SECRET}%2Fz)")
+    assert scrubbed == "bad password *** (given as ***)"
+    assert SECRET not in url.scrub(f"host=db.example password={SECRET}/z")
+
+
+def test_scrub_leaves_a_message_without_the_password_as_it_is() -> None:
+    url = parse_url("postgresql://u@db.example/rules")
+    assert url.scrub('role "u" does not exist') == 'role "u" does not exist'

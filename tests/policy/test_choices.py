@@ -94,6 +94,22 @@ def test_context_allows_exactly_one_more_retry_with_the_text(tmp_path: Path) -> 
     assert f"context: Provide context ({text})" in log
 
 
+def test_render_after_provide_context_sends_the_text(tmp_path: Path) -> None:
+    """Seed 003 §5 "Provide context: text input added to prompt, one additional retry":
+    `rules render --session` of the item, after the choice, is that retry's prompt."""
+    round_3 = Round(tmp_path, 3)
+    round_3.fail_until_escalation("engineer")
+    text = "The gap list lives in status.md, section Open"
+    assert round_3.choose("engineer@3", "3", "--text", text).exit_code == 0
+    rendered = run_cli(
+        "render", "--pack", "gap-review", "--block", "engineer", "--context",
+        str(round_3.context), "--session", round_3.session, str(tmp_path / "engineer.md"),
+    )  # fmt: skip
+    assert rendered.exit_code == 0, rendered.output
+    assert "RETRY ATTEMPT 3 of 3" in rendered.stdout
+    assert text in rendered.stdout
+
+
 def test_a_valid_output_after_the_granted_retry_proceeds(tmp_path: Path) -> None:
     round_4 = Round(tmp_path, 4)
     round_4.fail_until_escalation("engineer")

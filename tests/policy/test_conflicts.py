@@ -337,6 +337,22 @@ def test_priority_order_critical_first_older_round_first(tmp_path: Path) -> None
     ]
 
 
+def test_priority_order_reads_the_round_in_the_id_not_the_round_found(tmp_path: Path) -> None:
+    """Seed 001 §7: severity, then the issue's own round (R2 in ISSUE-R2-005), then its
+    number; ISSUE-R3-002 was found a round earlier but was raised a round later."""
+    session = tmp_path / "session"
+
+    def issue(ref: str) -> dict[str, str]:
+        return {"id": ref, "severity": "CRITICAL", "summary": "s", "suggestion": "x",
+                "impact": "y", "gap": "GAP-FLOW-001"}  # fmt: skip
+
+    for found, ref in [(4, "ISSUE-R3-002"), (5, "ISSUE-R2-005"), (5, "ISSUE-R2-001")]:
+        ctx, out = write_case(tmp_path, found, [issue(ref)], section(ref, "No.", "Because."))
+        assert detect(session, ctx, out, "gap-review").exit_code == 0
+    order = [(c["ref"], c["round"]) for c in listed(session)]
+    assert order == [("ISSUE-R2-001", 5), ("ISSUE-R2-005", 5), ("ISSUE-R3-002", 4)]
+
+
 @pytest.mark.parametrize(
     ("resolve", "state", "code", "outcome"),
     [

@@ -143,6 +143,17 @@ def test_repair_prompt_per_block(block: str, snapshot: SnapshotAssertion, tmp_pa
     assert result.stdout == snapshot
 
 
+def test_plan_contract_text_agrees_with_the_repair_checklist() -> None:
+    """Seed 002's checklist says never to escape quotes and to avoid backslashes; the
+    contract text the same prompt carries must not teach the model to write \\" instead."""
+    prompt = render("PLAN", output_of("PLAN", "junk"))
+    contract = prompt.split("FORMAT CONTRACT", 1)[1]
+    assert "PLAN" in contract
+    assert '\\"' not in contract and "\\\\" not in contract
+    assert "avoid backslashes entirely" in contract
+    assert "Do not escape quotes." in prompt and "Avoid backslashes entirely." in prompt
+
+
 def test_repair_prompt_20000_chars_is_head_marker_tail(snapshot: SnapshotAssertion) -> None:
     text = "<" + "a" * 9_999 + "“middle”" + "b" * 9_992
     prompt = render("VERDICT", text, criterion="AC1")

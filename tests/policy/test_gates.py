@@ -521,30 +521,15 @@ def test_a_detection_expression_that_cannot_apply_does_not_match(tmp_path: Path)
 
 
 def test_a_version_2_ledger_gains_gate_results(tmp_path: Path) -> None:
-    import sqlite3
+    from legacy_ledger import expected, kept_rows, write_legacy
 
-    from engine.session.ledger import LEDGER_FILE, MIGRATIONS, Ledger
+    from engine.ledger.store import LEDGER_FILE, SessionLedger, locate
 
-    Ledger(tmp_path).close()
-    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
-        db.execute("DROP TABLE gate_results")
-        for later in (
-            "round_counts",
-            "resolutions",
-            "conflicts",
-            "kept_outputs",
-            "settings",
-            "choices",
-            "round_status",
-        ):
-            db.execute(f"DROP TABLE {later}")  # migrations 4 and up
-        db.execute("PRAGMA user_version = 2")
-    ledger = Ledger(tmp_path)
-    try:
-        assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    written = write_legacy(tmp_path / LEDGER_FILE, 2)  # before gate results (migration 3)
+    with SessionLedger(locate(tmp_path)) as ledger:
         assert ledger.gate_results() == []
-    finally:
-        ledger.close()
+        assert len(ledger.attempts()) == 2
+    assert kept_rows(tmp_path / LEDGER_FILE, written) == expected(written)
 
 
 def test_huge_and_odd_inputs_get_a_result(tmp_path: Path) -> None:

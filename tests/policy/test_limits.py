@@ -46,6 +46,8 @@ def test_the_packs_model_timeout_ends_a_hanging_model(tmp_path: Path) -> None:
         script("rules"),
         "run",
         *options,
+        "--prompt",
+        str(FIXTURES / "models" / "prompt.txt"),
         "--session",
         str(tmp_path / "s"),
         "--",

@@ -12,11 +12,12 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from legacy_ledger import expected, kept_rows, write_legacy
 from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import REPO, run_cli
-from engine.session.ledger import LEDGER_FILE, MIGRATIONS
+from engine.ledger.store import LEDGER_FILE, SessionLedger, locate
 from engine.session.session import Session
 
 PACK_DIR = REPO / "rules" / "gap-review"
@@ -366,27 +367,11 @@ def test_messages_are_checked_at_load(tmp_path: Path, message: str, rule: str) -
 
 
 def test_a_version_3_ledger_gains_round_counts(tmp_path: Path) -> None:
-    from engine.session.ledger import Ledger
-
-    Ledger(tmp_path).close()
-    with sqlite3.connect(tmp_path / LEDGER_FILE) as db:
-        for later in (
-            "round_counts",
-            "resolutions",
-            "conflicts",
-            "kept_outputs",
-            "settings",
-            "choices",
-            "round_status",
-        ):
-            db.execute(f"DROP TABLE {later}")  # migrations 4 and up
-        db.execute("PRAGMA user_version = 3")
-    ledger = Ledger(tmp_path)
-    try:
-        assert ledger.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    written = write_legacy(tmp_path / LEDGER_FILE, 3)  # before round counts (migration 4)
+    with SessionLedger(locate(tmp_path)) as ledger:
         assert ledger.round_counts("engineer") == []
-    finally:
-        ledger.close()
+        assert [row["attempt"] for row in ledger.attempts()] == [1, 2]
+    assert kept_rows(tmp_path / LEDGER_FILE, written) == expected(written)
 
 
 def test_limit_settings_are_checked(tmp_path: Path) -> None:

@@ -35,6 +35,8 @@ def session(tmp_path: Path) -> Path:
             nonce,
             "--var",
             f"criterion={criterion}",
+            "--prompt",
+            str(Path(__file__).parents[1] / "fixtures" / "models" / "prompt.txt"),
             "--session",
             str(folder),
             "--",

@@ -95,6 +95,35 @@ def test_a_session_repairs_then_needs_a_human_and_its_log_shows_both(tmp_path: P
     assert [(r["attempt"], r["action"]) for r in rows] == [(1, "REPAIR"), (2, "NEEDS_HUMAN")]
 
 
+@pytest.mark.parametrize("ledger_url", ["sqlite", "postgresql"], indirect=True)
+def test_sessions_by_name_in_one_ledger_that_rules_log_reads(
+    tmp_path: Path, ledger_url: str
+) -> None:
+    with client(tmp_path, ledger=ledger_url) as http:
+        assert http.get("/readyz").status_code == 200
+        for session in ("s1", "s2", "s1"):
+            answer = http.post(f"/v1/sessions/{session}/outputs", json={**REQUEST, "output": BAD})
+            assert answer.status_code == 200, answer.text
+    assert not (tmp_path / "sessions").exists()  # nothing in folders: all in the ledger
+    log = run_cli("log", "--ledger", ledger_url, "--session", "s1", "--format", "jsonl")
+    rows = [json.loads(line) for line in log.output.splitlines()]
+    assert [(r["attempt"], r["action"]) for r in rows] == [(1, "REPAIR"), (2, "NEEDS_HUMAN")]
+    log = run_cli("log", "--ledger", ledger_url, "--session", "s2", "--format", "jsonl")
+    assert [json.loads(line)["attempt"] for line in log.output.splitlines()] == [1]
+
+
+def test_an_unreachable_ledger_is_not_ready_and_a_503_naming_it_redacted(tmp_path: Path) -> None:
+    url = "postgresql://rules:s3cret@127.0.0.1:1/rules?connect_timeout=1"
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    with client(tmp_path, ledger=url) as http:
+        ready = http.get("/readyz")
+        answer = http.post("/v1/sessions/s1/outputs", json={**REQUEST, "output": BAD})
+    assert ready.status_code == 503 and ready.headers["content-type"] == PROBLEM
+    assert answer.status_code == 503 and answer.headers["content-type"] == PROBLEM
+    assert answer.json()["type"].endswith("ledger-unavailable")
+    assert "s3cret" not in ready.text + answer.text and "127.0.0.1:1" in answer.text
+
+
 def test_gate_answers_the_document_of_rules_gate(tmp_path: Path) -> None:
     todo = json.loads((REPO / "rules/quality-gate/examples/todo.json").read_text())
     (tmp_path / "todo.json").write_text(json.dumps(todo), encoding="utf-8")

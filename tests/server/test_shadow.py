@@ -203,3 +203,17 @@ def test_a_real_server_records_the_flips_its_log_view_shows(tmp_path: Path) -> N
     printed = run_cli("log", "--session", str(tmp_path / "sessions"), "--view", "shadow",
                       "--format", "json")  # fmt: skip
     assert json.loads(printed.output) == {"shadows": shadows}
+
+
+def test_with_a_server_ledger_the_shadow_evaluations_are_recorded_there(tmp_path: Path) -> None:
+    candidate = strict_sentinel(tmp_path)
+    shared = tmp_path / "shared.db"
+    config = {"ledger": str(shared), "shadows": (("sentinel", str(candidate)),)}
+    with client(tmp_path, **config) as http:
+        http.post("/v1/sessions/s1/outputs", json={**REQUEST, "output": LONG_REASON})
+        assert http.app.state.shadows.wait_idle(30)  # type: ignore[attr-defined]
+        summary = http.get("/v1/shadow").json()
+    assert summary["shadows"][0]["report"]["flips"] == {"PROCEED->REPAIR": 1, "pass->fail": 1}
+    assert not default_location(tmp_path / "sessions").exists()
+    printed = run_cli("log", "--ledger", str(shared), "--view", "shadow", "--format", "json")
+    assert json.loads(printed.output) == summary

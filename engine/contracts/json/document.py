@@ -25,7 +25,7 @@ INVALID_SCHEMA = FindingRule(
     "Fix the schema; `$ref`s stay inside it.",
 )
 
-Extract = Literal["whole", "fenced", "first"]
+Extract = Literal["auto", "whole", "fenced", "first"]
 Many = Literal["one", "list", "jsonl"]
 
 MAX_CHARS = 8 * 1024 * 1024
@@ -47,6 +47,9 @@ _FLOAT_MAX = sys.float_info.max
 
 _FENCE = re.compile(r"^[ \t]*```[ \t]*json[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 _FENCE_END = re.compile(r"^[ \t]*```[ \t]*\r?$", re.MULTILINE)
+_ANY_FENCE = re.compile(r"^[ \t]*```[ \t]*([A-Za-z0-9_+.-]*)[ \t]*\r?$", re.MULTILINE)
+_JSON_FENCES = ("", "json")
+_NAMED_BLOCKS = 5
 
 
 class JsonDocumentError(Exception):
@@ -65,6 +68,8 @@ class SchemaViolation(NamedTuple):
 
     pointer: str
     message: str
+    summary: bool = False
+    """True for the last entry of a cut list: how many more violations there are."""
 
 
 class _Refused:
@@ -156,8 +161,53 @@ def _skip_space(text: str, start: int, end: int) -> int:
     return start
 
 
+def _auto_body(text: str) -> tuple[int, int]:
+    """The whole output, or the only ```json (or bare ```) fenced block in it, prose around
+    it ignored; two or more such blocks are an error naming their lines (blocks of another
+    language are skipped)."""
+    whole = (1 if text.startswith("\ufeff") else 0), len(text)
+    if "```" not in text:
+        return whole
+    blocks: list[tuple[int, int]] = []  # (start, end) of each JSON fenced block
+    lines: list[int] = []  # the opening line of the first few, to name them
+    position = line = 0
+    while (opener := _ANY_FENCE.search(text, position)) is not None:
+        json_fence = opener.group(1).lower() in _JSON_FENCES
+        start = min(opener.end() + 1, len(text))
+        close = _FENCE_END.search(text, start)
+        if close is None:
+            if json_fence:
+                raise JsonDocumentError(
+                    "the fenced block is not closed (no ``` line after it)",
+                    *_line_column(text, opener.start()),
+                )
+            break
+        if json_fence:
+            blocks.append((start, close.start()))
+            if len(lines) < _NAMED_BLOCKS:  # counted from the last one: linear in the text
+                line += text.count("\n", position, opener.start()) + 1
+                lines.append(line)
+                line += text.count("\n", opener.start(), close.end()) - 1
+        elif len(lines) < _NAMED_BLOCKS:
+            line += text.count("\n", position, close.end())
+        position = close.end()
+    if not blocks:
+        return whole
+    if len(blocks) > 1:
+        named = ", ".join(str(n) for n in lines[:-1]) + f" and {lines[-1]}"
+        if len(blocks) > len(lines):
+            named = ", ".join(str(n) for n in lines) + " and more"
+        raise JsonDocumentError(
+            f"the output holds {len(blocks)} fenced blocks, at lines {named}: write one JSON "
+            "document, alone or in one ```json block"
+        )
+    return blocks[0]
+
+
 def _body(text: str, extract: Extract) -> tuple[int, int]:
     """Where the JSON text is: (start, end) offsets into ``text``."""
+    if extract == "auto":
+        return _auto_body(text)
     if extract == "fenced":
         fence = _FENCE.search(text)
         if fence is None:
@@ -364,7 +414,9 @@ def _short(text: str) -> str:
 def schema_violations(
     validator: Any, document: Any, limit: int = MAX_VIOLATIONS
 ) -> list[SchemaViolation]:
-    """Every way ``document`` breaks the validator's schema, sorted by pointer then message.
+    """Every way ``document`` breaks the validator's schema, sorted by pointer then message:
+    at most ``limit`` of them, then one saying how many more there are (``and N more schema
+    errors``, pointer "").
 
     A missing required key reads ``Missing: parent.key``; any other violation reads
     ``path: message`` (``(root)`` for the document itself).
@@ -373,6 +425,7 @@ def schema_violations(
     from referencing.exceptions import Unresolvable
 
     violations: list[SchemaViolation] = []
+    stopped = False
     try:
         for error in validator.iter_errors(document):
             path = list(error.absolute_path)
@@ -389,6 +442,7 @@ def schema_violations(
                     SchemaViolation(_pointer(path), _short(f"{where}: {error.message}"))
                 )
             if len(violations) >= 10 * limit:
+                stopped = True
                 break
     except RecursionError:
         violations.append(SchemaViolation("", "(root): JSON nested too deeply to validate"))
@@ -398,7 +452,12 @@ def schema_violations(
         violations.append(
             SchemaViolation("", f"(root): {exc} (references must resolve inside the schema)")
         )
-    return sorted(set(violations))[:limit]
+    found = sorted(set(violations))
+    if len(found) <= limit:
+        return found
+    more = len(found) - limit
+    counted = f"more than {more}" if stopped else str(more)
+    return [*found[:limit], SchemaViolation("", f"and {counted} more schema errors", summary=True)]
 
 
 def _missing_key(error: Any) -> str:

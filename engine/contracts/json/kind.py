@@ -27,6 +27,7 @@ from engine.contracts.json.model import JsonContract
 from engine.contracts.kind import EvaluationInput, StandaloneKind, WithoutParser
 from engine.core.errors import EvaluationError, PackError
 from engine.core.results import Failure
+from engine.core.textio import output_problem
 from engine.core.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
@@ -50,6 +51,10 @@ class CompiledJson(WithoutParser):
         contract = self.contract
         if output.text is None:
             raise EvaluationError(f"{output.path}: no such file")
+        problem = output_problem(output.text)
+        if problem is not None:
+            failure = Failure(*problem)
+            return verdict_from_checks(self.name, [failure], [], None, dict(self.severities))
         try:
             documents = read_documents(
                 output.text,
@@ -64,9 +69,15 @@ class CompiledJson(WithoutParser):
             return verdict_from_checks(self.name, [failure], [], None, dict(self.severities))
         failures = []
         for index, document in enumerate(documents):
-            prefix = f"item {index + 1}: " if contract.many != "one" else ""
+            many = contract.many != "one"
+            prefix = f"item {index + 1}: " if many else ""
             for violation in schema_violations(self.validator, document, contract.max_errors):
-                failures.append(Failure(contract.schema_failure, prefix + violation.message))
+                pointer: str | None = f"/{index}{violation.pointer}" if many else violation.pointer
+                if violation.summary:
+                    pointer = None
+                failures.append(
+                    Failure(contract.schema_failure, prefix + violation.message, path=pointer)
+                )
         data = documents[0] if contract.many == "one" else documents
         return verdict_from_checks(self.name, failures, [], data, dict(self.severities))
 

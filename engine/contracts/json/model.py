@@ -18,8 +18,10 @@ class JsonContract(ContractModel):
 
     kind: Literal["json"]
     schema_file: PackPath
-    extract: Literal["whole", "fenced", "first"] = "whole"
-    """Where the JSON is: the whole output, the first ```json fenced block, or the first
+    extract: Literal["auto", "whole", "fenced", "first"] = "auto"
+    """Where the JSON is: ``auto`` the whole output or its only fenced block (```json or
+    ```; prose around it ignored; two such blocks are a parse failure), ``whole`` the whole
+    output (strict), ``fenced`` the first ```json fenced block, ``first`` the first
     balanced object or array (prose around it ignored)."""
     many: Literal["one", "list", "jsonl"] = "one"
     """One document, each element of a top-level array, or one document per line."""

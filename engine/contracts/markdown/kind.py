@@ -41,6 +41,7 @@ from engine.core.errors import ConditionError, ContextError
 from engine.core.patterns import compile_pattern
 from engine.core.placeholders import fill, render_list
 from engine.core.results import Failure
+from engine.core.textio import EMPTY_OUTPUT, output_problem
 from engine.core.verdict import Verdict, verdict_from_checks
 from engine.format.findings import FindingRule
 from engine.sandbox.environment import compile_condition
@@ -383,7 +384,17 @@ class CompiledMarkdown(WithoutParser):
     def id_patterns(self) -> Mapping[str, str]:
         return {name: kind.pattern for name, kind in self.contract.ids.items()}
 
+    @property
+    def checks_empty(self) -> bool:
+        """The contract has a ``non_empty`` check of its own (with its failure and message)."""
+        return any(check.check == "non_empty" for check in self.contract.checks)
+
     def evaluate(self, output: EvaluationInput) -> Verdict:
+        problem = None if output.text is None else output_problem(output.text)
+        # an empty output goes to the contract's own `non_empty` check when it has one
+        if problem is not None and not (problem[0] == EMPTY_OUTPUT and self.checks_empty):
+            failure = Failure(*problem)
+            return verdict_from_checks(self.name, [failure], [], None, dict(self.severities))
         outcome = run_checks(self.contract, Output(output.text, output.path, output.context))
         return verdict_from_checks(
             self.name, outcome.failures, outcome.warnings, outcome.data, dict(self.severities)

@@ -10,7 +10,9 @@ from engine.contracts.kind import EvaluationInput
 from engine.contracts.sentinel.model import GRAMMAR_KEYS, SentinelContract
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.errors import EvaluationError
-from engine.core.verdict import verdict_from_parse
+from engine.core.results import Failure
+from engine.core.textio import output_problem
+from engine.core.verdict import verdict_from_checks, verdict_from_parse
 from engine.format.findings import FindingRule
 
 if TYPE_CHECKING:
@@ -58,6 +60,9 @@ class CompiledSentinel:
     def evaluate(self, output: EvaluationInput) -> Verdict:
         if output.text is None:
             raise EvaluationError(f"{output.path}: no such file")
+        problem = output_problem(output.text)
+        if problem is not None:
+            return verdict_from_checks(self.name, [Failure(*problem)], [], None, self.severities)
         parser = self.parser
         shared = output.shared
         key = None if shared is None else parser.reading_key

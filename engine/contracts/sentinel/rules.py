@@ -127,44 +127,24 @@ def _single_line(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
     return body
 
 
-def _max_len(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
-    limit = rule["max"]
+def _length_bound(code: str, bound: str, size: str, at_least: bool) -> Callable[..., Check]:
+    """The builder of a rule on ``len(value)``: at least (or at most) ``rule[bound]``; the
+    message gets the bound as ``bound`` and the length as ``size``."""
 
-    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
-        if value is ABSENT or value is None:
+    def build(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
+        limit = rule[bound]
+
+        def body(value: Any, fields: Mapping[str, Any]) -> str | None:
+            if value is ABSENT or value is None:
+                return None
+            length = len(value)
+            if (length < limit) if at_least else (length > limit):
+                return say(code, value, fields, **{bound: limit, size: length})
             return None
-        size = len(value)
-        return say("rule_max_len", value, fields, max=limit, len=size) if size > limit else None
 
-    return body
+        return body
 
-
-def _min_items(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
-    least = rule["min"]
-
-    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
-        if value is ABSENT or value is None:
-            return None
-        count = len(value)
-        if count < least:
-            return say("rule_min_items", value, fields, min=least, count=count)
-        return None
-
-    return body
-
-
-def _max_items(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
-    most = rule["max"]
-
-    def body(value: Any, fields: Mapping[str, Any]) -> str | None:
-        if value is ABSENT or value is None:
-            return None
-        count = len(value)
-        if count > most:
-            return say("rule_max_items", value, fields, max=most, count=count)
-        return None
-
-    return body
+    return build
 
 
 def _unique(rule: Mapping[str, Any], say: _Say, *_: Any) -> Check:
@@ -271,9 +251,9 @@ _BUILDERS: dict[str, Callable[..., Check]] = {
     "pattern": _pattern,
     "non_empty": _non_empty,
     "single_line": _single_line,
-    "max_len": _max_len,
-    "min_items": _min_items,
-    "max_items": _max_items,
+    "max_len": _length_bound("rule_max_len", "max", "len", at_least=False),
+    "min_items": _length_bound("rule_min_items", "min", "count", at_least=True),
+    "max_items": _length_bound("rule_max_items", "max", "count", at_least=False),
     "unique": _unique,
     "required": _required,
     "count_matches": _count_matches,

@@ -14,6 +14,7 @@ from engine.core.errors import EvaluationError
 from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.core.placeholders import fill
 from engine.core.results import Failure
+from engine.core.textio import output_problem
 from engine.core.verdict import verdict_from_checks
 from engine.format.findings import FindingRule
 
@@ -70,6 +71,10 @@ class CompiledText(WithoutParser):
     def evaluate(self, output: EvaluationInput) -> Verdict:
         if output.text is None:
             raise EvaluationError(f"{output.path}: no such file")
+        problem = output_problem(output.text)
+        if problem is not None:
+            failure = Failure(*problem)
+            return verdict_from_checks(self.name, [failure], [], None, dict(self.severities))
         text, contract, fail = output.text, self.contract, self.contract.fail
         failures = []
         size = len(text)

@@ -12,6 +12,7 @@ from engine.format.fields import (
     ContractRef,
     Message,
     Name,
+    Pattern,
     Ref,
     Strict,
     TemplateRef,
@@ -89,6 +90,13 @@ class ConflictRules(Strict):
     )
     severity: str = Field(default="severity", description="the item key holding the severity")
     severity_order: list[str] = Field(min_length=1)
+    id_round: Pattern | None = Field(
+        default=None,
+        description="a pattern whose first group is the round an item was raised in, read "
+        "from its id (e.g. 'R([0-9]+)-'); conflicts of one severity are ordered by it, older "
+        "first, then by the id's number. Without it (or when an id does not match), by the "
+        "round the conflict was found in",
+    )
     options: list[ConflictOption] = Field(min_length=2)
     min_options: int = Field(default=2, ge=1)
     max_options: int = Field(default=4, ge=1, le=26)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.errors import Locate
+from engine.core.patterns import compile_pattern
 from engine.core.placeholders import fill
 from engine.policy.conflicts.model import ConflictRules
 from engine.sandbox.environment import compile_condition
@@ -23,6 +24,7 @@ from engine.sandbox.environment import compile_condition
 EXPLICIT = "explicit"
 IMPLICIT = "implicit"
 _NUMBER = re.compile(r"(\d+)\D*$")
+_DIGITS = re.compile(r"\d+")
 
 
 def number_of(ref: str) -> int:
@@ -149,17 +151,29 @@ class CompiledConflicts:
     # ------------------------------------------------------------------ order, termination
 
     def priority(self, conflict: Mapping[str, Any]) -> tuple[int, int, int, str]:
-        """Severity (the pack's order), then round (older first), then the id's number."""
+        """Severity (the pack's order), then the item's own round (older first: the round
+        in its id when ``id_round`` reads one, else the round the conflict was found in),
+        then the id's number (seed 001 §7)."""
         order = self.spec.severity_order
         severity = conflict.get("severity")
         rank = order.index(severity) if severity in order else len(order)
-        round_number = conflict.get("round")
-        return (
-            rank,
-            round_number if isinstance(round_number, int) else 0,
-            int(conflict.get("number") or 0),
-            str(conflict.get("ref")),
-        )
+        ref = str(conflict.get("ref"))
+        round_number = self.own_round(ref)
+        if round_number is None:
+            found = conflict.get("round")
+            round_number = found if isinstance(found, int) else 0
+        return (rank, round_number, int(conflict.get("number") or 0), ref)
+
+    def own_round(self, ref: str) -> int | None:
+        """The round an item was raised in, read from its id by ``id_round``; None when the
+        pack declares no such pattern or the id does not match it."""
+        if self.spec.id_round is None:
+            return None
+        match = compile_pattern(self.spec.id_round).search(ref)
+        if match is None:
+            return None
+        digits = _DIGITS.search(match.group(1) if match.re.groups else match.group(0))
+        return int(digits.group(0)) if digits else None
 
     def ordered(self, conflicts: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         return sorted(conflicts, key=self.priority)

@@ -216,14 +216,13 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
 
 
 def _purpose(checker: PackChecker, name: str, purpose: str, path: tuple[str | int, ...]) -> None:
-    spec = checker.pack.templates.get(name)
-    if spec is not None and spec.purpose != purpose:
-        checker.add(
-            TEMPLATE_PURPOSE,
-            f"template {name!r} has purpose {spec.purpose!r}; this needs purpose {purpose!r}",
-            path,
-            f"declare it with `purpose: {purpose}`",
-        )
+    checker.template_purpose(
+        name,
+        purpose,
+        path,
+        TEMPLATE_PURPOSE,
+        "template {name!r} has purpose {declared!r}; this needs purpose {purpose!r}",
+    )
 
 
 # Compiled by Pack, with the pack's templates (engine.prompts) and source positions.

@@ -11,7 +11,6 @@ from engine.core.placeholders import FIGURES, FigureError, compile_figures
 from engine.format.fields import ContractRef
 from engine.format.findings import FindingRule
 from engine.format.section import BuiltinSection
-from engine.format.semantics import WRONG_TEMPLATE_PURPOSE
 from engine.format.yamldoc import KeyPath
 from engine.policy.limits.model import Limits, RateLimits
 
@@ -71,14 +70,9 @@ def check_rate_limits(pack: Rulepack, checker: PackChecker) -> None:
                         (*path, key),
                         f"figures: {', '.join(sorted(FIGURES))}",
                     )
-            template = pack.templates.get(limit.presentation or "")
-            if template is not None and template.purpose != "presentation":
-                checker.add(
-                    WRONG_TEMPLATE_PURPOSE,
-                    f"template {limit.presentation!r} is "
-                    f"a {template.purpose} template, not a presentation template",
-                    (*path, "presentation"),
-                    "declare it with `purpose: presentation`",
+            if limit.presentation:
+                checker.template_purpose(
+                    limit.presentation, "presentation", (*path, "presentation")
                 )
         names = [limit.name for limit in spec.limits]
         for name in sorted({n for n in names if names.count(n) > 1}):

@@ -10,7 +10,7 @@ from engine.policy.rounds.model import Rounds
 
 # Variables the engine provides to log templates (the session's views of its ledger).
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
-    "log": frozenset({"entries", "rounds", "session", "gate_results"}),
+    "log": frozenset({"entries", "rounds", "session", "gate_results", "failed_gates"}),
 }
 
 ROUNDS = BuiltinSection("rounds", Rounds | None, Field(default=None), {"Rounds": Rounds})

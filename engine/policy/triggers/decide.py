@@ -23,7 +23,7 @@ from engine.policy.limits.rates import (
     compile_rate_limits,
     rounds_from,
 )
-from engine.policy.triggers.model import AttemptPolicy, Trigger
+from engine.policy.triggers.model import AfterFailure, AttemptPolicy, Trigger
 from engine.sandbox.environment import compile_condition
 
 
@@ -275,12 +275,12 @@ def decide(
         reason: str,
         rule: str,
         *,
-        final_policy: bool = False,
+        final_policy: AfterFailure | None = None,
         next_policy: AttemptPolicy | None = None,
         limit: dict[str, Any] | None = None,
     ) -> Decision:
         spec = actions[action]
-        after = trigger.after_failure
+        ending = final_policy
         return Decision(
             action=action,
             reason=reason,
@@ -290,12 +290,10 @@ def decide(
             final=spec.final,
             exit_code=spec.exit_code,
             rule=rule,
-            template=(
-                next_policy.template if next_policy else after.template if final_policy else None
-            ),
+            template=(next_policy.template if next_policy else ending.template if ending else None),
             hint=next_policy.hint if next_policy else True,
-            default=after.default if final_policy else None,
-            log=after.log if final_policy else "none",
+            default=ending.default if ending else None,
+            log=ending.log if ending else "none",
             carry=carried,
             limit=limit,
         )
@@ -321,16 +319,24 @@ def decide(
                     "PROCEED", "the output meets its contract", "pass", limit=allowed.to_json()
                 )
         return make("PROCEED", "the output meets its contract", "pass")
-    after = trigger.after_failure.action
+    final = trigger.after_failure
+    after = final.action
     failure_type = verdict.failure_type or ""
     if failure_type in policy.not_retriable:
-        return make(after, f"{failure_type} is not retriable", "not-retriable", final_policy=True)
+        # no retry can fix it: the error goes back to the user; the after-failure template
+        # and menu are for retries that ran out (seed 003 §8)
+        fatal = trigger.on_not_retriable or AfterFailure(
+            action=after, default=final.default, log=final.log
+        )
+        return make(
+            fatal.action, f"{failure_type} is not retriable", "not-retriable", final_policy=fatal
+        )
     if failure_type not in trigger.on:
         return make(
             after,
             f"{failure_type} does not trigger a repair for {verdict.block}",
             "no-trigger",
-            final_policy=True,
+            final_policy=final,
         )
     if compiled.guards:
         variables = guard_variables(verdict, output, attempt, cap, previous_errors, context)
@@ -338,15 +344,15 @@ def decide(
         if holding >= 0:
             guard = compiled.guards[holding]
             reason = guard.reason or f"guard {guard.name!r} holds"
-            return make(after, reason, f"guard:{guard.name}", final_policy=True)
+            return make(after, reason, f"guard:{guard.name}", final_policy=final)
     if _repeats(trigger, previous_errors, verdict):
-        return make(after, "the same error repeated", "repeat", final_policy=True)
+        return make(after, "the same error repeated", "repeat", final_policy=final)
     if attempt > cap:
         return make(
             after,
             f"{cap} repair attempt{'s' if cap != 1 else ''} used",
             "exhausted",
-            final_policy=True,
+            final_policy=final,
         )
     next_policy = _policy(trigger, attempt)
     return make(

@@ -84,6 +84,13 @@ class Trigger(Strict):
     modifications: dict[FailureRef, TemplateRef] = Field(default_factory=dict)
     default_modification: str = "Please review your output and try again."
     after_failure: AfterFailure = Field(default_factory=lambda: AfterFailure(action="CYCLE_FAIL"))
+    on_not_retriable: AfterFailure | None = Field(
+        default=None,
+        description="what a failure type declared `retriable: false` ends with: the error "
+        "goes back to the user, no retry can fix it (seed 003 §8). Default: the after-failure "
+        "action, its default value and log, without its template or menu (those are for "
+        "retries that ran out)",
+    )
     description: str = ""
 
 

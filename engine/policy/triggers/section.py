@@ -51,6 +51,7 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
             "block_type",
             "nonce",
             "parser_error",
+            "failures",
             "micro_hint",
             "original_output",
             "format_contract",

@@ -16,6 +16,7 @@ import jinja2
 from pydantic import Field
 
 from engine.core.errors import Position
+from engine.format.context_reads import check_context_reads
 from engine.format.fields import ContractRef, TemplateRef
 from engine.format.findings import FindingRule
 from engine.format.section import BuiltinSection
@@ -28,7 +29,12 @@ from engine.policy.rounds import section as rounds
 from engine.policy.triggers import section as triggers
 from engine.prompts.examples import section as examples
 from engine.prompts.templates.model import TemplateSpec
-from engine.sandbox.environment import first_use, undeclared_names, unsafe_constructs
+from engine.sandbox.environment import (
+    ENVIRONMENT,
+    first_use,
+    undeclared_names,
+    unsafe_constructs,
+)
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
@@ -59,10 +65,13 @@ MAX_TEMPLATE_BYTES = 1024 * 1024
 # templates may also use every context key their pack declares.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     **conflicts.TEMPLATE_VARIABLES,
-    # a block's first prompt (``prompts:``), with the decisions of the previous round
+    # a block's first prompt (``prompts:``), with the decisions of the previous round and
+    # the block's contract text
     "initial": frozenset(
         {
             "block",
+            "nonce",
+            "format_contract",
             "resolutions",
             "params",
             "context",
@@ -143,6 +152,9 @@ def check_templates(pack: Rulepack, checker: PackChecker) -> None:
                 "use only the variables the engine provides, and bounded loops",
                 position=Position(shown, line, 1),
             )
+        if "context" in TEMPLATE_VARIABLES[spec.purpose]:
+            tree = ENVIRONMENT.parse(source)
+            check_context_reads(checker, tree, f"template {name!r}", path, Position(shown, 1, 1))
         allowed = TEMPLATE_VARIABLES[spec.purpose] | checker.context_names
         for unknown in sorted(names - allowed):
             line, column = first_use(source, unknown)

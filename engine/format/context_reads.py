@@ -1,0 +1,82 @@
+"""`rules check` of what templates and conditions read of ``context``: every key read as
+``context.KEY`` (or ``context["KEY"]``) is one the pack declares under ``context:``, and a
+key read inside a declared value fits its declared type (a string or a number has no keys).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from jinja2 import nodes
+
+from engine.core.errors import Position
+from engine.format.findings import FindingRule
+from engine.format.vocabulary import ContextKey
+from engine.sandbox.static import context_reads
+
+if TYPE_CHECKING:
+    from engine.format.semantics import PackChecker
+    from engine.format.yamldoc import KeyPath
+
+UNDECLARED_CONTEXT_READ = FindingRule(
+    "undeclared-context-read",
+    "A template or condition reads a key of `context` the pack does not declare, or a key "
+    "inside a context value whose declared type has none.",
+    "Declare the key under `context:`, or fix its name.",
+)
+
+_SCALARS = frozenset({"string", "path", "int", "number", "bool"})
+
+
+def context_problems(
+    declared: Mapping[str, ContextKey], tree: nodes.Template
+) -> list[tuple[str, str, int]]:
+    """(message, hint, line) for each read of ``context`` that the declared keys do not
+    allow, in the order of the template."""
+    out: list[tuple[str, str, int]] = []
+    for path, line in context_reads(tree):
+        key, rest = path[0], path[1:]
+        spec = declared.get(key)
+        shown = "context." + ".".join(path)
+        if spec is None:
+            close = difflib.get_close_matches(key, sorted(declared), n=1)
+            hint = (
+                f"did you mean 'context.{close[0]}'?"
+                if close
+                else f"declared context keys: {', '.join(sorted(declared)) or 'none'}"
+            )
+            out.append((f"reads {shown}, but the pack declares no context key {key!r}", hint, line))
+            continue
+        if not rest:
+            continue
+        if spec.type in _SCALARS or spec.type == "list":
+            kind = spec.type if spec.type != "list" else f"list of {spec.items or 'string'}"
+            out.append(
+                (
+                    f"reads {shown}, but context.{key} is declared {kind}: it has no key "
+                    f"{rest[0]!r}",
+                    f"read context.{key} itself, or declare it as a map",
+                    line,
+                )
+            )
+    return out
+
+
+def check_context_reads(
+    checker: PackChecker,
+    tree: nodes.Template,
+    what: str,
+    path: KeyPath,
+    position: Position | None = None,
+    line_offset: int = 0,
+) -> None:
+    """A finding for each read of ``context`` in ``tree`` (the template or expression
+    ``what`` names, declared at ``path``) the pack's declared context does not allow;
+    ``position``: the template file, whose line each finding takes."""
+    for message, hint, line in context_problems(checker.pack.context, tree):
+        where = None
+        if position is not None:
+            where = Position(position.file, line + line_offset, 1)
+        checker.add(UNDECLARED_CONTEXT_READ, f"{what} {message}", path, hint, position=where)
