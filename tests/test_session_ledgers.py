@@ -80,7 +80,7 @@ def test_the_environment_chooses_the_ledger_and_the_option_wins(tmp_path: Path) 
             str(REPO / "examples" / "sentinel" / "task.md"),
             "--",
             "true",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_an_unreachable_server_is_a_clear_error_without_the_password(args: tuple[str, ...]) -> None:
