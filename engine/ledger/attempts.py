@@ -42,6 +42,8 @@ class Attempt:
     model: str | None = None
     validation: str | None = None
     data_summary: str | None = None
+    pack_version: str | None = None
+    revision: str | None = None  # the pack's revision: a hash of its files and its bases
 
 
 @dataclass(frozen=True)

@@ -229,6 +229,13 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "CREATE INDEX shadow_evaluations_pair ON shadow_evaluations (pack, candidate, id)",
     ],
+    # 4: the policy that was live: each attempt with its pack's version and revision (a hash
+    # of the pack's files and of those it extends), so the ledger is a decision log a
+    # backtest can replay. NULL on attempts recorded before.
+    [
+        "ALTER TABLE attempts ADD COLUMN pack_version TEXT",
+        "ALTER TABLE attempts ADD COLUMN revision TEXT",
+    ],
 ]
 
 VERSION = len(MIGRATIONS)

@@ -227,6 +227,8 @@ class Session:
                 model=model,
                 validation=self._validation_tier(block, verdict),
                 data_summary=_summary(verdict),
+                pack_version=self.pack.model.version,
+                revision=self.pack.revision,
             )
             warnings = list(verdict.warnings)
             if decision.default is not None and decision.log in ("warning", "error"):

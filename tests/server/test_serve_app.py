@@ -108,6 +108,12 @@ def test_sessions_by_name_in_one_ledger_that_rules_log_reads(
     log = run_cli("log", "--ledger", ledger_url, "--session", "s1", "--format", "jsonl")
     rows = [json.loads(line) for line in log.output.splitlines()]
     assert [(r["attempt"], r["action"]) for r in rows] == [(1, "REPAIR"), (2, "NEEDS_HUMAN")]
+    # each recorded decision names the policy that was live, as the response did
+    live = answer.json()["pack"]
+    assert {(r["pack"], r["pack_version"], r["revision"]) for r in rows} == {
+        (live["name"], live["version"], live["revision"])
+    }
+    assert live["revision"] == load_pack("sentinel").revision
     log = run_cli("log", "--ledger", ledger_url, "--session", "s2", "--format", "jsonl")
     assert [json.loads(line)["attempt"] for line in log.output.splitlines()] == [1]
 
