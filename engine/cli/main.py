@@ -201,9 +201,32 @@ def main() -> None:
         flush_spans()
 
 
+def _undecodable_argument(argv: list[str]) -> str | None:
+    """The first argument that is not UTF-8 text (its bytes were escaped as surrogates by
+    Python) and names no existing file, up to a ``--`` (a model command's own arguments
+    are passed on as they are); None when there is none."""
+    for argument in argv:
+        if argument == "--":
+            return None
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            if not os.path.exists(argument):
+                return argument
+    return None
+
+
 def _run(command: click.Command, prog_name: str) -> None:
     """Run a script's command: what it does not turn into a message itself (a refused read
     or write, an internal error) is said on stderr with exit status 2."""
+    if (undecodable := _undecodable_argument(sys.argv[1:])) is not None:
+        shown = os.fsencode(undecodable).decode("utf-8", "backslashreplace")
+        click.echo(
+            f"error: the argument '{shown}' is not UTF-8 text; rules reads its arguments as "
+            "UTF-8 (a file's name may be any bytes when the file exists)",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
     try:
         command(prog_name=prog_name)
     except OSError as exc:  # what the commands do not name themselves: mostly the output
