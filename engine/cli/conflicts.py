@@ -9,12 +9,20 @@ from collections.abc import Iterator
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.common import (
+    OUTPUT_CAP_HELP,
+    UsageFailure,
+    load_context,
+    open_pack,
+    output_cap,
+    parse_vars,
+)
 from engine.cli.options import (
     F,
     context_option,
     format_option,
     ledger_option,
+    max_output_bytes_option,
     now_option,
     pack_option,
     session_option,
@@ -23,7 +31,7 @@ from engine.cli.options import (
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
-from engine.core.textio import MAX_OUTPUT_BYTES, read_capped, too_large_message
+from engine.core.textio import read_capped, too_large_message
 from engine.ledger.store import SessionLedger, locate
 from engine.pack.loaded import Pack
 from engine.policy.conflicts.runtime import CompiledConflicts
@@ -109,6 +117,7 @@ def conflicts_command() -> None:
 @context_option()
 @var_option()
 @format_option("conflicts")
+@max_output_bytes_option("A bigger output is not read (exit 2). " + OUTPUT_CAP_HELP)
 @click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
 def detect_command(
     pack_ref: str,
@@ -117,6 +126,7 @@ def detect_command(
     context_file: str | None,
     var_pairs: tuple[str, ...],
     output_format: str,
+    max_output_bytes: int | None,
     source: str,
 ) -> None:
     """Evaluate an output of the pack's conflict block; record its conflicts and flags.
@@ -127,15 +137,16 @@ def detect_command(
     pack = open_pack(pack_ref)
     rules = _rules(pack)
     block = rules.spec.block
+    cap = output_cap(max_output_bytes, pack.model.limits.max_output_bytes)
     try:
         if source == "-":
-            raw, more = read_capped(sys.stdin.buffer, MAX_OUTPUT_BYTES)
+            raw, more = read_capped(sys.stdin.buffer, cap)
         else:  # a FIFO, socket or folder is refused, never waited on
-            raw, more = read_file_capped(source, MAX_OUTPUT_BYTES)
+            raw, more = read_file_capped(source, cap)
     except OSError as exc:
         raise UsageFailure(f"{source}: cannot read: {exc.strerror or exc}") from None
     if more:
-        raise UsageFailure(f"{source}: {too_large_message(MAX_OUTPUT_BYTES)}")
+        raise UsageFailure(f"{source}: {too_large_message(cap)}")
     with _usage_errors():
         variables, context = pack.split_inputs(
             block, load_context(context_file), parse_vars(var_pairs)

@@ -591,3 +591,20 @@ def test_resolution_actions_are_the_packs(tmp_path: Path) -> None:
         "x",
     )
     assert bad.exit_code == 2 and "--action expects KEY=VALUE" in bad.stderr
+
+
+def test_detect_reads_no_more_than_its_cap_and_names_the_option(tmp_path: Path) -> None:
+    case = CASES[0]
+    text = "".join(
+        section(ref, s["position"], s["rationale"]) for ref, s in case["disagree"].items()
+    )
+    ctx, out = write_case(tmp_path, case["round"], case["issues"], text)
+    size = out.stat().st_size
+    session = tmp_path / "session"
+    base = ["conflicts", "detect", "--pack", "gap-review", "--session", str(session)]
+    base += ["--context", str(ctx)]
+    refused = run_cli(*base, "--max-output-bytes", str(size - 1), str(out))
+    assert refused.exit_code == 2
+    assert f"larger than {size - 1} bytes (--max-output-bytes" in refused.stderr
+    assert not session.exists() or listed(session) == []  # nothing recorded
+    assert run_cli(*base, "--max-output-bytes", str(size), str(out)).exit_code == 0
