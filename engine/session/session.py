@@ -9,6 +9,7 @@ write transaction.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -182,7 +183,16 @@ class Session:
                     grant.text,
                 )
 
+        # a write token, taken once before the transaction: when the connection is lost
+        # after COMMIT, the retried transaction finds the committed row by it
+        token = uuid.uuid4().hex
+        decided: list[Decision] = []  # the decision the first run recorded
+
         def record(tx: Tx) -> tuple[Decision, int]:
+            if tx.retry and decided:
+                done = attempt_rows.id_by_token(tx, token)
+                if done is not None:
+                    return decided[0], done
             # the item's next number first: it holds the item until this transaction ends
             number = attempt_rows.next_attempt(tx, session, block, key)
             history = attempt_rows.item_history(tx, session, block, key)
@@ -237,8 +247,9 @@ class Session:
                 if self.keep_outputs and output is not None
                 else None
             )
+            decided.append(decision)
             attempt_id = attempt_rows.insert_attempt(
-                tx, session, block, key, decision.attempt, row, warnings, kept
+                tx, session, block, key, decision.attempt, row, warnings, kept, token
             )
             return decision, attempt_id
 
