@@ -1037,3 +1037,24 @@ def test_parquet_values_json_cannot_hold_are_invalid_records(tmp_path: Path) -> 
         "numbers and objects (vars, context)",
         "list": "'vars' must be an object of strings",
     }
+
+
+def test_backtest_reads_a_session_in_a_ledger(tmp_path: Path, ledger_url: str) -> None:
+    """`--ledger URL --session NAME`: the kept outputs of a session in a ledger are the
+    records, as those of the same runs in a session folder are."""
+    folder = tmp_path / "folder-session"
+    for nonce in ("4F2C9B", "4F2C9C"):
+        _run_fake(folder, nonce, "--keep-outputs")
+        _run_fake(Path("nightly"), nonce, "--keep-outputs", "--ledger", ledger_url)
+    args = ("backtest", "--pack", "sentinel", "--baseline", "builtin:sentinel")
+    from_folder = run_cli(*args, "--format", "json", str(folder))
+    from_ledger = run_cli(*args, "--format", "json", "--ledger", ledger_url, "--session", "nightly")
+    assert from_folder.exit_code == from_ledger.exit_code == 0, from_ledger.output
+    report = json.loads(from_ledger.stdout)
+    assert report == json.loads(from_folder.stdout.replace(str(folder), "nightly"))
+    assert report["total"] == 4
+    missing = run_cli(*args, "--ledger", ledger_url, "--session", "absent")
+    assert missing.exit_code == 2 and "kept no outputs" in missing.stderr
+    assert "s3cr3t" not in missing.stderr
+    unnamed = run_cli(*args, "--session", "nightly")
+    assert unnamed.exit_code == 2 and "give --ledger URL" in unnamed.stderr

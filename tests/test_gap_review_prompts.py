@@ -443,3 +443,43 @@ def retry_prompt(context: dict[str, Any], accepted: Any) -> str:
         verdict, decision, output=text, context=context, accepted_rounds=accepted
     )
     return rendered
+
+
+# ------------------------------------------------------- tier 2 from a session's ledger
+
+
+def _round_three_prompt(session: Any, rounds: dict[int, str], context: dict[str, Any]) -> Any:
+    """Rounds 1.. accepted in ``session``, then round 3's output fails NO_GAPS_ADDRESSED:
+    the retry prompt rendered for it."""
+    for n, text in rounds.items():
+        outcome = session.evaluate(
+            "engineer", text, context={**context, "round": n}, path=f"round_{n:03d}/engineer.md"
+        )
+        assert outcome.verdict.status != "fail", outcome.verdict.error
+    failing = FAILING["NO_GAPS_ADDRESSED"]
+    third = {**context, "round": 3, "expected_path": "round_003/engineer.md"}
+    outcome = session.evaluate("engineer", failing, context=third, path="round_003/engineer.md")
+    assert outcome.verdict.failure_type == "NO_GAPS_ADDRESSED"
+    return session.render_prompt(outcome.verdict, outcome.decision, output=failing, context=third)
+
+
+def test_tier_two_of_a_session_in_a_ledger_reads_its_kept_accepted_outputs(
+    tmp_path: Path, ledger_url: str
+) -> None:
+    """Round 3's tier-2 prompt is the same, byte for byte, whether the earlier rounds are
+    files in a session folder (with its ledger) or kept outputs of a session in a ledger."""
+    from engine.session.session import Session
+
+    rounds = {1: proposal(["GAP-FLOW-001"]), 2: proposal(["GAP-FLOW-002"], " Clearly.")}
+    context = {k: v for k, v in BASE_CONTEXT.items() if k != "round"}
+    root = session(tmp_path, rounds)
+    with Session(PACK, root) as in_folder:
+        from_folder = _round_three_prompt(in_folder, rounds, {**context, "session_dir": str(root)})
+    with Session(PACK, "gap-review", ledger=ledger_url, keep_outputs=True) as in_ledger:
+        from_ledger = _round_three_prompt(in_ledger, rounds, context)
+    assert from_folder.example_tier == from_ledger.example_tier == "session"
+    assert "Example from this session (Round 2)" in from_ledger.text
+    assert from_ledger.text.encode() == from_folder.text.encode()
+    # without kept outputs a session in a ledger has no earlier round to show
+    with Session(PACK, "bare", ledger=ledger_url) as bare:
+        assert _round_three_prompt(bare, rounds, context).example_tier != "session"

@@ -4,8 +4,9 @@ The records are the ``--jsonl`` records of engine.pack.batch (``id``, ``block``,
 ``vars``, ``text`` or ``text_base64``) with three optional keys: ``context`` (an object),
 ``attempt`` (the attempt number the output was, default 1) and ``previous_errors`` (the
 item's earlier errors, oldest first). They come from JSONL files (chunks: byte ranges cut
-at line starts), Parquet files (row ranges) or session folders that kept outputs
-(ranges of attempt ids); every source gives a chunk's records as JSON lines.
+at line starts), Parquet files (row ranges), session folders that kept outputs (ranges of
+attempt ids) or sessions in a ledger given by URL (likewise); every source gives a chunk's
+records as JSON lines.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from engine.core.errors import EngineError
 from engine.core.numbers import strict_loads
 from engine.core.textio import MAX_OUTPUT_BYTES
+from engine.ledger.store import locate
 from engine.pack.batch import record_inputs, text_of_record
 from engine.session.export import export_records, kept_id_range
 
@@ -57,6 +59,8 @@ class Chunk:
     """jsonl, session or parquet"""
     first: bool = True
     """The first chunk of its input (line numbers start again)."""
+    ledger: str | None = None
+    """A session in a ledger: the ledger's URL (``path`` is then the session's name)."""
 
 
 class InvalidRecord(ValueError):
@@ -91,11 +95,21 @@ def read_record(line: bytes) -> tuple[dict[str, Any], str | bytes]:
 
 
 def plan_chunks(
-    paths: Sequence[str], chunk_bytes: int = CHUNK_BYTES, chunk_rows: int = PARQUET_CHUNK
+    paths: Sequence[str],
+    chunk_bytes: int = CHUNK_BYTES,
+    chunk_rows: int = PARQUET_CHUNK,
+    *,
+    ledger: str | None = None,
+    sessions: Sequence[str] = (),
 ) -> list[Chunk]:
     """Cut the files into byte ranges of about ``chunk_bytes`` (session folders: into
-    ranges of ``SESSION_CHUNK`` attempt ids; Parquet files: of ``chunk_rows`` rows)."""
+    ranges of ``SESSION_CHUNK`` attempt ids; Parquet files: of ``chunk_rows`` rows); then
+    the ``sessions`` named in the ledger at URL ``ledger`` into ranges of attempt ids."""
     chunks: list[Chunk] = []
+    for name in sessions:
+        if ledger is None:
+            raise BacktestError(f"session {name!r}: a session by name needs --ledger URL")
+        chunks += _session_chunks(name, len(chunks), ledger)
     for path in paths:
         if os.path.isdir(path):
             chunks += _session_chunks(path, len(chunks))
@@ -137,7 +151,8 @@ def read_chunk(
     no more than its own size of a line that began before it."""
     encode = json.JSONEncoder(ensure_ascii=False).encode
     if chunk.source == "session":
-        for record in export_records(chunk.path, chunk.start, chunk.end, max_line_bytes):
+        where = chunk.path if chunk.ledger is None else locate(chunk.path, chunk.ledger)
+        for record in export_records(where, chunk.start, chunk.end, max_line_bytes):
             if "damaged" in record:
                 yield InvalidRecord(record["damaged"])
             else:
@@ -286,12 +301,13 @@ def _parquet_rows(chunk: Chunk) -> Iterator[dict[str, Any]]:
         raise BacktestError(f"{chunk.path}: not a readable Parquet file ({exc})") from None
 
 
-def _session_chunks(path: str, first_index: int) -> list[Chunk]:
-    count, first, last = kept_id_range(path)
+def _session_chunks(path: str, first_index: int, ledger: str | None = None) -> list[Chunk]:
+    place = locate(path, ledger)
+    count, first, last = kept_id_range(place)
     if count == 0:
         raise BacktestError(
-            f"{path}: the session kept no outputs (run it with --keep-outputs, or give the pack "
-            "`session: {keep_outputs: true}`)"
+            f"{place.label}: the session kept no outputs (run it with --keep-outputs, or give "
+            "the pack `session: {keep_outputs: true}`)"
         )
     return [
         Chunk(
@@ -301,6 +317,7 @@ def _session_chunks(path: str, first_index: int) -> list[Chunk]:
             min(after + SESSION_CHUNK, last),
             source="session",
             first=n == 0,
+            ledger=ledger,
         )
         for n, after in enumerate(range(first - 1, last, SESSION_CHUNK))
     ]

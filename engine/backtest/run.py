@@ -10,10 +10,17 @@ from typing import Any
 
 from engine.backtest.executors import Executor, Task, run_inline
 from engine.backtest.judge import loaded_pack
-from engine.backtest.records import CHUNK_BYTES, PARQUET_CHUNK, BacktestError, plan_chunks
+from engine.backtest.records import (
+    CHUNK_BYTES,
+    PARQUET_CHUNK,
+    BacktestError,
+    Chunk,
+    plan_chunks,
+)
 from engine.backtest.tally import Tally, empty_tally
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
+from engine.ledger.url import parse_url
 
 
 @dataclass
@@ -66,6 +73,8 @@ def backtest(
     max_line_bytes: int | None = None,
     chunk_rows: int = PARQUET_CHUNK,
     locked: bool | None = None,
+    ledger: str | None = None,
+    sessions: Sequence[str] = (),
 ) -> Report:
     """Backtest ``pack`` (against ``baseline``) on the JSONL files ``records``.
 
@@ -74,7 +83,8 @@ def backtest(
     after each chunk. A record line longer than ``max_line_bytes`` (default: the largest
     of the packs' ``limits.max_output_bytes``, else 64 MiB) is an invalid record, not read.
     With ``locked`` (default: when CI=true) a git pack the packs extend needs a rules.lock
-    entry.
+    entry. ``sessions`` are sessions named in the ledger at URL ``ledger`` whose kept
+    outputs are records too.
     """
     # Workers get absolute paths (a cluster's workers run in folders of their own); the
     # report shows the paths as given. A name that is no path stays a builtin pack's name.
@@ -87,8 +97,8 @@ def backtest(
     except EngineError as exc:
         raise BacktestError(str(exc)) from None
     cap = max_line_bytes or max(limit or MAX_OUTPUT_BYTES for limit in limits)
-    chunks = plan_chunks(records, chunk_bytes, chunk_rows)
-    tasks = [Task(refs, replace(chunk, path=os.path.abspath(chunk.path)), cap) for chunk in chunks]
+    chunks = plan_chunks(records, chunk_bytes, chunk_rows, ledger=ledger, sessions=sessions)
+    tasks = [Task(refs, _absolute(chunk), cap) for chunk in chunks]
     total = empty_tally(len(refs))
     offset = 0
     for done, (chunk, tally) in enumerate(zip(chunks, executor(tasks), strict=True), start=1):
@@ -99,3 +109,14 @@ def backtest(
         if progress is not None:
             progress(done, len(tasks))
     return Report(pack, baseline, total, max_flips)
+
+
+def _absolute(chunk: Chunk) -> Chunk:
+    """``chunk`` with absolute paths: its file's, or its SQLite ledger's (a session name in
+    a ledger stays as it is)."""
+    if chunk.ledger is None:
+        return replace(chunk, path=os.path.abspath(chunk.path))
+    url = parse_url(chunk.ledger)
+    if url.path is None:  # a server
+        return chunk
+    return replace(chunk, ledger=str(url.path.resolve()))

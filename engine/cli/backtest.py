@@ -17,7 +17,12 @@ from engine.cli.common import (
     locked_setting,
     stopping_on_sigterm,
 )
-from engine.cli.options import format_option, max_output_bytes_option, output_option
+from engine.cli.options import (
+    format_option,
+    ledger_option,
+    max_output_bytes_option,
+    output_option,
+)
 from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.report import render
@@ -94,7 +99,15 @@ def _progress_bar() -> Iterator[Callable[[int, int], None] | None]:
 )
 @format_option("backtest", show_default=True)
 @output_option("File to write the report to (default: stdout).")
-@click.argument("records", nargs=-1, required=True, type=click.Path())
+@ledger_option()
+@click.option(
+    "--session",
+    "sessions",
+    multiple=True,
+    metavar="NAME",
+    help="A session in the --ledger whose kept outputs are records too (repeatable).",
+)
+@click.argument("records", nargs=-1, type=click.Path())
 def backtest_command(
     pack_ref: str,
     baseline: str | None,
@@ -105,6 +118,8 @@ def backtest_command(
     max_output_bytes: int | None,
     output_format: str,
     output: TextIO,
+    ledger_url: str | None,
+    sessions: tuple[str, ...],
     records: tuple[str, ...],
 ) -> None:
     """Evaluate and decide logged outputs under a pack and a baseline pack; report the flips.
@@ -115,7 +130,8 @@ def backtest_command(
     item's earlier errors, oldest first: a trigger's stop_on_repeat reads them); Parquet
     files (*.parquet,
     the same columns; needs pyarrow); or session folders whose ledger kept outputs
-    (`--keep-outputs`; places are then FOLDER:N, the N-th kept one).
+    (`--keep-outputs`; places are then FOLDER:N, the N-th kept one), and with
+    `--ledger URL --session NAME` a session in that ledger (places NAME:N).
     Each record is evaluated and decided under both packs; the report gives verdicts,
     actions, failure types and the repairs/retries each pack asks for, and the flips:
     verdict changes ("pass->fail") and action changes ("PROCEED->REPAIR"), by block and
@@ -132,6 +148,8 @@ def backtest_command(
       rules backtest --pack ./new-pack --baseline sentinel --format html -o flips.html \\
           logs/week.jsonl
       rules backtest --pack ./new-pack --baseline sentinel .rules-session
+      rules backtest --pack ./new-pack --baseline sentinel \\
+          --ledger postgresql://rules@db:5432/rules --session nightly
       rules backtest --pack ./new-pack --baseline sentinel --executor dask \\
           --scheduler tcp://scheduler:8786 /shared/logs/*.jsonl
 
@@ -142,6 +160,15 @@ def backtest_command(
     # Deferred for start-up time: `rules backtest --help` and usage errors load no packs.
     from engine.backtest import BacktestError, backtest, dask_executor, local_executor
 
+    if not records and not sessions:
+        raise click.UsageError(
+            "give the records: JSONL or Parquet files, session folders, or "
+            "--ledger URL --session NAME"
+        )
+    if sessions and not ledger_url:
+        raise click.UsageError(
+            "--session NAME names a session in a ledger: give --ledger URL (or set RULES_LEDGER)"
+        )
     if scheduler is not None and executor != "dask":
         raise click.UsageError("--scheduler needs --executor dask")
     if scheduler is not None and not _SCHEDULER.fullmatch(scheduler):
@@ -162,6 +189,8 @@ def backtest_command(
                 progress=progress,
                 max_line_bytes=max_output_bytes,
                 locked=locked_setting(),
+                ledger=ledger_url if sessions else None,
+                sessions=sessions,
             )
     except (BacktestError, EngineError) as exc:
         raise UsageFailure(str(exc)) from None

@@ -271,7 +271,14 @@ def render_command(**options: Any) -> None:
             nonce=options["nonce"],
             vars=variables,
             context=context,
-            accepted_rounds=ledger_accepted_rounds(pack, verdict.block, context),
+            accepted_rounds=ledger_accepted_rounds(
+                pack,
+                verdict.block,
+                context,
+                None
+                if options["session_dir"] is None
+                else locate(options["session_dir"], options["ledger_url"]),
+            ),
             user_context=evaluated.user_context,
         )
         if prompt.warnings and evaluated.attempt_id is not None:

@@ -153,6 +153,13 @@ def insert_attempt(
     return attempt_id
 
 
+def id_by_token(tx: Tx, token: str) -> int | None:
+    """The row id of the attempt recorded with write token ``token``, or None (a retried
+    transaction looks for what its first run may have committed)."""
+    row = tx.one("SELECT id FROM attempts WHERE token = ?", (token,))
+    return None if row is None else int(row[0])
+
+
 class Attempts:
     """The attempts repository of a ledger."""
 

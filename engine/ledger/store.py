@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.ledger import attempts, check, gates, prompts, rounds, settings
+from engine.ledger import attempts, check, gates, kept, prompts, rounds, settings
 from engine.ledger import conflicts as conflict_rows
 from engine.ledger.connection import Ledger, Tx, changed, open_ledger
 from engine.ledger.errors import LedgerError
@@ -218,6 +219,19 @@ class SessionLedger:
 
     def accepted_rounds(self, block: str) -> frozenset[int]:
         return self.read(lambda tx: rounds.accepted(tx, self.session, block))
+
+    def accepted_outputs(self, block: str) -> dict[int, str]:
+        """The kept outputs of ``block`` the session accepted, by round (the latest of a
+        round); one that cannot be read is left out."""
+        out: dict[int, str] = {}
+        for number, compressed in self.read(
+            lambda tx: kept.accepted_outputs(tx, self.session, block)
+        ):
+            try:
+                out[number] = kept.text(compressed)
+            except (ValueError, zlib.error):
+                continue  # damaged: the round has no example to give
+        return out
 
     # ------------------------------------------------------------------ writes
 

@@ -240,6 +240,7 @@ def _record(
     with session_lock(name):
         try:
             with open_session(pack, settings, name) as session:
+                place = session.place  # tier-2 examples read its kept outputs
                 paused = ChoiceBook(session.ledger).paused()
                 if paused is not None:
                     raise Problem(
@@ -277,7 +278,7 @@ def _record(
                 nonce=body.nonce,
                 vars=ready.variables,
                 context=ready.context,
-                accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context),
+                accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context, place),
                 user_context=outcome.user_context,
             )
         except EngineError as exc:

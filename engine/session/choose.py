@@ -162,6 +162,6 @@ def _retry_prompt(
         decision,
         output="",
         context=values,
-        accepted_rounds=ledger_accepted_rounds(pack, block, values),
+        accepted_rounds=ledger_accepted_rounds(pack, block, values, session.place),
         user_context=text,
     ).text

@@ -9,6 +9,7 @@ write transaction.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -182,7 +183,16 @@ class Session:
                     grant.text,
                 )
 
+        # a write token, taken once before the transaction: when the connection is lost
+        # after COMMIT, the retried transaction finds the committed row by it
+        token = uuid.uuid4().hex
+        decided: list[Decision] = []  # the decision the first run recorded
+
         def record(tx: Tx) -> tuple[Decision, int]:
+            if tx.retry and decided:
+                done = attempt_rows.id_by_token(tx, token)
+                if done is not None:
+                    return decided[0], done
             # the item's next number first: it holds the item until this transaction ends
             number = attempt_rows.next_attempt(tx, session, block, key)
             history = attempt_rows.item_history(tx, session, block, key)
@@ -239,8 +249,9 @@ class Session:
                 if self.keep_outputs and output is not None
                 else None
             )
+            decided.append(decision)
             attempt_id = attempt_rows.insert_attempt(
-                tx, session, block, key, decision.attempt, row, warnings, kept
+                tx, session, block, key, decision.attempt, row, warnings, kept, token
             )
             return decision, attempt_id
 
@@ -308,7 +319,7 @@ class Session:
             nonce=nonce,
             vars=vars,
             context=context,
-            accepted_rounds=ledger_accepted_rounds(self.pack, verdict.block, context),
+            accepted_rounds=ledger_accepted_rounds(self.pack, verdict.block, context, self.place),
             user_context=user_context,
         )
 
@@ -329,17 +340,24 @@ def record_prompt_warnings(place: Place, attempt_id: int, warnings: Sequence[str
 
 
 def ledger_accepted_rounds(
-    pack: Pack, block: str, context: Mapping[str, Any] | None
-) -> frozenset[int] | None:
-    """The rounds the ledger in the session folder (the context key the pack names in
-    ``session.folder``) accepted for ``block``, when the pack's example tier 2 asks for
-    validated rounds; None (every round counts) otherwise or without a ledger there."""
+    pack: Pack, block: str, context: Mapping[str, Any] | None, place: Place | None = None
+) -> frozenset[int] | dict[int, str] | None:
+    """What example tier 2 may use of earlier rounds of ``block``. With a session folder
+    (the context key the pack names in ``session.folder``): the rounds its ledger accepted,
+    when the pack's tier 2 asks for validated rounds (None: every round counts, or no
+    ledger there). Without one, for a session in a ledger (``place``): the outputs its
+    ledger kept of the accepted rounds, by round (the latest accepted one of each)."""
     spec = pack.model.examples.session
     key = pack.model.session.folder
     folder = (context or {}).get(key) if key else None
-    if spec is None or not spec.validated_in_ledger or not folder:
+    if spec is None:
         return None
-    return accepted_rounds(Path(str(folder)), block)
+    if folder:
+        return accepted_rounds(Path(str(folder)), block) if spec.validated_in_ledger else None
+    if place is None or not place.exists():
+        return None
+    with SessionLedger(place, read_only=True) as ledger:
+        return ledger.accepted_outputs(block)
 
 
 def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:

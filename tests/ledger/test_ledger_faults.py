@@ -7,8 +7,10 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pg_server import PASSWORD, PostgresServer, missing_reason
@@ -112,3 +114,98 @@ def test_a_server_restart_under_writers_loses_and_duplicates_nothing(
     )
     for numbers in recorded.values():
         assert sorted(numbers) == list(range(1, len(numbers) + 1))
+
+
+def _await_sync_rep(server: PostgresServer, admin: Any) -> None:
+    """Return once a commit waits for a synchronous standby (the reload that names one
+    reaches the server's processes a moment after it returns): a probe commit in the
+    ``postgres`` database is seen waiting, then cancelled (it commits locally)."""
+    import psycopg
+
+    deadline = time.monotonic() + 30
+    with psycopg.connect(server.url(), autocommit=True) as probe:
+        probe.execute("SET synchronous_commit = on")
+        while True:
+            assert time.monotonic() < deadline, "synchronous replication never began"
+            insert = threading.Thread(
+                target=probe.execute, args=("INSERT INTO sync_probe VALUES (1)",)
+            )
+            insert.start()
+            insert.join(timeout=0.5)
+            if insert.is_alive():  # its commit waits: cancel the wait
+                admin.execute("SELECT pg_cancel_backend(%s)", (probe.info.backend_pid,))
+                insert.join(timeout=30)
+                return
+
+
+def test_an_evaluation_whose_connection_is_lost_after_commit_is_recorded_once(
+    postgres_server: PostgresServer,
+) -> None:
+    """The connection of an evaluation is cut after its COMMIT is written but before the
+    client hears of it: the retried transaction finds the committed attempt by its write
+    token and returns it; the attempt is recorded once and the next one is number 2.
+
+    The moment is made exact with synchronous replication to a standby that never comes:
+    COMMIT then waits after committing locally, and terminating that backend cuts the
+    connection there."""
+    import psycopg
+
+    import engine
+    from engine.session.session import Session
+
+    url = postgres_server.create_database()
+    dbname = url.rsplit("/", 1)[1]
+    pack = engine.load_pack("builtin:sentinel")
+    bad = Path("examples/sentinel/verdict_bad.txt")
+    text = (Path(__file__).parents[2] / bad).read_text(encoding="utf-8")
+    inputs: dict[str, Any] = {"nonce": "4F2C9A", "vars": {"criterion": "AC1"}}
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        # this database's commits wait for a standby (the server's default is off)
+        admin.execute(f"ALTER DATABASE {dbname} SET synchronous_commit = on")
+        with Session(pack, "s", ledger=url) as session:
+            outcomes: list[Any] = []
+            failures: list[BaseException] = []
+
+            def evaluate() -> None:
+                try:
+                    outcomes.append(session.evaluate("VERDICT", text, **inputs))
+                except BaseException as exc:  # the assertions below report it
+                    failures.append(exc)
+
+            worker = threading.Thread(target=evaluate)
+            try:
+                admin.execute("CREATE TABLE IF NOT EXISTS sync_probe (n int)")
+                admin.execute("ALTER SYSTEM SET synchronous_standby_names = 'absent'")
+                admin.execute("SELECT pg_reload_conf()")
+                _await_sync_rep(postgres_server, admin)
+                worker.start()
+                deadline = time.monotonic() + 30
+                waiting = None
+                while waiting is None:
+                    assert time.monotonic() < deadline, "the evaluation never reached COMMIT"
+                    waiting = admin.execute(
+                        "SELECT pid FROM pg_stat_activity WHERE datname = %s"
+                        " AND wait_event = 'SyncRep'",
+                        (dbname,),
+                    ).fetchone()
+                    time.sleep(0.02)
+                admin.execute("SELECT pg_terminate_backend(%s)", (waiting[0],))
+            finally:
+                admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
+                admin.execute("SELECT pg_reload_conf()")
+                if worker.ident is not None:
+                    worker.join(timeout=60)
+            assert failures == [] and len(outcomes) == 1
+            first = outcomes[0]
+            assert first.decision.action == "REPAIR" and first.decision.attempt == 1
+            second = session.evaluate("VERDICT", text, **inputs)
+            assert second.decision.attempt == 2 and second.decision.final
+        with open_ledger(url) as ledger:
+            rows = ledger.read(
+                lambda tx: tx.all("SELECT id, attempt, token FROM attempts ORDER BY id")
+            )
+        assert [(row[0], row[1]) for row in rows] == [
+            (first.attempt_id, 1),
+            (second.attempt_id, 2),
+        ]
+        assert all(row[2] for row in rows)  # every attempt the session records has a token

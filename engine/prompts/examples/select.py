@@ -1,12 +1,14 @@
 """Example tiers for retry prompts: selection by failure type, scoring, budgets, truncation.
 
 Tier 1 (canonical) are files of the pack or a section of a document the context names;
-tier 2 (session) are earlier rounds' outputs in the session folder, most recent first,
-scored by rules from the pack; tier 3 (template) are structural templates of the pack.
+tier 2 (session) are earlier rounds' outputs in the session folder (or, for a session
+without a folder, the outputs its ledger accepted), most recent first, scored by rules
+from the pack; tier 3 (template) are structural templates of the pack.
 The pack's ``selection`` table says, per failure type, which tiers to try in which order.
 
 Which rounds tier 2 may use is passed in (``EarlierRounds``): the caller that owns the
-session's ledger says which rounds it accepted; nothing here reads the ledger.
+session's ledger says which rounds it accepted, or (a session without a folder) gives the
+accepted rounds' outputs as a mapping round -> text; nothing here reads the ledger.
 """
 
 from __future__ import annotations
@@ -49,25 +51,32 @@ class Example:
 @dataclass(frozen=True)
 class EarlierRounds:
     """Where example tier 2 looks: the session folder, the current round, and the rounds
-    whose output the session's ledger accepted (None: no ledger, every round counts)."""
+    whose output the session's ledger accepted (None: no ledger, every round counts).
+    Without a folder, ``outputs`` are the accepted rounds' outputs, by round."""
 
-    folder: Path
+    folder: Path | None
     current: int
     accepted: frozenset[int] | None = None
+    outputs: Mapping[int, str] | None = None
 
 
 def earlier_rounds(
     keys: SessionKeys, context: Mapping[str, Any], accepted: Collection[int] | None = None
 ) -> EarlierRounds | None:
     """The session folder and round from the context keys the pack names; None when the
-    pack names none or the context lacks them."""
+    pack names none or the context lacks them. ``accepted`` may be a mapping of the
+    accepted rounds to their outputs (a session in a ledger, without a folder): tier 2
+    then reads those when the context names no session folder."""
     folder = context.get(keys.folder) if keys.folder else None
     current = context.get(keys.round) if keys.round else None
-    if not folder or not isinstance(current, int):
+    if not isinstance(current, int):
         return None
-    return EarlierRounds(
-        Path(str(folder)), current, frozenset(accepted) if accepted is not None else None
-    )
+    rounds = frozenset(accepted) if accepted is not None else None
+    if folder:
+        return EarlierRounds(Path(str(folder)), current, rounds)
+    if isinstance(accepted, Mapping):
+        return EarlierRounds(None, current, rounds, dict(accepted))
+    return None
 
 
 @dataclass(frozen=True)
@@ -215,6 +224,12 @@ def session_candidates(
         if n in excluded or (allowed is not None and n not in {int(r) for r in allowed}):
             continue
         if accepted is not None and n not in accepted:
+            continue
+        if root is None:  # a session without a folder: its ledger's accepted outputs
+            text = (rounds.outputs or {}).get(n)
+            if text is not None:
+                found = score(spec.scoring, text, failure_type, ids, context)
+                candidates.append(Candidate(n, found, text))
             continue
         if any((root / round_path(p, n, block)).exists() for p in spec.exclude_if_exists):
             continue
