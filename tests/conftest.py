@@ -168,4 +168,4 @@ def template_pack(tmp_path: Path, template: str, guard: str | None = None) -> Pa
 
 # A real PostgreSQL server (started on first use) and the `ledger_url` fixture of the
 # tests that run on both backends.
-from pg_server import ledger_url, postgres_server  # noqa: E402, F401
+from pg_server import ledger_url, postgres_server, session_backend  # noqa: E402, F401

@@ -198,3 +198,22 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "ledger" / "ledger.db")
     server: PostgresServer = request.getfixturevalue("postgres_server")
     return server.create_database()
+
+
+@pytest.fixture
+def session_backend(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """The backend a test module's session commands record on (a module opts in with
+    ``pytestmark = pytest.mark.usefixtures("session_backend")``): each session folder's own
+    SQLite ledger; with ``RULES_TEST_LEDGER=postgresql`` (a run of its own in CI) one new
+    PostgreSQL database per test, named by ``RULES_LEDGER``, where each ``--session`` is a
+    session's name. A test of what only a folder has (its files) is marked ``folder_ledger``
+    and skipped there."""
+    backend = os.environ.get("RULES_TEST_LEDGER", "sqlite")
+    if backend == "postgresql":
+        if request.node.get_closest_marker("folder_ledger") is not None:
+            pytest.skip("checks what only a session folder's own ledger has")
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        monkeypatch.setenv("RULES_LEDGER", server.create_database())
+    yield backend

@@ -14,6 +14,8 @@ from conftest import REPO, run_cli, run_script, script
 from engine.core.errors import EngineError
 from engine.session.session import Session
 
+pytestmark = pytest.mark.usefixtures("session_backend")  # SQLite; PostgreSQL when slow
+
 PY = sys.executable
 PROMPT = str(REPO / "tests" / "fixtures" / "models" / "prompt.txt")
 ENGINEER = (
@@ -35,6 +37,7 @@ GOOD = (
 # with the argument `good`, a valid one always.
 MODEL = f"""\
 import sys
+
 prompt = sys.stdin.read()
 if prompt.strip() or sys.argv[1:] == ["good"]:
     print({GOOD!r})

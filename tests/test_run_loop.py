@@ -32,6 +32,8 @@ VERDICT = (
     str(MODELS / "prompt.txt"),
 )
 
+pytestmark = pytest.mark.usefixtures("session_backend")  # SQLite; PostgreSQL when slow
+
 
 def stamps(text: str) -> str:
     return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "<TS>", text)
@@ -149,6 +151,7 @@ def test_hanging_model_times_out(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.folder_ledger
 def test_crash_is_an_execution_failure_and_stderr_never_reaches_a_prompt(tmp_path: Path) -> None:
     done = run_script(
         script("rules"),
@@ -204,6 +207,7 @@ def test_a_pack_may_retry_execution_failures_with_the_same_prompt(tmp_path: Path
     assert "SECRET" not in second
 
 
+@pytest.mark.folder_ledger
 def test_failure_log_jsonl(tmp_path: Path) -> None:
     session = tmp_path / "s"
     run_script(

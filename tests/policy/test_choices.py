@@ -7,6 +7,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
 
 BAD = "# nothing useful here\n"
@@ -15,6 +17,8 @@ GOOD = (
     + "Validate in two tiers, structure first and content second, with examples. " * 4
     + "\n\n### Examples\nOne.\n\n### Trade-offs\nSome.\n\n### New Gaps Introduced\nNone\n"
 )
+
+pytestmark = pytest.mark.usefixtures("session_backend")  # SQLite; PostgreSQL when slow
 ISO = re.compile(r"^\| \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \|")
 
 

@@ -25,6 +25,8 @@ HEADER = (
     + "\n\n### Trade-offs\n\nSome.\n\n"
 )
 
+pytestmark = pytest.mark.usefixtures("session_backend")  # SQLite; PostgreSQL when slow
+
 EXAMPLE_1_SECTION = """## DISAGREE: ISSUE-R5-003
 
 **Reviewer Concern:**
@@ -398,6 +400,7 @@ def test_a_waived_conflict_blocks_nothing(tmp_path: Path) -> None:
     assert run_cli("conflicts", "termination", "--session", str(session), "COMPLETE").exit_code == 0
 
 
+@pytest.mark.folder_ledger
 def test_usage_errors(tmp_path: Path) -> None:
     session = three_conflicts(tmp_path)
     unknown = run_cli(

@@ -26,6 +26,8 @@ from engine.format.context import build_context
 from engine.format.vocabulary import ContextKey
 from engine.pack.loaded import check_pack_file, load_pack
 
+pytestmark = pytest.mark.usefixtures("session_backend")  # SQLite; PostgreSQL when slow
+
 # The pack under test and its valid example per schema.
 PACK = REPO / "rules" / "quality-gate"  # also `--pack quality-gate` (builtin)
 EXAMPLES = PACK / "examples"
@@ -356,6 +358,7 @@ def test_an_artifact_that_does_not_validate_is_an_error(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- session, log, ledger
 
 
+@pytest.mark.folder_ledger
 def test_failures_go_to_the_log_and_the_ledger(tmp_path: Path) -> None:
     session = tmp_path / "s"
     todo = write(tmp_path / "todo.json", [todo_without_criteria()])

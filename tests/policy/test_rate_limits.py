@@ -25,6 +25,8 @@ PACK = engine.load_pack("gap-review")
 CASES: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parent.parent / "cases" / "rate_limit_cases.yaml").read_text(encoding="utf-8")
 )
+
+pytestmark = pytest.mark.usefixtures("session_backend")  # SQLite; PostgreSQL when slow
 DECISION_SCHEMA = json.loads((REPO / "contracts" / "decision.schema.json").read_text())
 
 SUMMARIES = [
