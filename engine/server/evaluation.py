@@ -125,6 +125,28 @@ def prepare(pack: Pack, body: OutputRequest) -> Prepared:
     return Prepared(data, variables, context, error, failure_type)
 
 
+def prompt_for(
+    pack: Pack,
+    body: OutputRequest,
+    ready: Prepared,
+    verdict: Verdict,
+    decision: Decision,
+    user_context: str = "",
+) -> tuple[str, list[str]]:
+    """The prompt ``decision`` calls for and its warnings, from the request's inputs."""
+    rendered = pack.render_prompt(
+        verdict,
+        decision,
+        output=ready.output,
+        nonce=body.nonce,
+        vars=ready.variables,
+        context=ready.context,
+        accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context),
+        user_context=user_context,
+    )
+    return rendered.text, list(rendered.warnings)
+
+
 def refused(exc: EngineError, field: str | None = None) -> Problem:
     if isinstance(exc, LedgerError):
         metrics.LEDGER_ERRORS.inc()
@@ -170,16 +192,7 @@ def _evaluate(
         if decision.limit is not None and decision.limit.get("presentation"):
             presentation = pack.present(verdict, decision, ready.context)
         elif decision.template is not None:
-            rendered = pack.render_prompt(
-                verdict,
-                decision,
-                output=ready.output,
-                nonce=body.nonce,
-                vars=ready.variables,
-                context=ready.context,
-                accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context),
-            )
-            prompt, warnings = rendered.text, list(rendered.warnings)
+            prompt, warnings = prompt_for(pack, body, ready, verdict, decision)
     except EngineError as exc:
         raise refused(exc) from None
     return {
@@ -197,17 +210,7 @@ def _evaluate(
     responses={200: {"model": EvaluationDocument}, **problem_responses(*COMMON_PROBLEMS)},
 )
 async def evaluate(request: Request, body: EvaluateRequest) -> Document:
-    pack = served_pack(request, body.pack)
-    document = await within_time(
-        request.app.state.settings.timeout,
-        _evaluate,
-        pack,
-        body,
-        False,
-        request.app.state.decision_hooks,
-        inline=runs_inline(body.output),
-    )
-    return Document(document)
+    return await _answer(request, body, False)
 
 
 @router.post(
@@ -216,13 +219,18 @@ async def evaluate(request: Request, body: EvaluateRequest) -> Document:
     responses={200: {"model": RenderDocument}, **problem_responses(*COMMON_PROBLEMS)},
 )
 async def render(request: Request, body: EvaluateRequest) -> Document:
+    return await _answer(request, body, True)
+
+
+async def _answer(request: Request, body: EvaluateRequest, rendering: bool) -> Document:
+    """The document of `/evaluate` (``rendering`` false) or `/render` (true)."""
     pack = served_pack(request, body.pack)
     document = await within_time(
         request.app.state.settings.timeout,
         _evaluate,
         pack,
         body,
-        True,
+        rendering,
         request.app.state.decision_hooks,
         inline=runs_inline(body.output),
     )
@@ -270,19 +278,11 @@ def _record(
     warnings: list[str] = []
     if decision.template is not None:
         try:
-            rendered = pack.render_prompt(
-                verdict,
-                decision,
-                output=ready.output,
-                nonce=body.nonce,
-                vars=ready.variables,
-                context=ready.context,
-                accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context),
-                user_context=outcome.user_context,
+            prompt, warnings = prompt_for(
+                pack, body, ready, verdict, decision, outcome.user_context
             )
         except EngineError as exc:
             raise refused(exc) from None
-        prompt, warnings = rendered.text, list(rendered.warnings)
     return {
         "pack": about(pack),
         "verdict": verdict.to_json(),
