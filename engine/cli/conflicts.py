@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.common import UsageFailure, block_inputs, open_pack, parse_vars
 from engine.cli.options import (
     F,
     context_option,
@@ -137,9 +137,7 @@ def detect_command(
     if more:
         raise UsageFailure(f"{source}: {too_large_message(MAX_OUTPUT_BYTES)}")
     with _usage_errors():
-        variables, context = pack.split_inputs(
-            block, load_context(context_file), parse_vars(var_pairs)
-        )
+        variables, context = block_inputs(pack, block, context_file, var_pairs)
         verdict = pack.evaluate(block, raw, vars=variables, context=context, path=source)
         if verdict.status == "fail":
             click.echo(
