@@ -127,6 +127,14 @@ def load_context(path: str | None) -> dict[str, Any]:
     return document.data
 
 
+def block_inputs(
+    pack: Pack, block: str, context_file: str | None, var_pairs: tuple[str, ...]
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The --context file and --var pairs split into ``block``'s params and its context
+    (``Pack.split_inputs``: EngineError when they do not fit the pack)."""
+    return pack.split_inputs(block, load_context(context_file), parse_vars(var_pairs))
+
+
 def output_cap(option: int | None, pack_limit: int | None) -> int:
     """The largest output to read: the command's --max-output-bytes, else the pack's
     `limits.max_output_bytes`, else the engine's default."""

@@ -12,7 +12,7 @@ import click
 from engine.cli.common import (
     OUTPUT_CAP_HELP,
     UsageFailure,
-    load_context,
+    block_inputs,
     open_pack,
     output_cap,
     parse_vars,
@@ -148,9 +148,7 @@ def detect_command(
     if more:
         raise UsageFailure(f"{source}: {too_large_message(cap)}")
     with _usage_errors():
-        variables, context = pack.split_inputs(
-            block, load_context(context_file), parse_vars(var_pairs)
-        )
+        variables, context = block_inputs(pack, block, context_file, var_pairs)
         verdict = pack.evaluate(block, raw, vars=variables, context=context, path=source)
         if verdict.status == "fail":
             click.echo(

@@ -11,10 +11,9 @@ import click
 from engine.cli.common import (
     OUTPUT_CAP_HELP,
     UsageFailure,
-    load_context,
+    block_inputs,
     open_pack,
     output_cap,
-    parse_vars,
     refuse_terminal_stdin,
 )
 from engine.cli.options import (
@@ -146,9 +145,7 @@ def _run(
     if too_large:
         external_error, failure_type = too_large_message(cap), "OUTPUT_TOO_LARGE"
     try:
-        variables, context = pack.split_inputs(
-            block, load_context(context_file), parse_vars(var_pairs)
-        )
+        variables, context = block_inputs(pack, block, context_file, var_pairs)
         missing = pack.missing_inputs(block, nonce, variables) if external_error is None else []
         if missing:
             raise UsageFailure(

@@ -36,7 +36,7 @@ from engine.core.textio import decode_output, read_capped
 from engine.ledger.store import locate
 from engine.policy.gates.runtime import GateOutcome
 from engine.report import render
-from engine.session.gate_log import record_gate
+from engine.session.gate_log import gate_fields, record_gate
 
 MAX_FILE_BYTES = 4 * MAX_CHARS
 """Bytes read from one FILE at most: a UTF-8 character is at most 4 bytes, so a longer
@@ -88,17 +88,7 @@ def _read_outputs(files: tuple[str, ...]) -> tuple[list[Any], list[str]]:
 
 def gate_json(outcome: GateOutcome) -> dict[str, Any]:
     """The result as `--format json` prints it (contracts/gate-result.schema.json)."""
-    result = outcome.result
-    return {
-        "stage": result.gate,
-        "valid": result.valid,
-        "checked": list(result.checked),
-        "errors": list(result.errors),
-        "action": result.action,
-        "retry": result.retry,
-        "reprompt": outcome.reprompt,
-        "artifact": outcome.artifact,
-    }
+    return {"stage": outcome.result.gate, **gate_fields(outcome)}
 
 
 def _seed_result(outcome: GateOutcome) -> dict[str, Any]:

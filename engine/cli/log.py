@@ -16,7 +16,7 @@ from engine.ledger.store import Place, SessionLedger, locate
 from engine.pack.loaded import Pack
 from engine.session.choices import ChoiceBook
 from engine.session.conflicts import ConflictBook
-from engine.session.views import json_text, log_views, render_log
+from engine.session.views import json_text, log_variables, log_views, render_log
 
 VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs without their own
 
@@ -102,7 +102,11 @@ def log_command(
     names = log_views(pack, output_format) if view == "all" else [view]
     try:
         parts = [
-            render_log(pack, name, rows, session_dir, gate_rows, choices, statuses, failed_gates)
+            render_log(
+                pack,
+                name,
+                log_variables(rows, session_dir, gate_rows, choices, statuses, failed_gates),
+            )
             for name in names
         ]
     except EngineError as exc:

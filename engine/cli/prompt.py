@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.common import UsageFailure, block_inputs, open_pack
 from engine.cli.options import (
     block_option,
     context_option,
@@ -52,9 +52,7 @@ def prompt_command(
     """
     pack = open_pack(pack_ref)
     try:
-        variables, context = pack.split_inputs(
-            block, load_context(context_file), parse_vars(var_pairs)
-        )
+        variables, context = block_inputs(pack, block, context_file, var_pairs)
         if session_dir is not None:
             with Session(pack, session_dir, ledger=ledger_url) as session:
                 context = session.with_decisions(context)

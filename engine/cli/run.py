@@ -13,10 +13,9 @@ import click
 from engine.cli.common import (
     OUTPUT_CAP_HELP,
     UsageFailure,
-    load_context,
+    block_inputs,
     open_pack,
     output_cap,
-    parse_vars,
     stopping_on_sigterm,
 )
 from engine.cli.options import (
@@ -190,9 +189,7 @@ def run_command(
     pack = open_pack(pack_ref)
     prompt = _read_prompt(prompt_file) if prompt_file else ""
     try:
-        variables, context = pack.split_inputs(
-            block, load_context(context_file), parse_vars(var_pairs)
-        )
+        variables, context = block_inputs(pack, block, context_file, var_pairs)
         if prompt_file is None and block not in pack.model.prompts:
             raise UsageFailure(
                 f"pack {pack.name!r} declares no first prompt for block {block!r}: pass "

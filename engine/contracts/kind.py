@@ -15,7 +15,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from engine.contracts.model import declared_default_failures
-from engine.core.errors import EngineError
+from engine.core.errors import EngineError, EvaluationError
+from engine.core.results import Failure
+from engine.core.textio import output_problem
+from engine.core.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
     from engine.contracts.model import ContractModel
@@ -127,6 +130,19 @@ class StandaloneKind:
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
         return declared_default_failures(contract)
+
+
+def readable_text(
+    name: str, output: EvaluationInput, severities: Mapping[str, str]
+) -> str | Verdict:
+    """The output's text, or the verdict of an output no check can read (``output_problem``:
+    empty, not text, ...); EvaluationError when its file does not exist."""
+    if output.text is None:
+        raise EvaluationError(f"{output.path}: no such file")
+    problem = output_problem(output.text)
+    if problem is None:
+        return output.text
+    return verdict_from_checks(name, [Failure(*problem)], [], None, dict(severities))
 
 
 def no_parser_error(block: str, kind: str) -> EngineError:

@@ -13,6 +13,7 @@ from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, too_large_message
 from engine.core.verdict import Verdict
 from engine.ledger.errors import LedgerError
+from engine.ledger.store import Place
 from engine.pack.loaded import Pack
 from engine.policy.triggers.decide import Decision
 from engine.server import metrics
@@ -125,6 +126,30 @@ def prepare(pack: Pack, body: OutputRequest) -> Prepared:
     return Prepared(data, variables, context, error, failure_type)
 
 
+def prompt_for(
+    pack: Pack,
+    body: OutputRequest,
+    ready: Prepared,
+    verdict: Verdict,
+    decision: Decision,
+    user_context: str = "",
+    place: Place | None = None,
+) -> tuple[str, list[str]]:
+    """The prompt ``decision`` calls for and its warnings, from the request's inputs
+    (``place``: the session's, whose ledger keeps the outputs of tier-2 examples)."""
+    rendered = pack.render_prompt(
+        verdict,
+        decision,
+        output=ready.output,
+        nonce=body.nonce,
+        vars=ready.variables,
+        context=ready.context,
+        accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context, place),
+        user_context=user_context,
+    )
+    return rendered.text, list(rendered.warnings)
+
+
 def refused(exc: EngineError, field: str | None = None) -> Problem:
     if isinstance(exc, LedgerError):
         metrics.LEDGER_ERRORS.inc()
@@ -170,16 +195,7 @@ def _evaluate(
         if decision.limit is not None and decision.limit.get("presentation"):
             presentation = pack.present(verdict, decision, ready.context)
         elif decision.template is not None:
-            rendered = pack.render_prompt(
-                verdict,
-                decision,
-                output=ready.output,
-                nonce=body.nonce,
-                vars=ready.variables,
-                context=ready.context,
-                accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context),
-            )
-            prompt, warnings = rendered.text, list(rendered.warnings)
+            prompt, warnings = prompt_for(pack, body, ready, verdict, decision)
     except EngineError as exc:
         raise refused(exc) from None
     return {
@@ -197,17 +213,7 @@ def _evaluate(
     responses={200: {"model": EvaluationDocument}, **problem_responses(*COMMON_PROBLEMS)},
 )
 async def evaluate(request: Request, body: EvaluateRequest) -> Document:
-    pack = served_pack(request, body.pack)
-    document = await within_time(
-        request.app.state.settings.timeout,
-        _evaluate,
-        pack,
-        body,
-        False,
-        request.app.state.decision_hooks,
-        inline=runs_inline(body.output),
-    )
-    return Document(document)
+    return await _answer(request, body, False)
 
 
 @router.post(
@@ -216,13 +222,18 @@ async def evaluate(request: Request, body: EvaluateRequest) -> Document:
     responses={200: {"model": RenderDocument}, **problem_responses(*COMMON_PROBLEMS)},
 )
 async def render(request: Request, body: EvaluateRequest) -> Document:
+    return await _answer(request, body, True)
+
+
+async def _answer(request: Request, body: EvaluateRequest, rendering: bool) -> Document:
+    """The document of `/evaluate` (``rendering`` false) or `/render` (true)."""
     pack = served_pack(request, body.pack)
     document = await within_time(
         request.app.state.settings.timeout,
         _evaluate,
         pack,
         body,
-        True,
+        rendering,
         request.app.state.decision_hooks,
         inline=runs_inline(body.output),
     )
@@ -271,19 +282,11 @@ def _record(
     warnings: list[str] = []
     if decision.template is not None:
         try:
-            rendered = pack.render_prompt(
-                verdict,
-                decision,
-                output=ready.output,
-                nonce=body.nonce,
-                vars=ready.variables,
-                context=ready.context,
-                accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context, place),
-                user_context=outcome.user_context,
+            prompt, warnings = prompt_for(
+                pack, body, ready, verdict, decision, outcome.user_context, place
             )
         except EngineError as exc:
             raise refused(exc) from None
-        prompt, warnings = rendered.text, list(rendered.warnings)
     return {
         "pack": about(pack),
         "verdict": verdict.to_json(),

@@ -31,6 +31,7 @@ from engine.server.problems import (
 )
 from engine.server.responses import Document
 from engine.server.security import require_token
+from engine.session.gate_log import gate_fields
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["gates"])
 
@@ -63,17 +64,7 @@ class GateDocument(BaseModel):
 
 def gate_document(outcome: GateOutcome) -> dict[str, Any]:
     """The result as `rules gate --format json` prints it."""
-    result = outcome.result
-    return {
-        "stage": result.gate,
-        "valid": result.valid,
-        "checked": list(result.checked),
-        "errors": list(result.errors),
-        "action": result.action,
-        "retry": result.retry,
-        "reprompt": outcome.reprompt,
-        "artifact": outcome.artifact,
-    }
+    return {"stage": outcome.result.gate, **gate_fields(outcome)}
 
 
 def _gate(pack: Pack, body: GateRequest) -> dict[str, Any]:

@@ -39,6 +39,22 @@ def append_json_line(path: Path, record: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
+def gate_fields(outcome: GateOutcome) -> dict[str, Any]:
+    """The gate result's fields after its name, in the order of the JSON result
+    (contracts/gate-result.schema.json); the callers put the gate's name first under the key
+    their document gives it."""
+    result = outcome.result
+    return {
+        "valid": result.valid,
+        "checked": list(result.checked),
+        "errors": list(result.errors),
+        "action": result.action,
+        "retry": result.retry,
+        "reprompt": outcome.reprompt,
+        "artifact": outcome.artifact,
+    }
+
+
 def record_gate(
     pack: Pack, session: Path | Place, outcome: GateOutcome, gate_result: Mapping[str, Any]
 ) -> Path | None:

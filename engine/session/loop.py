@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -126,31 +127,28 @@ def attempts(
 
 def drive(loop: Generator[str, Execution, RunResult], step: Step) -> RunResult:
     """Run ``loop`` with ``step`` giving the output for each prompt."""
-    try:
-        prompt = next(loop)
-        while True:
-            execution = step(prompt)
-            try:
-                prompt = loop.send(execution)
-            except StopIteration as stop:
-                result: RunResult = stop.value
-                return result
-    finally:
-        loop.close()
+    with closing(loop):
+        sent: str | RunResult = next(loop)
+        while isinstance(sent, str):
+            sent = _send(loop, step(sent))
+        return sent
 
 
 async def adrive(loop: Generator[str, Execution, RunResult], step: AsyncStep) -> RunResult:
     """``drive`` with an async step (the evaluation and the ledger stay synchronous: no
     await between an attempt's record and its prompt, so a cancellation falls between
     attempts)."""
+    with closing(loop):
+        sent: str | RunResult = next(loop)
+        while isinstance(sent, str):
+            sent = _send(loop, await step(sent))
+        return sent
+
+
+def _send(loop: Generator[str, Execution, RunResult], execution: Execution) -> str | RunResult:
+    """The loop's next prompt after ``execution``, or its result when it is done."""
     try:
-        prompt = next(loop)
-        while True:
-            execution = await step(prompt)
-            try:
-                prompt = loop.send(execution)
-            except StopIteration as stop:
-                result: RunResult = stop.value
-                return result
-    finally:
-        loop.close()
+        return loop.send(execution)
+    except StopIteration as stop:
+        result: RunResult = stop.value
+        return result

@@ -5,7 +5,7 @@ gate failure log) are templates of the packs, never code here."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import jinja2
@@ -84,17 +84,8 @@ def log_views(pack: Pack, output_format: str) -> list[str]:
     ]
 
 
-def render_log(
-    pack: Pack,
-    view: str,
-    rows: list[Row],
-    session: str = "",
-    gate_results: list[Row] | None = None,
-    choices: list[Row] | None = None,
-    statuses: dict[int, dict[str, str | None]] | None = None,
-    failed_gates: list[Row] | None = None,
-) -> str:
-    """The pack's log template ``view`` filled from the ledger's ``rows``."""
+def render_log(pack: Pack, view: str, variables: Mapping[str, Any]) -> str:
+    """The pack's log template ``view`` filled with ``variables`` (``log_variables``)."""
     spec = pack.model.templates.get(view)
     if spec is None or spec.purpose != "log":
         known = ", ".join(n for n, s in pack.model.templates.items() if s.purpose == "log")
@@ -105,9 +96,7 @@ def render_log(
         template = ENVIRONMENT.from_string(pack.prompts.log_sources[view])
     except jinja2.TemplateError as exc:
         raise PackError(f"pack {pack.name!r}: log template {view!r}: {exc}") from None
-    return template.render(
-        log_variables(rows, session, gate_results, choices, statuses, failed_gates)
-    )
+    return template.render(variables)
 
 
 def json_text(rows: Iterable[Row], lines: bool = False) -> Iterator[str]:

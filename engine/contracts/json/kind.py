@@ -24,10 +24,14 @@ from engine.contracts.json.document import (
     schema_violations,
 )
 from engine.contracts.json.model import JsonContract
-from engine.contracts.kind import EvaluationInput, StandaloneKind, WithoutParser
-from engine.core.errors import EvaluationError, PackError
+from engine.contracts.kind import (
+    EvaluationInput,
+    StandaloneKind,
+    WithoutParser,
+    readable_text,
+)
+from engine.core.errors import PackError
 from engine.core.results import Failure
-from engine.core.textio import output_problem
 from engine.core.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
@@ -49,15 +53,12 @@ class CompiledJson(WithoutParser):
 
     def evaluate(self, output: EvaluationInput) -> Verdict:
         contract = self.contract
-        if output.text is None:
-            raise EvaluationError(f"{output.path}: no such file")
-        problem = output_problem(output.text)
-        if problem is not None:
-            failure = Failure(*problem)
-            return verdict_from_checks(self.name, [failure], [], None, dict(self.severities))
+        text = readable_text(self.name, output, self.severities)
+        if not isinstance(text, str):
+            return text
         try:
             documents = read_documents(
-                output.text,
+                text,
                 extract=contract.extract,
                 many=contract.many,
                 max_chars=contract.max_chars,

@@ -67,17 +67,7 @@ class DelimiterLine:
         found: list[tuple[int, int, str]] = []
         nonce_of = self.nonce_of
         find = text.find
-        if not prefix:  # every line is a candidate
-            start = 0
-            while True:
-                end = find("\n", start)
-                line_end = len(text) if end < 0 else end
-                nonce = nonce_of(text[start:line_end].rstrip())
-                if nonce is not None:
-                    found.append((start, line_end, nonce))
-                if end < 0:
-                    return found
-                start = end + 1
+        # an empty prefix is found at every line's start: every line is a candidate
         while start >= 0:
             if start == 0 or text[start - 1] == "\n":
                 end = find("\n", start)

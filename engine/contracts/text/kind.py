@@ -8,13 +8,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.contracts.kind import EvaluationInput, StandaloneKind, WithoutParser
+from engine.contracts.kind import (
+    EvaluationInput,
+    StandaloneKind,
+    WithoutParser,
+    readable_text,
+)
 from engine.contracts.text.model import TextContract
-from engine.core.errors import EvaluationError
 from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.core.placeholders import fill
 from engine.core.results import Failure
-from engine.core.textio import output_problem
 from engine.core.verdict import verdict_from_checks
 from engine.format.findings import FindingRule
 
@@ -69,13 +72,10 @@ class CompiledText(WithoutParser):
         return fill(template, values)
 
     def evaluate(self, output: EvaluationInput) -> Verdict:
-        if output.text is None:
-            raise EvaluationError(f"{output.path}: no such file")
-        problem = output_problem(output.text)
-        if problem is not None:
-            failure = Failure(*problem)
-            return verdict_from_checks(self.name, [failure], [], None, dict(self.severities))
-        text, contract, fail = output.text, self.contract, self.contract.fail
+        text = readable_text(self.name, output, self.severities)
+        if not isinstance(text, str):
+            return text
+        contract, fail = self.contract, self.contract.fail
         failures = []
         size = len(text)
         lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
