@@ -12,7 +12,6 @@ from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.contracts.registry import check_contracts, compile_contracts, resolve_contracts
 from engine.core.clock import now as clock_now
 from engine.core.errors import EngineError, PackError, Position, unknown_block_error
-from engine.core.placeholders import fill
 from engine.core.textio import clean_text, decode_output
 from engine.core.verdict import Verdict, verdict_from_error
 from engine.format.context import build_context
@@ -364,8 +363,7 @@ class Pack(Parsing):
     ) -> str:
         """The block's contract text (``contract_text``), with the nonce and params filled
         in; empty when the contract has none."""
-        raw = self.prompts.contract_texts.get(block, "")
-        return fill(raw, {"nonce": nonce or "", **(vars or {})}).rstrip("\n") if raw else ""
+        return self.prompts.contract_text(block, nonce or "", vars or {})
 
     def render_conflicts(self, template: str, variables: Mapping[str, Any]) -> str:
         """A template of purpose ``conflicts`` (presentation, decisions record) filled."""

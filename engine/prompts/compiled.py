@@ -19,6 +19,7 @@ import jinja2
 from engine.contracts.markdown.model import IdKind
 from engine.core.errors import PackError
 from engine.core.patterns import CompiledPattern, compile_pattern
+from engine.core.placeholders import fill
 from engine.format.model import Rulepack
 from engine.prompts.examples.select import PackFiles, example_files
 from engine.sandbox.environment import ENVIRONMENT
@@ -53,6 +54,12 @@ class CompiledPrompts:
             if hint.match.search(error) is not None:
                 return hint.hint
         return ""
+
+    def contract_text(self, block: str, nonce: str, params: Mapping[str, str]) -> str:
+        """The block's contract text with the nonce and params filled in, without its
+        trailing line breaks (they are not content); empty when the contract has none."""
+        raw = self.contract_texts.get(block, "")
+        return fill(raw, {"nonce": nonce, **params}).rstrip("\n") if raw else ""
 
 
 def contract_text_file(contract: Any) -> str | None:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import RenderError
-from engine.core.placeholders import fill
 from engine.core.textio import is_not_text, not_text_description
 from engine.core.verdict import Verdict
 from engine.format.model import Rulepack
@@ -226,8 +225,6 @@ def repair_prompt(
     """The P10-style format-repair prompt."""
     assert decision.template is not None
     trigger = prompts.pack.triggers[verdict.block]
-    raw = prompts.contract_texts.get(verdict.block, "")
-    contract_text = fill(raw, {"nonce": nonce, **params}) if raw else ""
     # Trailing line breaks are not content; dropping them keeps the template's layout exact.
     original = truncate(normalize(output, list(trigger.normalize)).rstrip("\r\n"), trigger.truncate)
     if is_not_text(output):  # never pasted raw: its size and first characters, escaped
@@ -240,7 +237,7 @@ def repair_prompt(
         failures=failure_variables(verdict),
         micro_hint=prompts.micro_hint(verdict.block, error) if decision.hint else "",
         original_output=original,
-        format_contract=contract_text.rstrip("\n"),
+        format_contract=prompts.contract_text(verdict.block, nonce, params),
         failure_type=verdict.failure_type or "",
         attempt=decision.attempt,
         max_attempts=decision.max_attempts,
