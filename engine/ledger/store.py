@@ -75,15 +75,24 @@ def locate(folder: str | Path | None, ledger: str | Path | None = None) -> Place
 class SessionLedger:
     """A session in an open ledger."""
 
-    def __init__(self, place: Place, *, read_only: bool = False) -> None:
+    def __init__(
+        self, place: Place, *, read_only: bool = False, opened: Ledger | None = None
+    ) -> None:
+        """``opened``: the ledger at ``place.url`` already open and shared (a server's
+        PostgreSQL pool, opened once per process); it stays open when this closes."""
         self.place = place
         self.session = place.session
-        self.ledger: Ledger = open_ledger(place.url, read_only=read_only, advice=WRITE_ADVICE)
+        self.owned = opened is None
+        self.ledger: Ledger = (
+            opened
+            if opened is not None
+            else open_ledger(place.url, read_only=read_only, advice=WRITE_ADVICE)
+        )
         self.where = str(place.url.path) if place.url.path is not None else str(place.url)
         try:
             self.check(rows=read_only)
         except BaseException:
-            self.ledger.close()
+            self.close()
             raise
 
     # ------------------------------------------------------------ transactions
@@ -95,7 +104,8 @@ class SessionLedger:
         return self.ledger.write(work)
 
     def close(self) -> None:
-        self.ledger.close()
+        if self.owned:
+            self.ledger.close()
 
     def __enter__(self) -> SessionLedger:
         return self

@@ -13,10 +13,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-from engine.ledger.connection import open_ledger
+from engine.ledger.connection import Ledger, open_ledger
 from engine.ledger.errors import LedgerError
 from engine.ledger.store import Place
-from engine.ledger.url import parse_url
+from engine.ledger.url import LedgerUrl, parse_url
 from engine.pack.loaded import Pack
 from engine.server.settings import ServerSettings
 from engine.session.session import Session
@@ -44,11 +44,29 @@ def session_lock(name: str) -> threading.Lock:
         return _locks.setdefault(name, threading.Lock())
 
 
+_pools: dict[str, Ledger] = {}
+_pools_guard = threading.Lock()
+
+
+def _shared_ledger(location: str, url: LedgerUrl) -> Ledger | None:
+    """A PostgreSQL ledger opened once per process (its connection pool serves every
+    request and thread; connecting and checking the schema per request would cost more than
+    the evaluation); None for SQLite, whose connection belongs to one thread."""
+    if url.backend == "sqlite":
+        return None
+    with _pools_guard:
+        if location not in _pools:  # keyed by the URL as given (str(url) is redacted)
+            _pools[location] = open_ledger(url)
+        return _pools[location]
+
+
 def open_session(pack: Pack, settings: ServerSettings, name: str) -> Session:
     """The session ``name`` of ``pack``, created on first use (the name is checked by
     ``session_name_problem`` first)."""
     if settings.ledger is not None:
-        return Session(pack, Place(parse_url(settings.ledger), name, None))
+        url = parse_url(settings.ledger)
+        place = Place(url, name, None)
+        return Session(pack, place, opened_ledger=_shared_ledger(settings.ledger, url))
     return Session(pack, Path(settings.sessions_dir) / name)
 
 

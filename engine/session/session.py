@@ -23,7 +23,7 @@ from engine.core.verdict import Verdict
 from engine.ledger import attempts as attempt_rows
 from engine.ledger import rounds as round_rows
 from engine.ledger.attempts import Attempt, KeptOutput
-from engine.ledger.connection import Tx
+from engine.ledger.connection import Ledger, Tx
 from engine.ledger.store import Place, SessionLedger, locate
 from engine.pack.loaded import Pack
 from engine.policy.limits.rates import Measure, Round
@@ -75,17 +75,20 @@ class Session:
         *,
         ledger: str | Path | None = None,
         keep_outputs: bool = False,
+        opened_ledger: Ledger | None = None,
     ) -> None:
         """``directory`` is the session folder (its ledger: ``directory/ledger.sqlite3``);
         with ``ledger`` (a path, ``sqlite:///path`` or ``postgresql://...``) the session is
         recorded there instead: in a PostgreSQL ledger ``directory`` is the session's name
         (no folder is used). ``keep_outputs`` turns on keeping evaluated outputs in the
         ledger for this session, from now on (it stays on for later calls without it); a
-        pack whose ``session.keep_outputs`` is true keeps the outputs it evaluates."""
+        pack whose ``session.keep_outputs`` is true keeps the outputs it evaluates.
+        ``opened_ledger``: that ledger already open and shared by the caller (a server's
+        connection pool), left open when the session closes."""
         self.pack = pack
         self.place = directory if isinstance(directory, Place) else locate(directory, ledger)
         self.directory = self.place.folder or Path(self.place.session)
-        self.ledger = SessionLedger(self.place)
+        self.ledger = SessionLedger(self.place, opened=opened_ledger)
         if keep_outputs and self.ledger.setting(KEEP_OUTPUTS) != "1":
             self.ledger.set_setting(KEEP_OUTPUTS, "1")
         self.keep_outputs = (
