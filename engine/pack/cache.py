@@ -40,6 +40,7 @@ from engine.pack.parsing import Parsing
 if TYPE_CHECKING:
     from engine.core.results import ParseResult
     from engine.pack.loaded import Pack
+    from engine.pack.parsing import BlockParser
     from engine.pack.result import CheckResult
 
 FORMAT = 1
@@ -53,7 +54,8 @@ _PARSE_MEANING = ("format/model.py", "contracts/sentinel", "pack/cache.py")
 
 class ParsingPack(Parsing):
     """The parse side of a pack, built from plain data: ``parse`` is ``Pack.parse`` (both are
-    ``Parsing.parse``), over the sentinel parsers the cache holds."""
+    ``Parsing.parse``), over the sentinel parsers the cache holds (guarded by a fresh load
+    when they come from a cache entry: ``_Reloading``)."""
 
     def __init__(
         self, data: Mapping[str, Any], reload: Callable[[], ParsingPack] | None = None
@@ -69,27 +71,6 @@ class ParsingPack(Parsing):
             for block, contract in data["sentinel"].items()
         }
 
-    def parse(
-        self,
-        block: str,
-        text: str | bytes,
-        nonce: str | None = None,
-        vars: Mapping[str, str] | None = None,
-    ) -> ParseResult:
-        """``Parsing.parse``; when the data came from a cache entry and fails in a way the
-        engine's own data never does (an entry edited by hand and its digest recomputed),
-        the pack is loaded afresh and parses instead. An error of the fresh pack stands."""
-        try:
-            return super().parse(block, text, nonce, vars)
-        except EngineError:
-            raise
-        except Exception:
-            if self._reload is None:
-                raise
-            fresh = self._reload()
-            self.__dict__.update(fresh.__dict__)
-            return super().parse(block, text, nonce, vars)
-
     def param_names(self, block: str) -> frozenset[str]:
         """The params a block's delimiters take (none for a block without a parser)."""
         parser = self.parsers.get(block)
@@ -100,7 +81,7 @@ class ParsingPack(Parsing):
         parser = self.parsers.get(block)
         return parser.required_params if parser is not None else ()
 
-    def block_parser(self, block: str) -> SentinelParser:
+    def block_parser(self, block: str) -> BlockParser:
         parser = self.parsers.get(block)
         if parser is None:
             if block not in self.kinds:
@@ -109,7 +90,28 @@ class ParsingPack(Parsing):
             from engine.contracts.kind import no_parser_error
 
             raise no_parser_error(block, self.kinds[block])
-        return parser
+        return parser if self._reload is None else _Reloading(self, block, parser)
+
+
+class _Reloading:
+    """A parser built from a cache entry's data that, when it fails in a way the engine's
+    own data never does (an entry edited by hand and its digest recomputed), loads the
+    pack afresh and parses with the fresh parser instead. An error of the fresh pack
+    stands."""
+
+    def __init__(self, pack: ParsingPack, block: str, parser: SentinelParser) -> None:
+        self.pack, self.block, self.parser = pack, block, parser
+
+    def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
+        try:
+            return self.parser.parse(text, nonce, params)
+        except EngineError:
+            raise
+        except Exception:
+            assert self.pack._reload is not None
+            fresh = self.pack._reload()
+            self.pack.__dict__.update(fresh.__dict__)
+            return self.pack.block_parser(self.block).parse(text, nonce, params)
 
 
 def parsing_data(pack: Pack) -> dict[str, Any]:
