@@ -433,19 +433,17 @@ class Pack(Parsing):
             context=context,
         )
         # Deferred for start-up time: `rules check` imports this module and builds no Pack.
-        from engine.prompts.render import render_prompt
+        from engine.prompts.render import PromptInputs, render_prompt
 
-        return render_prompt(
-            self.prompts,
-            verdict,
-            decision,
-            output=decode_output(output),
-            nonce=nonce or "",
-            params=dict(vars or {}),
-            context=build_context(self.model.context, context),
-            accepted_rounds=accepted_rounds,
-            user_context=user_context,
+        inputs = PromptInputs(
+            decode_output(output),
+            nonce or "",
+            dict(vars or {}),
+            build_context(self.model.context, context),
+            accepted_rounds,
+            user_context,
         )
+        return render_prompt(self.prompts, verdict, decision, inputs)
 
 
 def check_pack_file(pack_file: Path, locked: bool | None = None) -> CheckResult:

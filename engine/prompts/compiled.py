@@ -9,7 +9,7 @@ log is rendered: they are large, and most processes never show a log.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,13 +87,10 @@ def _read_text(root: Path, file: str, what: str) -> str:
 
 
 def compile_prompts(
-    pack: Rulepack,
-    root: Path,
-    folder_of: FolderOf | None = None,
-    only: Collection[str] | None = None,
+    pack: Rulepack, root: Path, folder_of: FolderOf | None = None
 ) -> CompiledPrompts:
-    """Compile every prompt template (or those named in ``only``), read every log template,
-    contract text and example file of ``pack``.
+    """Compile every prompt template, read every log template, contract text and example
+    file of ``pack``.
 
     Files are relative to ``folder_of(key path)`` when given, else to ``root``.
     """
@@ -104,8 +101,6 @@ def compile_prompts(
     templates = {}
     log_sources = {}
     for name, spec in pack.templates.items():
-        if only is not None and name not in only:
-            continue
         base = folder("templates", name, "file")
         source = _read_text(base, spec.file, f"template {name!r}")
         if spec.purpose == "log":

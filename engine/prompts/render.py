@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from engine.core.errors import RenderError
@@ -13,7 +12,7 @@ from engine.core.verdict import Verdict
 from engine.format.model import Rulepack
 from engine.policy.triggers.decide import Decision
 from engine.policy.triggers.model import Truncation
-from engine.prompts.compiled import CompiledPrompts, compile_prompts
+from engine.prompts.compiled import CompiledPrompts
 from engine.prompts.examples.select import Example, earlier_rounds, select_example
 
 _QUOTES = str.maketrans(
@@ -67,43 +66,36 @@ class RenderedPrompt:
     warnings: tuple[str, ...] = ()  # e.g. an example source that could not be read
 
 
-def render_prompt(
-    prompts: CompiledPrompts,
-    verdict: Verdict,
-    decision: Decision,
-    *,
-    output: str,
-    nonce: str,
-    params: Mapping[str, str],
-    context: Mapping[str, Any],
-    accepted_rounds: Collection[int] | None = None,
-    user_context: str = "",
-) -> RenderedPrompt:
-    """The prompt a decision calls for, by the purpose of its template.
+@dataclass(frozen=True)
+class PromptInputs:
+    """What a prompt is rendered from besides the verdict and the decision: the output
+    (decoded), the nonce and params of its block, the checked context, the rounds whose
+    output for the block the session's ledger accepted (for example tiers that ask for it;
+    None: every round counts) and the user's text a choice added (``user_context``)."""
 
-    ``accepted_rounds`` are the rounds whose output for the block the session's ledger
-    accepted (for example tiers that ask for it); None means every round counts.
-    """
+    output: str
+    nonce: str
+    params: Mapping[str, str]
+    context: Mapping[str, Any]
+    accepted_rounds: Collection[int] | None = None
+    user_context: str = ""
+
+
+def render_prompt(
+    prompts: CompiledPrompts, verdict: Verdict, decision: Decision, inputs: PromptInputs
+) -> RenderedPrompt:
+    """The prompt a decision calls for, by the purpose of its template."""
     if decision.template is None:
         raise RenderError(f"no prompt is due: the decision is {decision.action}")
     purpose = prompts.pack.templates[decision.template].purpose
     if purpose == "repair":
-        return RenderedPrompt(
-            repair_prompt(prompts, verdict, decision, output=output, nonce=nonce, params=params)
-        )
+        return RenderedPrompt(repair_prompt(prompts, verdict, decision, inputs))
     if purpose == "retry":
-        return render_retry(
-            prompts,
-            verdict,
-            decision,
-            context=context,
-            accepted_rounds=accepted_rounds,
-            user_context=user_context,
-        )
+        return render_retry(prompts, verdict, decision, inputs)
     if purpose == "escalation":
         return RenderedPrompt(
             prompts.templates[decision.template].render(
-                _retry_variables(verdict, decision, context, user_context)
+                _retry_variables(verdict, decision, inputs.context, inputs.user_context)
             )
         )
     raise RenderError(
@@ -171,20 +163,15 @@ def _retry_variables(
 
 
 def render_retry(
-    prompts: CompiledPrompts,
-    verdict: Verdict,
-    decision: Decision,
-    *,
-    context: Mapping[str, Any],
-    accepted_rounds: Collection[int] | None = None,
-    user_context: str = "",
+    prompts: CompiledPrompts, verdict: Verdict, decision: Decision, inputs: PromptInputs
 ) -> RenderedPrompt:
     """seed 003's construct_retry_prompt: banner, modification, example with its source,
     then the original prompt; the example is chosen per failure type and fits its budget."""
     assert decision.template is not None
     pack = prompts.pack
     trigger = pack.triggers[verdict.block]
-    variables = _retry_variables(verdict, decision, context, user_context)
+    context = inputs.context
+    variables = _retry_variables(verdict, decision, context, inputs.user_context)
     failure = verdict.failure_type or ""
     modification_template = trigger.modifications.get(failure)
     if modification_template is not None:
@@ -193,7 +180,7 @@ def render_retry(
         modification = trigger.default_modification
     budgets = pack.examples.budgets
     chosen, example = _fitted_example(
-        prompts, pack, verdict.block, failure, context, accepted_rounds, budgets.retry_tokens
+        prompts, pack, verdict.block, failure, context, inputs.accepted_rounds, budgets.retry_tokens
     )
     prompt = prompts.templates[decision.template].render(
         {**variables, "modification": modification, **example}
@@ -214,16 +201,11 @@ def render_retry(
 
 
 def repair_prompt(
-    prompts: CompiledPrompts,
-    verdict: Verdict,
-    decision: Decision,
-    *,
-    output: str,
-    nonce: str,
-    params: Mapping[str, str],
+    prompts: CompiledPrompts, verdict: Verdict, decision: Decision, inputs: PromptInputs
 ) -> str:
     """The P10-style format-repair prompt."""
     assert decision.template is not None
+    output, nonce, params = inputs.output, inputs.nonce, inputs.params
     trigger = prompts.pack.triggers[verdict.block]
     # Trailing line breaks are not content; dropping them keeps the template's layout exact.
     original = truncate(normalize(output, list(trigger.normalize)).rstrip("\r\n"), trigger.truncate)
@@ -244,22 +226,6 @@ def repair_prompt(
         params=dict(params),
         context={},
     )
-
-
-def render_repair(
-    pack: Rulepack,
-    root: Path,
-    verdict: Verdict,
-    decision: Decision,
-    *,
-    output: str,
-    nonce: str,
-    params: Mapping[str, str],
-) -> str:
-    """The format-repair prompt, compiling what it needs on the spot (one-off use; ``Pack``
-    compiles every template once and calls ``repair_prompt``)."""
-    prompts = compile_prompts(pack, root, only={decision.template or ""})
-    return repair_prompt(prompts, verdict, decision, output=output, nonce=nonce, params=params)
 
 
 def initial_example(

@@ -7,7 +7,6 @@ from sentinel_cases import NONCE, delimiters
 import engine
 from engine.core.verdict import verdict_from_parse
 from engine.policy.triggers.decide import decide
-from engine.prompts.render import render_repair
 
 PACK = engine.load_pack("sentinel")
 SEVERITIES = {name: ft.severity for name, ft in PACK.model.failure_types.items()}
@@ -53,15 +52,7 @@ def test_repair_prompt_for_a_20000_char_verdict() -> None:
     text = ("a" * 10_000) + "“quoted”" + ("b" * 9_992)
     verdict, decision = evaluate("VERDICT", text, criterion="AC1")
     assert decision.action == "REPAIR"
-    prompt = render_repair(
-        PACK.model,
-        PACK.root,
-        verdict,
-        decision,
-        output=text,
-        nonce=NONCE,
-        params={"criterion": "AC1"},
-    )
+    prompt = PACK.render(verdict, decision, output=text, nonce=NONCE, vars={"criterion": "AC1"})
     expected_original = "a" * 4000 + "[...truncated...]" + "b" * 4000
     assert f"ORIGINAL OUTPUT (verbatim, may be truncated)\n{expected_original}\n" in prompt
     assert "expected exactly 1 <<<VERDICT: block, found 0\n\nEnsure exactly one" in prompt
