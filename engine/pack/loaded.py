@@ -235,18 +235,13 @@ class Pack(Parsing):
         """Run quality gate ``gate`` on ``outputs`` (JSON values): result, reprompt and
         artifact. ``now`` fixes the clock (else SOURCE_DATE_EPOCH, else the real time)."""
         # Deferred for start-up time: `rules check` imports this module and builds no Pack.
-        from engine.policy.gates.runtime import GateError
+        from engine.policy.gates.runtime import GateError, GateInput
 
         if self.gates is None:
             raise GateError(f"pack {self.name!r} declares no gates (`gates.steps`)")
         checked = build_context(self.model.context, context, strings)
         return self.gates.run(
-            gate,
-            outputs,
-            retry=retry,
-            context=checked,
-            now=clock_now(now),
-            input_errors=input_errors,
+            GateInput(gate, outputs, retry, checked, input_errors), clock_now(now)
         )
 
     @cached_property

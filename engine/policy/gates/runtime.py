@@ -113,6 +113,19 @@ class GateOutcome:
 
 
 @dataclass(frozen=True)
+class GateInput:
+    """What one gate runs on: the gate's name, the outputs (JSON values), which retry this
+    is, the context (checked against the pack's keys) and errors found reading the outputs
+    (e.g. unreadable JSON: they count as errors of the gate before the schema violations)."""
+
+    gate: str
+    outputs: Sequence[Any]
+    retry: int = 0
+    context: Mapping[str, Any] = field(default_factory=dict)
+    input_errors: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
 class CompiledGates:
     """A pack's gates, ready to run."""
 
@@ -137,23 +150,15 @@ class CompiledGates:
                 return rule.schema
         return None
 
-    def check(
-        self,
-        gate: str,
-        outputs: Sequence[Any],
-        *,
-        retry: int = 0,
-        context: Mapping[str, Any] | None = None,
-        input_errors: Sequence[str] = (),
-    ) -> GateResult:
-        """Detect, validate and decide. ``input_errors`` (e.g. unreadable JSON) count as
-        errors of the gate before the schema violations."""
+    def check(self, given: GateInput) -> GateResult:
+        """Detect, validate and decide."""
+        gate, retry = given.gate, given.retry
         required = self.required(gate)
-        values = dict(context or {})
-        errors: list[str] = list(input_errors)
+        values = dict(given.context)
+        errors: list[str] = list(given.input_errors)
         checked: list[str] = []
         results: list[OutputResult] = []
-        for output in outputs:
+        for output in given.outputs:
             schema = self.schema_of(output, values)
             if schema is None:
                 continue
@@ -221,19 +226,10 @@ class CompiledGates:
             return ""
         return self.output_file.render(gate=gate, retry=retry)
 
-    def run(
-        self,
-        gate: str,
-        outputs: Sequence[Any],
-        *,
-        retry: int = 0,
-        context: Mapping[str, Any] | None = None,
-        now: datetime,
-        input_errors: Sequence[str] = (),
-    ) -> GateOutcome:
+    def run(self, given: GateInput, now: datetime) -> GateOutcome:
         """Check, decide, and build the artifact and reprompt the action calls for."""
-        values = dict(context or {})
-        result = self.check(gate, outputs, retry=retry, context=values, input_errors=input_errors)
+        gate, retry, values = given.gate, given.retry, dict(given.context)
+        result = self.check(given)
         stamp = iso(now)
         variables: dict[str, Any] = {
             **values,
