@@ -3,13 +3,13 @@ checked against the keys and types the pack declares."""
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from engine.core.errors import ContextError
 from engine.core.numbers import MAX_INT_CHARS, first_out_of_range
+from engine.core.suggest import did_you_mean
 from engine.format.vocabulary import ContextKey
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
@@ -103,11 +103,8 @@ def build_context(
     for name, value, from_string in typed:
         spec = declared.get(name)
         if spec is None:
-            close = difflib.get_close_matches(name, list(declared), n=1)
-            hint = (
-                f"did you mean {close[0]!r}?"
-                if close
-                else f"the pack reads: {', '.join(declared) or 'no context keys'}"
+            hint = did_you_mean(
+                name, declared, f"the pack reads: {', '.join(declared) or 'no context keys'}"
             )
             raise ContextError(f"unknown context key {name!r} ({hint})")
         context[name] = _coerce(name, spec, value) if from_string else value

@@ -5,13 +5,13 @@ key read inside a declared value fits its declared type (a string or a number ha
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from jinja2 import nodes
 
 from engine.core.errors import Position
+from engine.core.suggest import did_you_mean
 from engine.format.findings import FindingRule
 from engine.format.vocabulary import ContextKey
 from engine.sandbox.static import context_reads
@@ -41,11 +41,11 @@ def context_problems(
         spec = declared.get(key)
         shown = "context." + ".".join(path)
         if spec is None:
-            close = difflib.get_close_matches(key, sorted(declared), n=1)
-            hint = (
-                f"did you mean 'context.{close[0]}'?"
-                if close
-                else f"declared context keys: {', '.join(sorted(declared)) or 'none'}"
+            hint = did_you_mean(
+                key,
+                declared,
+                f"declared context keys: {', '.join(sorted(declared)) or 'none'}",
+                shown=lambda close: f"'context.{close}'",
             )
             out.append((f"reads {shown}, but the pack declares no context key {key!r}", hint, line))
             continue

@@ -13,7 +13,6 @@ unknown severity, a template that does not compile...) import them from here.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import typing
@@ -29,6 +28,7 @@ from pydantic import BaseModel
 from engine.core.errors import Position
 from engine.core.files import path_problem
 from engine.core.patterns import PatternError, compile_pattern
+from engine.core.suggest import did_you_mean
 from engine.core.version import VERSION
 from engine.format.context_reads import check_context_reads
 from engine.format.fields import ITEM_PARTS, Ref
@@ -289,8 +289,7 @@ class PackChecker:
         def check(ref: Reference) -> None:
             if ref.value in table:
                 return
-            close = difflib.get_close_matches(ref.value, list(table), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else fix
+            hint = did_you_mean(ref.value, table, fix)
             self.add(
                 rule,
                 f"unknown {what} {ref.value!r}",
@@ -410,12 +409,7 @@ class PackChecker:
             )
         allowed = variables | self.context_names
         for name in sorted(names - allowed):
-            close = difflib.get_close_matches(name, sorted(allowed), n=1)
-            hint = (
-                f"did you mean {close[0]!r}?"
-                if close
-                else f"conditions may use: {', '.join(sorted(allowed))}"
-            )
+            hint = did_you_mean(name, allowed, f"conditions may use: {', '.join(sorted(allowed))}")
             self.add(UNKNOWN_VARIABLE, f"expression uses unknown variable {name!r}", ref.path, hint)
         if "context" in variables:
             tree = ENVIRONMENT.parse(expression_source(ref.value))
@@ -448,12 +442,11 @@ class PackChecker:
         return target
 
     def unknown_field(self, name: str, path: KeyPath, fields: typing.Mapping[str, Any]) -> None:
-        close = difflib.get_close_matches(name, list(fields), n=1)
         self.add(
             UNKNOWN_FIELD,
             f"unknown field {name!r}",
             path,
-            f"did you mean {close[0]!r}?" if close else "declare it under `fields:`",
+            did_you_mean(name, fields, "declare it under `fields:`"),
         )
 
 

@@ -10,13 +10,13 @@ round's errors are reported, the later rounds only serve to obtain a model.
 from __future__ import annotations
 
 import copy
-import difflib
 import types
 import typing
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from engine.core.suggest import did_you_mean
 from engine.format.findings import Finding, FindingRule
 from engine.format.model import Rulepack
 from engine.format.yamldoc import KeyPath, SourceMap
@@ -154,13 +154,8 @@ def _finding_for(
         key = str(path[-1]) if path else "?"
         model = model_at(root, data, path[:-1])
         allowed = sorted(model.model_fields) if model else []
-        close = difflib.get_close_matches(key, allowed, n=1)
-        hint = (
-            f"did you mean {close[0]!r}?"
-            if close
-            else f"allowed keys here: {', '.join(allowed)}"
-            if allowed
-            else "remove it"
+        hint = did_you_mean(
+            key, allowed, f"allowed keys here: {', '.join(allowed)}" if allowed else "remove it"
         )
         parent = _label(path[:-1])
         return path, UNKNOWN_KEY.at(

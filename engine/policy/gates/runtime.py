@@ -14,7 +14,6 @@ requires that no output matched. Outputs no detection rule matches are not check
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from engine.contracts.json.document import (
 )
 from engine.core.clock import compact, iso
 from engine.core.errors import ConditionError, EngineError, Locate, PackError, RenderError
+from engine.core.suggest import did_you_mean
 from engine.format.model import Rulepack
 from engine.format.vocabulary import STANDARD_ACTIONS, ActionSpec
 from engine.policy.gates.model import Gates
@@ -214,8 +214,8 @@ class CompiledGates:
 
     def required(self, gate: str) -> list[str]:
         if gate not in self.spec.steps:
-            close = difflib.get_close_matches(gate, self.names, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            suggestion = did_you_mean(gate, self.names)
+            hint = f"{suggestion} " if suggestion else ""
             raise GateError(
                 f"unknown gate {gate!r} ({hint}gates: {', '.join(self.names) or 'none'})"
             )

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING
 
 import jinja2
@@ -11,6 +10,7 @@ from pydantic import Field
 
 from engine.contracts.json.document import INVALID_SCHEMA, read_schema_file, schema_problems
 from engine.core.files import path_problem
+from engine.core.suggest import did_you_mean
 from engine.format.fields import Ref
 from engine.format.findings import FindingRule
 from engine.format.section import BuiltinSection
@@ -118,12 +118,11 @@ def check_gates(pack: Rulepack, checker: PackChecker) -> None:
     def schema_ref(name: str, path: tuple[str | int, ...]) -> None:
         if name in names:
             return
-        close = difflib.get_close_matches(name, list(names), n=1)
         checker.add(
             UNKNOWN_SCHEMA,
             f"unknown gate schema {name!r}",
             path,
-            f"did you mean {close[0]!r}?" if close else "declare it under `gates.schemas:`",
+            did_you_mean(name, names, "declare it under `gates.schemas:`"),
         )
 
     for name, schema in names.items():

@@ -9,13 +9,13 @@ here so `rules check` can name a variable the engine will never provide.
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING
 
 import jinja2
 from pydantic import Field
 
 from engine.core.errors import Position
+from engine.core.suggest import did_you_mean
 from engine.format.context_reads import check_context_reads
 from engine.format.fields import ContractRef, TemplateRef
 from engine.format.findings import FindingRule
@@ -158,11 +158,8 @@ def check_templates(pack: Rulepack, checker: PackChecker) -> None:
         allowed = TEMPLATE_VARIABLES[spec.purpose] | checker.context_names
         for unknown in sorted(names - allowed):
             line, column = first_use(source, unknown)
-            close = difflib.get_close_matches(unknown, sorted(allowed), n=1)
-            hint = (
-                f"did you mean {close[0]!r}?"
-                if close
-                else f"{spec.purpose} templates may use: {', '.join(sorted(allowed))}"
+            hint = did_you_mean(
+                unknown, allowed, f"{spec.purpose} templates may use: {', '.join(sorted(allowed))}"
             )
             checker.add(
                 UNKNOWN_TEMPLATE_VARIABLE,
