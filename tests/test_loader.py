@@ -139,7 +139,9 @@ def test_extends_missing_and_absolute(tmp_path: Path) -> None:
     assert "builtin:core" in tree.findings[2].hint
 
 
-@pytest.mark.parametrize("value", ["!!int abc", "!!float abc", "!!float 0x10", "!!int 0x"])
+@pytest.mark.parametrize(
+    "value", ["!!int abc", "!!float abc", "!!float 0x10", "!!int 0x", "!!bool maybe", "!!bool 1"]
+)
 def test_an_explicit_tag_on_a_value_it_cannot_hold_is_a_finding(tmp_path: Path, value: str) -> None:
     from engine.format.yamldoc import read_yaml
 

@@ -129,6 +129,8 @@ def _scalar_value(node: yaml.ScalarNode) -> Any:
     if tag == _STR:
         return text
     if tag.endswith(":bool"):
+        if text.lower() not in ("true", "false"):  # `!!bool maybe`: refused, never False
+            raise ValueError(f"{text[:40]!r} is not true or false")
         return text.lower() == "true"
     if tag.endswith(":int"):
         return int_of_text(text)
