@@ -136,6 +136,20 @@ def test_jsonl_keeps_order_and_reports_bad_lines() -> None:
     assert out[3]["error"] == "input line 4: 'vars' must be an object of strings"
 
 
+@pytest.mark.parametrize("vars", [[], 0, "", False, ["criterion", "AC1"]])
+def test_jsonl_vars_of_a_wrong_shape_are_refused_even_when_falsy(vars: object) -> None:
+    """An empty list, 0, "" or false is not "no vars": it is refused as any other shape."""
+    line = json.dumps({"id": 1, "block": "VERDICT", "nonce": NONCE, "vars": vars, "text": "x"})
+    result = run_cli("parse", "--pack", "sentinel", "--jsonl", "-", input=line + "\n")
+    assert json.loads(result.stdout)["error"] == "input line 1: 'vars' must be an object of strings"
+
+
+def test_jsonl_vars_null_is_no_vars() -> None:
+    line = json.dumps({"id": 1, "block": "VERDICT", "nonce": NONCE, "vars": None, "text": "x"})
+    result = run_cli("parse", "--pack", "sentinel", "--jsonl", "-", input=line + "\n")
+    assert 'needs "vars": {"criterion": ...}' in json.loads(result.stdout)["error"]
+
+
 def test_a_jsonl_line_nested_too_deeply_is_that_records_error() -> None:
     lines = [
         '{"id": 1, "text": ' + "[" * 100_000,

@@ -50,7 +50,9 @@ def record_inputs(
     a missing block)."""
     block = record.get("block", default_block)
     nonce = record.get("nonce", default_nonce)
-    variables = record.get("vars") or {}
+    variables = record.get("vars", {})
+    if variables is None:  # JSON null: no vars, as when the key is left out
+        variables = {}
     if not isinstance(block, str):
         raise ValueError("'block' is missing" + block_hint)
     if nonce is not None and not isinstance(nonce, str):
