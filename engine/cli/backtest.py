@@ -22,6 +22,8 @@ from engine.cli.options import (
     ledger_option,
     max_output_bytes_option,
     output_option,
+    pack_option,
+    workers_option,
 )
 from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
@@ -65,15 +67,9 @@ def _progress_bar() -> Iterator[Callable[[int, int], None] | None]:
 
 
 @click.command("backtest")
-@click.option("--pack", "pack_ref", required=True, help="The pack to try: name, folder or file.")
+@pack_option("The pack to try: name, folder or file.")
 @click.option("--baseline", help="The pack in use now, to compare with (optional).")
-@click.option(
-    "--workers",
-    type=BoundedInt(min=1),
-    default=1,
-    show_default=True,
-    help="Local worker processes.",
-)
+@workers_option("Local worker processes.")
 @click.option(
     "--executor",
     type=click.Choice(["local", "dask"]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from engine.cli.common import UsageFailure, load_context, open_pack
-from engine.cli.options import ledger_option, session_option
+from engine.cli.options import ledger_option, pack_option, session_option
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.ledger.store import Place, SessionLedger, locate
@@ -20,7 +20,7 @@ from engine.session.session import Session
     "name in it)."
 )
 @ledger_option()
-@click.option("--pack", "pack_ref", default=None, help="Pack (default: the item's recorded pack).")
+@pack_option("Pack (default: the item's recorded pack).", required=False)
 @click.option(
     "--context",
     "context_file",

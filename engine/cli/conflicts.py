@@ -4,8 +4,11 @@ conflicts, and check termination against them (the pack's `conflicts:` section).
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import click
 
@@ -84,6 +87,32 @@ def _pack_of(book: ConflictBook, pack_ref: str | None) -> Pack:
     if recorded is None:
         raise UsageFailure("no conflicts recorded in this session; give --pack")
     return open_pack(recorded)
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """A command's conflict book (the session's ledger) and the pack it names (--pack)."""
+
+    book: ConflictBook
+    pack_ref: str | None
+
+    def rules(self) -> tuple[Pack, CompiledConflicts]:
+        """The pack (--pack, else the one that recorded the conflicts) and its rules."""
+        pack = _pack_of(self.book, self.pack_ref)
+        return pack, _rules(pack)
+
+
+def _opened(command: Callable[..., None]) -> Callable[..., None]:
+    """`--session`, `--ledger` and `--pack`: ``command`` takes their conflict book and
+    pack as one ``_Opened``, its first argument."""
+
+    @functools.wraps(command)
+    def opening(
+        session_dir: str, ledger_url: str | None, pack_ref: str | None, **rest: Any
+    ) -> None:
+        command(_Opened(_book(session_dir, ledger_url), pack_ref), **rest)
+
+    return _session_option(_pack_option(opening))
 
 
 @contextlib.contextmanager
@@ -170,18 +199,13 @@ def detect_command(
 
 
 @conflicts_command.command("convert")
-@_session_option
-@_pack_option
+@_opened
 @click.argument("ref")
-def convert_command(
-    session_dir: str, ledger_url: str | None, pack_ref: str | None, ref: str
-) -> None:
+def convert_command(opened: _Opened, ref: str) -> None:
     """Make an implicit flag (an unaddressed item) a conflict with options (a user action)."""
-    book = _book(session_dir, ledger_url)
-    pack = _pack_of(book, pack_ref)
-    rules = _rules(pack)
+    pack, rules = opened.rules()
     with _usage_errors():
-        record = book.convert(rules, ref)
+        record = opened.book.convert(rules, ref)
     click.echo(render("conflicts", "text", pack, rules, [record]), nl=False)
 
 
@@ -196,33 +220,23 @@ def waive_command(session_dir: str, ledger_url: str | None, ref: str) -> None:
 
 
 @conflicts_command.command("propose")
-@_session_option
-@_pack_option
+@_opened
 @click.argument("ref")
 @click.option("--synthesis", required=True, help="The mediator's middle-ground option.")
 @click.option("--trade-off", "trade_off", required=True, help="What each side gives up.")
 @click.option("--addresses-both", is_flag=True, help="It answers both positions.")
 def propose_command(
-    session_dir: str,
-    ledger_url: str | None,
-    pack_ref: str | None,
-    ref: str,
-    synthesis: str,
-    trade_off: str,
-    addresses_both: bool,
+    opened: _Opened, ref: str, synthesis: str, trade_off: str, addresses_both: bool
 ) -> None:
     """Add a mediator's synthesis option to an open conflict (replaces a rule's)."""
-    book = _book(session_dir, ledger_url)
-    pack = _pack_of(book, pack_ref)
-    rules = _rules(pack)
+    pack, rules = opened.rules()
     with _usage_errors():
-        record = book.propose(rules, ref, synthesis, trade_off, addresses_both)
+        record = opened.book.propose(rules, ref, synthesis, trade_off, addresses_both)
     click.echo(render("conflicts", "text", pack, rules, [record]), nl=False)
 
 
 @conflicts_command.command("resolve")
-@_session_option
-@_pack_option
+@_opened
 @click.argument("ref")
 @click.option("--option", "option", required=True, help="The chosen option's label.")
 @click.option("--decision", required=True, help="What was decided.")
@@ -238,9 +252,7 @@ def propose_command(
 @click.option("--by", "decided_by", default="User", show_default=True)
 @now_option("Decision time (default: now).")
 def resolve_command(
-    session_dir: str,
-    ledger_url: str | None,
-    pack_ref: str | None,
+    opened: _Opened,
     ref: str,
     option: str,
     decision: str,
@@ -251,10 +263,9 @@ def resolve_command(
     now: str | None,
 ) -> None:
     """Record the user's decision on an open conflict (an option that was offered)."""
-    book = _book(session_dir, ledger_url)
     actions = parse_vars(action_pairs, "--action")
     if actions:
-        known = _rules(_pack_of(book, pack_ref)).spec.actions
+        known = opened.rules()[1].spec.actions
         unknown = sorted(set(actions) - set(known))
         if unknown:
             raise UsageFailure(
@@ -263,53 +274,39 @@ def resolve_command(
             )
     with _usage_errors():
         stamp = clock.iso(clock.now(now))
-        record = book.resolve(
+        record = opened.book.resolve(
             ref, option, decision, rationale, constraints, actions, decided_by, stamp
         )
     click.echo(f"{record['ref']}: resolved with option {option}")
 
 
 @conflicts_command.command("list")
-@_session_option
-@_pack_option
+@_opened
 @click.option("--open", "open_only", is_flag=True, help="Only conflicts and flags not decided.")
 @format_option("conflict_list")
-def list_command(
-    session_dir: str,
-    ledger_url: str | None,
-    pack_ref: str | None,
-    open_only: bool,
-    output_format: str,
-) -> None:
+def list_command(opened: _Opened, open_only: bool, output_format: str) -> None:
     """The session's conflicts in priority order."""
-    book = _book(session_dir, ledger_url)
-    pack = _pack_of(book, pack_ref)
-    rules = _rules(pack)
-    records = [r for r in book.all(rules) if not open_only or r["status"] in (OPEN, FLAGGED)]
+    rules = opened.rules()[1]
+    records = [r for r in opened.book.all(rules) if not open_only or r["status"] in (OPEN, FLAGGED)]
     click.echo(render("conflict_list", output_format, records), nl=False)
 
 
 @conflicts_command.command("termination")
-@_session_option
-@_pack_option
+@_opened
 @click.argument("state")
-def termination_command(
-    session_dir: str, ledger_url: str | None, pack_ref: str | None, state: str
-) -> None:
+def termination_command(opened: _Opened, state: str) -> None:
     """Whether the unresolved conflicts allow a termination STATE.
 
     Exit 0 allowed, 1 blocked (reasons listed), the pack's warn exit (4) allowed with a
     warning that needs acknowledgement.
     """
-    book = _book(session_dir, ledger_url)
-    pack = _pack_of(book, pack_ref)
-    rules = _rules(pack)
+    rules = opened.rules()[1]
     table = rules.spec.termination
     if table is not None and state not in table.states:
         raise UsageFailure(
             f"unknown termination state {state!r} (states: {', '.join(table.states)})"
         )
-    unresolved = [r for r in book.all(rules) if r["status"] == OPEN]
+    unresolved = [r for r in opened.book.all(rules) if r["status"] == OPEN]
     outcome = rules.termination(state, unresolved)
     for reason in outcome.reasons:
         click.echo(reason)

@@ -31,13 +31,6 @@ contracts:
       - {{key: question, param: question}}
       - {{key: decision, field: DECISION}}
       - {{key: reason, field: REASON}}
-
-triggers:
-  ANSWER:
-    on: [PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT]
-    max_attempts: 1
-    template: repair
-    after_failure: NEEDS_HUMAN
 """
 
 _MARKDOWN = """\
@@ -52,13 +45,6 @@ contracts:
           message: "Missing required header: '## Summary'"}}
       - {{check: require_text, text: "**Decision:**", fail: WRONG_FORMAT,
           message: "Missing required: '**Decision:**'"}}
-
-triggers:
-  ANSWER:
-    on: [EMPTY_OUTPUT, NOT_TEXT, WRONG_FORMAT]
-    max_attempts: 1
-    template: repair
-    after_failure: NEEDS_HUMAN
 """
 
 _JSON = """\
@@ -68,14 +54,23 @@ contracts:
     description: One answer as a JSON object.
     schema_file: schemas/answer.schema.json
     contract_text: contracts/answer.v1.md
+"""
 
+_TRIGGERS = """
 triggers:
   ANSWER:
-    on: [PARSE_ERROR, SCHEMA_ERROR, EMPTY_OUTPUT, NOT_TEXT]
+    on: [{failures}]
     max_attempts: 1
     template: repair
     after_failure: NEEDS_HUMAN
 """
+
+_REPAIRED = {
+    "sentinel": "PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT",
+    "markdown": "EMPTY_OUTPUT, NOT_TEXT, WRONG_FORMAT",
+    "json": "PARSE_ERROR, SCHEMA_ERROR, EMPTY_OUTPUT, NOT_TEXT",
+}
+"""The failure types the trigger of each kind's block repairs."""
 
 _HEADER = """\
 # yaml-language-server: $schema={schema}
@@ -213,6 +208,7 @@ def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
     files = {
         "pack.yaml": _HEADER.format(schema=SCHEMA_FILE, name=name, kind=kind)
         + body.format()
+        + _TRIGGERS.format(failures=_REPAIRED[kind])
         + _TAIL.format(),
         SCHEMA_FILE: rulepack_schema_text(rulepack_model()),
         "templates/first.md.j2": _FIRST,

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from engine.cli.common import UsageFailure, open_pack
-from engine.cli.options import ledger_option, session_option
+from engine.cli.options import ledger_option, pack_option, session_option
 from engine.core.errors import EngineError
 from engine.core.resources import builtin_pack_names
 from engine.ledger.store import Place, SessionLedger, locate
@@ -46,12 +46,10 @@ VIEW_PACK = "session-logs"  # the shipped log views, for sessions of packs witho
     "reports (in --ledger, else in SESSION/_shadow/ledger.db where SESSION is the "
     "server's --sessions-dir).",
 )
-@click.option(
-    "--pack",
-    "pack_ref",
-    default=None,
-    help="Pack whose log templates render the views. Default: the session's "
+@pack_option(
+    "Pack whose log templates render the views. Default: the session's "
     f"pack when it is a builtin with log templates, else {VIEW_PACK}.",
+    required=False,
 )
 def log_command(
     session_dir: str, ledger_url: str | None, output_format: str, view: str, pack_ref: str | None

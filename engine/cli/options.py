@@ -30,9 +30,18 @@ def format_option(
     )
 
 
-def pack_option(help: str = PACK_HELP, required: bool = True) -> Callable[[F], F]:
-    """`--pack REF`: a builtin name, a pack folder or a pack file."""
-    return click.option("--pack", "pack_ref", required=required, help=help)
+def pack_option(
+    help: str = PACK_HELP, required: bool = True, multiple: bool = False
+) -> Callable[[F], F]:
+    """`--pack REF`: a builtin name, a pack folder or a pack file (``pack_ref``; with
+    ``multiple``, repeatable: ``pack_refs``)."""
+    return click.option(
+        "--pack",
+        "pack_refs" if multiple else "pack_ref",
+        required=required,
+        multiple=multiple,
+        help=help,
+    )
 
 
 def block_option(
@@ -107,6 +116,13 @@ def max_output_bytes_option(help: str, default: int | None = None) -> Callable[[
         default=default,
         show_default=default is not None,
         help=help,
+    )
+
+
+def workers_option(help: str, most: int | None = None) -> Callable[[F], F]:
+    """`--workers N`: how many worker processes (1 by default, at most ``most``)."""
+    return click.option(
+        "--workers", type=BoundedInt(min=1, max=most), default=1, show_default=True, help=help
     )
 
 

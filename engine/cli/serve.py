@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from engine.cli.common import UsageFailure, locked_setting
+from engine.cli.options import pack_option, workers_option
 from engine.cli.types import BoundedInt
 
 EXTRA_HINT = "`rules serve` needs the server extra: pip install 'rules-engine[server]'"
@@ -25,11 +26,8 @@ def _server_modules() -> Any:
 
 
 @click.command("serve")
-@click.option(
-    "--pack",
-    "pack_refs",
-    multiple=True,
-    help="A pack to serve: builtin name, folder or file (repeatable).",
+@pack_option(
+    "A pack to serve: builtin name, folder or file (repeatable).", required=False, multiple=True
 )
 @click.option(
     "--sessions-dir",
@@ -50,13 +48,7 @@ def _server_modules() -> Any:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=BoundedInt(min=0, max=65535), default=8080, show_default=True)
-@click.option(
-    "--workers",
-    type=BoundedInt(min=1, max=256),
-    default=1,
-    show_default=True,
-    help="Worker processes (they share the sessions' ledgers).",
-)
+@workers_option("Worker processes (they share the sessions' ledgers).", most=256)
 @click.option(
     "--token-file",
     type=click.Path(dir_okay=False),

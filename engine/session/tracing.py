@@ -30,6 +30,7 @@ class _HasPack(Protocol):
 
 
 S = TypeVar("S", bound=_HasPack)
+R = TypeVar("R")
 
 
 def pack_attributes(pack: Pack) -> dict[str, t.Value | None]:
@@ -41,22 +42,30 @@ def pack_attributes(pack: Pack) -> dict[str, t.Value | None]:
     }
 
 
+def _span(
+    name: str,
+    pack: Pack,
+    block: str,
+    item: str | None,
+    model: str | None,
+    evaluation: str | None = None,
+) -> AbstractContextManager[t.Span]:
+    """The span ``name`` of ``block`` of ``pack`` (with its ``evaluation`` name, where it
+    has one), or nothing when telemetry is off."""
+    if not t.enabled():
+        return t.NOTHING
+    named = {t.EVALUATION_NAME: evaluation} if evaluation is not None else {}
+    return t.span(
+        name,
+        {**pack_attributes(pack), t.BLOCK: block, **named, t.ITEM: item, t.REQUEST_MODEL: model},
+    )
+
+
 def evaluation_span(
     pack: Pack, block: str, *, item: str | None = None, model: str | None = None
 ) -> AbstractContextManager[t.Span]:
     """The span of one output evaluated and decided for ``block``."""
-    if not t.enabled():
-        return t.NOTHING
-    return t.span(
-        "rules.evaluate",
-        {
-            **pack_attributes(pack),
-            t.BLOCK: block,
-            t.EVALUATION_NAME: f"{pack.name}/{block}",
-            t.ITEM: item,
-            t.REQUEST_MODEL: model,
-        },
-    )
+    return _span("rules.evaluate", pack, block, item, model, f"{pack.name}/{block}")
 
 
 def record_decision(span: t.Span, verdict: Verdict, decision: Decision) -> None:
@@ -79,12 +88,7 @@ def run_span(
     pack: Pack, block: str, *, item: str | None = None, model: str | None = None
 ) -> AbstractContextManager[t.Span]:
     """The span of one run of the loop: its attempts' evaluations are its children."""
-    if not t.enabled():
-        return t.NOTHING
-    return t.span(
-        "rules.run",
-        {**pack_attributes(pack), t.BLOCK: block, t.ITEM: item, t.REQUEST_MODEL: model},
-    )
+    return _span("rules.run", pack, block, item, model)
 
 
 def record_run(span: t.Span, result: RunResult) -> None:
@@ -103,37 +107,40 @@ def _call_inputs(args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[s
     return block, {"item": _text(kwargs.get("item")), "model": _text(kwargs.get("model"))}
 
 
+def _traced(
+    call: Callable[Concatenate[S, P], R],
+    open_span: Callable[..., AbstractContextManager[t.Span]],
+    record: Callable[[t.Span, R], None],
+) -> Callable[Concatenate[S, P], R]:
+    """``call`` inside the span ``open_span`` opens for its block, item and model, with
+    what ``record`` takes from its result (its signature unchanged)."""
+
+    @functools.wraps(call)
+    def traced(session: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if not t.enabled():
+            return call(session, *args, **kwargs)
+        block, named = _call_inputs(args, kwargs)
+        with open_span(session.pack, block, **named) as span:
+            result = call(session, *args, **kwargs)
+            record(span, result)
+        return result
+
+    return traced
+
+
+def _record_outcome(span: t.Span, outcome: Outcome) -> None:
+    record_decision(span, outcome.verdict, outcome.decision)
+
+
 def traced_evaluation(
     evaluate: Callable[Concatenate[Session, P], Outcome],
 ) -> Callable[Concatenate[Session, P], Outcome]:
     """``Session.evaluate`` inside an evaluation span (its signature unchanged)."""
-
-    @functools.wraps(evaluate)
-    def traced(session: Session, /, *args: P.args, **kwargs: P.kwargs) -> Outcome:
-        if not t.enabled():
-            return evaluate(session, *args, **kwargs)
-        block, named = _call_inputs(args, kwargs)
-        with evaluation_span(session.pack, block, **named) as span:
-            outcome = evaluate(session, *args, **kwargs)
-            record_decision(span, outcome.verdict, outcome.decision)
-        return outcome
-
-    return traced
+    return _traced(evaluate, evaluation_span, _record_outcome)
 
 
 def traced_run(
     run: Callable[Concatenate[S, P], RunResult],
 ) -> Callable[Concatenate[S, P], RunResult]:
     """``run_loop`` inside a run span (its signature unchanged)."""
-
-    @functools.wraps(run)
-    def traced(session: S, /, *args: P.args, **kwargs: P.kwargs) -> RunResult:
-        if not t.enabled():
-            return run(session, *args, **kwargs)
-        block, named = _call_inputs(args, kwargs)
-        with run_span(session.pack, block, **named) as span:
-            result = run(session, *args, **kwargs)
-            record_run(span, result)
-        return result
-
-    return traced
+    return _traced(run, run_span, record_run)
