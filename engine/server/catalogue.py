@@ -17,7 +17,7 @@ from engine.server.problems import (
     UNAUTHORIZED,
     UNKNOWN_BLOCK,
     Problem,
-    problem_responses,
+    route_responses,
 )
 from engine.server.responses import Document
 from engine.server.security import require_token
@@ -28,7 +28,7 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["p
 @router.get(
     "/packs",
     summary="The served packs: name, version, revision, blocks",
-    responses={200: {"model": PackList}, **problem_responses(UNAUTHORIZED)},
+    responses=route_responses(PackList, UNAUTHORIZED),
 )
 async def list_packs(request: Request) -> Document:
     packs = request.app.state.live.current.packs
@@ -88,10 +88,7 @@ def explain_tables(model: Rulepack, block: str | None = None) -> dict[str, Any]:
 @router.get(
     "/packs/{name}",
     summary="A pack's trigger table, guards, failure types and actions (`rules explain`)",
-    responses={
-        200: {"model": PackTables},
-        **problem_responses(UNAUTHORIZED, NOT_FOUND, UNKNOWN_BLOCK),
-    },
+    responses=route_responses(PackTables, UNAUTHORIZED, NOT_FOUND, UNKNOWN_BLOCK),
 )
 async def explain_pack(
     request: Request,
