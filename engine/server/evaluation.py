@@ -213,7 +213,7 @@ def _output_route(path: str, summary: str, document: type[Any], rendering: bool)
 
     async def answer(request: Request, body: EvaluateRequest) -> Document:
         pack = served_pack(request, body.pack)
-        document = await within_time(
+        answered = await within_time(
             request.app.state.settings.timeout,
             _evaluate,
             pack,
@@ -222,7 +222,7 @@ def _output_route(path: str, summary: str, document: type[Any], rendering: bool)
             request.app.state.decision_hooks,
             inline=runs_inline(body.output),
         )
-        return Document(document)
+        return Document(answered)
 
     router.add_api_route(
         path,
