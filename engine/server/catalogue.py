@@ -11,7 +11,7 @@ from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.pack.loaded import Pack
 from engine.policy.triggers.model import Trigger
 from engine.server.documents import PackList, PackTables
-from engine.server.evaluation import about
+from engine.server.evaluation import about, check_block
 from engine.server.problems import (
     NOT_FOUND,
     UNAUTHORIZED,
@@ -98,9 +98,6 @@ async def explain_pack(
     pack: Pack | None = request.app.state.live.current.get(name)
     if pack is None:
         raise Problem(NOT_FOUND, f"no pack {name!r} is served (GET /v1/packs lists them)")
-    if block is not None and block not in pack.model.contracts:
-        known = ", ".join(pack.model.contracts)
-        raise Problem(
-            UNKNOWN_BLOCK, f"pack {name!r} has no block {block!r} (blocks: {known})", ["block"]
-        )
+    if block is not None:
+        check_block(pack, block)
     return Document({"pack": about(pack), **explain_tables(pack.model, block)})

@@ -80,6 +80,15 @@ def served_pack(request: Request, name: str) -> Pack:
     return pack
 
 
+def check_block(pack: Pack, block: str) -> None:
+    """An UNKNOWN_BLOCK problem unless ``pack`` has ``block``."""
+    if block not in pack.model.contracts:
+        known = ", ".join(pack.model.contracts)
+        raise Problem(
+            UNKNOWN_BLOCK, f"pack {pack.name!r} has no block {block!r} (blocks: {known})", ["block"]
+        )
+
+
 @dataclass(frozen=True)
 class Prepared:
     """An output request made into the inputs `rules eval` hands the engine."""
@@ -95,13 +104,7 @@ def prepare(pack: Pack, body: OutputRequest) -> Prepared:
     """The block checked, the output capped at the pack's ``max_output_bytes`` (a bigger
     one is an OUTPUT_TOO_LARGE failure, as in the CLI), vars split into block params and
     context, the caller's required inputs checked."""
-    if body.block not in pack.model.contracts:
-        known = ", ".join(pack.model.contracts)
-        raise Problem(
-            UNKNOWN_BLOCK,
-            f"pack {pack.name!r} has no block {body.block!r} (blocks: {known})",
-            ["block"],
-        )
+    check_block(pack, body.block)
     data = body.output.encode("utf-8", "surrogatepass")
     cap = pack.model.limits.max_output_bytes or MAX_OUTPUT_BYTES
     error, failure_type = body.error, body.failure_type
