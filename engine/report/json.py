@@ -21,7 +21,9 @@ def _dump(payload: object) -> str:
     return json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def _finding(f: Finding) -> dict[str, object]:
+def finding(f: Finding) -> dict[str, object]:
+    """A finding as a document (`rules check --format json`, and the server's pack load
+    failures)."""
     return {
         "file": f.position.file,
         "line": f.position.line,
@@ -42,7 +44,7 @@ def check(results: list[CheckResult]) -> str:
                     "name": r.name,
                     "version": r.version,
                     "ok": r.ok,
-                    "findings": [_finding(f) for f in r.findings],
+                    "findings": [finding(f) for f in r.findings],
                 }
                 for r in results
             ],
@@ -74,7 +76,7 @@ def test(runs: PackTestRuns) -> str:
             "passed": runs.passed,
             "failed": len(results) - runs.passed,
             "pass_rate": runs.pass_rate,
-            "notices": [_finding(f) for f in runs.notices],
+            "notices": [finding(f) for f in runs.notices],
         }
     )
 

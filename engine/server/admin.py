@@ -22,6 +22,7 @@ from engine.server.problems import (
     UNAUTHORIZED,
     Problem,
     problem_responses,
+    route_responses,
 )
 from engine.server.responses import Document
 from engine.server.security import require_admin
@@ -80,10 +81,7 @@ def reload_packs(live: LivePacks) -> dict[str, object]:
     "/v1/admin/reload",
     dependencies=[Depends(require_admin)],
     summary="Reload every pack at once; a pack that fails its check is refused",
-    responses={
-        200: {"model": ReloadDocument},
-        **problem_responses(UNAUTHORIZED, FORBIDDEN, PACK_CHECK_FAILED, TIMEOUT),
-    },
+    responses=route_responses(ReloadDocument, UNAUTHORIZED, FORBIDDEN, PACK_CHECK_FAILED, TIMEOUT),
 )
 async def reload(request: Request) -> Document:
     try:

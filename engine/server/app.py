@@ -21,13 +21,14 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from engine.core import telemetry
 from engine.core.version import VERSION
 from engine.server import admin, catalogue, evaluation, gate, metrics, shadow
 from engine.server.documents import Problem as ProblemDocument
 from engine.server.limits import BodyLimit
+from engine.server.middleware import HttpMiddleware
 from engine.server.packs import LivePacks, PackLoadFailed, PackSet
 from engine.server.problems import install_problem_handlers
 from engine.server.settings import ServerSettings
@@ -43,16 +44,10 @@ _NO_NATIVE_TELEMETRY: dict[str, Any] = (
 )
 
 
-class RequestTiming:
+class RequestTiming(HttpMiddleware):
     """ASGI middleware: every request's latency into the histogram, by route template."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         status = 500
 

@@ -11,13 +11,13 @@ from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.pack.loaded import Pack
 from engine.policy.triggers.model import Trigger
 from engine.server.documents import PackList, PackTables
-from engine.server.evaluation import about
+from engine.server.evaluation import about, check_block
 from engine.server.problems import (
     NOT_FOUND,
     UNAUTHORIZED,
     UNKNOWN_BLOCK,
     Problem,
-    problem_responses,
+    route_responses,
 )
 from engine.server.responses import Document
 from engine.server.security import require_token
@@ -28,7 +28,7 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["p
 @router.get(
     "/packs",
     summary="The served packs: name, version, revision, blocks",
-    responses={200: {"model": PackList}, **problem_responses(UNAUTHORIZED)},
+    responses=route_responses(PackList, UNAUTHORIZED),
 )
 async def list_packs(request: Request) -> Document:
     packs = request.app.state.live.current.packs
@@ -88,10 +88,7 @@ def explain_tables(model: Rulepack, block: str | None = None) -> dict[str, Any]:
 @router.get(
     "/packs/{name}",
     summary="A pack's trigger table, guards, failure types and actions (`rules explain`)",
-    responses={
-        200: {"model": PackTables},
-        **problem_responses(UNAUTHORIZED, NOT_FOUND, UNKNOWN_BLOCK),
-    },
+    responses=route_responses(PackTables, UNAUTHORIZED, NOT_FOUND, UNKNOWN_BLOCK),
 )
 async def explain_pack(
     request: Request,
@@ -101,9 +98,6 @@ async def explain_pack(
     pack: Pack | None = request.app.state.live.current.get(name)
     if pack is None:
         raise Problem(NOT_FOUND, f"no pack {name!r} is served (GET /v1/packs lists them)")
-    if block is not None and block not in pack.model.contracts:
-        known = ", ".join(pack.model.contracts)
-        raise Problem(
-            UNKNOWN_BLOCK, f"pack {name!r} has no block {block!r} (blocks: {known})", ["block"]
-        )
+    if block is not None:
+        check_block(pack, block)
     return Document({"pack": about(pack), **explain_tables(pack.model, block)})

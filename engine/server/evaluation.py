@@ -33,7 +33,7 @@ from engine.server.problems import (
     UNKNOWN_BLOCK,
     UNKNOWN_PACK,
     Problem,
-    problem_responses,
+    route_responses,
 )
 from engine.server.responses import Document
 from engine.server.security import require_token
@@ -80,6 +80,15 @@ def served_pack(request: Request, name: str) -> Pack:
     return pack
 
 
+def check_block(pack: Pack, block: str) -> None:
+    """An UNKNOWN_BLOCK problem unless ``pack`` has ``block``."""
+    if block not in pack.model.contracts:
+        known = ", ".join(pack.model.contracts)
+        raise Problem(
+            UNKNOWN_BLOCK, f"pack {pack.name!r} has no block {block!r} (blocks: {known})", ["block"]
+        )
+
+
 @dataclass(frozen=True)
 class Prepared:
     """An output request made into the inputs `rules eval` hands the engine."""
@@ -95,13 +104,7 @@ def prepare(pack: Pack, body: OutputRequest) -> Prepared:
     """The block checked, the output capped at the pack's ``max_output_bytes`` (a bigger
     one is an OUTPUT_TOO_LARGE failure, as in the CLI), vars split into block params and
     context, the caller's required inputs checked."""
-    if body.block not in pack.model.contracts:
-        known = ", ".join(pack.model.contracts)
-        raise Problem(
-            UNKNOWN_BLOCK,
-            f"pack {pack.name!r} has no block {body.block!r} (blocks: {known})",
-            ["block"],
-        )
+    check_block(pack, body.block)
     data = body.output.encode("utf-8", "surrogatepass")
     cap = pack.model.limits.max_output_bytes or MAX_OUTPUT_BYTES
     error, failure_type = body.error, body.failure_type
@@ -207,37 +210,45 @@ def _evaluate(
     }
 
 
-@router.post(
-    "/evaluate",
-    summary="Evaluate one output: verdict and decision (`rules eval --format json`)",
-    responses={200: {"model": EvaluationDocument}, **problem_responses(*COMMON_PROBLEMS)},
-)
-async def evaluate(request: Request, body: EvaluateRequest) -> Document:
-    return await _answer(request, body, False)
+def _output_route(path: str, summary: str, document: type[Any], rendering: bool) -> None:
+    """The route ``path``: an output evaluated and decided, answered with ``document``, the
+    verdict and decision (``rendering`` false) or the prompt the decision calls for (true)."""
 
+    async def answer(request: Request, body: EvaluateRequest) -> Document:
+        pack = served_pack(request, body.pack)
+        answered = await within_time(
+            request.app.state.settings.timeout,
+            _evaluate,
+            pack,
+            body,
+            rendering,
+            request.app.state.decision_hooks,
+            inline=runs_inline(body.output),
+        )
+        return Document(answered)
 
-@router.post(
-    "/render",
-    summary="The prompt the decision calls for (`rules render`)",
-    responses={200: {"model": RenderDocument}, **problem_responses(*COMMON_PROBLEMS)},
-)
-async def render(request: Request, body: EvaluateRequest) -> Document:
-    return await _answer(request, body, True)
-
-
-async def _answer(request: Request, body: EvaluateRequest, rendering: bool) -> Document:
-    """The document of `/evaluate` (``rendering`` false) or `/render` (true)."""
-    pack = served_pack(request, body.pack)
-    document = await within_time(
-        request.app.state.settings.timeout,
-        _evaluate,
-        pack,
-        body,
-        rendering,
-        request.app.state.decision_hooks,
-        inline=runs_inline(body.output),
+    router.add_api_route(
+        path,
+        answer,
+        methods=["POST"],
+        name=path.removeprefix("/"),
+        summary=summary,
+        responses=route_responses(document, *COMMON_PROBLEMS),
     )
-    return Document(document)
+
+
+_output_route(
+    "/evaluate",
+    "Evaluate one output: verdict and decision (`rules eval --format json`)",
+    EvaluationDocument,
+    rendering=False,
+)
+_output_route(
+    "/render",
+    "The prompt the decision calls for (`rules render`)",
+    RenderDocument,
+    rendering=True,
+)
 
 
 def _record(
@@ -301,10 +312,9 @@ def _record(
 @router.post(
     "/sessions/{session}/outputs",
     summary="Evaluate, decide and record one output of a session; its prompt when one is due",
-    responses={
-        200: {"model": SessionOutputDocument},
-        **problem_responses(*COMMON_PROBLEMS, SESSION_PAUSED, LEDGER_UNAVAILABLE),
-    },
+    responses=route_responses(
+        SessionOutputDocument, *COMMON_PROBLEMS, SESSION_PAUSED, LEDGER_UNAVAILABLE
+    ),
 )
 async def session_output(
     request: Request,

@@ -27,7 +27,7 @@ from engine.server.problems import (
     TIMEOUT,
     UNAUTHORIZED,
     UNKNOWN_PACK,
-    problem_responses,
+    route_responses,
 )
 from engine.server.responses import Document
 from engine.server.security import require_token
@@ -85,18 +85,16 @@ def _gate(pack: Pack, body: GateRequest) -> dict[str, Any]:
 @router.post(
     "/gate",
     summary="Run a quality gate on JSON outputs (`rules gate --format json`)",
-    responses={
-        200: {"model": GateDocument},
-        **problem_responses(
-            MALFORMED_JSON,
-            UNAUTHORIZED,
-            BODY_TOO_LARGE,
-            INVALID_REQUEST,
-            UNKNOWN_PACK,
-            ENGINE_REFUSED,
-            TIMEOUT,
-        ),
-    },
+    responses=route_responses(
+        GateDocument,
+        MALFORMED_JSON,
+        UNAUTHORIZED,
+        BODY_TOO_LARGE,
+        INVALID_REQUEST,
+        UNKNOWN_PACK,
+        ENGINE_REFUSED,
+        TIMEOUT,
+    ),
 )
 async def gate(request: Request, body: GateRequest) -> Document:
     pack = served_pack(request, body.pack)

@@ -14,23 +14,21 @@ from typing import Any, TypeVar
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engine.server.middleware import HttpMiddleware
 from engine.server.problems import BODY_TOO_LARGE, TIMEOUT, Problem, problem_document
 
 T = TypeVar("T")
 
 
-class BodyLimit:
+class BodyLimit(HttpMiddleware):
     """ASGI middleware: a request body over ``limit()`` bytes is answered 413 before the
     application sees it."""
 
     def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
-        self.app = app
+        super().__init__(app)
         self.limit = limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.limit()
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:

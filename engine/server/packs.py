@@ -16,6 +16,7 @@ from engine.core.errors import EngineError, PackError
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.format.findings import Finding
 from engine.pack.loaded import Pack, load_pack
+from engine.report.json import finding
 
 
 class PackLoadFailed(Exception):
@@ -27,7 +28,7 @@ class PackLoadFailed(Exception):
 
     def to_json(self) -> list[dict[str, Any]]:
         return [
-            {"pack": ref, "message": message, "findings": [finding_json(f) for f in findings]}
+            {"pack": ref, "message": message, "findings": [finding(f) for f in findings]}
             for ref, message, findings in self.failures
         ]
 
@@ -40,18 +41,6 @@ class PackLoadFailed(Exception):
                 lines.append(f"{ref}: {message}")
             lines += [f"{f.position}: [{f.level}] {f.message} ({f.rule})" for f in shown]
         return "\n".join(lines)
-
-
-def finding_json(finding: Finding) -> dict[str, Any]:
-    return {
-        "file": finding.position.file,
-        "line": finding.position.line,
-        "column": finding.position.column,
-        "level": finding.level,
-        "rule": finding.rule,
-        "message": finding.message,
-        "hint": finding.hint,
-    }
 
 
 @dataclass(frozen=True)

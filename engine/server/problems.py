@@ -191,3 +191,9 @@ def problem_responses(*kinds: ProblemType) -> dict[int | str, dict[str, Any]]:
         if entry["description"] != kind.title:
             entry["description"] += f"; {kind.title}"
     return out
+
+
+def route_responses(document: type[Any], *kinds: ProblemType) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` of a route: its document (a pydantic model) and the problems
+    it can answer."""
+    return {200: {"model": document}, **problem_responses(*kinds)}

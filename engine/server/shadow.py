@@ -24,7 +24,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from prometheus_client import Counter
 from pydantic import BaseModel, Field
 
-from engine.backtest.shadow import LiveOutput, shadow_evaluation, shadow_reports
+from engine.backtest.shadow import LiveOutput, outcome_of, shadow_evaluation, shadow_reports
 from engine.core.errors import EngineError
 from engine.core.verdict import Verdict
 from engine.ledger.connection import Ledger, open_ledger
@@ -41,7 +41,7 @@ from engine.server.problems import (
     TIMEOUT,
     UNAUTHORIZED,
     Problem,
-    problem_responses,
+    route_responses,
 )
 from engine.server.responses import Document
 from engine.server.security import require_token
@@ -224,13 +224,7 @@ class Shadows:
                 candidate=candidate.ref,
                 candidate_revision=candidate.pack.revision,
                 block=job.live.block,
-                live=Side(
-                    job.live.verdict.status,
-                    job.live.verdict.failure_type,
-                    job.live.decision.action,
-                    not job.live.decision.final,
-                    job.live.verdict.error,
-                ),
+                live=Side(*outcome_of(job.live.verdict, job.live.decision), job.live.verdict.error),
                 candidate_side=None,
                 candidate_error=f"the candidate raised {type(exc).__name__}",
                 flipped=True,
@@ -287,10 +281,7 @@ def summary(location: str | None, pack: str | None) -> dict[str, Any]:
 @router.get(
     "/shadow",
     summary="The candidate packs' would-be flips, as `rules backtest` reports",
-    responses={
-        200: {"model": ShadowDocument},
-        **problem_responses(UNAUTHORIZED, LEDGER_UNAVAILABLE, TIMEOUT),
-    },
+    responses=route_responses(ShadowDocument, UNAUTHORIZED, LEDGER_UNAVAILABLE, TIMEOUT),
 )
 async def shadow_summary(
     request: Request,

@@ -156,6 +156,7 @@ def test_packs_and_their_tables(tmp_path: Path) -> None:
         tables = http.get("/v1/packs/sentinel").json()
         one = http.get("/v1/packs/sentinel", params={"block": "VERDICT"}).json()
         missing = http.get("/v1/packs/nope")
+        no_block = http.get("/v1/packs/sentinel", params={"block": "NOPE"})
     pack = load_pack("sentinel")
     assert listed["packs"] == [
         {"name": "sentinel", "version": pack.model.version, "revision": pack.revision,
@@ -170,6 +171,12 @@ def test_packs_and_their_tables(tmp_path: Path) -> None:
     for failure_type in tables["failure_types"]:
         assert f"| {failure_type['name']} " in explained
     assert missing.status_code == 404 and missing.headers["content-type"] == PROBLEM
+    assert no_block.status_code == 422
+    assert no_block.json()["type"] == "urn:rules-engine:problem:unknown-block"
+    assert no_block.json()["detail"] == (
+        f"pack 'sentinel' has no block 'NOPE' (blocks: {', '.join(pack.model.contracts)})"
+    )
+    assert no_block.json()["fields"] == ["block"]
 
 
 @pytest.mark.parametrize(

@@ -153,6 +153,18 @@ def test_a_slow_candidate_that_raises_never_delays_or_breaks_an_answer(tmp_path:
     assert 1 <= len(rows) <= 4
     assert {row.candidate_error for row in rows} == {"the candidate raised RuntimeError"}
     assert all(row.candidate_side is None and row.flipped for row in rows)
+    live = json.loads(plain[0])
+    failure = live["verdict"]["failures"][0]
+    assert {
+        (row.live.status, row.live.failure_type, row.live.action, row.live.further) for row in rows
+    } == {
+        (
+            live["verdict"]["status"],
+            failure["type"],
+            live["decision"]["action"],
+            not live["decision"]["final"],
+        )
+    }
 
 
 def test_a_candidate_is_checked_at_start_like_any_pack(tmp_path: Path) -> None:
