@@ -84,8 +84,8 @@ _kinds: Registry[ContractKind] = Registry(
 
 
 def _accept(point: EntryPoint, kind: Any) -> None:
-    """Register the kind of an entry point, unless one of its name is already there."""
-    with plugin_errors("contract kind", point):
+    """Register the kind an entry point names, unless a kind of that name is there already."""
+    with plugin_errors(_kinds.what, point):
         if point.name != getattr(kind, "name", None):
             raise EngineError(f"it names itself {getattr(kind, 'name', None)!r}")
         if point.name not in _kinds.registered and point.name not in _ENGINE_KINDS:
