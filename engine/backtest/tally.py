@@ -146,34 +146,6 @@ def _bump(counts: dict[str, Counter[str]], key: str, name: str) -> None:
     counter[name] += 1
 
 
-def _flip(
-    tally: Tally,
-    kind: str,
-    record: Mapping[str, Any],
-    text: str | bytes,
-    line: int,
-    outcomes: Sequence[Outcome | None],
-    verdicts: Sequence[Errored | None],
-) -> None:
-    new, old = outcomes[0], outcomes[1]
-    tally.flips[kind] += 1
-    _bump(tally.by_block, clean_text(record["block"]), kind)
-    failure = (new and new.failure_type) or (old and old.failure_type) or "none"
-    _bump(tally.by_failure_type, kind, failure)
-    examples = tally.examples.setdefault(kind, [])
-    if len(examples) < EXAMPLES_PER_FLIP:
-        shown = text if isinstance(text, str) else text.decode("utf-8", errors="replace")
-        example = {
-            "line": line,
-            "id": record.get("id"),
-            "block": record["block"],
-            "text": shown[:EXAMPLE_TEXT_CHARS],
-            "baseline": _side(old, verdicts[1]),
-            "pack": _side(new, verdicts[0]),
-        }
-        examples.append(clean_strings(example))  # a record may hold lone surrogates
-
-
 def tally_lines(
     packs: Sequence[Pack],
     lines: Iterable[bytes | InvalidRecord],
@@ -241,10 +213,24 @@ def compare_outcomes(
     if new_status == old_status and new_action == old_action:
         return False
     tally.flipped += 1
-    if new_status != old_status:
-        kind = f"{old_status}->{new_status}"
-        _flip(tally, kind, record, text, line, outcomes, verdicts)
-    if new_action != old_action:
-        kind = f"{old_action}->{new_action}"
-        _flip(tally, kind, record, text, line, outcomes, verdicts)
+    failure = (new and new.failure_type) or (old and old.failure_type) or "none"
+    for before, after in ((old_status, new_status), (old_action, new_action)):
+        if before == after:
+            continue
+        kind = f"{before}->{after}"
+        tally.flips[kind] += 1
+        _bump(tally.by_block, clean_text(record["block"]), kind)
+        _bump(tally.by_failure_type, kind, failure)
+        examples = tally.examples.setdefault(kind, [])
+        if len(examples) < EXAMPLES_PER_FLIP:
+            shown = text if isinstance(text, str) else text.decode("utf-8", errors="replace")
+            example = {
+                "line": line,
+                "id": record.get("id"),
+                "block": record["block"],
+                "text": shown[:EXAMPLE_TEXT_CHARS],
+                "baseline": _side(old, verdicts[1]),
+                "pack": _side(new, verdicts[0]),
+            }
+            examples.append(clean_strings(example))  # a record may hold lone surrogates
     return True

@@ -20,10 +20,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Union
 from pydantic import Field
 
 from engine.contracts.model import ContractModel
-from engine.core.errors import EngineError, load_plugins, plugin_errors
+from engine.core.errors import EngineError, plugin_errors
+from engine.core.registry import Registry
 from engine.format.semantics import UNKNOWN_FAILURE_TYPE
 
 if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
     from engine.contracts.kind import CompiledContract, ContractKind
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
@@ -43,31 +46,20 @@ _ENGINE_KINDS: dict[str, tuple[str, str]] = {
 # Models of a kind that the root model names itself (the root key `sentinel:`).
 _ROOT_TYPES: dict[str, str] = {"SentinelGrammar": "engine.contracts.sentinel.model"}
 
-_registered: dict[str, ContractKind] = {}
-_loaded_entry_points = False
-_version = 0
-
 
 def version() -> int:
     """A number that changes whenever a kind is registered or unregistered."""
-    return _version
+    return _kinds.version
 
 
 def register_kind(kind: ContractKind) -> None:
     """Add a kind (a program or a test registers one this way; entry points do the same)."""
-    global _version
-    if kind.name in _ENGINE_KINDS or kind.name in _registered:
-        raise EngineError(f"a contract kind {kind.name!r} is already registered")
-    _check_model(kind)
-    _registered[kind.name] = kind
-    _version += 1
+    _kinds.register(kind.name, kind)
 
 
 def unregister_kind(name: str) -> None:
     """Remove a kind registered with ``register_kind`` (tests clean up this way)."""
-    global _version
-    if _registered.pop(name, None) is not None:
-        _version += 1
+    _kinds.unregister(name)
 
 
 def _check_model(kind: Any) -> None:
@@ -86,23 +78,28 @@ def _check_model(kind: Any) -> None:
         )
 
 
+_kinds: Registry[ContractKind] = Registry(
+    ENTRY_POINT_GROUP, "contract kind", _ENGINE_KINDS.__contains__, _check_model
+)
+
+
+def _accept(point: EntryPoint, kind: Any) -> None:
+    """Register the kind an entry point names, unless a kind of that name is there already."""
+    with plugin_errors(_kinds.what, point):
+        if point.name != getattr(kind, "name", None):
+            raise EngineError(f"it names itself {getattr(kind, 'name', None)!r}")
+        if point.name not in _kinds.registered and point.name not in _ENGINE_KINDS:
+            register_kind(kind)
+
+
 def _load_entry_points() -> None:
-    global _loaded_entry_points
-    if _loaded_entry_points:
-        return
-    _loaded_entry_points = True
-    for point, kind in load_plugins(ENTRY_POINT_GROUP, "contract kind"):
-        with plugin_errors("contract kind", point):
-            if point.name != getattr(kind, "name", None):
-                raise EngineError(f"it names itself {getattr(kind, 'name', None)!r}")
-            if point.name not in _registered and point.name not in _ENGINE_KINDS:
-                register_kind(kind)
+    _kinds.load_entry_points(_accept)
 
 
 def kind_names() -> list[str]:
     """Every registered kind's name: the engine's own first, then the others by name."""
     _load_entry_points()
-    return [*_ENGINE_KINDS, *sorted(_registered)]
+    return [*_ENGINE_KINDS, *sorted(_kinds.registered)]
 
 
 def contract_kind(name: str) -> ContractKind:
@@ -111,13 +108,13 @@ def contract_kind(name: str) -> ContractKind:
         module = importlib.import_module(f"{_ENGINE_KINDS[name][0]}.kind")
         kind: ContractKind = module.KIND
         return kind
-    if name not in _registered:
+    if name not in _kinds.registered:
         _load_entry_points()
-    if name not in _registered:
+    if name not in _kinds.registered:
         raise EngineError(
             f"no contract kind {name!r} is registered (known: {', '.join(kind_names())})"
         )
-    return _registered[name]
+    return _kinds.registered[name]
 
 
 def kind_of(contract: Any) -> ContractKind:
@@ -135,7 +132,7 @@ def contract_models(engine_only: bool = False) -> list[type[Any]]:
             package, model_name = _ENGINE_KINDS[name]
             models.append(getattr(importlib.import_module(f"{package}.model"), model_name))
         else:
-            models.append(_registered[name].model)
+            models.append(_kinds.registered[name].model)
     return models
 
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import GenericAlias
 from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import Field
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
@@ -71,3 +74,19 @@ class BuiltinSection:
 
     def compile(self, pack: Rulepack, root: Path) -> Any:
         return None if self.compiler is None else self.compiler(pack, root)
+
+    @classmethod
+    def mapping(
+        cls,
+        key: str,
+        keys: Any,
+        model: type[Any],
+        checks: Callable[[Rulepack, PackChecker], None] | None = None,
+        compiler: Callable[[Rulepack, Path], Any] | None = None,
+    ) -> BuiltinSection:
+        """A section whose value maps names (of type ``keys``) to ``model``s, empty when a
+        pack leaves it out."""
+        annotation = GenericAlias(dict, (keys, model))
+        return cls(
+            key, annotation, Field(default_factory=dict), {model.__name__: model}, checks, compiler
+        )

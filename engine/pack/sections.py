@@ -8,12 +8,12 @@ everything that validates a pack or describes the format asks it for the model.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from engine.contracts import registry as kinds
-from engine.core.errors import EngineError, load_plugins
+from engine.core.registry import Registry
 from engine.format.model import Rulepack, compose_rulepack
 from engine.format.section import Section
 from engine.format.vocabulary import ACTIONS, CONTEXT, FAILURE_TYPES, SESSION, SEVERITIES
@@ -26,6 +26,9 @@ from engine.policy.rounds.section import ROUNDS
 from engine.policy.triggers.section import HINTS, TRIGGERS
 from engine.prompts.examples.section import EXAMPLES
 from engine.prompts.templates.section import PROMPTS, TEMPLATES
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 ENTRY_POINT_GROUP = "rules_engine.sections"
 
@@ -50,48 +53,40 @@ _BUILTIN: tuple[Section, ...] = (
     TESTS,
 )
 
-_registered: dict[str, Section] = {}
-_loaded_entry_points = False
+_sections: Registry[Section] = Registry(
+    ENTRY_POINT_GROUP, "rulepack section", lambda key: any(s.key == key for s in _BUILTIN)
+)
 _composed: type[Rulepack] | None = None
-_composed_kinds = -1  # the contract registry's version _composed was composed with
+# the versions of this registry and of the contract registry _composed was composed with
+_composed_with = (-1, -1)
 
 
 def register_section(section: Section) -> None:
     """Add a section (a program or a test registers one this way; entry points do the same)."""
-    global _composed
-    if section.key in _registered or any(s.key == section.key for s in _BUILTIN):
-        raise EngineError(f"a rulepack section {section.key!r} is already registered")
-    _registered[section.key] = section
-    _composed = None
+    _sections.register(section.key, section)
 
 
 def unregister_section(key: str) -> None:
     """Remove a section registered with ``register_section`` (tests clean up this way)."""
-    global _composed
-    _registered.pop(key, None)
-    _composed = None
+    _sections.unregister(key)
 
 
-def _load_entry_points() -> None:
-    global _loaded_entry_points
-    if _loaded_entry_points:
-        return
-    _loaded_entry_points = True
-    for point, section in load_plugins(ENTRY_POINT_GROUP, "rulepack section"):
-        if point.name not in _registered:
-            register_section(section)
+def _accept(point: EntryPoint, section: Any) -> None:
+    if point.name not in _sections.registered:
+        register_section(section)
 
 
 def sections() -> tuple[Section, ...]:
     """Every registered section: the engine's own first, then the others by name."""
-    _load_entry_points()
-    return _BUILTIN + tuple(_registered[k] for k in sorted(_registered))
+    _sections.load_entry_points(_accept)
+    registered = _sections.registered
+    return _BUILTIN + tuple(registered[k] for k in sorted(registered))
 
 
 def rulepack_model() -> type[Rulepack]:
     """The root model of the sections and contract kinds registered now (composed once)."""
-    global _composed, _composed_kinds
-    if _composed is None or _composed_kinds != kinds.version():
+    global _composed, _composed_with
+    if _composed is None or _composed_with != (_sections.version, kinds.version()):
         every = sections()
         types: dict[str, Any] = dict(kinds.contract_types())
         extra: dict[str, tuple[Any, Any]] = {}
@@ -108,5 +103,6 @@ def rulepack_model() -> type[Rulepack]:
             if section.key not in Rulepack.model_fields:
                 extra[section.key] = (section.annotation, section.default)
         _composed = compose_rulepack(types, extra)
-        _composed_kinds = kinds.version()  # after contract_types: it may load entry points
+        # after sections and contract_types: they may load entry points
+        _composed_with = (_sections.version, kinds.version())
     return _composed

@@ -172,7 +172,7 @@ def owners_distribution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     )
     (site / "toy_owners.py").write_text(DISTRIBUTED_MODULE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(registry, "_loaded_entry_points", False)
+    monkeypatch.setattr(registry._sections, "loaded_entry_points", False)
     yield
     unregister_section("owners")
     sys.modules.pop("toy_owners", None)

@@ -9,7 +9,8 @@ Each equivalence is tested against the pattern it replaces (tests/test_sentinel_
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from engine.core.patterns import compile_pattern
 
@@ -19,6 +20,7 @@ FieldLineMatcher = Callable[[str], "tuple[str, str] | None"]
 """A line -> (key, raw value after the match), or None."""
 NameCheck = Callable[[str], bool]
 """A name -> does the pattern find a match in it."""
+T = TypeVar("T")
 
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _UPPER_UNDERSCORE = _UPPER + "_"
@@ -63,30 +65,29 @@ _NAME_CHECKS: dict[str, NameCheck] = {
 }
 
 
-def header_matcher(pattern: str) -> HeaderMatcher:
-    fast = _HEADERS.get(pattern)
-    if fast is not None:
-        return fast
+def _matcher(
+    pattern: str, fast: Mapping[str, Callable[[str], T | None]], found: Callable[[Any, str], T]
+) -> Callable[[str], T | None]:
+    """The string-method equivalent of ``pattern`` in ``fast``, else a search of the compiled
+    pattern: a line -> ``found(match, line)``, or None when it does not match."""
+    known = fast.get(pattern)
+    if known is not None:
+        return known
     search = compile_pattern(pattern).search
 
-    def match(line: str) -> str | None:
-        found = search(line)
-        return None if found is None else str(found.group(1))
+    def match(line: str) -> T | None:
+        hit = search(line)
+        return None if hit is None else found(hit, line)
 
     return match
+
+
+def header_matcher(pattern: str) -> HeaderMatcher:
+    return _matcher(pattern, _HEADERS, lambda hit, line: str(hit.group(1)))
 
 
 def field_line_matcher(pattern: str) -> FieldLineMatcher:
-    fast = _FIELD_LINES.get(pattern)
-    if fast is not None:
-        return fast
-    search = compile_pattern(pattern).search
-
-    def match(line: str) -> tuple[str, str] | None:
-        found = search(line)
-        return None if found is None else (str(found.group(1)), line[found.end() :])
-
-    return match
+    return _matcher(pattern, _FIELD_LINES, lambda hit, line: (str(hit.group(1)), line[hit.end() :]))
 
 
 def name_check(pattern: str) -> NameCheck:

@@ -7,19 +7,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from engine.format.fields import (
-    ActionRef,
-    ContextKeyRef,
-    Message,
-    Name,
-    Pattern,
-    Ref,
-    Strict,
-    TemplateRef,
-)
+from engine.format import fields
 
 
-class RateCount(Strict):
+class RateCount(fields.Strict):
     """What a block's rate limits count in an output, and against what.
 
     ``count``: the number of matches of ``pattern`` in the output (the id is capture group
@@ -29,16 +20,16 @@ class RateCount(Strict):
     key of a map entry; a string entry is its own id) count.
     """
 
-    pattern: Pattern
+    pattern: fields.Pattern
     id_group: int = Field(default=0, ge=0, le=99)
-    items: ContextKeyRef | None = None
+    items: fields.ContextKeyRef | None = None
     item_id: str = "id"
-    where: Annotated[str, Ref.ITEM_EXPRESSION] | None = None
+    where: Annotated[str, fields.Ref.ITEM_EXPRESSION] | None = None
     only_items: bool = True
     distinct: bool = False
 
 
-class RateWindow(Strict):
+class RateWindow(fields.Strict):
     """The window of a block's limits: the last ``rounds`` rounds (the current included),
     summed; a window limit applies only when at least ``min_rounds`` rounds are known."""
 
@@ -46,31 +37,31 @@ class RateWindow(Strict):
     min_rounds: int = Field(default=3, ge=1, le=1000)
 
 
-class RateLimit(Strict):
+class RateLimit(fields.Strict):
     """One limit: ``value`` of the round (or the window) compared with ``threshold``; when
     it holds, the decision's action becomes ``action``. ``message`` and ``recommendation``
     use the figures as ``{name}`` or ``{name:spec}`` (Python format specs, e.g.
     ``{ratio:.0%}``): count, total, ratio, threshold, rounds, round."""
 
-    name: Name
+    name: fields.Name
     over: Literal["round", "window"] = "round"
     value: Literal["count", "ratio"] = "count"
     compare: Literal[">", ">="] = ">"
     threshold: float = Field(ge=0)
-    action: ActionRef
-    message: Message
-    recommendation: Message = ""
-    presentation: TemplateRef | None = None
+    action: fields.ActionRef
+    message: fields.Message
+    recommendation: fields.Message = ""
+    presentation: fields.TemplateRef | None = None
 
 
-class RateLimits(Strict):
+class RateLimits(fields.Strict):
     """A block's rate limits: what is counted, the window, and the limits in order (the
     first that holds decides; none holding leaves the decision as it is)."""
 
     count: RateCount
     window: RateWindow = Field(default_factory=RateWindow)
     limits: list[RateLimit] = Field(min_length=1)
-    otherwise: Name | None = Field(
+    otherwise: fields.Name | None = Field(
         default=None,
         description="the outcome reported in the decision's `limit` when no limit holds "
         "(e.g. ALLOW, with the round's figures); the decision's action is unchanged. "
@@ -78,7 +69,7 @@ class RateLimits(Strict):
     )
 
 
-class Limits(Strict):
+class Limits(fields.Strict):
     """Bounds a pack may set for its own outputs and model commands; a command-line option
     wins over them, and without either the engine's defaults hold (README "Limits")."""
 

@@ -91,11 +91,5 @@ def check_rate_limits(pack: Rulepack, checker: PackChecker) -> None:
             )
 
 
-RATE_LIMITS = BuiltinSection(
-    "rate_limits",
-    dict[ContractRef, RateLimits],
-    Field(default_factory=dict),
-    {"RateLimits": RateLimits},
-    check_rate_limits,
-)
+RATE_LIMITS = BuiltinSection.mapping("rate_limits", ContractRef, RateLimits, check_rate_limits)
 LIMITS = BuiltinSection("limits", Limits, Field(default_factory=Limits), {"Limits": Limits})

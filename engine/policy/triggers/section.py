@@ -114,12 +114,7 @@ def _compile_triggers(pack: Rulepack, root: Path) -> Any:
     return compile_policy(pack)
 
 
-TRIGGERS = BuiltinSection(
-    "triggers",
-    dict[ContractRef, Trigger],
-    Field(default_factory=dict),
-    {"Trigger": Trigger},
-    check_triggers,
-    _compile_triggers,
+TRIGGERS = BuiltinSection.mapping(
+    "triggers", ContractRef, Trigger, check_triggers, _compile_triggers
 )
 HINTS = BuiltinSection("hints", list[Hint], Field(default_factory=list), {"Hint": Hint})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -206,16 +206,28 @@ def score(
     return total
 
 
+@dataclass(frozen=True)
+class _Wanted:
+    """What an example is wanted for: the block and failure type, the context and id kinds
+    (for scoring), the session's earlier rounds. Sources that cannot be read on the way add
+    to ``warnings``."""
+
+    block: str
+    failure_type: str
+    context: Mapping[str, Any]
+    ids: Mapping[str, IdKind]
+    rounds: EarlierRounds | None
+    warnings: list[str] = field(default_factory=list)
+
+    def score(self, rules: list[ScoreRule], text: str) -> int:
+        return score(rules, text, self.failure_type, self.ids, self.context)
+
+
 def session_candidates(
-    spec: SessionExamples,
-    rounds: EarlierRounds,
-    block: str,
-    failure_type: str,
-    context: Mapping[str, Any],
-    ids: Mapping[str, IdKind],
+    spec: SessionExamples, rounds: EarlierRounds, wanted: _Wanted
 ) -> list[Candidate]:
     """Earlier rounds' outputs that may serve as examples, best first (ties: most recent)."""
-    root = rounds.folder
+    root, block, context = rounds.folder, wanted.block, wanted.context
     excluded = {int(r) for r in context.get(spec.exclude_rounds_from or "", None) or []}
     allowed = context.get(spec.require_rounds_from or "", None)
     accepted = rounds.accepted if spec.validated_in_ledger else None
@@ -228,8 +240,7 @@ def session_candidates(
         if root is None:  # a session without a folder: its ledger's accepted outputs
             text = (rounds.outputs or {}).get(n)
             if text is not None:
-                found = score(spec.scoring, text, failure_type, ids, context)
-                candidates.append(Candidate(n, found, text))
+                candidates.append(Candidate(n, wanted.score(spec.scoring, text), text))
             continue
         if any((root / round_path(p, n, block)).exists() for p in spec.exclude_if_exists):
             continue
@@ -238,7 +249,7 @@ def session_candidates(
         text = _read(root / round_path(spec.path, n, block))
         if text is None:
             continue
-        candidates.append(Candidate(n, score(spec.scoring, text, failure_type, ids, context), text))
+        candidates.append(Candidate(n, wanted.score(spec.scoring, text), text))
     candidates.sort(key=lambda c: (c.score, c.round), reverse=True)
     return candidates
 
@@ -248,25 +259,19 @@ def _id_list(examples: Examples, context: Mapping[str, Any]) -> str:
     return examples.id_list_header + "\n" + "".join(f"- {i}\n" for i in listed)
 
 
-def _canonical(
-    examples: Examples,
-    files: PackFiles,
-    block: str,
-    context: Mapping[str, Any],
-    warnings: list[str],
-) -> str | None:
-    """The first canonical example of ``block`` that can be read; a document named by the
+def _canonical(examples: Examples, files: PackFiles, wanted: _Wanted) -> str | None:
+    """The first canonical example of the block that can be read; a document named by the
     context that cannot be read adds a warning and the next entry (or tier) is tried."""
-    for entry in examples.canonical.get(block, []):
+    for entry in examples.canonical.get(wanted.block, []):
         if entry.file is not None:
             text = files.text(entry.file)
         else:
-            document = context.get(entry.from_context or "")
+            document = wanted.context.get(entry.from_context or "")
             if not document:
                 continue
             source = _read(Path(str(document)))
             if source is None:
-                warnings.append(
+                wanted.warnings.append(
                     f"context key {entry.from_context!r}: cannot read {document}; "
                     "the next example source was used"
                 )
@@ -278,34 +283,26 @@ def _canonical(
 
 
 def _step(
-    step: SelectionStep,
-    examples: Examples,
-    files: PackFiles,
-    block: str,
-    failure_type: str,
-    context: Mapping[str, Any],
-    ids: Mapping[str, IdKind],
-    rounds: EarlierRounds | None,
-    warnings: list[str],
+    step: SelectionStep, examples: Examples, files: PackFiles, wanted: _Wanted
 ) -> Example | None:
     if step.tier == "none":
         return Example("", step.source, "none")
     if step.tier == "canonical":
-        text = _canonical(examples, files, block, context, warnings)
+        text = _canonical(examples, files, wanted)
         found = Example(text, step.source, "canonical") if text else None
     elif step.tier == "template":
-        path = examples.templates.get(block)
+        path = examples.templates.get(wanted.block)
         text = files.text(path) if path else None
         found = Example(text, step.source, "template") if text else None
     else:
         spec = examples.session
-        if spec is None or rounds is None:
+        if spec is None or wanted.rounds is None:
             return None
-        candidates = session_candidates(spec, rounds, block, failure_type, context, ids)
+        candidates = session_candidates(spec, wanted.rounds, wanted)
         if not candidates:
             return None
         best = candidates[0]
-        kind = ids.get(spec.provenance_ids or "")
+        kind = wanted.ids.get(spec.provenance_ids or "")
         referenced = extract_ids(best.text, kind.pattern) if kind else []
         header = fill(
             spec.provenance,
@@ -314,7 +311,7 @@ def _step(
         found = Example(best.text, step.source, "session", best.round, header=header)
     if found is None or step.id_list == "no":
         return found
-    listing = _id_list(examples, context)
+    listing = _id_list(examples, wanted.context)
     if step.id_list == "prepend":
         return Example(
             found.text,
@@ -350,12 +347,12 @@ def select_example(
     """
     files = pack if isinstance(pack, PackFiles) else PackFiles(pack, ())
     steps = examples.selection.get(failure_type) or examples.selection.get("default") or []
-    warnings: list[str] = []
+    wanted = _Wanted(block, failure_type, context, ids, rounds)
     for step in steps:
-        found = _step(step, examples, files, block, failure_type, context, ids, rounds, warnings)
+        found = _step(step, examples, files, wanted)
         if found is not None:
-            return replace(found, warnings=tuple(warnings))
-    return Example("", "No example available", "none", warnings=tuple(warnings))
+            return replace(found, warnings=tuple(wanted.warnings))
+    return Example("", "No example available", "none", warnings=tuple(wanted.warnings))
 
 
 # ------------------------------------------------------------------ budgets and truncation

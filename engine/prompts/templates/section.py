@@ -177,13 +177,7 @@ def check_prompts(pack: Rulepack, checker: PackChecker) -> None:
         checker.template_purpose(name, "initial", ("prompts", block))
 
 
-TEMPLATES = BuiltinSection(
-    "templates",
-    dict[str, TemplateSpec],
-    Field(default_factory=dict),
-    {"TemplateSpec": TemplateSpec},
-    check_templates,
-)
+TEMPLATES = BuiltinSection.mapping("templates", str, TemplateSpec, check_templates)
 PROMPTS = BuiltinSection(
     "prompts", dict[ContractRef, TemplateRef], Field(default_factory=dict), {}, check_prompts
 )
