@@ -14,7 +14,8 @@ from engine.core.errors import EngineError, PackError, UsageError
 from engine.core.version import VERSION as __version__
 
 if TYPE_CHECKING:
-    from engine.pack.loaded import Pack, check_packs, load_pack
+    from engine.pack.compiled import Pack
+    from engine.pack.loaded import check_packs, load_pack
     from engine.session.calls import arun, run
     from engine.session.loop import Attempt, RunResult
 
@@ -35,7 +36,7 @@ __all__ = [
 # Deferred for start-up time: `import engine` (and `rules --version`) loads no pack and no
 # session module until one of these is used.
 _LAZY = {
-    "Pack": "engine.pack.loaded",
+    "Pack": "engine.pack.compiled",
     "check_packs": "engine.pack.loaded",
     "load_pack": "engine.pack.loaded",
     "run": "engine.session.calls",

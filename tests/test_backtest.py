@@ -865,7 +865,7 @@ def test_packs_that_evaluate_alike_share_each_records_verdict(
     its payload read once (the change is a block rule, applied after reading)."""
     from engine.backtest import loaded_pack, tally_lines
     from engine.contracts.sentinel.parser import SentinelParser
-    from engine.pack.loaded import Pack
+    from engine.pack.compiled import Pack
 
     records, strict, long_reasons = generated
     copy = _sentinel_copy(

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, SCRIPTS
+from engine.pack.cache import FORMAT
 
 VERDICT = (
     '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\nREASON="' + "r" * 400 + '"\n'
@@ -95,7 +96,7 @@ def test_a_damaged_entry_falls_back_to_loading(tmp_path: Path, damage: str) -> N
     entry.write_text(damage, encoding="utf-8")
     again = _parse("sentinel", VERDICT, cache)
     assert (again.returncode, again.stdout, again.stderr) == (0, first.stdout, "")
-    assert json.loads(entry.read_text(encoding="utf-8"))["format"] == 1
+    assert json.loads(entry.read_text(encoding="utf-8"))["format"] == FORMAT
 
 
 def test_no_cache_writes_nothing_and_an_unwritable_folder_is_ignored(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import engine
 from conftest import REPO
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.verdict import Verdict
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 
 PACK = engine.load_pack("sentinel")
 

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.core.errors import EngineError
-from engine.pack.loaded import load_pack, prepared_output
+from engine.pack.compiled import prepared_output
+from engine.pack.loaded import load_pack
 
 if TYPE_CHECKING:
     from engine.contracts.kind import EvaluationInput
     from engine.core.verdict import Verdict
-    from engine.pack.loaded import Pack
+    from engine.pack.compiled import Pack
 
 
 REMEMBERED_DECISIONS = 4096

@@ -19,11 +19,11 @@ from engine.backtest.tally import (
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, clean_text, too_large_message
 from engine.ledger.shadow import ShadowEvaluation, ShadowLog, Side
-from engine.pack.loaded import prepared_output
+from engine.pack.compiled import prepared_output
 
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
-    from engine.pack.loaded import Pack
+    from engine.pack.compiled import Pack
     from engine.policy.triggers.decide import Decision
 
 

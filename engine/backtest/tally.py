@@ -21,7 +21,7 @@ from engine.backtest.records import InvalidRecord, read_record
 from engine.core.textio import clean_strings, clean_text
 
 if TYPE_CHECKING:
-    from engine.pack.loaded import Pack
+    from engine.pack.compiled import Pack
 
 
 EXAMPLES_PER_FLIP = 3

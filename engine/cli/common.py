@@ -16,7 +16,7 @@ import click
 from engine.core.errors import EngineError
 
 if TYPE_CHECKING:
-    from engine.pack.loaded import Pack
+    from engine.pack.compiled import Pack
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -96,11 +96,16 @@ def locked_setting() -> bool | None:
     return None if context is None else context.meta.get(LOCKED_KEY)
 
 
-def open_pack(ref: str) -> Pack:
+def open_pack(ref: str, *, cached: bool = False) -> Pack:
+    """The pack ``ref`` names, loaded and checked; with ``cached``, from its image in the
+    compiled-pack cache when that is current (the commands run once per output)."""
     # Deferred for start-up time: every command imports this module; packs need pydantic.
+    from engine.pack.cache import open_pack as open_cached
     from engine.pack.loaded import load_pack
 
     try:
+        if cached:
+            return open_cached(ref, locked=locked_setting())
         return load_pack(ref, locked=locked_setting())
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None

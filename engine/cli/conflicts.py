@@ -36,7 +36,7 @@ from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
 from engine.ledger.store import SessionLedger, locate
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 from engine.policy.conflicts.runtime import CompiledConflicts
 from engine.report import render
 from engine.session.conflicts import FLAGGED, OPEN, ConflictBook

@@ -31,7 +31,7 @@ from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
-from engine.format.vocabulary import STANDARD_ACTIONS
+from engine.format.actions import STANDARD_ACTIONS
 from engine.ledger.store import locate
 from engine.report import render
 from engine.session.evaluation import Evaluated, evaluate_output
@@ -139,7 +139,7 @@ def _run(
     source: str,
     reuse_latest: bool = False,
 ) -> Evaluated:
-    pack = open_pack(pack_ref)
+    pack = open_pack(pack_ref, cached=True)
     cap = output_cap(max_output_bytes, pack.model.limits.max_output_bytes)
     output, too_large = _read_output(source, cap, "render" if reuse_latest else "eval")
     if too_large:

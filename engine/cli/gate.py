@@ -151,7 +151,7 @@ def gate_command(
       rules gate --pack quality-gate --stage TEST --session .rules-session \\
           --var objective="ship v2" --format json outputs.json
     """
-    pack = open_pack(pack_ref)
+    pack = open_pack(pack_ref, cached=True)
     outputs, input_errors = _read_outputs(files)
     try:
         outcome = pack.gate(

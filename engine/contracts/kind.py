@@ -14,7 +14,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from engine.contracts.model import declared_default_failures
 from engine.core.errors import EngineError, EvaluationError
 from engine.core.results import Failure
 from engine.core.textio import output_problem
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
-    from engine.format.yamldoc import KeyPath
+    from engine.format.sourcemap import KeyPath
 
 
 class EvaluationInput(NamedTuple):
@@ -129,6 +128,9 @@ class StandaloneKind:
         return contract
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
+        # Deferred for start-up time: compiling and evaluating need no pydantic; checking does.
+        from engine.contracts.model import declared_default_failures
+
         return declared_default_failures(contract)
 
 

@@ -17,12 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
-from pydantic import Field
-
-from engine.contracts.model import ContractModel
 from engine.core.errors import EngineError, plugin_errors
 from engine.core.registry import Registry
-from engine.format.semantics import UNKNOWN_FAILURE_TYPE
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -30,7 +26,7 @@ if TYPE_CHECKING:
     from engine.contracts.kind import CompiledContract, ContractKind
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
-    from engine.format.yamldoc import KeyPath
+    from engine.format.sourcemap import KeyPath
 
 ENTRY_POINT_GROUP = "rules_engine.kinds"
 
@@ -65,6 +61,10 @@ def unregister_kind(name: str) -> None:
 def _check_model(kind: Any) -> None:
     """The kind's model is a ``ContractModel`` declaring ``kind: Literal[<its name>]`` (the
     union is told apart by it)."""
+    # Deferred for start-up time: compiling a pack's contracts (a command evaluating one
+    # output) imports no pydantic; registering a kind does.
+    from engine.contracts.model import ContractModel
+
     model = getattr(kind, "model", None)
     field = getattr(model, "model_fields", {}).get("kind")
     if (
@@ -139,6 +139,9 @@ def contract_models(engine_only: bool = False) -> list[type[Any]]:
 def contract_union(models: list[type[Any]]) -> Any:
     """The type of a contract of one of ``models``, told apart by ``kind``."""
     union = models[0] if len(models) == 1 else Union[tuple(models)]  # noqa: UP007
+    # Deferred for start-up time: only composing the root model needs pydantic here.
+    from pydantic import Field
+
     return Annotated[union, Field(discriminator="kind")]
 
 
@@ -169,6 +172,9 @@ def resolve_contracts(pack: Rulepack) -> Rulepack:
 
 def check_contracts(pack: Rulepack, checker: PackChecker) -> None:
     """Each contract checked by its kind, and the failure types its defaults report."""
+    # Deferred for start-up time: checking is not compiling (see ``_check_model``).
+    from engine.format.semantics import UNKNOWN_FAILURE_TYPE
+
     for name, contract in pack.contracts.items():
         kind = kind_of(contract)
         for setting, failure in kind.default_failures(contract, pack):

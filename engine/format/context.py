@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import ContextError
 from engine.core.numbers import MAX_INT_CHARS, first_out_of_range
 from engine.core.suggest import did_you_mean
-from engine.format.vocabulary import ContextKey
+
+if TYPE_CHECKING:
+    from engine.format.vocabulary import ContextKey
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),

@@ -18,7 +18,7 @@ from engine.sandbox.static import context_reads
 
 if TYPE_CHECKING:
     from engine.format.semantics import PackChecker
-    from engine.format.yamldoc import KeyPath
+    from engine.format.sourcemap import KeyPath
 
 UNDECLARED_CONTEXT_READ = FindingRule(
     "undeclared-context-read",

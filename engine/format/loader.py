@@ -38,7 +38,8 @@ from engine.format.locate import (
     display_path,
     resolve_pack_file,
 )
-from engine.format.yamldoc import KeyPath, SourceMap, read_yaml
+from engine.format.sourcemap import KeyPath, SourceMap
+from engine.format.yamldoc import read_yaml
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 
 from engine.format.fields import Ref
-from engine.format.yamldoc import KeyPath
+from engine.format.sourcemap import KeyPath
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,14 @@ from engine.core.files import path_problem
 from engine.core.patterns import PatternError, compile_pattern
 from engine.core.suggest import did_you_mean
 from engine.core.version import VERSION
+from engine.format.actions import STANDARD_ACTIONS
 from engine.format.context_reads import check_context_reads
 from engine.format.fields import ITEM_PARTS, Ref
 from engine.format.findings import Finding, FindingRule, Level
 from engine.format.model import Rulepack
 from engine.format.references import Reference, _refs_in
 from engine.format.references import walk_references as walk_references  # re-exported
-from engine.format.vocabulary import STANDARD_ACTIONS
-from engine.format.yamldoc import KeyPath, SourceMap
+from engine.format.sourcemap import KeyPath, SourceMap
 from engine.sandbox.environment import (
     ENVIRONMENT,
     compile_condition,

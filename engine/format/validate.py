@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from engine.core.suggest import did_you_mean
 from engine.format.findings import Finding, FindingRule
 from engine.format.model import Rulepack
-from engine.format.yamldoc import KeyPath, SourceMap
+from engine.format.sourcemap import KeyPath, SourceMap
 
 UNKNOWN_KEY = FindingRule(
     "unknown-key",

@@ -8,7 +8,7 @@ paths to positions. Problems are collected as findings rather than raised, so th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +30,11 @@ from engine.format.loader_rules import (
     YAML_UNSUPPORTED_TAG,
 )
 from engine.format.locate import display_path
+from engine.format.sourcemap import KeyPath, SourceMap
 
 MAX_YAML_BYTES = 1024 * 1024
 MAX_NODES = 100_000
 MAX_DEPTH = 64
-
-KeyPath = tuple[str | int, ...]
 
 
 class _Loader(yaml.SafeLoader):
@@ -80,33 +79,6 @@ _SCALAR_TAGS = {
     "tag:yaml.org,2002:null",
 }
 _COLLECTION_TAGS = {"tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"}
-
-
-@dataclass
-class SourceMap:
-    """Positions of the nodes of a loaded tree, by key path."""
-
-    values: dict[KeyPath, Position] = field(default_factory=dict)
-    keys: dict[KeyPath, Position] = field(default_factory=dict)
-    refused: set[KeyPath] = field(default_factory=set)
-    """Where a number was refused (a finding said so; the tree holds null there)."""
-
-    def locate(self, path: KeyPath, prefer_key: bool = False) -> Position:
-        """The position of ``path``, or of its nearest ancestor that has one."""
-        probe = tuple(path)
-        while True:
-            if prefer_key and probe in self.keys:
-                return self.keys[probe]
-            if probe in self.values:
-                return self.values[probe]
-            if probe in self.keys:
-                return self.keys[probe]
-            if not probe:
-                return Position("<unknown>")
-            probe = probe[:-1]
-
-    def file_of(self, path: KeyPath) -> str:
-        return self.locate(path).file
 
 
 @dataclass

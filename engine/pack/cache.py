@@ -22,8 +22,10 @@ and checked as usual and the entry rewritten. Any problem with the cache itself
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -39,11 +41,11 @@ from engine.pack.parsing import Parsing
 
 if TYPE_CHECKING:
     from engine.core.results import ParseResult
-    from engine.pack.loaded import Pack
+    from engine.pack.compiled import Pack
     from engine.pack.parsing import BlockParser
     from engine.pack.result import CheckResult
 
-FORMAT = 1
+FORMAT = 2
 MAX_FILES = 500
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
 MAX_BYTES = 16 * 1024 * 1024
@@ -181,8 +183,29 @@ def _entry_path(root: Path, purpose: str, pack_file: Path) -> Path:
     return root / f"{purpose}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
-def _digest(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+def _key(root: Path) -> bytes:
+    """The secret of the cache folder that signs its entries, made on its first use and
+    readable by its owner only: an entry that was not written with it (damaged, or
+    written by anyone who cannot read the key) is not used. OSError when there is none."""
+    path = root / "key"
+    try:
+        key = read_file_bytes(path, 256)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # made by another process just now
+            return read_file_bytes(path, 256)
+        with os.fdopen(handle, "wb") as out:
+            out.write(secrets.token_hex(32).encode())
+        key = read_file_bytes(path, 256)
+    if len(key) < 32:
+        raise OSError(f"{path}: the cache key is too short")
+    return key
+
+
+def _digest(data: Any, key: bytes) -> str:
+    return hmac.new(key, json.dumps(data, sort_keys=True).encode(), "sha256").hexdigest()
 
 
 def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
@@ -202,7 +225,13 @@ def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
     if _fingerprint(folders) != entry.get("files"):
         return None
     data = entry.get("data")
-    if not isinstance(data, dict) or entry.get("digest") != _digest(data):
+    digest = entry.get("digest")
+    if not isinstance(data, dict) or not isinstance(digest, str):
+        return None
+    try:
+        if not hmac.compare_digest(digest, _digest(data, _key(path.parent))):
+            return None
+    except OSError:
         return None
     return data
 
@@ -216,16 +245,15 @@ def _write_entry(
     files = _fingerprint(folders)
     if files is None:
         return
-    entry = {
-        "format": FORMAT,
-        "engine": stamp,
-        "folders": folders,
-        "files": files,
-        "data": data,
-        "digest": _digest(data),
-    }
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        entry = {
+            "format": FORMAT,
+            "engine": stamp,
+            "folders": folders,
+            "files": files,
+            "data": data,
+            "digest": _digest(data, _key(path.parent)),
+        }
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps(entry), encoding="utf-8")
         os.replace(temporary, path)
@@ -269,6 +297,36 @@ def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
             except Exception:
                 pass
     return fresh()
+
+
+def open_pack(ref: str, locked: bool | None = None) -> Pack:
+    """The pack ``ref`` names, built from its image (engine.pack.image) when the cache
+    holds a current one, without YAML or pydantic; else loaded and checked (``PackError``
+    as ``load_pack``, ``locked`` as there) and its image written. A damaged image is
+    loaded afresh."""
+    pack_file = find_one_pack_file(ref).resolve()
+    root = cache_dir()
+    entry_path = _entry_path(root, "pack", pack_file) if root is not None else None
+    stamp = _engine_stamp(("",)) if root is not None else []
+    if entry_path is not None:
+        image = _read_entry(entry_path, stamp)
+        if image is not None:
+            # Deferred for start-up time: `rules parse` imports this module, not a Pack.
+            from engine.pack.image import thawed_pack
+
+            try:
+                return thawed_pack(image)
+            except Exception:  # a file it names is gone, or data of the wrong shape:
+                pass  # the pack is loaded afresh, and a problem of the pack is its error
+    # Deferred for start-up time: a current image needs no YAML, pydantic or checks.
+    from engine.pack.image import pack_image
+    from engine.pack.loaded import load_pack
+
+    pack = load_pack(pack_file, locked)
+    image = pack_image(pack) if entry_path is not None else None
+    if entry_path is not None and image is not None:
+        _write_entry(entry_path, stamp, list(pack.files), image)
+    return pack
 
 
 def check_packs_remembered(targets: list[str], locked: bool | None = None) -> list[CheckResult]:

@@ -37,7 +37,8 @@ from engine.format.findings import FindingRule
 from engine.format.locate import display_path
 from engine.format.yamldoc import read_yaml
 from engine.pack.cases import PackTest
-from engine.pack.loaded import Pack, load_pack
+from engine.pack.compiled import Pack
+from engine.pack.loaded import load_pack
 
 PACK_TEST_FAILED = FindingRule(
     "pack-test-failed",

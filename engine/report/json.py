@@ -12,7 +12,7 @@ from engine.report.cases import PackTestRuns
 
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
-    from engine.pack.loaded import Pack
+    from engine.pack.compiled import Pack
     from engine.policy.conflicts.runtime import CompiledConflicts
     from engine.policy.triggers.decide import Decision
 

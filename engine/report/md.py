@@ -27,7 +27,7 @@ def explain(pack: Rulepack, block: str | None = None) -> str:
     types and the actions."""
     # Deferred for start-up time: `rules parse` imports this module (report/text uses it)
     # and must not import pydantic.
-    from engine.format.vocabulary import STANDARD_ACTIONS
+    from engine.format.actions import STANDARD_ACTIONS
     from engine.policy.triggers.model import Trigger
 
     title = f"{pack.rulepack} {pack.version}" + (

@@ -15,7 +15,7 @@ from engine.report.table import pairs, text_columns
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
-    from engine.pack.loaded import Pack
+    from engine.pack.compiled import Pack
     from engine.pack.selftests import BaseRun
     from engine.policy.conflicts.runtime import CompiledConflicts
     from engine.policy.triggers.decide import Decision

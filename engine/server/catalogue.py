@@ -6,9 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
+from engine.format.actions import STANDARD_ACTIONS
 from engine.format.model import Rulepack
-from engine.format.vocabulary import STANDARD_ACTIONS
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 from engine.policy.triggers.model import Trigger
 from engine.server.documents import PackList, PackTables
 from engine.server.evaluation import about, check_block

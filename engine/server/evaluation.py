@@ -14,7 +14,7 @@ from engine.core.textio import MAX_OUTPUT_BYTES, too_large_message
 from engine.core.verdict import Verdict
 from engine.ledger.errors import LedgerError
 from engine.ledger.store import Place
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 from engine.policy.triggers.decide import Decision
 from engine.server import metrics
 from engine.server.documents import EvaluationDocument, RenderDocument, SessionOutputDocument

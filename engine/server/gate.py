@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
 from engine.core.errors import EngineError
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 from engine.policy.gates.runtime import GateOutcome
 from engine.server.documents import PackAbout
 from engine.server.evaluation import about, refused, served_pack

@@ -15,7 +15,8 @@ from typing import Any
 from engine.core.errors import EngineError, PackError
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.format.findings import Finding
-from engine.pack.loaded import Pack, load_pack
+from engine.pack.compiled import Pack
+from engine.pack.loaded import load_pack
 from engine.report.json import finding
 
 

@@ -17,7 +17,7 @@ from engine.ledger.connection import Ledger, open_ledger
 from engine.ledger.errors import LedgerError
 from engine.ledger.store import Place
 from engine.ledger.url import LedgerUrl, parse_url
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 from engine.server.settings import ServerSettings
 from engine.session.session import Session
 

@@ -30,7 +30,7 @@ from engine.core.verdict import Verdict
 from engine.ledger.connection import Ledger, open_ledger
 from engine.ledger.errors import LedgerError
 from engine.ledger.shadow import ShadowEvaluation, ShadowLog, Side, default_location
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 from engine.policy.triggers.decide import Decision
 from engine.server import metrics
 from engine.server.limits import within_time

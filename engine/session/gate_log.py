@@ -16,7 +16,7 @@ from typing import Any
 from engine.core.errors import EngineError
 from engine.ledger.gates import GateRecord
 from engine.ledger.store import Place, SessionLedger, locate
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 from engine.policy.gates.runtime import GateOutcome
 from engine.session.items import sha256
 

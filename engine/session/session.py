@@ -25,7 +25,7 @@ from engine.ledger import rounds as round_rows
 from engine.ledger.attempts import Attempt, KeptOutput
 from engine.ledger.connection import Ledger, Tx
 from engine.ledger.store import Place, SessionLedger, locate
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from engine.core import telemetry as t
 from engine.core.verdict import Verdict
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 from engine.policy.triggers.decide import Decision
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 
 from engine.core.errors import EngineError, PackError
-from engine.pack.loaded import Pack
+from engine.pack.compiled import Pack
 from engine.sandbox.environment import ENVIRONMENT
 
 Row = dict[str, Any]

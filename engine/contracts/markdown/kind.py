@@ -15,7 +15,6 @@ from engine.contracts.kind import EvaluationInput, StandaloneKind, WithoutParser
 from engine.contracts.markdown.model import (
     AnyOfCheck,
     CoverageCheck,
-    ItemWhere,
     MarkdownContract,
     MinRefsCheck,
     NonEmptyCheck,
@@ -51,7 +50,7 @@ if TYPE_CHECKING:
 
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
-    from engine.format.yamldoc import KeyPath
+    from engine.format.sourcemap import KeyPath
 
 
 NO_CAPTURE_GROUP = FindingRule(
@@ -244,7 +243,7 @@ def _field(text: str, pattern: str) -> str | None:
 def _where(check: CoverageCheck, item: Any, context: Mapping[str, Any]) -> bool:
     if check.where is None:
         return True
-    if isinstance(check.where, ItemWhere):
+    if not isinstance(check.where, str):  # an ItemWhere
         return isinstance(item, Mapping) and item.get(check.where.key) in check.where.in_
     try:
         return bool(compile_condition(check.where)(item=item, context=context))
@@ -320,16 +319,18 @@ def _coverage(check: CoverageCheck, out: Output) -> list[dict[str, Any]]:
     return found
 
 
-CHECKS: dict[type, Callable[[Any, Output], list[dict[str, Any]]]] = {
-    PresentCheck: _present,
-    NonEmptyCheck: _non_empty,
-    RequireTextCheck: _require_text,
-    AnyOfCheck: _any_of,
-    MinRefsCheck: _min_refs,
-    RefsExistCheck: _refs_exist,
-    SectionCharsCheck: _section_chars,
-    SectionsCheck: _sections,
-    CoverageCheck: _coverage,
+# By the value of a check's `check:` key (what tells the models of checks apart): the checks
+# of a pack read back from its image are plain records, not instances of these models.
+CHECKS: dict[str, Callable[[Any, Output], list[dict[str, Any]]]] = {
+    "present": _present,
+    "non_empty": _non_empty,
+    "require_text": _require_text,
+    "any_of": _any_of,
+    "min_refs": _min_refs,
+    "refs_exist": _refs_exist,
+    "min_section_chars": _section_chars,
+    "sections": _sections,
+    "coverage": _coverage,
 }
 
 
@@ -347,14 +348,14 @@ def run_checks(contract: MarkdownContract, out: Output) -> CheckOutcome:
     out.sections = {
         check.name: find_sections(text, check)
         for check in contract.checks
-        if isinstance(check, SectionsCheck)
+        if check.check == "sections"
     }
     warnings: list[str] = []
     for tier in ("structure", "content"):
         for check in contract.checks:
             if check.tier != tier:
                 continue
-            for values in CHECKS[type(check)](check, out):
+            for values in CHECKS[check.check](check, out):
                 template = values.get(MESSAGE) or check.message or DEFAULT_MESSAGES[check.check]
                 message = fill(template, values)
                 if values.get(LEVEL, check.level) == "warning":
@@ -465,10 +466,10 @@ class MarkdownKind(StandaloneKind):
         for kind in contract.ids.values():
             compile_pattern(kind.pattern)
         for check in contract.checks:
-            if isinstance(check, SectionsCheck):
+            if check.check == "sections":
                 for pattern in (check.heading, *check.fields.values()):
                     compile_pattern(pattern)
-            elif isinstance(check, CoverageCheck) and isinstance(check.where, str):
+            elif check.check == "coverage" and isinstance(check.where, str):
                 compile_condition(check.where)
         severities = {n: ft.severity for n, ft in pack.failure_types.items()}
         return CompiledMarkdown(name, contract, severities)

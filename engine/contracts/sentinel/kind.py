@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
-    from engine.format.yamldoc import KeyPath
+    from engine.format.sourcemap import KeyPath
 
 
 DELIMITER_WITHOUT_NONCE = FindingRule(

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
-    from engine.format.yamldoc import KeyPath
+    from engine.format.sourcemap import KeyPath
 
 
 INVALID_RANGE = FindingRule(

@@ -12,7 +12,7 @@ from pydantic import Field
 from engine.format.findings import FindingRule
 from engine.format.section import BuiltinSection
 from engine.format.semantics import NO_BEHAVIOUR, UNKNOWN_SEVERITY
-from engine.format.yamldoc import KeyPath
+from engine.format.sourcemap import KeyPath
 from engine.policy.conflicts.model import ConflictRules
 
 if TYPE_CHECKING:

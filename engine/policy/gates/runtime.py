@@ -31,8 +31,9 @@ from engine.contracts.json.document import (
 from engine.core.clock import compact, iso
 from engine.core.errors import ConditionError, EngineError, Locate, PackError, RenderError
 from engine.core.suggest import did_you_mean
+from engine.format.actions import STANDARD_ACTIONS
 from engine.format.model import Rulepack
-from engine.format.vocabulary import STANDARD_ACTIONS, ActionSpec
+from engine.format.vocabulary import ActionSpec
 from engine.policy.gates.model import Gates
 from engine.sandbox.environment import ENVIRONMENT, compile_condition
 

@@ -11,7 +11,7 @@ from engine.core.placeholders import FIGURES, FigureError, compile_figures
 from engine.format.fields import ContractRef
 from engine.format.findings import FindingRule
 from engine.format.section import BuiltinSection
-from engine.format.yamldoc import KeyPath
+from engine.format.sourcemap import KeyPath
 from engine.policy.limits.model import Limits, RateLimits
 
 if TYPE_CHECKING:

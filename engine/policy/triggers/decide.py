@@ -9,13 +9,13 @@ one while k <= max_attempts; ``attempts_left`` is how many remain after this dec
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import Locate
 from engine.core.verdict import Verdict
-from engine.format.model import Rulepack
-from engine.format.vocabulary import STANDARD_ACTIONS, ActionSpec
+from engine.format.actions import STANDARD_ACTIONS
 from engine.policy.limits.rates import (
     CompiledRateLimits,
     Measure,
@@ -23,8 +23,12 @@ from engine.policy.limits.rates import (
     compile_rate_limits,
     rounds_from,
 )
-from engine.policy.triggers.model import AfterFailure, AttemptPolicy, Trigger
 from engine.sandbox.environment import compile_condition
+
+if TYPE_CHECKING:  # deciding reads the models' fields; it needs no model library
+    from engine.format.model import Rulepack
+    from engine.format.vocabulary import ActionSpec
+    from engine.policy.triggers.model import AfterFailure, AttemptPolicy, Trigger
 
 
 @dataclass(frozen=True)
@@ -68,12 +72,12 @@ class Decision:
         return out
 
 
-def _policy(trigger: Trigger, attempt: int) -> AttemptPolicy:
-    """The policy of the next attempt (attempt + 1), or the trigger's defaults."""
+def _policy(trigger: Trigger, attempt: int) -> AttemptPolicy | None:
+    """The trigger's policy of the next attempt (attempt + 1); None: the trigger's defaults."""
     for policy in trigger.attempts:
         if policy.attempt == attempt:
             return policy
-    return AttemptPolicy(attempt=attempt, action=trigger.action, template=trigger.template)
+    return None
 
 
 @dataclass(frozen=True)
@@ -120,11 +124,19 @@ class CompiledPolicy:
 
     actions: Mapping[str, ActionSpec]
     triggers: Mapping[str, CompiledTrigger]
-    no_trigger: CompiledTrigger = field(default_factory=lambda: compile_trigger(Trigger()))
     rate_limits: Mapping[str, CompiledRateLimits] = field(default_factory=dict)
     round_key: str | None = None
     history_key: str | None = None
     not_retriable: frozenset[str] = frozenset()
+
+    @cached_property
+    def no_trigger(self) -> CompiledTrigger:
+        """The trigger row of a block the pack gives none: the defaults of ``Trigger``."""
+        # Deferred for start-up time: a pack read back from its image decides without the
+        # model library until a block without a trigger row is decided.
+        from engine.policy.triggers.model import Trigger
+
+        return compile_trigger(Trigger())
 
     def measure(self, block: str, output: str, context: Mapping[str, Any] | None) -> Measure | None:
         """What ``output`` counts for the block's rate limits; None without limits."""
@@ -262,7 +274,7 @@ def decide(
     ``policy`` is normally compiled once (``Pack`` does); a ``Rulepack`` is compiled here,
     on every call, which suits one-off use only.
     """
-    if isinstance(policy, Rulepack):
+    if not isinstance(policy, CompiledPolicy):
         policy = compile_policy(policy)
     actions = policy.actions
     compiled = policy.trigger(verdict.block)
@@ -275,12 +287,15 @@ def decide(
         reason: str,
         rule: str,
         *,
-        final_policy: AfterFailure | None = None,
-        next_policy: AttemptPolicy | None = None,
+        ending: AfterFailure | None = None,
+        template: str | None = None,
+        hint: bool = True,
         limit: dict[str, Any] | None = None,
     ) -> Decision:
+        """The decision to take ``action``: ``ending`` is the after-failure policy that
+        ends the item (its template, default and log); else ``template`` and ``hint`` are
+        those of the next attempt."""
         spec = actions[action]
-        ending = final_policy
         return Decision(
             action=action,
             reason=reason,
@@ -290,8 +305,8 @@ def decide(
             final=spec.final,
             exit_code=spec.exit_code,
             rule=rule,
-            template=(next_policy.template if next_policy else ending.template if ending else None),
-            hint=next_policy.hint if next_policy else True,
+            template=ending.template if ending else template,
+            hint=hint,
             default=ending.default if ending else None,
             log=ending.log if ending else "none",
             carry=carried,
@@ -325,18 +340,18 @@ def decide(
     if failure_type in policy.not_retriable:
         # no retry can fix it: the error goes back to the user; the after-failure template
         # and menu are for retries that ran out (seed 003 §8)
-        fatal = trigger.on_not_retriable or AfterFailure(
-            action=after, default=final.default, log=final.log
-        )
-        return make(
-            fatal.action, f"{failure_type} is not retriable", "not-retriable", final_policy=fatal
-        )
+        reason, rule = f"{failure_type} is not retriable", "not-retriable"
+        fatal = trigger.on_not_retriable
+        if fatal is not None:
+            return make(fatal.action, reason, rule, ending=fatal)
+        decision = make(after, reason, rule, ending=final)
+        return replace(decision, template=None)  # the after-failure's default and log only
     if failure_type not in trigger.on:
         return make(
             after,
             f"{failure_type} does not trigger a repair for {verdict.block}",
             "no-trigger",
-            final_policy=final,
+            ending=final,
         )
     if compiled.guards:
         variables = guard_variables(verdict, output, attempt, cap, previous_errors, context)
@@ -344,20 +359,21 @@ def decide(
         if holding >= 0:
             guard = compiled.guards[holding]
             reason = guard.reason or f"guard {guard.name!r} holds"
-            return make(after, reason, f"guard:{guard.name}", final_policy=final)
+            return make(after, reason, f"guard:{guard.name}", ending=final)
     if _repeats(trigger, previous_errors, verdict):
-        return make(after, "the same error repeated", "repeat", final_policy=final)
+        return make(after, "the same error repeated", "repeat", ending=final)
     if attempt > cap:
         return make(
             after,
             f"{cap} repair attempt{'s' if cap != 1 else ''} used",
             "exhausted",
-            final_policy=final,
+            ending=final,
         )
-    next_policy = _policy(trigger, attempt)
+    step = _policy(trigger, attempt)
     return make(
-        next_policy.action,
+        step.action if step else trigger.action,
         f"{failure_type}: the next output is attempt {attempt + 1} of {cap + 1}",
         f"attempt:{attempt}",
-        next_policy=next_policy,
+        template=step.template if step else trigger.template,
+        hint=step.hint if step else True,
     )

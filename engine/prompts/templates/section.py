@@ -21,7 +21,7 @@ from engine.format.fields import ContractRef, TemplateRef
 from engine.format.findings import FindingRule
 from engine.format.section import BuiltinSection
 from engine.format.semantics import TEMPLATE_SYNTAX, UNKNOWN_TEMPLATE_VARIABLE, display
-from engine.format.yamldoc import KeyPath
+from engine.format.sourcemap import KeyPath
 from engine.policy.conflicts import section as conflicts
 from engine.policy.gates import section as gates
 from engine.policy.limits import section as limits

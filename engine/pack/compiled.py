@@ -1,0 +1,436 @@
+"""A loaded, checked rulepack compiled once: ``Pack``, what every command and the Python API
+evaluate, decide and render with.
+
+This module imports nothing heavy at its top: a pack read back from the compiled-pack
+cache (engine.pack.image) is a ``Pack`` built without YAML or pydantic, and a command that
+evaluates one output imports only what that output needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.contracts.kind import CompiledContract, EvaluationInput
+from engine.core.clock import now as clock_now
+from engine.core.errors import EngineError, unknown_block_error
+from engine.core.textio import clean_text, decode_output
+from engine.core.verdict import Verdict, verdict_from_error
+from engine.format.context import build_context
+from engine.pack.arguments import check
+from engine.pack.parsing import Parsing
+from engine.pack.revision import pack_revision
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from engine.format.model import Rulepack
+    from engine.format.sourcemap import SourceMap
+    from engine.policy.conflicts.runtime import CompiledConflicts
+    from engine.policy.gates.runtime import CompiledGates, GateOutcome
+    from engine.policy.limits.rates import Measure
+    from engine.policy.triggers.decide import CompiledPolicy, Decision
+    from engine.prompts.compiled import CompiledPrompts
+    from engine.prompts.render import RenderedPrompt
+
+
+def prepared_output(
+    text: str | bytes | None,
+    nonce: str | None = None,
+    vars: Mapping[str, str] | None = None,
+    *,
+    path: str | None = None,
+    shared: dict[str, Any] | None = None,
+) -> EvaluationInput:
+    """An output and its inputs made clean text once (``Pack.evaluate_prepared``): the
+    text decoded, lone surrogates replaced in text, nonce and params."""
+    return EvaluationInput(
+        None if text is None else decode_output(text),
+        None if nonce is None else clean_text(nonce),
+        {k: clean_text(v) for k, v in (vars or {}).items()},
+        path=path,
+        shared=shared,
+    )
+
+
+@dataclass
+class Pack(Parsing):
+    """A loaded, checked rulepack, compiled once: contracts, guards, templates, contract texts,
+    hint patterns and example files are ready; deciding and rendering compile and read
+    nothing of the pack."""
+
+    model: Rulepack
+    root: Path
+    source: SourceMap = field(repr=False)
+    contracts: dict[str, CompiledContract] = field(default_factory=dict, repr=False)
+    files: tuple[Path, ...] = field(default=(), repr=False)
+    """The YAML files the pack was loaded from (the pack file and what it extends)."""
+
+    policy: CompiledPolicy = field(init=False, repr=False)
+    prompts: CompiledPrompts = field(init=False, repr=False)
+    gates: CompiledGates | None = field(init=False, repr=False)
+    """The quality gates, compiled (None when the pack declares none)."""
+    conflicts: CompiledConflicts | None = field(init=False, repr=False)
+    """The conflict rules, compiled (None when the pack declares none)."""
+    _sections: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Deferred for start-up time: `rules check` imports this module and validates packs
+        # without building their policy or templates (here and in the methods below).
+        from engine.contracts.registry import compile_contracts
+        from engine.policy.triggers.decide import compile_policy
+        from engine.prompts.compiled import compile_prompts
+
+        if not self.contracts:
+            self.contracts = compile_contracts(self.model, self.folder_of)
+        self.policy = compile_policy(self.model, self.source.locate)
+        self.prompts = compile_prompts(self.model, self.root, self.folder_of)
+        self.gates = None
+        if self.model.gates.steps:
+            # Deferred for start-up time: `rules check` imports this module and builds no Pack.
+            from engine.policy.gates.runtime import compile_gates
+
+            self.gates = compile_gates(
+                self.model, self.folder_of, self.prompts.templates, self.source.locate
+            )
+        self.conflicts = None
+        if self.model.conflicts is not None:
+            # Deferred for start-up time: `rules check` imports this module and builds no Pack.
+            from engine.policy.conflicts.runtime import compile_conflicts
+
+            self.conflicts = compile_conflicts(self.model.conflicts, self.source.locate)
+
+    def section(self, key: str) -> Any:
+        """The section ``key`` compiled by its registered ``Section.compile`` (once, on first
+        use): how a section registered from outside the engine gets its runtime form. The
+        engine's own sections are compiled above, with the pack's source positions."""
+        if key not in self._sections:
+            # Deferred for start-up time: the registered sections import their models.
+            from engine.pack.sections import sections
+
+            found = [s for s in sections() if s.key == key]
+            if not found:
+                raise EngineError(f"no rulepack section {key!r} is registered")
+            self._sections[key] = found[0].compile(self.model, self.root)
+        return self._sections[key]
+
+    def folder_of(self, path: tuple[str | int, ...]) -> Path:
+        """The folder of the pack file that declared ``path`` (packs it extends included)."""
+        declared = self.source.file_of(path)
+        return Path(declared).resolve().parent if declared != "<unknown>" else self.root
+
+    @property
+    def name(self) -> str:
+        return self.model.rulepack
+
+    @cached_property
+    def revision(self) -> str:
+        """A hash of the pack's files and of the packs it extends (``pack_revision``): the
+        same in every process, changed by any change of those files. Computed once, on
+        first use, from the files as they are then."""
+        return pack_revision(self.files)
+
+    @property
+    def blocks(self) -> list[str]:
+        return list(self.model.contracts)
+
+    def contract(self, block: str) -> CompiledContract:
+        """The compiled contract of ``block``; ``EngineError`` naming the blocks if unknown."""
+        compiled = self.contracts.get(block)
+        if compiled is None:
+            raise unknown_block_error(self.name, block, list(self.model.contracts))
+        return compiled
+
+    def contract_kind(self, block: str) -> str:
+        self.contract(block)
+        return self.model.contracts[block].kind
+
+    def block_parser(self, block: str) -> CompiledContract:
+        """The parser of ``block`` for ``parse``: its compiled contract."""
+        return self.contract(block)
+
+    def split_inputs(
+        self,
+        block: str,
+        context: Mapping[str, Any] | None = None,
+        strings: Mapping[str, str] | None = None,
+    ) -> tuple[dict[str, str], dict[str, Any]]:
+        """``--var`` values that are block params, and the checked context (file + the rest)."""
+        param_names = self.contract(block).param_names
+        params = {k: v for k, v in (strings or {}).items() if k in param_names}
+        rest = {k: v for k, v in (strings or {}).items() if k not in param_names}
+        return params, build_context(self.model.context, context, rest)
+
+    def required_params(self, block: str) -> tuple[str, ...]:
+        """The params a caller must give for ``block`` (its delimiters name them)."""
+        contract = self.model.contracts.get(block)
+        params = getattr(contract, "params", None) or {}
+        return tuple(name for name, spec in params.items() if spec.required)
+
+    def missing_inputs(
+        self, block: str, nonce: str | None, vars: Mapping[str, str] | None
+    ) -> list[str]:
+        """What the caller must give for ``block`` and did not: the nonce of a delimited
+        block, its required params (as the command-line options that give them)."""
+        contract = self.model.contracts.get(block)
+        if contract is None or contract.kind != "sentinel":
+            return []
+        missing = ["--nonce"] if nonce is None else []
+        missing += [
+            f"--var {name}=..." for name in self.required_params(block) if name not in (vars or {})
+        ]
+        return missing
+
+    def evaluate(
+        self,
+        block: str,
+        text: str | bytes | None,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+        *,
+        context: Mapping[str, Any] | None = None,
+        path: str | None = None,
+        shared: dict[str, Any] | None = None,
+    ) -> Verdict:
+        """Check an output against the block's contract; never raises for any text.
+
+        ``text`` None means the output file ``path`` does not exist. ``context`` must fit
+        the keys the pack declares (ContextError otherwise). ``shared``: a dict kept for
+        this one output while other packs evaluate it too, so work that does not differ
+        between them is done once (see ``EvaluationInput.shared``).
+        """
+        check("Pack.evaluate", block=block, text=text, nonce=nonce, vars=vars, context=context)
+        return self.evaluate_prepared(
+            block, prepared_output(text, nonce, vars, path=path, shared=shared), context
+        )
+
+    def evaluate_prepared(
+        self, block: str, output: EvaluationInput, context: Mapping[str, Any] | None = None
+    ) -> Verdict:
+        """``evaluate`` of an output prepared once (``prepared_output``) for several packs;
+        ``context`` is checked against this pack's keys."""
+        compiled = self.contract(block)
+        checked = build_context(self.model.context, context)
+        return compiled.evaluate(output._replace(context=checked) if checked else output)
+
+    def gate(
+        self,
+        gate: str,
+        outputs: Sequence[Any],
+        *,
+        retry: int = 0,
+        context: Mapping[str, Any] | None = None,
+        strings: Mapping[str, str] | None = None,
+        now: datetime | str | None = None,
+        input_errors: Sequence[str] = (),
+    ) -> GateOutcome:
+        """Run quality gate ``gate`` on ``outputs`` (JSON values): result, reprompt and
+        artifact. ``now`` fixes the clock (else SOURCE_DATE_EPOCH, else the real time)."""
+        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
+        from engine.policy.gates.runtime import GateError, GateInput
+
+        if self.gates is None:
+            raise GateError(f"pack {self.name!r} declares no gates (`gates.steps`)")
+        checked = build_context(self.model.context, context, strings)
+        return self.gates.run(
+            GateInput(gate, outputs, retry, checked, input_errors), clock_now(now)
+        )
+
+    @cached_property
+    def severities(self) -> dict[str, str]:
+        return {name: ft.severity for name, ft in self.model.failure_types.items()}
+
+    def verdict_for_error(
+        self, block: str, message: str, failure_type: str = "PARSE_ERROR"
+    ) -> Verdict:
+        """A failed verdict for an error reported by another tool (e.g. its own parser)."""
+        self.contract_kind(block)
+        if failure_type not in self.model.failure_types:
+            raise EngineError(
+                f"unknown failure type {failure_type!r} "
+                f"(known: {', '.join(self.model.failure_types)})"
+            )
+        return verdict_from_error(block, message, failure_type, self.severities)
+
+    def decide(
+        self,
+        verdict: Verdict,
+        *,
+        output: str | bytes,
+        attempt: int = 1,
+        previous_errors: Sequence[str] = (),
+        nonce: str | None = None,
+        model: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        measure: Measure | None = None,
+        earlier: Sequence[tuple[int, int, int]] | None = None,
+        extra_attempts: int = 0,
+    ) -> Decision:
+        """What happens next for ``verdict`` (see engine.decide for attempt counting;
+        ``measure`` and ``earlier``: a block's rate-limit counts, engine.policy.limits.rates;
+        ``extra_attempts``: more repairs/retries a user's choice allowed)."""
+        check(
+            "Pack.decide",
+            verdict=verdict,
+            output=output,
+            attempt=attempt,
+            previous_errors=previous_errors,
+            nonce=nonce,
+            model=model,
+            context=context,
+            extra_attempts=extra_attempts,
+        )
+        carry = {"nonce": nonce, "model": model}
+        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
+        from engine.policy.triggers.decide import decide
+
+        return decide(
+            self.policy,
+            verdict,
+            output=decode_output(output),
+            attempt=attempt,
+            previous_errors=previous_errors,
+            carry=carry,
+            context=context,
+            measure=measure,
+            earlier=earlier,
+            extra_attempts=extra_attempts,
+        )
+
+    def initial_prompt(
+        self,
+        block: str,
+        *,
+        vars: Mapping[str, str] | None = None,
+        context: Mapping[str, Any] | None = None,
+        nonce: str | None = None,
+    ) -> str:
+        """The first prompt of ``block`` (the pack's ``prompts:`` template) with the
+        decisions of the previous round: the items of the ``session.decided`` context key
+        whose round is the context's round minus one (all of them when no round is known),
+        and the block's contract text (``format_contract``, with ``nonce`` and ``vars``
+        filled in, as repair templates see it)."""
+        check("Pack.initial_prompt", block=block, vars=vars, context=context, nonce=nonce)
+        template = self.model.prompts.get(block)
+        if template is None:
+            known = ", ".join(sorted(self.model.prompts)) or "none"
+            raise EngineError(
+                f"pack {self.name!r} declares no first prompt for block {block!r} "
+                f"(`prompts:` has: {known})"
+            )
+        values = build_context(self.model.context, context)
+        decided_key = self.model.session.decided
+        round_key = self.model.session.round
+        decided = values.get(decided_key) if decided_key else None
+        round_value = values.get(round_key) if round_key else None
+        resolutions = [
+            item
+            for item in (decided if isinstance(decided, list) else [])
+            if isinstance(item, Mapping)
+            and (not isinstance(round_value, int) or item.get("round") == round_value - 1)
+        ]
+        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
+        from engine.prompts.render import initial_example
+
+        return self.prompts.templates[template].render(
+            {
+                **values,
+                "context": values,
+                "block": block,
+                "nonce": nonce or "",
+                "params": dict(vars or {}),
+                "format_contract": self.contract_text(block, nonce, vars),
+                "resolutions": resolutions,
+                **initial_example(self.prompts, self.model, block, values),
+            }
+        )
+
+    def contract_text(
+        self, block: str, nonce: str | None = None, vars: Mapping[str, str] | None = None
+    ) -> str:
+        """The block's contract text (``contract_text``), with the nonce and params filled
+        in; empty when the contract has none."""
+        return self.prompts.contract_text(block, nonce or "", vars or {})
+
+    def render_conflicts(self, template: str, variables: Mapping[str, Any]) -> str:
+        """A template of purpose ``conflicts`` (presentation, decisions record) filled."""
+        return self.prompts.templates[template].render(dict(variables))
+
+    def present(
+        self, verdict: Verdict, decision: Decision, context: Mapping[str, Any] | None = None
+    ) -> str:
+        """The presentation of the rate limit that decided (for the user); RenderError
+        when no limit decided or the limit names no presentation."""
+        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
+        from engine.prompts.render import render_presentation
+
+        return render_presentation(
+            self.prompts, verdict, decision, build_context(self.model.context, context)
+        )
+
+    def render(
+        self,
+        verdict: Verdict,
+        decision: Decision,
+        *,
+        output: str | bytes,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+        context: Mapping[str, Any] | None = None,
+        accepted_rounds: Collection[int] | None = None,
+    ) -> str:
+        """The prompt ``decision`` calls for (repair, retry or escalation); RenderError when
+        none is due."""
+        return self.render_prompt(
+            verdict,
+            decision,
+            output=output,
+            nonce=nonce,
+            vars=vars,
+            context=context,
+            accepted_rounds=accepted_rounds,
+        ).text
+
+    def render_prompt(
+        self,
+        verdict: Verdict,
+        decision: Decision,
+        *,
+        output: str | bytes,
+        nonce: str | None = None,
+        vars: Mapping[str, str] | None = None,
+        context: Mapping[str, Any] | None = None,
+        accepted_rounds: Collection[int] | None = None,
+        user_context: str = "",
+    ) -> RenderedPrompt:
+        """Like ``render``, with what went into the prompt (example tier, size, cut).
+        ``user_context``: the user's text a choice added (retry templates' `user_context`).
+
+        ``accepted_rounds``: the rounds whose output for the block the session's ledger
+        accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
+        without them every earlier round counts (``engine.session.session`` passes them).
+        """
+        check(
+            "Pack.render",
+            verdict=verdict,
+            decision=decision,
+            output=output,
+            nonce=nonce,
+            vars=vars,
+            context=context,
+        )
+        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
+        from engine.prompts.render import PromptInputs, render_prompt
+
+        inputs = PromptInputs(
+            decode_output(output),
+            nonce or "",
+            dict(vars or {}),
+            build_context(self.model.context, context),
+            accepted_rounds,
+            user_context,
+        )
+        return render_prompt(self.prompts, verdict, decision, inputs)
