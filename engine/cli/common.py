@@ -99,13 +99,15 @@ def locked_setting() -> bool | None:
 def open_pack(ref: str, *, cached: bool = False) -> Pack:
     """The pack ``ref`` names, loaded and checked; with ``cached``, from its image in the
     compiled-pack cache when that is current (the commands run once per output)."""
-    # Deferred for start-up time: every command imports this module; packs need pydantic.
-    from engine.pack.cache import open_pack as open_cached
-    from engine.pack.loaded import load_pack
-
     try:
         if cached:
+            # Deferred for start-up time: every command imports this module.
+            from engine.pack.cache import open_pack as open_cached
+
             return open_cached(ref, locked=locked_setting())
+        # Deferred for start-up time: every command imports this module; packs need pydantic.
+        from engine.pack.loaded import load_pack
+
         return load_pack(ref, locked=locked_setting())
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None

@@ -32,10 +32,9 @@ from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
 from engine.format.actions import STANDARD_ACTIONS
-from engine.ledger.store import locate
 from engine.report import render
+from engine.session.accepted import ledger_accepted_rounds
 from engine.session.evaluation import Evaluated, evaluate_output
-from engine.session.session import ledger_accepted_rounds, record_prompt_warnings
 
 
 def _exit_status_help() -> str:
@@ -260,6 +259,12 @@ def render_command(**options: Any) -> None:
             err=True,
         )
         raise SystemExit(1)
+    place = None
+    if options["session_dir"] is not None:
+        # Deferred for start-up time: without a session no ledger is opened.
+        from engine.ledger.store import locate
+
+        place = locate(options["session_dir"], options["ledger_url"])
     try:
         prompt = pack.render_prompt(
             verdict,
@@ -268,18 +273,13 @@ def render_command(**options: Any) -> None:
             nonce=options["nonce"],
             vars=variables,
             context=context,
-            accepted_rounds=ledger_accepted_rounds(
-                pack,
-                verdict.block,
-                context,
-                None
-                if options["session_dir"] is None
-                else locate(options["session_dir"], options["ledger_url"]),
-            ),
+            accepted_rounds=ledger_accepted_rounds(pack, verdict.block, context, place),
             user_context=evaluated.user_context,
         )
-        if prompt.warnings and evaluated.attempt_id is not None:
-            place = locate(options["session_dir"], options["ledger_url"])
+        if prompt.warnings and evaluated.attempt_id is not None and place is not None:
+            # Deferred for start-up time: the session's module is for sessions.
+            from engine.session.session import record_prompt_warnings
+
             record_prompt_warnings(place, evaluated.attempt_id, prompt.warnings)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None

@@ -9,8 +9,6 @@ Nothing outside this package asks which kind a contract is: callers hold a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -20,6 +18,9 @@ from engine.core.textio import output_problem
 from engine.core.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+
     from engine.contracts.model import ContractModel
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
@@ -80,9 +81,12 @@ class ContractKind(Protocol):
     """A kind of contract (``kind:`` in a pack): its model, its checks and its compiler."""
 
     name: str
-    model: type[ContractModel]
-    """The pydantic model of its contracts: a ``ContractModel`` (the keys every contract
-    has) with ``kind: Literal["<name>"]``."""
+
+    @property
+    def model(self) -> type[ContractModel]:
+        """The pydantic model of its contracts: a ``ContractModel`` (the keys every contract
+        has) with ``kind: Literal["<name>"]``."""
+        ...
 
     def resolve(self, contract: Any, contracts: Mapping[str, Any]) -> Any:
         """The contract completed from the pack's other contracts (e.g. a grammar it shares),

@@ -190,11 +190,8 @@ def check_contracts(pack: Rulepack, checker: PackChecker) -> None:
         kind.check(name, contract, checker)
 
 
-def compile_contracts(
-    pack: Rulepack, folder_of: Callable[[KeyPath], Path]
-) -> dict[str, CompiledContract]:
-    """Every contract of a validated pack, compiled by its kind."""
-    return {
-        name: kind_of(contract).compile(name, contract, pack, folder_of)
-        for name, contract in pack.contracts.items()
-    }
+def compile_contract(
+    name: str, contract: Any, pack: Rulepack, folder_of: Callable[[KeyPath], Path]
+) -> CompiledContract:
+    """A contract of a validated pack, compiled by its kind."""
+    return kind_of(contract).compile(name, contract, pack, folder_of)

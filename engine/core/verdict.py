@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from engine.core.results import Failure, ParseResult
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 Status = Literal["pass", "warn", "fail"]
 

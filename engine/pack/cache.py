@@ -52,6 +52,23 @@ MAX_BYTES = 16 * 1024 * 1024
 _ENGINE_DIR = Path(__file__).resolve().parent.parent
 # The modules whose code gives the cached parse data its meaning (a check depends on all).
 _PARSE_MEANING = ("format/model.py", "contracts/sentinel", "pack/cache.py")
+# ... and a pack's image: what turns its YAML into model data and finds it clean (the file
+# format, the sections' models and checks, the kinds), and the image's own encoding. The
+# code that compiles and runs the image is the engine's of the moment.
+_IMAGE_MEANING = (
+    "format",
+    "contracts",
+    *(
+        f"{layer}/{name}"
+        for layer in ("policy", "prompts")
+        for name in ("*/model.py", "*/section.py")
+    ),
+    "pack/sections.py",
+    "pack/cases.py",
+    "pack/image.py",
+    "core/frozen.py",
+    "core/numbers.py",
+)
 
 
 class ParsingPack(Parsing):
@@ -143,11 +160,15 @@ def cache_dir() -> Path | None:
 
 
 def _engine_stamp(names: tuple[str, ...]) -> list[list[Any]]:
-    """Name, mtime and size of the engine modules ``names`` (files or folders, recursive)."""
+    """Name, mtime and size of the engine modules ``names`` (files, folders (recursive) or
+    glob patterns)."""
     stamp = []
     for name in names:
         target = _ENGINE_DIR / name
-        paths = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+        if "*" in name:
+            paths = sorted(_ENGINE_DIR.glob(name))
+        else:
+            paths = sorted(target.rglob("*.py")) if target.is_dir() else [target]
         for path in paths:
             info = path.stat()
             stamp.append([str(path.relative_to(_ENGINE_DIR)), info.st_mtime_ns, info.st_size])
@@ -307,7 +328,7 @@ def open_pack(ref: str, locked: bool | None = None) -> Pack:
     pack_file = find_one_pack_file(ref).resolve()
     root = cache_dir()
     entry_path = _entry_path(root, "pack", pack_file) if root is not None else None
-    stamp = _engine_stamp(("",)) if root is not None else []
+    stamp = _engine_stamp(_IMAGE_MEANING) if root is not None else []
     if entry_path is not None:
         image = _read_entry(entry_path, stamp)
         if image is not None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.core.clock import now as clock_now
 from engine.core.errors import EngineError, unknown_block_error
+from engine.core.lazy import BuiltOnUse
 from engine.core.textio import clean_text, decode_output
 from engine.core.verdict import Verdict, verdict_from_error
 from engine.format.context import build_context
@@ -65,12 +66,16 @@ class Pack(Parsing):
     model: Rulepack
     root: Path
     source: SourceMap = field(repr=False)
-    contracts: dict[str, CompiledContract] = field(default_factory=dict, repr=False)
+    contracts: Mapping[str, CompiledContract] = field(default_factory=dict, repr=False)
     files: tuple[Path, ...] = field(default=(), repr=False)
     """The YAML files the pack was loaded from (the pack file and what it extends)."""
+    lazy: bool = field(default=False, repr=False)
+    """Compile each contract and prompt template when it is first used, and read the
+    prompts' files then, instead of all at load: for a command that evaluates or renders
+    one output."""
 
     policy: CompiledPolicy = field(init=False, repr=False)
-    prompts: CompiledPrompts = field(init=False, repr=False)
+    _prompts: CompiledPrompts | None = field(default=None, init=False, repr=False)
     gates: CompiledGates | None = field(init=False, repr=False)
     """The quality gates, compiled (None when the pack declares none)."""
     conflicts: CompiledConflicts | None = field(init=False, repr=False)
@@ -80,14 +85,21 @@ class Pack(Parsing):
     def __post_init__(self) -> None:
         # Deferred for start-up time: `rules check` imports this module and validates packs
         # without building their policy or templates (here and in the methods below).
-        from engine.contracts.registry import compile_contracts
+        from engine.contracts.registry import compile_contract
         from engine.policy.triggers.decide import compile_policy
-        from engine.prompts.compiled import compile_prompts
 
         if not self.contracts:
-            self.contracts = compile_contracts(self.model, self.folder_of)
+            contracts = self.model.contracts
+
+            def compiled(name: str) -> CompiledContract:
+                return compile_contract(name, contracts[name], self.model, self.folder_of)
+
+            self.contracts = BuiltOnUse(contracts, compiled)
+            if not self.lazy:
+                self.contracts.build_all()
         self.policy = compile_policy(self.model, self.source.locate)
-        self.prompts = compile_prompts(self.model, self.root, self.folder_of)
+        if not self.lazy:
+            self.prompts.templates.build_all()
         self.gates = None
         if self.model.gates.steps:
             # Deferred for start-up time: `rules check` imports this module and builds no Pack.
@@ -102,6 +114,17 @@ class Pack(Parsing):
             from engine.policy.conflicts.runtime import compile_conflicts
 
             self.conflicts = compile_conflicts(self.model.conflicts, self.source.locate)
+
+    @property
+    def prompts(self) -> CompiledPrompts:
+        """Everything rendering needs from the pack: templates, contract texts, hints and
+        example files, read (and compiled) once."""
+        if self._prompts is None:
+            # Deferred for start-up time: a command that evaluates one output renders nothing.
+            from engine.prompts.compiled import compile_prompts
+
+            self._prompts = compile_prompts(self.model, self.root, self.folder_of)
+        return self._prompts
 
     def section(self, key: str) -> Any:
         """The section ``key`` compiled by its registered ``Section.compile`` (once, on first

@@ -5,7 +5,9 @@ its files. Once a pack has loaded and checked clean, ``pack_image`` writes these
 JSON data: the model's fields (``model_dump(mode="json")``) with the places where a model
 stands, the source map, the pack's folder and files. ``thawed_pack`` builds the same
 ``Pack`` from it: the model as ``engine.core.frozen.Frozen`` records, compiled as a loaded
-pack is (templates, contract texts and schemas are read from their files then).
+pack is (templates, contract texts and schemas are read from their files then), but for
+its prompt templates, each compiled when it is first rendered: a command that starts from
+an image evaluates or renders one output.
 
 A pack is written down only where reading it back gives exactly the values validation gave:
 every value plain JSON (strings as keys), every contract of one of the engine's own kinds,
@@ -87,6 +89,7 @@ def thawed_pack(image: dict[str, Any]) -> Pack:
         Path(image["root"]),
         _source_map(image["source"]),
         files=tuple(Path(file) for file in image["files"]),
+        lazy=True,
     )
 
 

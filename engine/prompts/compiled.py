@@ -1,10 +1,11 @@
-"""A pack's prompts, ready to render: every prompt template compiled, every contract text
-and example file of the pack read, every hint pattern compiled, once, at load.
+"""A pack's prompts, ready to render: every template, contract text and example file of the
+pack read, every hint pattern compiled, once, at load; each prompt template compiled once,
+when it is first rendered (a command that evaluates one output renders none of them, one
+that renders a prompt one or two).
 
-Rendering then reads no pack file and compiles nothing; only session example files
-(written during a session, outside the pack) are read when a prompt is rendered. Log
-templates (views of the ledger, not prompts) are read at load and compiled only where a
-log is rendered: they are large, and most processes never show a log.
+Rendering then reads no pack file; only session example files (written during a session,
+outside the pack) are read when a prompt is rendered. Log templates (views of the ledger,
+not prompts) are compiled only where a log is rendered.
 """
 
 from __future__ import annotations
@@ -12,17 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from engine.contracts.markdown.model import IdKind
 from engine.core.errors import PackError
+from engine.core.lazy import BuiltOnUse
 from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.core.placeholders import fill
-from engine.format.model import Rulepack
 from engine.prompts.examples.select import PackFiles, example_files
 from engine.sandbox.environment import ENVIRONMENT
+
+if TYPE_CHECKING:
+    from engine.contracts.markdown.model import IdKind
+    from engine.format.model import Rulepack
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,8 @@ class CompiledPrompts:
     """Everything rendering needs from a pack, compiled or read at load."""
 
     pack: Rulepack
-    templates: Mapping[str, jinja2.Template]
+    templates: BuiltOnUse[jinja2.Template]
+    """Compiled in the sandbox once: all at load (``build_all``), or each on first use."""
     log_sources: Mapping[str, str]
     contract_texts: Mapping[str, str]
     id_kinds: Mapping[str, Mapping[str, IdKind]]
@@ -98,20 +103,25 @@ def compile_prompts(
     def folder(*path: str | int) -> Path:
         return folder_of(path) if folder_of is not None else root
 
-    templates = {}
+    sources: dict[str, tuple[str, str, Path]] = {}  # name -> (source, file as named, path)
     log_sources = {}
     for name, spec in pack.templates.items():
         base = folder("templates", name, "file")
         source = _read_text(base, spec.file, f"template {name!r}")
         if spec.purpose == "log":
             log_sources[name] = source
-            continue
+        else:
+            sources[name] = (source, spec.file, base / spec.file)
+
+    def compile_template(name: str) -> jinja2.Template:
+        source, file, path = sources[name]
         try:
             template = ENVIRONMENT.from_string(source)
-            template.origin = f"template {name!r} ({spec.file})"  # type: ignore[attr-defined]
-            templates[name] = template
         except jinja2.TemplateError as exc:
-            raise PackError(f"{base / spec.file}: template {name!r}: {exc}") from None
+            raise PackError(f"{path}: template {name!r}: {exc}") from None
+        template.origin = f"template {name!r} ({file})"  # type: ignore[attr-defined]
+        return template
+
     contract_texts = {}
     for block, contract in pack.contracts.items():
         file = contract_text_file(contract)
@@ -121,7 +131,7 @@ def compile_prompts(
             )
     return CompiledPrompts(
         pack=pack,
-        templates=templates,
+        templates=BuiltOnUse(sources, compile_template),
         log_sources=log_sources,
         contract_texts=contract_texts,
         id_kinds={block: contract_id_kinds(c) for block, c in pack.contracts.items()},

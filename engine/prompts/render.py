@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import RenderError
 from engine.core.textio import is_not_text, not_text_description
-from engine.core.verdict import Verdict
-from engine.format.model import Rulepack
-from engine.policy.triggers.decide import Decision
-from engine.policy.triggers.model import Truncation
-from engine.prompts.compiled import CompiledPrompts
 from engine.prompts.examples.select import Example, earlier_rounds, select_example
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
+    from engine.core.verdict import Verdict
+    from engine.format.model import Rulepack
+    from engine.policy.triggers.decide import Decision
+    from engine.policy.triggers.model import Truncation
+    from engine.prompts.compiled import CompiledPrompts
 
 _QUOTES = str.maketrans(
     {

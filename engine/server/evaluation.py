@@ -44,9 +44,9 @@ from engine.server.sessions import (
     session_name_problem,
 )
 from engine.server.settings import ServerSettings
+from engine.session.accepted import ledger_accepted_rounds
 from engine.session.choices import ChoiceBook
 from engine.session.evaluation import evaluate_output
-from engine.session.session import ledger_accepted_rounds
 
 DecisionHook = Callable[[Pack, OutputRequest, Verdict, Decision], None]
 """Called after each decision with the pack, the request and the outcome; a hook must not

@@ -4,14 +4,16 @@ what `rules eval` and `rules render` print from."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.core.verdict import Verdict
-from engine.pack.compiled import Pack
-from engine.policy.triggers.decide import Decision
-from engine.session.session import Session
 from engine.session.tracing import evaluation_span, record_decision
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from engine.core.verdict import Verdict
+    from engine.pack.compiled import Pack
+    from engine.policy.triggers.decide import Decision
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ def evaluate_output(
     ``item`` names or else of the item the pack's ``session.item`` makes; ``external_error`` is a
     failure found outside the pack (the output was too large, the model failed)."""
     if session_dir is not None:
+        # Deferred for start-up time: evaluating without a session opens no ledger.
+        from engine.session.session import Session
+
         with Session(pack, session_dir, ledger=ledger, keep_outputs=keep_outputs) as session:
             outcome = session.evaluate(
                 block,

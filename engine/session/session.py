@@ -29,6 +29,7 @@ from engine.pack.compiled import Pack
 from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
+from engine.session.accepted import ledger_accepted_rounds
 from engine.session.choices import ChoiceBook, ensure_not_paused, round_failed
 from engine.session.conflicts import ConflictBook, decision_items
 from engine.session.items import item_key, sha256
@@ -340,37 +341,6 @@ def record_prompt_warnings(place: Place, attempt_id: int, warnings: Sequence[str
     could not be read) to that attempt in the session's ledger."""
     with SessionLedger(place) as ledger:
         ledger.note_prompt(attempt_id, {"warnings": list(warnings)})
-
-
-def ledger_accepted_rounds(
-    pack: Pack, block: str, context: Mapping[str, Any] | None, place: Place | None = None
-) -> frozenset[int] | dict[int, str] | None:
-    """What example tier 2 may use of earlier rounds of ``block``. With a session folder
-    (the context key the pack names in ``session.folder``): the rounds its ledger accepted,
-    when the pack's tier 2 asks for validated rounds (None: every round counts, or no
-    ledger there). Without one, for a session in a ledger (``place``): the outputs its
-    ledger kept of the accepted rounds, by round (the latest accepted one of each)."""
-    spec = pack.model.examples.session
-    key = pack.model.session.folder
-    folder = (context or {}).get(key) if key else None
-    if spec is None:
-        return None
-    if folder:
-        return accepted_rounds(Path(str(folder)), block) if spec.validated_in_ledger else None
-    if place is None or not place.exists():
-        return None
-    with SessionLedger(place, read_only=True) as ledger:
-        return ledger.accepted_outputs(block)
-
-
-def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:
-    """Rounds whose output for ``block`` the ledger in ``session_dir`` accepted (passed or
-    warned); None when the folder has no ledger."""
-    place = locate(session_dir)
-    if not place.exists():
-        return None
-    with SessionLedger(place, read_only=True) as ledger:
-        return ledger.accepted_rounds(block)
 
 
 def _summary(verdict: Verdict) -> str | None:

@@ -9,16 +9,17 @@ session (`rules eval`); ``run_loop`` is one run span around its attempts."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from engine.core import telemetry as t
-from engine.core.verdict import Verdict
-from engine.pack.compiled import Pack
-from engine.policy.triggers.decide import Decision
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+
+    from engine.core.verdict import Verdict
+    from engine.pack.compiled import Pack
+    from engine.policy.triggers.decide import Decision
     from engine.session.loop import RunResult
     from engine.session.session import Outcome, Session
 

@@ -9,9 +9,7 @@ with a JSON Pointer, in a deterministic order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.json.document import (
@@ -35,6 +33,9 @@ from engine.core.results import Failure
 from engine.core.verdict import verdict_from_checks
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker

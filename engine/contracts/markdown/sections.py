@@ -7,10 +7,12 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.contracts.markdown.model import SectionsCheck, SoftMatch
 from engine.core.patterns import PatternError, compile_pattern
+
+if TYPE_CHECKING:
+    from engine.contracts.markdown.model import SectionsCheck, SoftMatch
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.kind import EvaluationInput
-from engine.contracts.sentinel.model import GRAMMAR_KEYS, SentinelContract
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.errors import EvaluationError
 from engine.core.results import Failure
@@ -16,8 +13,11 @@ from engine.core.verdict import verdict_from_checks, verdict_from_parse
 from engine.format.findings import FindingRule
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from pathlib import Path
 
+    from engine.contracts.kind import EvaluationInput
+    from engine.contracts.sentinel.model import SentinelContract
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
@@ -94,12 +94,21 @@ def _holes(template: str) -> set[str]:
 
 class SentinelKind:
     name = "sentinel"
-    model = SentinelContract
+
+    @property
+    def model(self) -> type[SentinelContract]:
+        # Deferred for start-up time: compiling and evaluating a contract need no pydantic.
+        from engine.contracts.sentinel.model import SentinelContract
+
+        return SentinelContract
 
     def resolve(self, contract: SentinelContract, contracts: Mapping[str, Any]) -> Any:
         """The contract with its ``grammar:`` reference filled in from the contract it names
         (when that is a sentinel contract with a grammar of its own; otherwise left for
         ``check`` to report)."""
+        # Deferred for start-up time: resolving is part of checking a pack, not compiling it.
+        from engine.contracts.sentinel.model import GRAMMAR_KEYS, SentinelContract
+
         if contract.grammar is None:
             return contract
         base = contracts.get(contract.grammar)

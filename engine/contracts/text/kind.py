@@ -3,9 +3,7 @@ forbidden patterns, each failure worded by the pack (``messages``) or by a defau
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.contracts.kind import (
@@ -22,6 +20,9 @@ from engine.core.verdict import verdict_from_checks
 from engine.format.findings import FindingRule
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker

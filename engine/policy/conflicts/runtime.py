@@ -13,13 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.core.errors import Locate
 from engine.core.patterns import compile_pattern
 from engine.core.placeholders import fill
-from engine.policy.conflicts.model import ConflictRules
 from engine.sandbox.environment import compile_condition
+
+if TYPE_CHECKING:
+    from engine.core.errors import Locate
+    from engine.policy.conflicts.model import ConflictRules
 
 EXPLICIT = "explicit"
 IMPLICIT = "implicit"

@@ -17,9 +17,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
@@ -32,10 +31,14 @@ from engine.core.clock import compact, iso
 from engine.core.errors import ConditionError, EngineError, Locate, PackError, RenderError
 from engine.core.suggest import did_you_mean
 from engine.format.actions import STANDARD_ACTIONS
-from engine.format.model import Rulepack
-from engine.format.vocabulary import ActionSpec
-from engine.policy.gates.model import Gates
 from engine.sandbox.environment import ENVIRONMENT, compile_condition
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from engine.format.model import Rulepack
+    from engine.format.vocabulary import ActionSpec
+    from engine.policy.gates.model import Gates
 
 
 class GateError(EngineError):

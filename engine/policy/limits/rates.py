@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.core.errors import Locate
 from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.core.placeholders import FIGURES, Part, compile_figures, fill_figures
-from engine.policy.limits.model import RateLimit, RateLimits
 from engine.sandbox.environment import compile_condition
+
+if TYPE_CHECKING:  # counting reads the models' fields; it needs no model library
+    from engine.core.errors import Locate
+    from engine.policy.limits.model import RateLimit, RateLimits
 
 Round = tuple[int, int, int]
 """(round, count, total) of one round."""

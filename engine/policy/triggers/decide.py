@@ -8,13 +8,10 @@ one while k <= max_attempts; ``attempts_left`` is how many remain after this dec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from engine.core.errors import Locate
-from engine.core.verdict import Verdict
 from engine.format.actions import STANDARD_ACTIONS
 from engine.policy.limits.rates import (
     CompiledRateLimits,
@@ -26,6 +23,10 @@ from engine.policy.limits.rates import (
 from engine.sandbox.environment import compile_condition
 
 if TYPE_CHECKING:  # deciding reads the models' fields; it needs no model library
+    from collections.abc import Callable, Mapping, Sequence
+
+    from engine.core.errors import Locate
+    from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
     from engine.format.vocabulary import ActionSpec
     from engine.policy.triggers.model import AfterFailure, AttemptPolicy, Trigger
@@ -147,7 +148,8 @@ class CompiledPolicy:
 
     def trigger(self, block: str) -> CompiledTrigger:
         """The block's trigger row; a block without one gets the defaults."""
-        return self.triggers.get(block, self.no_trigger)
+        compiled = self.triggers.get(block)
+        return compiled if compiled is not None else self.no_trigger
 
     def decision_key(
         self,
@@ -172,7 +174,7 @@ class CompiledPolicy:
         failure_type = verdict.failure_type
         if not failure_type:
             return None
-        compiled = self.triggers.get(block, self.no_trigger)
+        compiled = self.trigger(block)
         trigger = compiled.trigger
         if failure_type not in trigger.on or failure_type in self.not_retriable:
             return (block, failure_type, attempt, -1, False)

@@ -17,13 +17,15 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.contracts.markdown.model import IdKind
 from engine.contracts.markdown.sections import extract_ids
 from engine.core.placeholders import fill
-from engine.format.vocabulary import SessionKeys
-from engine.prompts.examples.model import Examples, ScoreRule, SelectionStep, SessionExamples
+
+if TYPE_CHECKING:
+    from engine.contracts.markdown.model import IdKind
+    from engine.format.vocabulary import SessionKeys
+    from engine.prompts.examples.model import Examples, ScoreRule, SelectionStep, SessionExamples
 
 _ROUND_FIELD = re.compile(r"\{(n|block)(?::0(\d)d)?\}")
 MAX_EXAMPLE_BYTES = 2 * 1024 * 1024

@@ -1,0 +1,50 @@
+"""What example tier 2 may use of a session's earlier rounds: the rounds its ledger
+accepted, or the outputs it kept of them. A command that renders one prompt asks this
+first, and opens a ledger only when the pack's tier 2 reads one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.ledger.store import Place
+    from engine.pack.compiled import Pack
+
+
+def ledger_accepted_rounds(
+    pack: Pack, block: str, context: Mapping[str, Any] | None, place: Place | None = None
+) -> frozenset[int] | dict[int, str] | None:
+    """What example tier 2 may use of earlier rounds of ``block``. With a session folder
+    (the context key the pack names in ``session.folder``): the rounds its ledger accepted,
+    when the pack's tier 2 asks for validated rounds (None: every round counts, or no
+    ledger there). Without one, for a session in a ledger (``place``): the outputs its
+    ledger kept of the accepted rounds, by round (the latest accepted one of each)."""
+    spec = pack.model.examples.session
+    key = pack.model.session.folder
+    folder = (context or {}).get(key) if key else None
+    if spec is None:
+        return None
+    if folder:
+        return accepted_rounds(Path(str(folder)), block) if spec.validated_in_ledger else None
+    if place is None or not place.exists():
+        return None
+    # Deferred for start-up time: a pack without tier-2 examples opens no ledger.
+    from engine.ledger.store import SessionLedger
+
+    with SessionLedger(place, read_only=True) as ledger:
+        return ledger.accepted_outputs(block)
+
+
+def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:
+    """Rounds whose output for ``block`` the ledger in ``session_dir`` accepted (passed or
+    warned); None when the folder has no ledger."""
+    # Deferred for start-up time: a pack without tier-2 examples opens no ledger.
+    from engine.ledger.store import SessionLedger, locate
+
+    place = locate(session_dir)
+    if not place.exists():
+        return None
+    with SessionLedger(place, read_only=True) as ledger:
+        return ledger.accepted_rounds(block)
