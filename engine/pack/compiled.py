@@ -97,9 +97,9 @@ class Pack(Parsing):
             self.contracts = BuiltOnUse(contracts, compiled)
             if not self.lazy:
                 self.contracts.build_all()
-        self.policy = compile_policy(self.model, self.source.locate)
+        self.policy = compile_policy(self.model, self.source.locate, lazy=self.lazy)
         if not self.lazy:
-            self.prompts.templates.build_all()
+            self.prompts.build_all()
         self.gates = None
         if self.model.gates.steps:
             # Deferred for start-up time: `rules check` imports this module and builds no Pack.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +32,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CompiledHint:
-    """A micro-hint with its pattern compiled; ``blocks`` empty means every block."""
+    """A micro-hint whose pattern is compiled once (at load, or when first matched);
+    ``blocks`` empty means every block."""
 
     blocks: frozenset[str]
-    match: CompiledPattern
+    pattern: str
     hint: str
+
+    @cached_property
+    def match(self) -> CompiledPattern:
+        return compile_pattern(self.pattern)
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,12 @@ class CompiledPrompts:
     id_kinds: Mapping[str, Mapping[str, IdKind]]
     hints: tuple[CompiledHint, ...]
     files: PackFiles
+
+    def build_all(self) -> None:
+        """Compile every template and hint pattern now (a process that renders many)."""
+        self.templates.build_all()
+        for hint in self.hints:
+            hint.match  # noqa: B018 (reading the property compiles the pattern)
 
     def micro_hint(self, block: str, error: str) -> str:
         """The first hint whose pattern matches ``error`` (and that applies to ``block``)."""
@@ -135,9 +147,7 @@ def compile_prompts(
         log_sources=log_sources,
         contract_texts=contract_texts,
         id_kinds={block: contract_id_kinds(c) for block, c in pack.contracts.items()},
-        hints=tuple(
-            CompiledHint(frozenset(h.blocks), compile_pattern(h.match), h.hint) for h in pack.hints
-        ),
+        hints=tuple(CompiledHint(frozenset(h.blocks), h.match, h.hint) for h in pack.hints),
         files=PackFiles(
             root, {file: folder(*where) for file, where in example_files(pack.examples).items()}
         ),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from engine.core.lazy import BuiltOnUse
 from engine.format.actions import STANDARD_ACTIONS
 from engine.policy.limits.rates import (
     CompiledRateLimits,
@@ -230,18 +231,26 @@ def first_guard(compiled: CompiledTrigger, variables: Mapping[str, Any]) -> int:
     return -1
 
 
-def compile_policy(pack: Rulepack, locate: Locate | None = None) -> CompiledPolicy:
-    """Compile every guard of ``pack`` once (``locate``: positions in the pack's files)."""
+def compile_policy(
+    pack: Rulepack, locate: Locate | None = None, *, lazy: bool = False
+) -> CompiledPolicy:
+    """Compile every guard and rate limit of ``pack`` once (``locate``: positions in the
+    pack's files): now, or with ``lazy`` those of a block when it is first decided."""
+    triggers = pack.triggers
+    limits = pack.rate_limits
+    compiled_triggers = BuiltOnUse(
+        triggers, lambda block: compile_trigger(triggers[block], block, locate)
+    )
+    compiled_limits = BuiltOnUse(
+        limits, lambda block: compile_rate_limits(limits[block], block, locate)
+    )
+    if not lazy:
+        compiled_triggers.build_all()
+        compiled_limits.build_all()
     return CompiledPolicy(
         actions={**STANDARD_ACTIONS, **pack.actions},
-        triggers={
-            block: compile_trigger(trigger, block, locate)
-            for block, trigger in pack.triggers.items()
-        },
-        rate_limits={
-            block: compile_rate_limits(spec, block, locate)
-            for block, spec in pack.rate_limits.items()
-        },
+        triggers=compiled_triggers,
+        rate_limits=compiled_limits,
         round_key=pack.session.round,
         history_key=pack.session.history,
         not_retriable=frozenset(
