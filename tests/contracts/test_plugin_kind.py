@@ -115,6 +115,16 @@ def test_a_kind_is_registered_once_and_its_model_names_it(lines_kind: None) -> N
         registry.register_kind(Misnamed())  # type: ignore[arg-type]
 
 
+def test_a_pack_of_a_kind_from_outside_has_no_image(lines_kind: None, make_pack: PackMaker) -> None:
+    """The kind's code may read its models other than by their fields: such a pack is
+    loaded and checked by every command, never read back from an image."""
+    from engine.pack.image import pack_image
+    from engine.pack.loaded import load_pack
+
+    assert pack_image(load_pack(make_pack(PACK))) is None
+    assert pack_image(load_pack("sentinel")) is None  # a kind registered: the root differs
+
+
 def _with_distribution(tmp_path: Path, entry_point: str) -> dict[str, str]:
     """An installed distribution declaring ``entry_point`` in group rules_engine.kinds (a
     .dist-info folder on the path), and the environment of a process that sees it."""

@@ -1,0 +1,168 @@
+"""`rules eval`, `rules render` and `rules gate` start from an image of the compiled pack: the
+same results as from a load, never used once the pack (or a file it names) has changed or the
+image is not the cache's own, and a warm start imports neither YAML nor pydantic."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SCRIPTS
+from engine.core.frozen import Frozen
+from engine.pack.image import pack_image, thawed_pack
+from engine.pack.loaded import load_pack
+from engine.pack.selftests import run_pack_tests
+
+SHIPPED = sorted(p.name for p in (REPO / "rules").iterdir() if (p / "pack.yaml").is_file())
+VERDICT = ["--block", "VERDICT", "--nonce", "4F2C9A", "--var", "criterion=AC1"]
+BAD = str(REPO / "examples" / "sentinel" / "verdict_bad.txt")
+
+
+def _rules(
+    cache: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPTS / "rules"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache), **(env or {})},
+    )
+
+
+def _outcome(done: subprocess.CompletedProcess[str]) -> tuple[int, str, str]:
+    return done.returncode, done.stdout, done.stderr
+
+
+def _images(cache: Path) -> list[Path]:
+    return sorted(cache.glob("pack-*.json")) if cache.is_dir() else []
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_pack_read_back_from_its_image_passes_its_own_tests(name: str) -> None:
+    """Every case of the pack's own tests (verdicts, decisions, golden prompts, gates) gives
+    the same result from the image, written as JSON and read back, as from the load."""
+    pack = load_pack(name)
+    image = pack_image(pack)
+    assert image is not None
+    thawed = thawed_pack(json.loads(json.dumps(image)))
+    assert isinstance(thawed.model, Frozen)
+    assert thawed.model.model_dump() == pack.model.model_dump(mode="json")
+    loaded_results = [(r.name, r.passed, r.problems, r.action) for r in run_pack_tests(pack)]
+    thawed_results = [(r.name, r.passed, r.problems, r.action) for r in run_pack_tests(thawed)]
+    assert thawed_results == loaded_results
+    assert all(passed for _, passed, _, _ in loaded_results)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["eval", "--pack", "sentinel", *VERDICT, "--format", "json", BAD],
+        ["render", "--pack", "sentinel", *VERDICT, BAD],
+        ["eval", "--pack", "gap-review", "--block", "engineer", "--format", "json", BAD],
+        [
+            "gate",
+            "--pack",
+            "quality-gate",
+            "--stage",
+            "PLAN",
+            "--now",
+            "2026-01-02T03:04:05Z",
+            str(REPO / "examples" / "quality-gate" / "todo.json"),
+        ],
+    ],
+    ids=["eval", "render", "eval-markdown", "gate"],
+)
+def test_a_command_from_the_image_says_what_it_says_without_a_cache(
+    tmp_path: Path, command: list[str]
+) -> None:
+    cache = tmp_path / "cache"
+    cold = _rules(cache, *command)
+    assert len(_images(cache)) == 1
+    warm = _rules(cache, *command)
+    off = _rules(cache, *command, env={"RULES_NO_CACHE": "1"})
+    assert _outcome(cold) == _outcome(warm) == _outcome(off)
+    assert "internal error" not in warm.stderr
+
+
+def test_a_warm_eval_and_render_import_no_yaml_or_pydantic(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _rules(cache, "eval", "--pack", "sentinel", *VERDICT, BAD)
+    for command in ("eval", "render"):
+        probe = (
+            "import sys; from engine.cli.main import main; sys.argv = ['rules', "
+            f"{command!r}, '--pack', 'sentinel', *{VERDICT!r}, {BAD!r}]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in ('yaml', 'pydantic', 'jsonschema', 'packaging') "
+            "if m in sys.modules)\nprint('HEAVY', heavy, file=sys.stderr)"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "RULES_CACHE_DIR": str(cache)},
+        )
+        assert "HEAVY []" in done.stderr, (command, done.stderr)
+
+
+def test_editing_the_pack_or_a_template_it_names_is_seen_at_once(tmp_path: Path) -> None:
+    pack = tmp_path / "sentinel"
+    shutil.copytree(REPO / "rules" / "sentinel", pack)
+    shutil.copytree(REPO / "rules" / "core", tmp_path / "core")
+    text = (pack / "pack.yaml").read_text(encoding="utf-8")
+    (pack / "pack.yaml").write_text(
+        text.replace("extends: [builtin:core]", "extends: [../core]"), encoding="utf-8"
+    )
+    cache = tmp_path / "cache"
+    render = ["render", "--pack", str(pack), *VERDICT, BAD]
+    first = _rules(cache, *render)
+    assert first.returncode == 0, first.stderr
+    template = pack / "templates" / "format_repair.md.j2"
+    template.write_text("EDITED {{ block_type }}\n", encoding="utf-8")
+    assert _rules(cache, *render).stdout == "EDITED VERDICT\n"
+    (pack / "pack.yaml").write_text("rulepack: [broken\n", encoding="utf-8")
+    broken = _rules(cache, *render)
+    assert broken.returncode == 2
+    assert "pack.yaml:2:1: invalid YAML" in broken.stderr
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda entry: entry["data"]["model"]["triggers"]["VERDICT"].update(max_attempts="x"),
+        lambda entry: entry["data"].update(models=[]),
+        lambda entry: entry["data"].update(model=[]),
+    ],
+    ids=["a-field-of-the-wrong-type", "no-models", "no-model"],
+)
+def test_an_image_not_signed_with_the_cache_key_is_not_used(tmp_path: Path, forge: object) -> None:
+    """The key is the cache folder's own: an image changed by anyone, with its digest
+    recomputed as a checksum, is passed over and the pack loaded afresh."""
+    import hashlib
+
+    cache = tmp_path / "cache"
+    command = ["eval", "--pack", "sentinel", *VERDICT, "--format", "json", BAD]
+    first = _rules(cache, *command)
+    [image] = _images(cache)
+    entry = json.loads(image.read_text(encoding="utf-8"))
+    forge(entry)  # type: ignore[operator]
+    canonical = json.dumps(entry["data"], sort_keys=True).encode()
+    entry["digest"] = hashlib.sha256(canonical).hexdigest()
+    image.write_text(json.dumps(entry), encoding="utf-8")
+    again = _rules(cache, *command)
+    assert _outcome(again) == _outcome(first)
+
+
+def test_the_cache_key_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _rules(cache, "eval", "--pack", "sentinel", *VERDICT, BAD)
+    mode = stat.S_IMODE((cache / "key").stat().st_mode)
+    assert mode == 0o600
