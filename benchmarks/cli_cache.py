@@ -9,9 +9,9 @@ stage on its example output), with a compiled-pack cache in a temporary folder
 warmed by one run of each command first, and Python's bytecode cache on (as an installed
 engine has it; `PYTHONDONTWRITEBYTECODE` is dropped). The commands run interleaved,
 ``--repeat`` times each; it prints each command's median wall and CPU time and their ratio to
-`rules parse` (from its cache) measured in the same run. `eval`, `render` and `gate` load
-and check the whole pack (only `parse` and `check` start from the compiled-pack cache).
-It measures, it does not judge.
+`rules parse` (from its cache) measured in the same run. `parse` starts from the pack's
+grammars in the compiled-pack cache, `eval`, `render` and `gate` from the pack's image there
+(engine.pack.image). It measures, it does not judge.
 """
 
 from __future__ import annotations
