@@ -22,7 +22,7 @@ from engine.core.textio import decode_output
 from engine.core.verdict import Verdict
 from engine.ledger import attempts as attempt_rows
 from engine.ledger import rounds as round_rows
-from engine.ledger.attempts import Attempt, KeptOutput
+from engine.ledger.attempts import Attempt, ItemAttempt, KeptOutput
 from engine.ledger.connection import Ledger, Tx
 from engine.ledger.store import Place, SessionLedger, locate
 from engine.pack.loaded import Pack
@@ -234,7 +234,7 @@ class Session:
             )
             decided.append(decision)
             attempt_id = attempt_rows.insert_attempt(
-                tx, session, block, key, decision.attempt, row, warnings, kept, token
+                tx, ItemAttempt(session, block, key, row, warnings, kept), decision.attempt, token
             )
             return decision, attempt_id
 
