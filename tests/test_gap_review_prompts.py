@@ -13,8 +13,8 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import REPO, run_cli
+from engine.pack.inputs import OutputInput
 from engine.prompts.examples.select import earlier_rounds, select_example, truncate_example
-from engine.session.inputs import OutputInput
 
 PACK = engine.load_pack("gap-review")
 EXAMPLES = PACK.model.examples

@@ -12,7 +12,7 @@ import pytest
 import engine
 from conftest import REPO, run_cli, run_script, script
 from engine.core.errors import EngineError
-from engine.session.inputs import OutputInput
+from engine.pack.inputs import OutputInput
 from engine.session.session import Session
 
 pytestmark = pytest.mark.usefixtures("session_backend")  # SQLite; PostgreSQL when slow

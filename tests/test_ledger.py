@@ -21,7 +21,7 @@ from engine.ledger import schema
 from engine.ledger.errors import LedgerError
 from engine.ledger.legacy import MIGRATIONS
 from engine.ledger.store import LEDGER_FILE, SessionLedger, locate
-from engine.session.inputs import OutputInput
+from engine.pack.inputs import OutputInput
 from engine.session.session import Session
 
 
@@ -83,7 +83,7 @@ def test_a_new_nonce_is_a_new_item(tmp_path: Path) -> None:
 WRITER = textwrap.dedent("""
     import sys
     import engine
-    from engine.session.inputs import OutputInput
+    from engine.pack.inputs import OutputInput
     from engine.session.session import Session
     pack = engine.load_pack("sentinel")
     text = open(sys.argv[2], "rb").read()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import engine
 from conftest import REPO, run_cli
-from engine.session.inputs import OutputInput
+from engine.pack.inputs import OutputInput
 from engine.session.session import Session
 
 

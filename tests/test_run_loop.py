@@ -14,7 +14,7 @@ from syrupy.assertion import SnapshotAssertion
 import engine
 from conftest import FIXTURES, REPO, child_pids, run_cli, run_script, script, still_running
 from engine.ledger.store import SessionLedger, locate
-from engine.session.inputs import OutputInput
+from engine.pack.inputs import OutputInput
 from engine.session.runner import run_loop
 from engine.session.session import Session
 

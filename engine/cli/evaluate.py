@@ -33,9 +33,9 @@ from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
 from engine.format.vocabulary import STANDARD_ACTIONS
 from engine.ledger.store import locate
+from engine.pack.inputs import OutputInput
 from engine.report import render
 from engine.session.evaluation import Evaluated, evaluate_output
-from engine.session.inputs import OutputInput
 from engine.session.session import ledger_accepted_rounds, record_prompt_warnings
 
 

@@ -32,7 +32,7 @@ from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.format.yamldoc import read_text
-from engine.session.inputs import OutputInput
+from engine.pack.inputs import OutputInput
 from engine.session.runner import DEFAULT_TIMEOUT, run_loop
 from engine.session.session import Outcome, Session
 

@@ -14,6 +14,7 @@ from engine.core.textio import MAX_OUTPUT_BYTES, too_large_message
 from engine.core.verdict import Verdict
 from engine.ledger.errors import LedgerError
 from engine.ledger.store import Place
+from engine.pack.inputs import OutputInput
 from engine.pack.loaded import Pack
 from engine.policy.triggers.decide import Decision
 from engine.server import metrics
@@ -46,7 +47,6 @@ from engine.server.sessions import (
 from engine.server.settings import ServerSettings
 from engine.session.choices import ChoiceBook
 from engine.session.evaluation import Evaluated, evaluate_output
-from engine.session.inputs import OutputInput
 from engine.session.session import Outcome, render_after
 
 DecisionHook = Callable[[Pack, OutputRequest, Verdict, Decision], None]

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.session.inputs import OutputInput
+from engine.pack.inputs import OutputInput
 
 STRICT = ConfigDict(extra="forbid", strict=True)
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.errors import UsageError
+from engine.pack.inputs import OutputInput
 from engine.pack.loaded import Pack, load_pack
-from engine.session.inputs import OutputInput
 from engine.session.loop import Execution, RunResult, adrive, attempts, drive
 from engine.session.session import DEFAULT_SESSION, Session
 from engine.session.tracing import record_run, run_span

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.core.verdict import Verdict
+from engine.pack.inputs import OutputInput
 from engine.pack.loaded import Pack
 from engine.policy.triggers.decide import Decision
-from engine.session.inputs import OutputInput
 from engine.session.session import Session
 from engine.session.tracing import evaluation_span, record_decision
 

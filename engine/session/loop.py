@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.core.verdict import Verdict
+from engine.pack.inputs import OutputInput
 from engine.policy.triggers.decide import Decision
-from engine.session.inputs import OutputInput
 from engine.session.items import sha256
 from engine.session.session import EXECUTION_FAILURE, Outcome, Session
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
-from engine.session.inputs import OutputInput
+from engine.pack.inputs import OutputInput
 from engine.session.loop import Execution, RunResult, attempts, drive
 from engine.session.session import Outcome, Session
 from engine.session.tracing import traced_run

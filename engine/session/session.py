@@ -25,13 +25,13 @@ from engine.ledger import rounds as round_rows
 from engine.ledger.attempts import Attempt, ItemAttempt, KeptOutput
 from engine.ledger.connection import Ledger, Tx
 from engine.ledger.store import Place, SessionLedger, locate
+from engine.pack.inputs import OutputInput
 from engine.pack.loaded import Pack
 from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
 from engine.session.choices import ChoiceBook, ensure_not_paused, round_failed
 from engine.session.conflicts import ConflictBook, decision_items
-from engine.session.inputs import OutputInput
 from engine.session.items import item_key, sha256
 from engine.session.tracing import traced_evaluation
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from engine.core import telemetry as t
 from engine.core.verdict import Verdict
+from engine.pack.inputs import OutputInput
 from engine.pack.loaded import Pack
 from engine.policy.triggers.decide import Decision
-from engine.session.inputs import OutputInput
 
 if TYPE_CHECKING:
     from engine.session.loop import RunResult

@@ -19,7 +19,7 @@ from engine.ledger import LedgerError, redacted
 from engine.ledger.attempts import Attempts
 from engine.ledger.connection import PostgresLedger, Tx, open_ledger
 from engine.ledger.url import parse_url
-from engine.session.inputs import OutputInput
+from engine.pack.inputs import OutputInput
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
 

@@ -18,7 +18,7 @@ from syrupy.assertion import SnapshotAssertion
 import engine
 from conftest import REPO, run_cli
 from engine.ledger.store import LEDGER_FILE, SessionLedger, locate
-from engine.session.inputs import OutputInput
+from engine.pack.inputs import OutputInput
 from engine.session.session import Session
 
 PACK_DIR = REPO / "rules" / "gap-review"

@@ -1,5 +1,5 @@
-"""One output to evaluate and what came with it: what `rules eval`, `rules run`, the
-server and the Python API hand a session (or ``evaluate_output``) for each attempt."""
+"""One output to evaluate and what came with it: what `rules eval`, `rules run`, `rules
+test`, the server and the Python API hand a pack or a session for each output."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ class OutputInput:
         verdict: Verdict,
         context: Mapping[str, Any],
         *,
-        attempt: int,
-        previous_errors: Sequence[str],
+        attempt: int = 1,
+        previous_errors: Sequence[str] = (),
         **counts: Any,
     ) -> Decision:
         """``pack``'s decision on ``verdict`` of the output as attempt ``attempt`` after
