@@ -116,8 +116,14 @@ def prepare(pack: Pack, body: OutputRequest) -> OutputInput:
             "model's: nothing was evaluated)",
             fields,
         )
-    given = replace(body.given(), output=data, vars=variables, context=context)
-    return replace(given, error=error, failure_type=failure_type)
+    return replace(
+        body.given(),
+        output=data,
+        vars=variables,
+        context=context,
+        error=error,
+        failure_type=failure_type,
+    )
 
 
 def due_prompt(
