@@ -13,6 +13,7 @@ from syrupy.assertion import SnapshotAssertion
 
 import engine
 from conftest import REPO, run_cli
+from engine.pack.inputs import OutputInput
 from engine.prompts.examples.select import earlier_rounds, select_example, truncate_example
 
 PACK = engine.load_pack("gap-review")
@@ -425,9 +426,11 @@ def test_rounds_the_ledger_did_not_accept_are_skipped(tmp_path: Path) -> None:
         for n in (2, 3):
             text = (root / f"round_{n:03d}" / "engineer.md").read_text()
             ledger_session.evaluate(
-                "engineer",
-                text if n == 2 else "# rejected\n",
-                context={"known_gaps": GAPS, "round": n},
+                OutputInput(
+                    "engineer",
+                    text if n == 2 else "# rejected\n",
+                    context={"known_gaps": GAPS, "round": n},
+                )
             )
     accepted = ledger_accepted_rounds(PACK, "engineer", context)
     assert choose("NO_GAPS_ADDRESSED", context, accepted=accepted).round == 2
@@ -454,14 +457,17 @@ def _round_three_prompt(session: Any, rounds: dict[int, str], context: dict[str,
     the retry prompt rendered for it."""
     for n, text in rounds.items():
         outcome = session.evaluate(
-            "engineer", text, context={**context, "round": n}, path=f"round_{n:03d}/engineer.md"
+            OutputInput(
+                "engineer", text, context={**context, "round": n}, path=f"round_{n:03d}/engineer.md"
+            )
         )
         assert outcome.verdict.status != "fail", outcome.verdict.error
     failing = FAILING["NO_GAPS_ADDRESSED"]
     third = {**context, "round": 3, "expected_path": "round_003/engineer.md"}
-    outcome = session.evaluate("engineer", failing, context=third, path="round_003/engineer.md")
+    given = OutputInput("engineer", failing, context=third, path="round_003/engineer.md")
+    outcome = session.evaluate(given)
     assert outcome.verdict.failure_type == "NO_GAPS_ADDRESSED"
-    return session.render_prompt(outcome.verdict, outcome.decision, output=failing, context=third)
+    return session.render_prompt(outcome.verdict, outcome.decision, given)
 
 
 def test_tier_two_of_a_session_in_a_ledger_reads_its_kept_accepted_outputs(

@@ -12,6 +12,7 @@ import pytest
 import engine
 from conftest import REPO, run_cli, run_script, script
 from engine.core.errors import EngineError
+from engine.pack.inputs import OutputInput
 from engine.session.session import Session
 
 pytestmark = pytest.mark.usefixtures("session_backend")  # SQLite; PostgreSQL when slow
@@ -191,10 +192,12 @@ def test_the_api_names_items(tmp_path: Path) -> None:
     with Session(pack, tmp_path / "s") as session:
         decisions = [
             session.evaluate(
-                "VERDICT", quoted(nonce), nonce=nonce, vars={"criterion": "AC1"}, item="k"
+                OutputInput(
+                    "VERDICT", quoted(nonce), nonce=nonce, vars={"criterion": "AC1"}, item="k"
+                )
             ).decision
             for nonce in ("4F2C9A", "5B3D1E")
         ]
         assert [(d.attempt, d.action) for d in decisions] == [(1, "REPAIR"), (2, "NEEDS_HUMAN")]
         with pytest.raises(EngineError, match="item name must not be empty"):
-            session.evaluate("VERDICT", quoted("4F2C9A"), nonce="4F2C9A", item=" ")
+            session.evaluate(OutputInput("VERDICT", quoted("4F2C9A"), nonce="4F2C9A", item=" "))

@@ -21,6 +21,7 @@ from engine.ledger import schema
 from engine.ledger.errors import LedgerError
 from engine.ledger.legacy import MIGRATIONS
 from engine.ledger.store import LEDGER_FILE, SessionLedger, locate
+from engine.pack.inputs import OutputInput
 from engine.session.session import Session
 
 
@@ -66,13 +67,15 @@ def test_a_new_nonce_is_a_new_item(tmp_path: Path) -> None:
     pack = engine.load_pack("sentinel")
     with Session(pack, tmp_path) as session:
         first = session.evaluate(
-            "VERDICT", BAD.read_bytes(), nonce="4F2C9A", vars={"criterion": "AC1"}
+            OutputInput("VERDICT", BAD.read_bytes(), nonce="4F2C9A", vars={"criterion": "AC1"})
         )
         other = session.evaluate(
-            "VERDICT",
-            BAD.read_bytes().replace(b"4F2C9A", b"ABCDEF"),
-            nonce="ABCDEF",
-            vars={"criterion": "AC1"},
+            OutputInput(
+                "VERDICT",
+                BAD.read_bytes().replace(b"4F2C9A", b"ABCDEF"),
+                nonce="ABCDEF",
+                vars={"criterion": "AC1"},
+            )
         )
     assert (first.decision.attempt, other.decision.attempt) == (1, 1)
 
@@ -80,13 +83,14 @@ def test_a_new_nonce_is_a_new_item(tmp_path: Path) -> None:
 WRITER = textwrap.dedent("""
     import sys
     import engine
+    from engine.pack.inputs import OutputInput
     from engine.session.session import Session
     pack = engine.load_pack("sentinel")
     text = open(sys.argv[2], "rb").read()
     with Session(pack, sys.argv[1]) as session:
         for i in range(int(sys.argv[3])):
-            session.evaluate("VERDICT", text, nonce="4F2C9A",
-                             vars={"criterion": f"AC{sys.argv[4]}x{i}"}, model="m")
+            session.evaluate(OutputInput("VERDICT", text, nonce="4F2C9A",
+                             vars={"criterion": f"AC{sys.argv[4]}x{i}"}, model="m"))
 """)
 
 
@@ -165,7 +169,9 @@ def test_records_hold_what_the_seeds_ask_for(tmp_path: Path) -> None:
     pack = engine.load_pack("sentinel")
     with Session(pack, tmp_path) as session:
         session.evaluate(
-            "VERDICT", BAD.read_bytes(), nonce="4F2C9A", vars={"criterion": "AC1"}, model="m-1"
+            OutputInput(
+                "VERDICT", BAD.read_bytes(), nonce="4F2C9A", vars={"criterion": "AC1"}, model="m-1"
+            )
         )
         [row] = session.ledger.attempts()
     assert row["ts"].endswith("Z") and row["ts"][10] == "T" and len(row["ts"]) == 20
@@ -259,7 +265,7 @@ def test_a_ledger_of_the_earlier_format_is_converted_keeping_every_row(
     pack = engine.load_pack("sentinel")
     with Session(pack, tmp_path) as session:  # the item's count goes on after its attempts
         outcome = session.evaluate(
-            "VERDICT", BAD.read_bytes(), nonce="4F2C9A", vars={"criterion": "AC1"}
+            OutputInput("VERDICT", BAD.read_bytes(), nonce="4F2C9A", vars={"criterion": "AC1"})
         )
         assert outcome.decision.attempt == 1  # another item: nonce and params make it
         if version >= 6:

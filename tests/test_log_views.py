@@ -6,6 +6,7 @@ from pathlib import Path
 
 import engine
 from conftest import REPO, run_cli
+from engine.pack.inputs import OutputInput
 from engine.session.session import Session
 
 
@@ -13,7 +14,9 @@ def _session(tmp_path: Path) -> Path:
     pack = engine.load_pack("sentinel")
     folder = tmp_path / "s"
     with Session(pack, folder) as session:
-        session.evaluate("VERDICT", "no block here", nonce="4F2C9A", vars={"criterion": "AC1"})
+        session.evaluate(
+            OutputInput("VERDICT", "no block here", nonce="4F2C9A", vars={"criterion": "AC1"})
+        )
     return folder
 
 
@@ -83,7 +86,9 @@ def test_json_and_jsonl_stream_every_attempt_with_its_warnings(tmp_path: Path) -
     pack = engine.load_pack("sentinel")
     with Session(pack, folder) as session:
         for n in (2, 3):
-            session.evaluate("VERDICT", "none", nonce=f"4F2C9{n}", vars={"criterion": "AC1"})
+            session.evaluate(
+                OutputInput("VERDICT", "none", nonce=f"4F2C9{n}", vars={"criterion": "AC1"})
+            )
     db = sqlite3.connect(folder / "ledger.sqlite3")
     with db:  # warnings of attempts 3 and 1, written out of attempt order
         for attempt_id, message in [(3, "w3a"), (1, "w1"), (3, "w3b")]:

@@ -14,6 +14,7 @@ from syrupy.assertion import SnapshotAssertion
 import engine
 from conftest import FIXTURES, REPO, child_pids, run_cli, run_script, script, still_running
 from engine.ledger.store import SessionLedger, locate
+from engine.pack.inputs import OutputInput
 from engine.session.runner import run_loop
 from engine.session.session import Session
 
@@ -195,11 +196,9 @@ def test_a_pack_may_retry_execution_failures_with_the_same_prompt(tmp_path: Path
     with Session(pack, tmp_path / "s") as session:
         result = run_loop(
             session,
-            "VERDICT",
+            OutputInput("VERDICT", nonce="4F2C9A", vars={"criterion": "AC1"}),
             [PY, str(MODELS / "crash_once.py"), str(tmp_path / "state")],
             prompt=prompt.read_text(),
-            nonce="4F2C9A",
-            vars={"criterion": "AC1"},
         )
     assert result.decision.action == "PROCEED"
     second = (tmp_path / "second_prompt.txt").read_text()

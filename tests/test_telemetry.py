@@ -17,6 +17,7 @@ import engine
 from conftest import REPO
 from engine.core import telemetry
 from engine.core.errors import EngineError
+from engine.pack.inputs import OutputInput
 from engine.session.session import Session
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra is not installed")
@@ -174,8 +175,8 @@ def test_session_evaluate_is_one_span_per_attempt(
     pack = engine.load_pack("sentinel")
     inputs = {"nonce": "4F2C9A", "vars": {"criterion": "AC1"}, "item": "task-7"}
     with Session(pack, tmp_path / "session") as session:
-        session.evaluate("VERDICT", BAD, **inputs)
-        session.evaluate(block="VERDICT", output=BAD, model="m-2", **inputs)
+        session.evaluate(OutputInput("VERDICT", BAD, **inputs))
+        session.evaluate(OutputInput(block="VERDICT", output=BAD, model="m-2", **inputs))
     finished = spans.get_finished_spans()
     assert [s.name for s in finished] == ["rules.evaluate", "rules.evaluate"]
     first, second = (dict(s.attributes or {}) for s in finished)
@@ -224,7 +225,9 @@ def test_an_evaluation_that_raises_is_a_failed_span_with_its_error_type(
 ) -> None:
     pack = engine.load_pack("sentinel")
     with Session(pack, tmp_path / "session") as session, pytest.raises(EngineError):
-        session.evaluate("VERDICT", BAD, nonce="4F2C9A", vars={"criterion": "AC1"}, item=" ")
+        session.evaluate(
+            OutputInput("VERDICT", BAD, nonce="4F2C9A", vars={"criterion": "AC1"}, item=" ")
+        )
     (failed,) = spans.get_finished_spans()
     assert failed.status.status_code == trace.StatusCode.ERROR
     assert (failed.attributes or {})["error.type"] == "engine.core.errors.EngineError"
@@ -310,10 +313,11 @@ def test_the_cli_sends_spans_where_the_otel_variables_say(tmp_path: Path) -> Non
 
 def test_the_library_sets_up_nothing_the_otel_variables_ask_for(tmp_path: Path) -> None:
     probe = (
-        "import sys, engine\nfrom engine.session.session import Session\n"
+        "import sys, engine\nfrom engine.pack.inputs import OutputInput\n"
+        "from engine.session.session import Session\n"
         "with Session(engine.load_pack('sentinel'), 'session') as session:\n"
-        f"    outcome = session.evaluate('VERDICT', {BAD!r}, nonce='4F2C9A', "
-        "vars={'criterion': 'AC1'})\n"
+        f"    outcome = session.evaluate(OutputInput('VERDICT', {BAD!r}, nonce='4F2C9A', "
+        "vars={'criterion': 'AC1'}))\n"
         "print(outcome.decision.action, sorted(m for m in sys.modules "
         "if m.startswith('opentelemetry')))\n"
     )

@@ -3,7 +3,7 @@ line, through the ledger package (docs/ledger.md, "Copying sessions")."""
 
 import sys
 
-from engine.ledger.attempts import Attempt, Attempts
+from engine.ledger.attempts import Attempt, Attempts, ItemAttempt
 from engine.ledger.connection import open_ledger
 
 failed = Attempt(
@@ -21,8 +21,8 @@ passed = Attempt(**{**failed.__dict__, "status": "pass", "action": "PROCEED", "f
 with open_ledger(sys.argv[1]) as ledger:
     attempts = Attempts(ledger)
     numbers = [
-        attempts.record_attempt("nightly", "VERDICT", "AC1", failed),
-        attempts.record_attempt("nightly", "VERDICT", "AC1", passed),
-        attempts.record_attempt("nightly", "VERDICT", "AC2", passed),
+        attempts.record_attempt(ItemAttempt("nightly", "VERDICT", "AC1", failed)),
+        attempts.record_attempt(ItemAttempt("nightly", "VERDICT", "AC1", passed)),
+        attempts.record_attempt(ItemAttempt("nightly", "VERDICT", "AC2", passed)),
     ]
 print("recorded attempts", numbers, "in", sys.argv[1])

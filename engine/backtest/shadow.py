@@ -4,7 +4,6 @@ live pack as the baseline), with the flips counted by the backtest's own compari
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,9 +16,10 @@ from engine.backtest.tally import (
     empty_tally,
 )
 from engine.core.errors import EngineError
-from engine.core.textio import MAX_OUTPUT_BYTES, clean_text, too_large_message
+from engine.core.textio import MAX_OUTPUT_BYTES, clean_text, decode_output, too_large_message
 from engine.ledger.shadow import ShadowEvaluation, ShadowLog, Side
 from engine.pack.compiled import prepared_output
+from engine.pack.inputs import OutputInput
 
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
@@ -29,20 +29,20 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LiveOutput:
-    """An output as the live pack took it: the request's inputs and the live outcome."""
+    """An output as the live pack took it: the request's output and inputs (as sent, before
+    the live pack capped and split them) and the live outcome."""
 
-    block: str
-    output: str
-    nonce: str | None
-    vars: Mapping[str, str]
-    context: Mapping[str, Any]
+    given: OutputInput
     attempt: int
     previous_errors: tuple[str, ...]
-    error: str | None
-    failure_type: str
     verdict: Verdict
     decision: Decision
     session: str = ""
+
+    @property
+    def text(self) -> str:
+        output = self.given.output
+        return output if isinstance(output, str) else decode_output(output or b"")
 
 
 def outcome_of(verdict: Verdict, decision: Decision) -> Outcome:
@@ -56,23 +56,24 @@ def judge_candidate(
     """``live``'s output under ``candidate``, as a backtest judges a record: the outcome
     and verdict (None: the candidate cannot evaluate or decide it) and why not. The output
     is capped at the candidate's own ``max_output_bytes``, as the live pack capped it."""
-    data = live.output.encode("utf-8", "surrogatepass")
+    given = live.given
+    data = live.text.encode("utf-8", "surrogatepass")
     cap = candidate.model.limits.max_output_bytes or MAX_OUTPUT_BYTES
-    error, failure_type = live.error, live.failure_type
+    error, failure_type = given.error, given.failure_type
     if error is None and len(data) > cap:
         data, error, failure_type = data[:cap], too_large_message(cap), "OUTPUT_TOO_LARGE"
     try:
-        variables, context = candidate.split_inputs(live.block, live.context, live.vars)
+        variables, context = candidate.split_inputs(given.block, given.context, given.vars)
         if error is not None:
-            verdict: Verdict | None = candidate.verdict_for_error(live.block, error, failure_type)
+            verdict: Verdict | None = candidate.verdict_for_error(given.block, error, failure_type)
         else:
-            prepared = prepared_output(data, live.nonce, variables or None, shared={})
-            verdict = candidate.evaluate_prepared(live.block, prepared, context or None)
+            prepared = prepared_output(data, given.nonce, variables or None, shared={})
+            verdict = candidate.evaluate_prepared(given.block, prepared, context or None)
     except EngineError as exc:
         return None, None, str(exc)
     record = {
-        "block": live.block,
-        "nonce": live.nonce,
+        "block": given.block,
+        "nonce": given.nonce,
         "context": context,
         "attempt": live.attempt,
         "previous_errors": live.previous_errors,
@@ -95,7 +96,7 @@ def shadow_evaluation(
     comparison of the candidate (the pack) with the live pack (the baseline)."""
     mine = outcome_of(live.verdict, live.decision)
     theirs, verdict, why = judge_candidate(candidate, live)
-    record = {"block": live.block, "id": live.session or None}
+    record = {"block": live.given.block, "id": live.session or None}
     flipped = compare_outcomes(
         empty_tally(2), record, "", 1, [theirs, mine], [verdict, live.verdict]
     )
@@ -104,14 +105,14 @@ def shadow_evaluation(
         revision=pack.revision,
         candidate=candidate_ref,
         candidate_revision=candidate.revision,
-        block=live.block,
+        block=live.given.block,
         live=_side(mine, live.verdict.error),
         candidate_side=None
         if theirs is None
         else _side(theirs, None if verdict is None else verdict.error),
         candidate_error=why,
         flipped=flipped,
-        excerpt=clean_text(live.output[:EXAMPLE_TEXT_CHARS]) if flipped else None,
+        excerpt=clean_text(live.text[:EXAMPLE_TEXT_CHARS]) if flipped else None,
         session=live.session,
     )
 

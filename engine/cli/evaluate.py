@@ -32,6 +32,7 @@ from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
 from engine.format.actions import STANDARD_ACTIONS
+from engine.pack.inputs import OutputInput
 from engine.report import render
 from engine.session.accepted import ledger_accepted_rounds
 from engine.session.evaluation import Evaluated, evaluate_output
@@ -160,24 +161,27 @@ def _run(
             raise UsageFailure("--keep-outputs needs --session: outputs are kept in its ledger")
         if session_dir is None and item is not None:
             raise UsageFailure("--item needs --session: its ledger counts the item's attempts")
-        return evaluate_output(
-            pack,
+        given = OutputInput(
             block,
             output,
-            variables=variables,
-            context=context,
-            nonce=nonce,
-            model=model,
-            source=source,
-            external_error=external_error,
-            failure_type=failure_type,
+            nonce,
+            variables,
+            context,
+            model,
+            source,
+            external_error,
+            failure_type,
+            item,
+        )
+        return evaluate_output(
+            pack,
+            given,
             attempt=attempt or 1,
             previous_errors=previous_errors,
             session_dir=session_dir,
             ledger=ledger_url,
             keep_outputs=keep_outputs,
             reuse_latest=reuse_latest,
-            item=item,
         )
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None

@@ -32,6 +32,7 @@ from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.format.yamldoc import read_text
+from engine.pack.inputs import OutputInput
 from engine.session.runner import DEFAULT_TIMEOUT, run_loop
 from engine.session.session import Outcome, Session
 
@@ -211,16 +212,14 @@ def run_command(
                         nonce=nonce,
                     )
                 )
+            given = OutputInput(
+                block, nonce=nonce, vars=variables, context=context, model=model, item=item
+            )
             result = run_loop(
                 session,
-                block,
+                given,
                 command,
                 prompt=prompt,
-                nonce=nonce,
-                item=item,
-                vars=variables,
-                context=context,
-                model=model,
                 timeout=timeout or pack.model.limits.model_timeout or DEFAULT_TIMEOUT,
                 max_output_bytes=output_cap(max_output_bytes, pack.model.limits.max_output_bytes),
                 progress=_report,

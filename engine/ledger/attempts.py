@@ -55,6 +55,19 @@ class KeptOutput:
     context: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class ItemAttempt:
+    """An attempt to record: the item it is an attempt of (its session, block and name),
+    its row, what its evaluation warned about and its kept output."""
+
+    session: str
+    block: str
+    item: str
+    attempt: Attempt
+    warnings: Sequence[str] = ()
+    kept: KeptOutput | None = None
+
+
 def now() -> str:
     """ISO 8601 UTC with seconds (``SOURCE_DATE_EPOCH`` fixes it: engine.core.clock)."""
     return clock.iso(clock.now())
@@ -74,13 +87,12 @@ def next_attempt(tx: Tx, session: str, block: str, item: str) -> int:
     return int(row[0])
 
 
-def _values(
-    session: str, block: str, item: str, attempt: Attempt, token: str | None
-) -> dict[str, Any]:
+def _values(record: ItemAttempt, token: str | None) -> dict[str, Any]:
+    attempt = record.attempt
     values: dict[str, Any] = {
-        "session": session,
-        "block": block,
-        "item": item,
+        "session": record.session,
+        "block": record.block,
+        "item": record.item,
         "ts": now(),
         "token": token,
         **{name: getattr(attempt, name) for name in _FIELDS},  # asdict deep-copies: slow
@@ -95,13 +107,11 @@ _INTEGERS = frozenset(
 )  # columns of INTEGER type (the annotations are strings: ``from __future__``)
 
 
-def _record_in_one_statement(
-    tx: Tx, session: str, block: str, item: str, attempt: Attempt, token: str
-) -> int:
+def _record_in_one_statement(tx: Tx, record: ItemAttempt, token: str) -> int:
     """Number and insert the attempt in one PostgreSQL statement (run as a transaction of
     its own: the item's row is locked only while the server executes and commits it, not
     across round trips to this process); its number."""
-    values = _values(session, block, item, attempt, token)
+    values = _values(record, token)
     columns = ", ".join(values)
     # typed parameters in a SELECT from the counter's row: the row id is taken as the row
     # is projected, after the counter row is locked, so ids follow attempt numbers
@@ -109,25 +119,15 @@ def _record_in_one_statement(
     row = tx.one(
         f"WITH n AS ({_NEXT} RETURNING last) INSERT INTO attempts ({columns}, attempt)"
         f" SELECT {marks}, n.last FROM n RETURNING attempt",
-        (session, block, item, *values.values()),
+        (record.session, record.block, record.item, *values.values()),
     )
     assert row is not None
     return int(row[0])
 
 
-def insert_attempt(
-    tx: Tx,
-    session: str,
-    block: str,
-    item: str,
-    number: int,
-    attempt: Attempt,
-    warnings: Sequence[str] = (),
-    kept: KeptOutput | None = None,
-    token: str | None = None,
-) -> int:
-    """Insert attempt ``number`` of the item inside ``tx``; its row id."""
-    values = {**_values(session, block, item, attempt, token), "attempt": number}
+def insert_attempt(tx: Tx, record: ItemAttempt, number: int, token: str | None = None) -> int:
+    """Insert ``record`` as attempt ``number`` of its item inside ``tx``; its row id."""
+    values = {**_values(record, token), "attempt": number}
     columns = ", ".join(values)
     marks = ", ".join("?" for _ in values)
     row = tx.one(
@@ -135,12 +135,12 @@ def insert_attempt(
     )
     assert row is not None
     attempt_id = int(row[0])
-    for message in warnings:
+    for message in record.warnings:
         tx.execute(
             "INSERT INTO warnings (attempt_id, ts, message) VALUES (?, ?, ?)",
             (attempt_id, values["ts"], message),
         )
-    if kept is not None:
+    if (kept := record.kept) is not None:
         tx.execute(
             "INSERT INTO kept_outputs (attempt_id, vars, context, output) VALUES (?, ?, ?, ?)",
             (
@@ -166,20 +166,12 @@ class Attempts:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    def record_attempt(
-        self,
-        session: str,
-        block: str,
-        item: str,
-        attempt: Attempt,
-        warnings: Sequence[str] = (),
-        kept: KeptOutput | None = None,
-    ) -> int:
-        """Record ``attempt`` as the item's next attempt, with its warnings and kept
+    def record_attempt(self, record: ItemAttempt) -> int:
+        """Record ``record`` as its item's next attempt, with its warnings and kept
         output, in one transaction; its attempt number. A write retried after a lost
         connection is recorded once (a token marks it)."""
         token = uuid.uuid4().hex
-        single = self.ledger.dialect == "postgresql" and not warnings and kept is None
+        single = self.ledger.dialect == "postgresql" and not record.warnings and record.kept is None
 
         def work(tx: Tx) -> int:
             if tx.retry:  # the first run may have committed before its connection broke
@@ -187,9 +179,9 @@ class Attempts:
                 if done is not None:
                     return int(done[0])
             elif single:
-                return _record_in_one_statement(tx, session, block, item, attempt, token)
-            number = next_attempt(tx, session, block, item)
-            insert_attempt(tx, session, block, item, number, attempt, warnings, kept, token)
+                return _record_in_one_statement(tx, record, token)
+            number = next_attempt(tx, record.session, record.block, record.item)
+            insert_attempt(tx, record, number, token)
             return number
 
         return self.ledger.write(work, single=single)

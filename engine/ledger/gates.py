@@ -4,36 +4,39 @@ evaluation: ``{timestamp, gate_result, reprompt_generated}``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from engine.ledger.connection import Tx
 
+RESULT_COLUMNS = ("gate", "retry", "valid", "action", "reason", "checked", "errors")
+"""The gate result's fields that ``gate_results`` stores, each in a column of its name."""
+
 
 @dataclass(frozen=True)
 class GateRecord:
-    """One run of a quality gate, as stored."""
+    """One run of a quality gate, as stored: its result with what the ledger adds (when,
+    which pack, a hash of the reprompt it produced, its artifact)."""
 
     ts: str
     pack: str
-    gate: str
-    retry: int
-    valid: bool
-    action: str
-    reason: str
-    checked: Sequence[str]
-    errors: Sequence[str]
+    result: Mapping[str, Any]
+    """The gate result's fields by name (``vars`` of engine.policy.gates.runtime.GateResult):
+    those of ``RESULT_COLUMNS`` are stored."""
     reprompt_sha256: str | None = None
     artifact: Mapping[str, Any] | None = None
 
 
 def insert(tx: Tx, session: str, record: GateRecord) -> int:
     """Record one gate result; its id."""
-    values = dict(record.__dict__)
-    values["valid"] = int(record.valid)
-    values["checked"] = json.dumps(list(record.checked), ensure_ascii=False)
-    values["errors"] = json.dumps(list(record.errors), ensure_ascii=False)
+    result = record.result
+    values = {name: result[name] for name in RESULT_COLUMNS}
+    values["valid"] = int(result["valid"])
+    values["checked"] = json.dumps(list(result["checked"]), ensure_ascii=False)
+    values["errors"] = json.dumps(list(result["errors"]), ensure_ascii=False)
+    values["ts"], values["pack"] = record.ts, record.pack
+    values["reprompt_sha256"] = record.reprompt_sha256
     values["artifact"] = (
         None if record.artifact is None else json.dumps(record.artifact, ensure_ascii=False)
     )

@@ -258,7 +258,7 @@ class SessionLedger:
                     tx,
                     self.session,
                     str(failure["timestamp"]),
-                    record.gate,
+                    record.result["gate"],
                     failure["gate_result"],
                     bool(failure["reprompt_generated"]),
                 )

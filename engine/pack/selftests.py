@@ -38,6 +38,7 @@ from engine.format.locate import display_path
 from engine.format.yamldoc import read_yaml
 from engine.pack.cases import PackTest
 from engine.pack.compiled import Pack
+from engine.pack.inputs import OutputInput
 from engine.pack.loaded import load_pack
 
 PACK_TEST_FAILED = FindingRule(
@@ -299,22 +300,18 @@ def run_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
         return run_gate_case(pack, case, update)
     assert spec.block is not None
     result = CaseResult(spec.name, spec.block, case.position)
-    output = _input(case)
-    if spec.error is not None:
-        verdict = pack.verdict_for_error(spec.block, spec.error, "PARSE_ERROR")
-    else:
-        verdict = pack.evaluate(
-            spec.block,
-            output,
-            nonce=spec.nonce,
-            vars=spec.vars,
-            context=spec.context,
-            path=spec.input_file,
-        )
-    text = decode_output(output) if output is not None else ""
-    decision = pack.decide(
-        verdict, output=text, attempt=spec.attempt, nonce=spec.nonce, context=spec.context
+    given = OutputInput(
+        spec.block,
+        _input(case),
+        spec.nonce,
+        spec.vars,
+        spec.context,
+        path=spec.input_file,
+        error=spec.error,
     )
+    verdict = given.verdict(pack, spec.context)
+    decision = given.decide(pack, verdict, spec.context, attempt=spec.attempt)
+    text = decode_output(given.output) if given.output is not None else ""
     _compare(
         result,
         [

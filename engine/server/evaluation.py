@@ -4,7 +4,7 @@ and decided through the API `rules eval` and `rules render` use."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -15,6 +15,7 @@ from engine.core.verdict import Verdict
 from engine.ledger.errors import LedgerError
 from engine.ledger.store import Place
 from engine.pack.compiled import Pack
+from engine.pack.inputs import OutputInput
 from engine.policy.triggers.decide import Decision
 from engine.server import metrics
 from engine.server.documents import EvaluationDocument, RenderDocument, SessionOutputDocument
@@ -44,9 +45,9 @@ from engine.server.sessions import (
     session_name_problem,
 )
 from engine.server.settings import ServerSettings
-from engine.session.accepted import ledger_accepted_rounds
 from engine.session.choices import ChoiceBook
-from engine.session.evaluation import evaluate_output
+from engine.session.evaluation import Evaluated, evaluate_output
+from engine.session.session import Outcome, render_after
 
 DecisionHook = Callable[[Pack, OutputRequest, Verdict, Decision], None]
 """Called after each decision with the pack, the request and the outcome; a hook must not
@@ -89,21 +90,10 @@ def check_block(pack: Pack, block: str) -> None:
         )
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """An output request made into the inputs `rules eval` hands the engine."""
-
-    output: bytes
-    variables: dict[str, str]
-    context: dict[str, Any]
-    error: str | None
-    failure_type: str
-
-
-def prepare(pack: Pack, body: OutputRequest) -> Prepared:
-    """The block checked, the output capped at the pack's ``max_output_bytes`` (a bigger
-    one is an OUTPUT_TOO_LARGE failure, as in the CLI), vars split into block params and
-    context, the caller's required inputs checked."""
+def prepare(pack: Pack, body: OutputRequest) -> OutputInput:
+    """The request's output and inputs, the block checked, the output capped at the pack's
+    ``max_output_bytes`` (a bigger one is an OUTPUT_TOO_LARGE failure, as in the CLI), vars
+    split into block params and context, the caller's required inputs checked."""
     check_block(pack, body.block)
     data = body.output.encode("utf-8", "surrogatepass")
     cap = pack.model.limits.max_output_bytes or MAX_OUTPUT_BYTES
@@ -126,29 +116,26 @@ def prepare(pack: Pack, body: OutputRequest) -> Prepared:
             "model's: nothing was evaluated)",
             fields,
         )
-    return Prepared(data, variables, context, error, failure_type)
+    return replace(
+        body.given(),
+        output=data,
+        vars=variables,
+        context=context,
+        error=error,
+        failure_type=failure_type,
+    )
 
 
-def prompt_for(
-    pack: Pack,
-    body: OutputRequest,
-    ready: Prepared,
-    verdict: Verdict,
-    decision: Decision,
-    user_context: str = "",
-    place: Place | None = None,
-) -> tuple[str, list[str]]:
-    """The prompt ``decision`` calls for and its warnings, from the request's inputs
-    (``place``: the session's, whose ledger keeps the outputs of tier-2 examples)."""
-    rendered = pack.render_prompt(
-        verdict,
-        decision,
-        output=ready.output,
-        nonce=body.nonce,
-        vars=ready.variables,
-        context=ready.context,
-        accepted_rounds=ledger_accepted_rounds(pack, verdict.block, ready.context, place),
-        user_context=user_context,
+def due_prompt(
+    pack: Pack, ready: OutputInput, result: Evaluated | Outcome, place: Place | None = None
+) -> tuple[str | None, list[str]]:
+    """The prompt ``result``'s decision calls for after ``ready`` and its warnings, or no
+    prompt when none is due (``place``: the session's, whose ledger keeps the outputs of
+    tier-2 examples)."""
+    if result.decision.template is None:
+        return None, []
+    rendered = render_after(
+        pack, result.verdict, result.decision, ready, result.user_context, place
     )
     return rendered.text, list(rendered.warnings)
 
@@ -173,17 +160,7 @@ def _evaluate(
     ready = prepare(pack, body)
     try:
         evaluated = evaluate_output(
-            pack,
-            body.block,
-            ready.output,
-            variables=ready.variables,
-            context=ready.context,
-            nonce=body.nonce,
-            model=body.model,
-            external_error=ready.error,
-            failure_type=ready.failure_type,
-            attempt=body.attempt,
-            previous_errors=tuple(body.previous_errors),
+            pack, ready, attempt=body.attempt, previous_errors=tuple(body.previous_errors)
         )
         verdict, decision = evaluated.verdict, evaluated.decision
         decided(hooks, pack, body, evaluated)
@@ -193,12 +170,9 @@ def _evaluate(
                 "verdict": verdict.to_json(),
                 "decision": decision.to_json(),
             }
-        prompt = presentation = None
-        warnings: list[str] = []
-        if decision.limit is not None and decision.limit.get("presentation"):
-            presentation = pack.present(verdict, decision, ready.context)
-        elif decision.template is not None:
-            prompt, warnings = prompt_for(pack, body, ready, verdict, decision)
+        presents = decision.limit is not None and bool(decision.limit.get("presentation"))
+        presentation = pack.present(verdict, decision, ready.context) if presents else None
+        prompt, warnings = (None, []) if presents else due_prompt(pack, ready, evaluated)
     except EngineError as exc:
         raise refused(exc) from None
     return {
@@ -270,18 +244,7 @@ def _record(
                         f"session {name!r} was paused at {paused} by a choice; resume it "
                         "with `rules choose --resume`",
                     )
-                outcome = session.evaluate(
-                    body.block,
-                    ready.output,
-                    nonce=body.nonce,
-                    vars=ready.variables,
-                    context=ready.context,
-                    model=body.model,
-                    path="-",
-                    error=ready.error,
-                    failure_type=ready.failure_type,
-                    item=body.item,
-                )
+                outcome = session.evaluate(ready)
         except OSError as exc:
             metrics.LEDGER_ERRORS.inc()
             raise Problem(LEDGER_UNAVAILABLE, f"session {name!r}: {exc.strerror or exc}") from None
@@ -289,15 +252,10 @@ def _record(
             raise refused(exc) from None
     verdict, decision = outcome.verdict, outcome.decision
     decided(hooks, pack, body, outcome)
-    prompt = None
-    warnings: list[str] = []
-    if decision.template is not None:
-        try:
-            prompt, warnings = prompt_for(
-                pack, body, ready, verdict, decision, outcome.user_context, place
-            )
-        except EngineError as exc:
-            raise refused(exc) from None
+    try:
+        prompt, warnings = due_prompt(pack, ready, outcome, place)
+    except EngineError as exc:
+        raise refused(exc) from None
     return {
         "pack": about(pack),
         "verdict": verdict.to_json(),

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.pack.inputs import OutputInput
+
 STRICT = ConfigDict(extra="forbid", strict=True)
+
+INPUT_FIELDS = {f.name for f in fields(OutputInput)}
+"""The fields of a request that are inputs of its output (the rest choose the pack and, for
+POST /v1/evaluate, the attempt)."""
 
 
 class OutputRequest(BaseModel):
@@ -30,6 +37,10 @@ class OutputRequest(BaseModel):
     )
     failure_type: str = Field("PARSE_ERROR", description="The failure type of `error`.")
     model: str | None = Field(None, description="The model that produced the output.")
+
+    def given(self) -> OutputInput:
+        """The request's output and inputs as the engine takes them (read from no file)."""
+        return OutputInput(path="-", **self.model_dump(include=INPUT_FIELDS))
 
 
 class EvaluateRequest(OutputRequest):

@@ -144,17 +144,11 @@ class Shadows:
                 if candidate.name != pack.name:
                     continue
                 live = LiveOutput(
-                    block=body.block,
-                    output=body.output,
-                    nonce=body.nonce,
-                    vars=body.vars,
-                    context=body.context,
-                    attempt=decision.attempt,
-                    previous_errors=tuple(getattr(body, "previous_errors", ())),
-                    error=body.error,
-                    failure_type=body.failure_type,
-                    verdict=verdict,
-                    decision=decision,
+                    body.given(),
+                    decision.attempt,
+                    tuple(getattr(body, "previous_errors", ())),
+                    verdict,
+                    decision,
                 )
                 try:
                     self.queue.put_nowait(_Job(pack, candidate, live))
@@ -223,7 +217,7 @@ class Shadows:
                 revision=job.pack.revision,
                 candidate=candidate.ref,
                 candidate_revision=candidate.pack.revision,
-                block=job.live.block,
+                block=job.live.given.block,
                 live=Side(*outcome_of(job.live.verdict, job.live.decision), job.live.verdict.error),
                 candidate_side=None,
                 candidate_error=f"the candidate raised {type(exc).__name__}",

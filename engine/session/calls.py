@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.core.errors import UsageError
 from engine.pack.compiled import Pack
+from engine.pack.inputs import OutputInput
 from engine.pack.loaded import load_pack
 from engine.session.loop import Execution, RunResult, adrive, attempts, drive
 from engine.session.session import DEFAULT_SESSION, Session
@@ -137,20 +138,10 @@ def _loop(
         prompt_key = loaded.model.session.prompt
         if prompt and prompt_key:
             checked.setdefault(prompt_key, prompt)
-        yield (
-            attempts(
-                opened,
-                block,
-                prompt=first,
-                nonce=nonce,
-                item=item,
-                vars=params,
-                context=checked,
-                model=model,
-            ),
-            limit,
-            loaded,
+        given = OutputInput(
+            block, nonce=nonce, vars=params, context=checked, model=model, item=item
         )
+        yield attempts(opened, given, prompt=first), limit, loaded
 
 
 def _pack(name: str, pack: Any) -> Pack:

@@ -72,17 +72,11 @@ def record_gate(
     with SessionLedger(place) as ledger:
         ledger.record_gate(
             GateRecord(
-                ts=outcome.timestamp,
-                pack=pack.name,
-                gate=result.gate,
-                retry=result.retry,
-                valid=result.valid,
-                action=result.action,
-                reason=result.reason,
-                checked=result.checked,
-                errors=result.errors,
-                reprompt_sha256=None if outcome.reprompt is None else sha256(outcome.reprompt),
-                artifact=outcome.artifact,
+                outcome.timestamp,
+                pack.name,
+                vars(result),
+                None if outcome.reprompt is None else sha256(outcome.reprompt),
+                outcome.artifact,
             ),
             None if result.action == "PROCEED" else line,
         )

@@ -12,12 +12,13 @@ before the next prompt is asked for, so an interrupted step leaves no half-recor
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator
 from contextlib import closing
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.core.verdict import Verdict
+from engine.pack.inputs import OutputInput
 from engine.policy.triggers.decide import Decision
 from engine.session.items import sha256
 from engine.session.session import EXECUTION_FAILURE, Outcome, Session
@@ -70,38 +71,29 @@ AsyncStep = Callable[[str], Awaitable[Execution]]
 
 def attempts(
     session: Session,
-    block: str,
+    given: OutputInput,
     *,
     prompt: str,
-    nonce: str | None = None,
-    item: str | None = None,
-    vars: Mapping[str, str] | None = None,
-    context: Mapping[str, Any] | None = None,
-    model: str | None = None,
     progress: Callable[[Outcome], None] = lambda outcome: None,
 ) -> Generator[str, Execution, RunResult]:
     """The loop: yields each prompt, receives its ``Execution``, returns the ``RunResult``.
 
-    Each output is an attempt of one item: the one ``item`` names, else the pack's
+    ``given`` holds the loop's inputs: each execution's output and error replace its own.
+    Each output is an attempt of one item: the one ``given.item`` names, else the pack's
     ``session.item`` parts; without a nonce and a name those parts and a fresh run id, so
     separate runs never share a count."""
-    run = uuid.uuid4().hex if nonce is None and item is None else None
+    run = uuid.uuid4().hex if given.nonce is None and given.item is None else None
     done: list[Attempt] = []
     current = prompt
     while True:
         execution = yield current
-        outcome = session.evaluate(
-            block,
-            execution.output,
-            nonce=nonce,
-            vars=vars,
-            context=context,
-            model=model,
+        attempt = replace(
+            given,
+            output=execution.output,
             error=execution.error,
             failure_type=EXECUTION_FAILURE,
-            item=item,
-            run=run,
         )
+        outcome = session.evaluate(attempt, run=run)
         progress(outcome)
         decision = outcome.decision
         done.append(Attempt(current, execution.output, outcome.verdict, decision))
@@ -109,13 +101,7 @@ def attempts(
             return RunResult(outcome.verdict, decision, tuple(done))
         if execution.error is None and decision.template is not None:
             rendered = session.render_prompt(
-                outcome.verdict,
-                decision,
-                output=execution.output,
-                nonce=nonce,
-                vars=vars,
-                context=context,
-                user_context=outcome.user_context,
+                outcome.verdict, decision, attempt, outcome.user_context
             )
             current = rendered.text
             session.ledger.note_prompt(

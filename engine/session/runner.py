@@ -13,10 +13,10 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
+from engine.pack.inputs import OutputInput
 from engine.session.loop import Execution, RunResult, attempts, drive
 from engine.session.session import Outcome, Session
 from engine.session.tracing import traced_run
@@ -131,30 +131,15 @@ def execute(
 @traced_run
 def run_loop(
     session: Session,
-    block: str,
+    given: OutputInput,
     command: Sequence[str],
     *,
     prompt: str = "",
-    nonce: str | None = None,
-    item: str | None = None,
-    vars: Mapping[str, str] | None = None,
-    context: Mapping[str, Any] | None = None,
-    model: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     max_output_bytes: int = MAX_OUTPUT_BYTES,
     progress: Callable[[Outcome], None] = lambda outcome: None,
 ) -> RunResult:
     """Run ``command`` until the pack's final decision (``engine.session.loop.attempts``,
-    each output an attempt; ``item``, ``nonce`` and the rest as there)."""
-    loop = attempts(
-        session,
-        block,
-        prompt=prompt,
-        nonce=nonce,
-        item=item,
-        vars=vars,
-        context=context,
-        model=model,
-        progress=progress,
-    )
+    each output an attempt of ``given``'s block and item, as there)."""
+    loop = attempts(session, given, prompt=prompt, progress=progress)
     return drive(loop, lambda text: execute(command, text, timeout, max_output_bytes))

@@ -22,10 +22,11 @@ from engine.core.textio import decode_output
 from engine.core.verdict import Verdict
 from engine.ledger import attempts as attempt_rows
 from engine.ledger import rounds as round_rows
-from engine.ledger.attempts import Attempt, KeptOutput
+from engine.ledger.attempts import Attempt, ItemAttempt, KeptOutput
 from engine.ledger.connection import Ledger, Tx
 from engine.ledger.store import Place, SessionLedger, locate
 from engine.pack.compiled import Pack
+from engine.pack.inputs import OutputInput
 from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
@@ -109,42 +110,25 @@ class Session:
 
     @traced_evaluation
     def evaluate(
-        self,
-        block: str,
-        output: str | bytes | None,
-        *,
-        nonce: str | None = None,
-        vars: Mapping[str, str] | None = None,
-        context: Mapping[str, Any] | None = None,
-        model: str | None = None,
-        path: str | None = None,
-        error: str | None = None,
-        failure_type: str = "PARSE_ERROR",
-        reuse_latest: bool = False,
-        item: str | None = None,
-        run: str | None = None,
+        self, given: OutputInput, *, reuse_latest: bool = False, run: str | None = None
     ) -> Outcome:
-        """Evaluate ``output`` as the next attempt of its item, decide, and record both.
+        """Evaluate ``given`` as the next attempt of its item, decide, and record both.
 
-        The item is the one ``item`` names, else the one the pack's ``session.item`` parts
-        make (with ``run``, a run id, added: one run's attempts, no one else's). With
+        The item is the one ``given.item`` names, else the one the pack's ``session.item``
+        parts make (with ``run``, a run id, added: one run's attempts, no one else's). With
         ``reuse_latest`` an output that is the item's latest recorded attempt (the
         same text and error) is that attempt again, not a new one: `rules render` after
         `rules eval` of one output decides as eval did and records nothing."""
-        params = dict(vars or {})
+        block, output, item = given.block, given.output, given.item
+        params = dict(given.vars)
         if item is not None and (problem := item_name_problem(item)):
             raise EngineError(f"item={item[:60]!r}: {problem}")
-        context = self.with_decisions(context)
+        context = self.with_decisions(given.context)
         choices = ChoiceBook(self.ledger)
         ensure_not_paused(choices, self.place.label)
-        if error is not None:
-            verdict = self.pack.verdict_for_error(block, error, failure_type)
-        else:
-            verdict = self.pack.evaluate(
-                block, output, nonce=nonce, vars=params, context=context, path=path
-            )
+        verdict = given.verdict(self.pack, context)
         text = decode_output(output) if output is not None else ""
-        inputs = {"nonce": nonce, "params": params}
+        inputs = {"nonce": given.nonce, "params": params}
         key = item_key(
             {
                 part: inputs[part] if part in inputs else (context or {}).get(part)
@@ -171,14 +155,12 @@ class Session:
                 latest = history[-1]
                 return Outcome(
                     verdict,
-                    self.pack.decide(
+                    given.decide(
+                        self.pack,
                         verdict,
-                        output=text,
+                        context,
                         attempt=latest["attempt"],
                         previous_errors=[r["error"] for r in history[:-1] if r["error"]],
-                        nonce=nonce,
-                        model=model,
-                        context=context,
                         measure=measure,
                         earlier=self._earlier_rounds(block, measure),
                         extra_attempts=grant.attempts,
@@ -211,14 +193,12 @@ class Session:
                 round_rows.put_count(
                     tx, session, block, measure.round, measure.count, measure.total
                 )
-            decision = self.pack.decide(
+            decision = given.decide(
+                self.pack,
                 verdict,
-                output=text,
+                context,
                 attempt=number,
                 previous_errors=previous,
-                nonce=nonce,
-                model=model,
-                context=context,
                 measure=measure,
                 earlier=earlier,
                 extra_attempts=grant.attempts,
@@ -237,8 +217,8 @@ class Session:
                 round=round_number if isinstance(round_number, int) else None,
                 failure_type=verdict.failure_type,
                 error=verdict.error,
-                nonce=nonce,
-                model=model,
+                nonce=given.nonce,
+                model=given.model,
                 validation=self._validation_tier(block, verdict),
                 data_summary=_summary(verdict),
                 pack_version=self.pack.model.version,
@@ -255,7 +235,7 @@ class Session:
             )
             decided.append(decision)
             attempt_id = attempt_rows.insert_attempt(
-                tx, session, block, key, decision.attempt, row, warnings, kept, token
+                tx, ItemAttempt(session, block, key, row, warnings, kept), decision.attempt, token
             )
             return decision, attempt_id
 
@@ -304,28 +284,11 @@ class Session:
         return values
 
     def render_prompt(
-        self,
-        verdict: Verdict,
-        decision: Decision,
-        *,
-        output: str | bytes,
-        nonce: str | None = None,
-        vars: Mapping[str, str] | None = None,
-        context: Mapping[str, Any] | None = None,
-        user_context: str = "",
+        self, verdict: Verdict, decision: Decision, given: OutputInput, user_context: str = ""
     ) -> RenderedPrompt:
-        """The prompt ``decision`` calls for, with example rounds the ledger accepted and
-        the user's text a choice added for the item (``Outcome.user_context``)."""
-        return self.pack.render_prompt(
-            verdict,
-            decision,
-            output=output,
-            nonce=nonce,
-            vars=vars,
-            context=context,
-            accepted_rounds=ledger_accepted_rounds(self.pack, verdict.block, context, self.place),
-            user_context=user_context,
-        )
+        """The prompt ``decision`` calls for after ``given``, with example rounds the ledger
+        accepted and the user's text a choice added for the item (``Outcome.user_context``)."""
+        return render_after(self.pack, verdict, decision, given, user_context, self.place)
 
     def _validation_tier(self, block: str, verdict: Verdict) -> str | None:
         """Which tier of validation failed: structure, content or execution."""
@@ -341,6 +304,29 @@ def record_prompt_warnings(place: Place, attempt_id: int, warnings: Sequence[str
     could not be read) to that attempt in the session's ledger."""
     with SessionLedger(place) as ledger:
         ledger.note_prompt(attempt_id, {"warnings": list(warnings)})
+
+
+def render_after(
+    pack: Pack,
+    verdict: Verdict,
+    decision: Decision,
+    given: OutputInput,
+    user_context: str = "",
+    place: Place | None = None,
+) -> RenderedPrompt:
+    """The prompt ``decision`` calls for after ``given``, with the example rounds of tier 2
+    (``ledger_accepted_rounds``: ``place`` is the session's, whose ledger keeps outputs) and
+    the user's text a choice added for the item."""
+    return pack.render_prompt(
+        verdict,
+        decision,
+        output=given.output if given.output is not None else b"",
+        nonce=given.nonce,
+        vars=given.vars,
+        context=given.context,
+        accepted_rounds=ledger_accepted_rounds(pack, verdict.block, given.context, place),
+        user_context=user_context,
+    )
 
 
 def _summary(verdict: Verdict) -> str | None:

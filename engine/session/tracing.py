@@ -12,6 +12,7 @@ import functools
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from engine.core import telemetry as t
+from engine.pack.inputs import OutputInput
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -98,14 +99,13 @@ def record_run(span: t.Span, result: RunResult) -> None:
     span.set_attributes({t.ATTEMPTS: len(result.attempts)})
 
 
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _call_inputs(args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[str, dict[str, Any]]:
-    """The block (the first argument, or ``block=``), the item and the model of a call."""
-    block = _text(args[0] if args else kwargs.get("block")) or ""
-    return block, {"item": _text(kwargs.get("item")), "model": _text(kwargs.get("model"))}
+    """The block, the item and the model of a call's inputs (its first argument, or
+    ``given=``)."""
+    given = args[0] if args else kwargs.get("given")
+    if not isinstance(given, OutputInput):
+        return "", {"item": None, "model": None}
+    return given.block, {"item": given.item, "model": given.model}
 
 
 def _traced(

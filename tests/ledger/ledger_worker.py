@@ -27,7 +27,7 @@ import uuid
 from typing import Any
 
 from engine.ledger import LedgerError
-from engine.ledger.attempts import Attempt, Attempts, insert_attempt, next_attempt
+from engine.ledger.attempts import Attempt, Attempts, ItemAttempt, insert_attempt, next_attempt
 from engine.ledger.connection import Ledger, Row, Tx, open_ledger
 
 ATTEMPT = Attempt(
@@ -68,7 +68,7 @@ def record(url: str, session: str, count: int, items: int, start: int = 0) -> in
             for n in range(count):
                 item = f"item-{(start + n) % items}"
                 warnings = ("first", "second") if n % 2 else ()
-                number = attempts.record_attempt(session, "B", item, ATTEMPT, warnings)
+                number = attempts.record_attempt(ItemAttempt(session, "B", item, ATTEMPT, warnings))
                 print(item, number, flush=True)
     except LedgerError as exc:
         print(f"error: {exc}", flush=True)
@@ -131,7 +131,7 @@ def evaluate_one(ledger: Ledger, pack: Any, session: str, item: str, text: str) 
             nonce=NONCE,
         )
         number = decision.attempt
-        row_id = insert_attempt(tx, session, BLOCK, item, number, attempt, token=token)
+        row_id = insert_attempt(tx, ItemAttempt(session, BLOCK, item, attempt), number, token)
         return row_id, number, int(decision.final), decision.action
 
     return ledger.write(work)

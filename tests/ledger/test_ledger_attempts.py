@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.ledger.attempts import Attempt, Attempts, KeptOutput, next_attempt
+from engine.ledger.attempts import Attempt, Attempts, ItemAttempt, KeptOutput, next_attempt
 from engine.ledger.connection import Tx, open_ledger
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
@@ -70,9 +70,9 @@ def test_history_holds_the_attempts_their_warnings_and_kept_outputs(ledger_url: 
     with open_ledger(ledger_url) as ledger:
         attempts = Attempts(ledger)
         kept = KeptOutput(text="héllo\n", vars={"k": "v"}, context={"round": 2})
-        assert attempts.record_attempt("s", "B", "i", ATTEMPT, ["w1", "w2"], kept) == 1
+        assert attempts.record_attempt(ItemAttempt("s", "B", "i", ATTEMPT, ["w1", "w2"], kept)) == 1
         final = Attempt(**{**ATTEMPT.__dict__, "final": True, "action": "accept", "round": 2})
-        assert attempts.record_attempt("s", "B", "i", final) == 2
+        assert attempts.record_attempt(ItemAttempt("s", "B", "i", final)) == 2
         history = attempts.history("s", "B", "i")
         assert [(r["attempt"], r["final"], r["round"], r["warnings"]) for r in history] == [
             (1, False, None, ["w1", "w2"]),
@@ -94,7 +94,7 @@ def test_history_holds_the_attempts_their_warnings_and_kept_outputs(ledger_url: 
 def test_a_failed_transaction_gives_its_number_back(ledger_url: str) -> None:
     with open_ledger(ledger_url) as ledger:
         attempts = Attempts(ledger)
-        assert attempts.record_attempt("s", "B", "i", ATTEMPT) == 1
+        assert attempts.record_attempt(ItemAttempt("s", "B", "i", ATTEMPT)) == 1
 
         class Stop(Exception):
             pass
@@ -105,4 +105,4 @@ def test_a_failed_transaction_gives_its_number_back(ledger_url: str) -> None:
 
         with pytest.raises(Stop):
             ledger.write(fails)
-        assert attempts.record_attempt("s", "B", "i", ATTEMPT) == 2
+        assert attempts.record_attempt(ItemAttempt("s", "B", "i", ATTEMPT)) == 2

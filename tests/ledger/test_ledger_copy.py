@@ -18,7 +18,7 @@ from pg_server import PASSWORD, PostgresServer
 
 from conftest import REPO
 from engine.ledger import LedgerError
-from engine.ledger.attempts import Attempt, Attempts, KeptOutput
+from engine.ledger.attempts import Attempt, Attempts, ItemAttempt, KeptOutput
 from engine.ledger.connection import Ledger, Tx, open_ledger
 from engine.ledger.copy import copy_sessions, read_session, session_tables, sessions
 from engine.ledger.shadow import ShadowEvaluation, ShadowLog, Side
@@ -45,9 +45,9 @@ def populate(ledger: Ledger, session: str) -> None:
     """Rows of ``session`` in every table of the schema."""
     attempts = Attempts(ledger)
     kept = KeptOutput(text=OUTPUT, vars={"criterion": "AC1"}, context={"round": 2})
-    attempts.record_attempt(session, "VERDICT", "i1", ATTEMPT, ["w1", "w2"], kept)
-    attempts.record_attempt(session, "VERDICT", "i1", FINAL, [], kept)
-    attempts.record_attempt(session, "GAP", "i2", ATTEMPT)
+    attempts.record_attempt(ItemAttempt(session, "VERDICT", "i1", ATTEMPT, ["w1", "w2"], kept))
+    attempts.record_attempt(ItemAttempt(session, "VERDICT", "i1", FINAL, [], kept))
+    attempts.record_attempt(ItemAttempt(session, "GAP", "i2", ATTEMPT))
     live, candidate = Side("pass", None, "PROCEED", False), Side("fail", "X", "REPAIR", True, "e")
     ShadowLog(ledger).record(
         [ShadowEvaluation("p", "r1", "./next", "r2", "VERDICT", live, candidate, None, True,
@@ -177,7 +177,7 @@ def test_later_writes_on_postgresql_get_ids_past_the_copied_ones(
     copy(source, server)
     with open_ledger(server) as ledger:
         populate(ledger, "s2")  # every table written again: no id collides
-        assert Attempts(ledger).record_attempt("", "VERDICT", "i1", ATTEMPT) == 3
+        assert Attempts(ledger).record_attempt(ItemAttempt("", "VERDICT", "i1", ATTEMPT)) == 3
         ids = ledger.read(lambda tx: tx.all("SELECT id FROM attempts ORDER BY id"))
     assert [i for (i,) in ids] == list(range(1, 8))
 
@@ -210,7 +210,7 @@ def test_a_renamed_copy_onto_taken_ids_keeps_its_references(ledger_url: str) -> 
             )
         )
         assert joined == [("s", "2", '{"criterion": "AC1"}'), ("t", "2", '{"criterion": "AC1"}')]
-        assert Attempts(ledger).record_attempt("t", "VERDICT", "i1", ATTEMPT) == 3
+        assert Attempts(ledger).record_attempt(ItemAttempt("t", "VERDICT", "i1", ATTEMPT)) == 3
 
 
 def test_the_same_rows_copied_twice_under_two_names_get_distinct_write_tokens(

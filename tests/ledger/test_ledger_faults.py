@@ -19,6 +19,7 @@ from engine.ledger import LedgerError, redacted
 from engine.ledger.attempts import Attempts
 from engine.ledger.connection import PostgresLedger, Tx, open_ledger
 from engine.ledger.url import parse_url
+from engine.pack.inputs import OutputInput
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
 
@@ -168,7 +169,7 @@ def test_an_evaluation_whose_connection_is_lost_after_commit_is_recorded_once(
 
             def evaluate() -> None:
                 try:
-                    outcomes.append(session.evaluate("VERDICT", text, **inputs))
+                    outcomes.append(session.evaluate(OutputInput("VERDICT", text, **inputs)))
                 except BaseException as exc:  # the assertions below report it
                     failures.append(exc)
 
@@ -198,7 +199,7 @@ def test_an_evaluation_whose_connection_is_lost_after_commit_is_recorded_once(
             assert failures == [] and len(outcomes) == 1
             first = outcomes[0]
             assert first.decision.action == "REPAIR" and first.decision.attempt == 1
-            second = session.evaluate("VERDICT", text, **inputs)
+            second = session.evaluate(OutputInput("VERDICT", text, **inputs))
             assert second.decision.attempt == 2 and second.decision.final
         with open_ledger(url) as ledger:
             rows = ledger.read(

@@ -11,7 +11,7 @@ from pg_server import PASSWORD
 
 from engine.ledger import LedgerError, redacted
 from engine.ledger import schema as ledger_schema
-from engine.ledger.attempts import Attempt, Attempts, insert_attempt
+from engine.ledger.attempts import Attempt, Attempts, ItemAttempt, insert_attempt
 from engine.ledger.connection import Tx, open_ledger
 
 TABLES = {
@@ -80,7 +80,7 @@ def test_an_older_ledger_is_migrated_keeping_its_rows(ledger_url: str) -> None:
         assert ledger.read(tables) == TABLES
         attempts = Attempts(ledger)
         # numbering goes on after the attempts the older engine recorded
-        assert attempts.record_attempt("s", "B", "i", ATTEMPT) == 3
+        assert attempts.record_attempt(ItemAttempt("s", "B", "i", ATTEMPT)) == 3
         assert [r["attempt"] for r in attempts.history("s", "B", "i")] == [1, 2, 3]
 
 
@@ -116,10 +116,15 @@ def test_every_migration_is_single_statements() -> None:
 def test_sessions_of_one_ledger_count_apart(ledger_url: str) -> None:
     with open_ledger(ledger_url) as ledger:
         attempts = Attempts(ledger)
-        assert [attempts.record_attempt("a", "B", "i", ATTEMPT) for _ in range(2)] == [1, 2]
-        assert attempts.record_attempt("b", "B", "i", ATTEMPT) == 1
-        assert attempts.record_attempt("a", "C", "i", ATTEMPT) == 1
-        assert ledger.write(lambda tx: insert_attempt(tx, "a", "B", "j", 1, ATTEMPT)) > 0
+        assert [attempts.record_attempt(ItemAttempt("a", "B", "i", ATTEMPT)) for _ in range(2)] == [
+            1,
+            2,
+        ]
+        assert attempts.record_attempt(ItemAttempt("b", "B", "i", ATTEMPT)) == 1
+        assert attempts.record_attempt(ItemAttempt("a", "C", "i", ATTEMPT)) == 1
+        assert (
+            ledger.write(lambda tx: insert_attempt(tx, ItemAttempt("a", "B", "j", ATTEMPT), 1)) > 0
+        )
         assert attempts.numbers("a") == {("B", "i"): [1, 2], ("C", "i"): [1], ("B", "j"): [1]}
 
 
@@ -129,7 +134,7 @@ def test_a_session_folder_ledger_of_the_earlier_format_is_converted(tmp_path: Pa
     with open_ledger(path) as ledger:
         assert ledger.version() == ledger_schema.VERSION
         assert ledger.read(tables) == TABLES
-        assert Attempts(ledger).record_attempt("", "VERDICT", '{"i": 1}', ATTEMPT) == 3
+        assert Attempts(ledger).record_attempt(ItemAttempt("", "VERDICT", '{"i": 1}', ATTEMPT)) == 3
     assert kept_rows(path, written) == {
         **expected(written),
         "attempts": [*expected(written)["attempts"], kept_rows(path, written)["attempts"][2]],

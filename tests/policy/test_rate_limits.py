@@ -18,6 +18,7 @@ from syrupy.assertion import SnapshotAssertion
 import engine
 from conftest import REPO, run_cli
 from engine.ledger.store import LEDGER_FILE, SessionLedger, locate
+from engine.pack.inputs import OutputInput
 from engine.session.session import Session
 
 PACK_DIR = REPO / "rules" / "gap-review"
@@ -190,7 +191,9 @@ def evaluate_in(
     }
     with Session(PACK, session_dir) as session:
         text = output_for(round_number, disagree, len(severities))
-        outcome = session.evaluate("engineer", text, context=context, nonce=f"r{round_number}")
+        outcome = session.evaluate(
+            OutputInput("engineer", text, context=context, nonce=f"r{round_number}")
+        )
     return outcome.decision
 
 
