@@ -165,7 +165,9 @@ def test_a_cache_entry_edited_by_hand_is_not_believed(tmp_path: Path, edit: obje
     first = _cached_parse(cache, output)
     [entry_path] = list(cache.glob("parse-*.json"))
     entry = json.loads(entry_path.read_text(encoding="utf-8"))
-    edit(entry["data"])  # type: ignore[operator]
+    data = json.loads(entry["data"])
+    edit(data)  # type: ignore[operator]
+    entry["data"] = json.dumps(data)
     entry_path.write_text(json.dumps(entry), encoding="utf-8")
     again = _cached_parse(cache, output)
     assert (again.returncode, again.stdout, again.stderr) == (
@@ -230,8 +232,9 @@ def test_an_output_file_that_is_a_fifo_is_refused_without_waiting(
 def test_a_forged_cache_entry_with_its_digest_recomputed_falls_back_to_a_fresh_load(
     tmp_path: Path,
 ) -> None:
-    """The digest catches an accident; an entry rewritten with a matching digest and data of
-    the wrong shape fails as it parses, and the pack is then loaded afresh."""
+    """The digest is an HMAC with the cache folder's key: an entry rewritten with a
+    checksum recomputed is not used (and data of the wrong shape that got through would
+    fail as it parses, the pack then loaded afresh)."""
     import hashlib
 
     cache = tmp_path / "cache"
@@ -239,9 +242,10 @@ def test_a_forged_cache_entry_with_its_digest_recomputed_falls_back_to_a_fresh_l
     first = _cached_parse(cache, output)
     [entry_path] = list(cache.glob("parse-*.json"))
     entry = json.loads(entry_path.read_text(encoding="utf-8"))
-    entry["data"]["sentinel"]["VERDICT"]["warnings"] = "x"
-    canonical = json.dumps(entry["data"], sort_keys=True).encode()
-    entry["digest"] = hashlib.sha256(canonical).hexdigest()
+    data = json.loads(entry["data"])
+    data["sentinel"]["VERDICT"]["warnings"] = "x"
+    entry["data"] = json.dumps(data)
+    entry["digest"] = hashlib.sha256(entry["data"].encode()).hexdigest()
     entry_path.write_text(json.dumps(entry), encoding="utf-8")
     again = _cached_parse(cache, output)
     assert (again.returncode, again.stdout, again.stderr) == (

@@ -137,9 +137,9 @@ def test_editing_the_pack_or_a_template_it_names_is_seen_at_once(tmp_path: Path)
 @pytest.mark.parametrize(
     "forge",
     [
-        lambda entry: entry["data"]["model"]["triggers"]["VERDICT"].update(max_attempts="x"),
-        lambda entry: entry["data"].update(models=[]),
-        lambda entry: entry["data"].update(model=[]),
+        lambda image: image["model"]["triggers"]["VERDICT"].update(max_attempts="x"),
+        lambda image: image.update(models=[]),
+        lambda image: image.update(model=[]),
     ],
     ids=["a-field-of-the-wrong-type", "no-models", "no-model"],
 )
@@ -153,9 +153,10 @@ def test_an_image_not_signed_with_the_cache_key_is_not_used(tmp_path: Path, forg
     first = _rules(cache, *command)
     [image] = _images(cache)
     entry = json.loads(image.read_text(encoding="utf-8"))
-    forge(entry)  # type: ignore[operator]
-    canonical = json.dumps(entry["data"], sort_keys=True).encode()
-    entry["digest"] = hashlib.sha256(canonical).hexdigest()
+    data = json.loads(entry["data"])
+    forge(data)  # type: ignore[operator]
+    entry["data"] = json.dumps(data)
+    entry["digest"] = hashlib.sha256(entry["data"].encode()).hexdigest()
     image.write_text(json.dumps(entry), encoding="utf-8")
     again = _rules(cache, *command)
     assert _outcome(again) == _outcome(first)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable
 
 
@@ -11,5 +10,8 @@ def did_you_mean(
 ) -> str:
     """``did you mean 'X'?`` for the known name closest to ``name`` (written by ``shown``),
     else ``otherwise`` (when no known name is close)."""
+    # Deferred for start-up time: only an error asks for a suggestion.
+    import difflib
+
     close = difflib.get_close_matches(name, list(known), n=1)
     return f"did you mean {shown(close[0])}?" if close else otherwise

@@ -225,13 +225,14 @@ def _key(root: Path) -> bytes:
     return key
 
 
-def _digest(data: Any, key: bytes) -> str:
-    return hmac.new(key, json.dumps(data, sort_keys=True).encode(), "sha256").hexdigest()
+def _digest(text: str, key: bytes) -> str:
+    return hmac.new(key, text.encode(), "sha256").hexdigest()
 
 
 def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
     """The data of a current entry, or None (absent, damaged, edited, not a regular file,
-    or anything changed): the data must have the digest it was written with."""
+    or anything changed): the data (JSON text in the entry) must have the digest it was
+    signed with."""
     try:
         entry = strict_loads(read_file_bytes(path, MAX_ENTRY_BYTES))
     except (OSError, ValueError, RecursionError):
@@ -245,16 +246,17 @@ def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
         return None
     if _fingerprint(folders) != entry.get("files"):
         return None
-    data = entry.get("data")
+    text = entry.get("data")
     digest = entry.get("digest")
-    if not isinstance(data, dict) or not isinstance(digest, str):
+    if not isinstance(text, str) or not isinstance(digest, str):
         return None
     try:
-        if not hmac.compare_digest(digest, _digest(data, _key(path.parent))):
+        if not hmac.compare_digest(digest, _digest(text, _key(path.parent))):
             return None
-    except OSError:
+        data = json.loads(text)  # signed with the key: the engine's own writing
+    except (OSError, ValueError, RecursionError):
         return None
-    return data
+    return data if isinstance(data, dict) else None
 
 
 def _write_entry(
@@ -266,14 +268,15 @@ def _write_entry(
     files = _fingerprint(folders)
     if files is None:
         return
+    text = json.dumps(data, allow_nan=False)
     try:
         entry = {
             "format": FORMAT,
             "engine": stamp,
             "folders": folders,
             "files": files,
-            "data": data,
-            "digest": _digest(data, _key(path.parent)),
+            "data": text,
+            "digest": _digest(text, _key(path.parent)),
         }
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps(entry), encoding="utf-8")
