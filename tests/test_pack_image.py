@@ -113,14 +113,41 @@ def test_a_warm_eval_and_render_import_no_yaml_or_pydantic(tmp_path: Path) -> No
         assert "HEAVY []" in done.stderr, (command, done.stderr)
 
 
-def test_editing_the_pack_or_a_template_it_names_is_seen_at_once(tmp_path: Path) -> None:
-    pack = tmp_path / "sentinel"
+def _sentinel_copy(folder: Path) -> Path:
+    """The sentinel pack copied into ``folder`` (with the core pack it extends)."""
+    pack = folder / "sentinel"
     shutil.copytree(REPO / "rules" / "sentinel", pack)
-    shutil.copytree(REPO / "rules" / "core", tmp_path / "core")
+    shutil.copytree(REPO / "rules" / "core", folder / "core")
     text = (pack / "pack.yaml").read_text(encoding="utf-8")
     (pack / "pack.yaml").write_text(
         text.replace("extends: [builtin:core]", "extends: [../core]"), encoding="utf-8"
     )
+    return pack
+
+
+def test_an_image_written_in_one_folder_serves_a_command_run_in_another(tmp_path: Path) -> None:
+    """Positions name files relative to the working folder: an image keeps where the files
+    are, and a command run elsewhere finds them and shows them relative to its own."""
+    pack = _sentinel_copy(tmp_path / "packs")
+    cache = tmp_path / "cache"
+    first, second = tmp_path / "x" / "y", tmp_path / "z"
+    first.mkdir(parents=True)
+    second.mkdir()
+    render = [str(SCRIPTS / "rules"), "render", "--pack", str(pack), *VERDICT, BAD]
+    env = {**os.environ, "RULES_CACHE_DIR": str(cache)}
+    outcomes = []
+    for folder in (first, second):
+        done = subprocess.run(
+            render, cwd=folder, env=env, capture_output=True, text=True, timeout=60
+        )
+        outcomes.append(_outcome(done))
+    assert len(_images(cache)) == 1
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == 0, outcomes[0][2]
+
+
+def test_editing_the_pack_or_a_template_it_names_is_seen_at_once(tmp_path: Path) -> None:
+    pack = _sentinel_copy(tmp_path)
     cache = tmp_path / "cache"
     render = ["render", "--pack", str(pack), *VERDICT, BAD]
     first = _rules(cache, *render)

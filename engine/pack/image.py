@@ -18,11 +18,13 @@ usual every time.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import Position
 from engine.core.frozen import Place, thaw
+from engine.format.locate import display_path
 from engine.format.sourcemap import SourceMap
 from engine.pack.compiled import Pack
 
@@ -74,8 +76,8 @@ def pack_image(pack: Pack) -> dict[str, Any] | None:
         "model": data,
         "models": [list(place) for place in places],
         "source": _source_data(pack.source),
-        "root": str(pack.root),
-        "files": [str(file) for file in pack.files],
+        "root": os.path.abspath(pack.root),
+        "files": [os.path.abspath(file) for file in pack.files],
     }
 
 
@@ -97,8 +99,10 @@ def _source_data(source: SourceMap) -> dict[str, Any]:
     files: dict[str, int] = {}
 
     def rows(positions: dict[Any, Position]) -> list[list[Any]]:
+        # a position names its file as users read it (relative to the working folder of the
+        # process that loaded the pack): the image keeps where it is
         return [
-            [list(path), files.setdefault(at.file, len(files)), at.line, at.column]
+            [list(path), files.setdefault(os.path.abspath(at.file), len(files)), at.line, at.column]
             for path, at in positions.items()
         ]
 
@@ -112,7 +116,7 @@ def _source_data(source: SourceMap) -> dict[str, Any]:
 
 
 def _source_map(data: dict[str, Any]) -> SourceMap:
-    files = data["files"]
+    files = [display_path(Path(file)) for file in data["files"]]  # as this process shows it
 
     def positions(rows: list[list[Any]]) -> dict[Any, Position]:
         return {
