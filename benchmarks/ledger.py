@@ -65,7 +65,7 @@ def _writer(
     kind: str, url: str, count: int, items: int, start: int, barrier: Any, results: Any
 ) -> None:
     """One writer process: connect, wait for the others, record ``count`` rows."""
-    from engine.ledger.attempts import Attempt, Attempts
+    from engine.ledger.attempts import Attempt, Attempts, ItemAttempt
     from engine.ledger.connection import open_ledger
 
     pick = random.Random(start)  # each writer its own sequence, the same for both loops
@@ -89,7 +89,7 @@ def _writer(
         barrier.wait()
         began = time.monotonic()
         for item in names:
-            attempts.record_attempt("bench", "B", item, attempt)
+            attempts.record_attempt(ItemAttempt("bench", "B", item, attempt))
         ended = time.monotonic()
         ledger.close()
     elif url.startswith("postgresql://"):

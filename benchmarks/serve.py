@@ -203,6 +203,7 @@ def check_answer(port: int) -> str:
 
 def in_process(total: int) -> dict[str, float]:
     """The route's work without HTTP: evaluate, decide, the documents as JSON."""
+    from engine.pack.inputs import OutputInput
     from engine.pack.loaded import load_pack
     from engine.session.evaluation import evaluate_output
 
@@ -211,9 +212,8 @@ def in_process(total: int) -> dict[str, float]:
 
     def once() -> bytes:
         variables, context = pack.split_inputs("VERDICT", {}, REQUEST["vars"])
-        evaluated = evaluate_output(
-            pack, "VERDICT", data, variables=variables, context=context, nonce=BENCH.NONCE
-        )
+        given = OutputInput("VERDICT", data, BENCH.NONCE, variables, context)
+        evaluated = evaluate_output(pack, given)
         document = {
             "verdict": evaluated.verdict.to_json(),
             "decision": evaluated.decision.to_json(),

@@ -51,12 +51,13 @@ SETUP = {
 LOOP = """
 import time
 import engine
+from engine.pack.inputs import OutputInput
 from engine.session.evaluation import evaluate_output
 pack = engine.load_pack("sentinel")
 output = {output!r}.encode()
+given = OutputInput("VERDICT", output, "4F2C9A", {{"criterion": "AC1"}})
 def once():
-    done = evaluate_output(pack, "VERDICT", output, variables={{"criterion": "AC1"}},
-                           context={{}}, nonce="4F2C9A")
+    done = evaluate_output(pack, given)
     assert done.verdict.status == "fail", done.verdict
 for _ in range(200):
     once()
