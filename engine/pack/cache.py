@@ -89,6 +89,13 @@ class ParsingPack(Parsing):
             block: SentinelParser.from_data(block, contract, grammar)
             for block, contract in data["sentinel"].items()
         }
+        self._guarded: dict[str, BlockParser] = (
+            dict(self.parsers)
+            if reload is None
+            else {block: _Reloading(self, block, p) for block, p in self.parsers.items()}
+        )
+        """What ``block_parser`` hands out: each parser, guarded by a fresh load when it
+        was built from a cache entry (built once: a batch parses many records)."""
 
     def param_names(self, block: str) -> frozenset[str]:
         """The params a block's delimiters take (none for a block without a parser)."""
@@ -101,7 +108,7 @@ class ParsingPack(Parsing):
         return parser.required_params if parser is not None else ()
 
     def block_parser(self, block: str) -> BlockParser:
-        parser = self.parsers.get(block)
+        parser = self._guarded.get(block)
         if parser is None:
             if block not in self.kinds:
                 raise unknown_block_error(self.name, block, list(self.kinds))
@@ -109,7 +116,7 @@ class ParsingPack(Parsing):
             from engine.contracts.kind import no_parser_error
 
             raise no_parser_error(block, self.kinds[block])
-        return parser if self._reload is None else _Reloading(self, block, parser)
+        return parser
 
 
 class _Reloading:
