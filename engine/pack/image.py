@@ -31,9 +31,6 @@ from engine.pack.compiled import Pack
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
 
-ENGINE_KINDS = frozenset({"sentinel", "markdown", "json", "text"})
-
-
 class NotPlain(Exception):
     """A value of the model that JSON would not give back as it is."""
 
@@ -42,14 +39,12 @@ def pack_image(pack: Pack) -> dict[str, Any] | None:
     """The plain data ``thawed_pack`` builds ``pack`` again from; None when the pack cannot
     be written down exactly (see the module's text)."""
     model: Any = pack.model
-    if any(contract.kind not in ENGINE_KINDS for contract in model.contracts.values()):
-        return None
     # Deferred for start-up time: only writing an image (after a full load) needs them.
     from pydantic import BaseModel
 
     from engine.format.model import Rulepack
 
-    if type(model) is not Rulepack:  # composed with sections registered from outside
+    if type(model) is not Rulepack:  # composed with a kind or section from outside
         return None
     places: list[Place] = []
 

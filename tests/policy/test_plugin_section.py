@@ -112,6 +112,16 @@ def test_a_registered_section_is_checked_tested_evaluated_and_described(
     assert list(schema["properties"])[-1] == "owners"  # after the engine's own keys
 
 
+def test_a_pack_with_a_section_from_outside_has_no_image(
+    owners: None, make_pack: PackMaker
+) -> None:
+    """The section's code may read its model other than by its fields: a pack composed
+    with it is loaded and checked by every command, never read back from an image."""
+    from engine.pack.image import pack_image
+
+    assert pack_image(load_pack(make_pack(PACK.format(owned="answer"), name="owned"))) is None
+
+
 def test_a_wrong_key_gets_the_sections_own_finding(owners: None, make_pack: PackMaker) -> None:
     bad = make_pack(PACK.format(owned="anwser"), name="bad")
     checked = run_cli("check", str(bad), "--format", "json")
