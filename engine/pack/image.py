@@ -31,6 +31,7 @@ from engine.pack.compiled import Pack
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
 
+
 class NotPlain(Exception):
     """A value of the model that JSON would not give back as it is."""
 
