@@ -10,6 +10,17 @@ import yaml
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 NONCE = "4F2C9A"
+VERDICT_ARGS = (
+    "--pack",
+    "sentinel",
+    "--block",
+    "VERDICT",
+    "--nonce",
+    NONCE,
+    "--var",
+    "criterion=AC1",
+)
+"""The command-line options of a shipped sentinel VERDICT with its nonce and criterion."""
 _MACRO = re.compile(r"@@(.+?)\*(\d+)@@", re.S)
 
 

@@ -17,6 +17,7 @@ from types import ModuleType
 
 import jsonschema
 import pytest
+from sentinel_cases import VERDICT_ARGS
 
 from conftest import child_pids, run_cli, still_running
 from engine.backtest import BacktestError, backtest, dask_executor, local_executor
@@ -535,14 +536,7 @@ def test_session_without_kept_outputs_is_a_clear_error(tmp_path: Path) -> None:
     assert run_cli("export", "--session", str(tmp_path / "nothing")).exit_code == 2
     plain = run_cli(
         "eval",
-        "--pack",
-        "sentinel",
-        "--block",
-        "VERDICT",
-        "--nonce",
-        "4F2C9A",
-        "--var",
-        "criterion=AC1",
+        *VERDICT_ARGS,
         "--keep-outputs",
         str(REPO / "examples" / "sentinel" / "verdict.txt"),
     )

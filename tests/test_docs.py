@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sentinel_cases import VERDICT_ARGS
 from test_packaging import readme_commands
 
 from conftest import REPO, run_cli
@@ -101,14 +102,7 @@ def test_parse_examples_print_what_the_docs_show() -> None:
     for name in ("verdict.txt", "verdict_bad.txt"):
         result = run_cli(
             "parse",
-            "--pack",
-            "sentinel",
-            "--block",
-            "VERDICT",
-            "--nonce",
-            "4F2C9A",
-            "--var",
-            "criterion=AC1",
+            *VERDICT_ARGS,
             str(REPO / "examples" / "sentinel" / name),
         )
         shown = (result.stdout or result.stderr).strip()
@@ -133,14 +127,7 @@ def test_render_one_liner_works_with_a_model_command(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     repaired = run_cli(
         "parse",
-        "--pack",
-        "sentinel",
-        "--block",
-        "VERDICT",
-        "--nonce",
-        "4F2C9A",
-        "--var",
-        "criterion=AC1",
+        *VERDICT_ARGS,
         str(tmp_path / "repaired.txt"),
     )
     assert repaired.exit_code == 0, repaired.stderr

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sentinel_cases import VERDICT_ARGS
 
 from conftest import run_script, script, template_pack
 
@@ -210,14 +211,7 @@ def test_huge_or_deep_expressions_are_findings(tmp_path: Path, expression: str) 
 
 def test_an_endless_output_is_not_read_past_the_cap(tmp_path: Path) -> None:
     args = [
-        "--pack",
-        "sentinel",
-        "--block",
-        "VERDICT",
-        "--nonce",
-        "4F2C9A",
-        "--var",
-        "criterion=AC1",
+        *VERDICT_ARGS,
         "/dev/zero",
     ]
     code, output, elapsed = bounded("parse", *args, cwd=tmp_path)
@@ -234,14 +228,7 @@ def test_the_cap_is_an_option(tmp_path: Path) -> None:
     verdict = str(REPO / "examples" / "sentinel" / "verdict.txt")
     code, output, _ = bounded(
         "parse",
-        "--pack",
-        "sentinel",
-        "--block",
-        "VERDICT",
-        "--nonce",
-        "4F2C9A",
-        "--var",
-        "criterion=AC1",
+        *VERDICT_ARGS,
         "--max-output-bytes",
         "10",
         "--format",
@@ -277,14 +264,7 @@ def test_parse_and_eval_refuse_unknown_vars_alike() -> None:
 
     verdict = str(REPO / "examples" / "sentinel" / "verdict.txt")
     args = [
-        "--pack",
-        "sentinel",
-        "--block",
-        "VERDICT",
-        "--nonce",
-        "4F2C9A",
-        "--var",
-        "criterion=AC1",
+        *VERDICT_ARGS,
         "--var",
         "bogus=1",
         verdict,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from legacy_ledger import expected, kept_rows, write_legacy
+from sentinel_cases import VERDICT_ARGS
 
 import engine
 from conftest import REPO, run_cli, run_script, script
@@ -33,14 +34,7 @@ def Ledger(folder: Path) -> SessionLedger:
 BAD = REPO / "examples" / "sentinel" / "verdict_bad.txt"
 EVAL = (
     "eval",
-    "--pack",
-    "sentinel",
-    "--block",
-    "VERDICT",
-    "--nonce",
-    "4F2C9A",
-    "--var",
-    "criterion=AC1",
+    *VERDICT_ARGS,
 )
 
 

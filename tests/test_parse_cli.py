@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sentinel_cases import NONCE, delimiters
+from sentinel_cases import NONCE, VERDICT_ARGS, delimiters
 
 from conftest import run_cli, run_script, script
 
@@ -16,14 +16,7 @@ VERDICT_OK = "\n".join(
 )
 ARGS = (
     "parse",
-    "--pack",
-    "sentinel",
-    "--block",
-    "VERDICT",
-    "--nonce",
-    NONCE,
-    "--var",
-    "criterion=AC1",
+    *VERDICT_ARGS,
 )
 
 

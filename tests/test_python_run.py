@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sentinel_cases import VERDICT_ARGS
 
 import engine
 from conftest import REPO, run_script, script
@@ -91,14 +92,7 @@ def test_a_plain_function_repairs_as_rules_run_does(tmp_path: Path) -> None:
     done = run_script(
         script("rules"),
         "run",
-        "--pack",
-        "sentinel",
-        "--block",
-        "VERDICT",
-        "--nonce",
-        "4F2C9A",
-        "--var",
-        "criterion=AC1",
+        *VERDICT_ARGS,
         "--prompt",
         str(tmp_path / "prompt.txt"),
         "--session",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sentinel_cases import VERDICT_ARGS
 from syrupy.assertion import SnapshotAssertion
 
 import engine
@@ -21,14 +22,7 @@ from engine.session.session import Session
 MODELS = FIXTURES / "models"
 PY = sys.executable
 VERDICT = (
-    "--pack",
-    "sentinel",
-    "--block",
-    "VERDICT",
-    "--nonce",
-    "4F2C9A",
-    "--var",
-    "criterion=AC1",
+    *VERDICT_ARGS,
     "--prompt",
     str(MODELS / "prompt.txt"),
 )

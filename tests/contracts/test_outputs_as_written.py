@@ -9,22 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
+from sentinel_cases import VERDICT_ARGS
 
 import engine
 from conftest import FIXTURES, REPO, PackMaker, run_cli
 
 JSON_PACK = engine.load_pack(FIXTURES / "packs" / "json_text")
 DOC = '{"id": "T-1", "status": "todo", "metadata": {"success_criteria": ["tests pass"]}}'
-SENTINEL = (
-    "--pack",
-    "sentinel",
-    "--block",
-    "VERDICT",
-    "--nonce",
-    "4F2C9A",
-    "--var",
-    "criterion=AC1",
-)
 
 NOT_TEXT_OUTPUTS = {
     "utf-16 with bom": "Some text, and more of it.".encode("utf-16"),
@@ -100,7 +91,7 @@ def test_an_empty_output_is_empty_output_in_every_kind(
         assert pack.evaluate(block, text).failure_type == "EMPTY_OUTPUT", (block, text)
     output = tmp_path / "out.txt"
     output.write_text(text)
-    evaluated = run_cli("eval", *SENTINEL, "--format", "json", str(output))
+    evaluated = run_cli("eval", *VERDICT_ARGS, "--format", "json", str(output))
     assert json.loads(evaluated.stdout)["verdict"]["failures"][0]["type"] == "EMPTY_OUTPUT"
 
 
@@ -128,9 +119,9 @@ def test_a_repair_prompt_shows_the_size_and_first_bytes_escaped_never_the_output
     output = tmp_path / "out.txt"
     data = "ANSWER=YES and a long enough line of text to be repaired".encode("utf-16")
     output.write_bytes(data)
-    decided = run_cli("eval", *SENTINEL, "--format", "json", str(output))
+    decided = run_cli("eval", *VERDICT_ARGS, "--format", "json", str(output))
     assert json.loads(decided.stdout)["decision"]["action"] == "REPAIR"
-    rendered = run_cli("render", *SENTINEL, str(output))
+    rendered = run_cli("render", *VERDICT_ARGS, str(output))
     assert rendered.exit_code == 0, rendered.output
     prompt = rendered.stdout
     assert "\x00" not in prompt and "\ufffd" not in prompt

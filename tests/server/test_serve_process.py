@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the server extra is not installed")
 
 import httpx
+from sentinel_cases import VERDICT_ARGS
 from server_process import running_server
 
 from conftest import REPO, run_cli, run_script, script
@@ -36,8 +37,7 @@ def test_a_session_repair_loop_against_a_real_server(tmp_path: Path) -> None:
         second = httpx.post(f"{server.url}/v1/sessions/S/outputs", json={**REQUEST, "output": BAD})
     assert first.status_code == 200, first.text
     rendered = run_script(
-        script("rules"), "render", "--pack", "sentinel", "--block", "VERDICT",
-        "--nonce", "4F2C9A", "--var", "criterion=AC1", input=BAD.encode(),
+        script("rules"), "render", *VERDICT_ARGS, input=BAD.encode(),
     )  # fmt: skip
     assert first.json()["decision"]["action"] == "REPAIR"
     assert first.json()["prompt"].encode("utf-8") == rendered.stdout
