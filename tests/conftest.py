@@ -107,6 +107,29 @@ def run_script(
     )
 
 
+def heavy_imports(args: list[str], cache: Path, stdin: str | None = None) -> list[str]:
+    """Which of the heavy libraries a fresh process running `rules ARGS` (with the
+    compiled-pack cache in ``cache``) imports: the start-up promises of the cache."""
+    probe = (
+        "import sys\nfrom engine.cli.main import main\n"
+        f"sys.argv = ['rules', *{args!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = ('yaml', 'pydantic', 'jinja2', 'jsonschema', 'packaging')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache)},
+    )
+    last = done.stderr.splitlines()[-1] if done.stderr else ""
+    assert last.startswith("["), done.stderr
+    return [name.strip("' ") for name in last.strip("[]").split(",") if name.strip()]
+
+
 def child_pids(pid: int, at_least: int = 1, timeout: float = 30) -> list[str]:
     """The child processes of ``pid`` (Linux's /proc), once there are ``at_least`` of them
     or ``timeout`` seconds have passed."""

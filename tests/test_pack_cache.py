@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SCRIPTS
+from conftest import REPO, SCRIPTS, heavy_imports
 from engine.pack.cache import FORMAT
 
 VERDICT = (
@@ -112,22 +112,8 @@ def test_no_cache_writes_nothing_and_an_unwritable_folder_is_ignored(tmp_path: P
 def test_a_warm_parse_imports_no_yaml_pydantic_or_jinja2(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     _parse("sentinel", VERDICT, cache)
-    probe = (
-        "import sys; from engine.cli.main import main; sys.argv = ['rules', 'parse', "
-        "'--pack', 'sentinel', '--block', 'VERDICT', '--nonce', '4F2C9A', '--var', "
-        "'criterion=AC1']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = sorted(m for m in ('yaml', 'pydantic', 'jinja2', 'jsonschema') "
-        "if m in sys.modules)\nprint('HEAVY', heavy, file=sys.stderr)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        input=VERDICT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "RULES_CACHE_DIR": str(cache)},
-    )
-    assert "HEAVY []" in done.stderr, done.stderr
+    args = ["parse", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A"]
+    assert heavy_imports([*args, "--var", "criterion=AC1"], cache, stdin=VERDICT) == []
 
 
 def test_every_sentinel_case_parses_the_same_from_cached_data() -> None:
