@@ -348,6 +348,8 @@ def test_what_a_call_returns_must_be_text(tmp_path: Path) -> None:
         ({"context": ["a"]}, "context= takes a dict"),
         ({"nonce": 4}, "nonce= takes text"),
         ({"prompt": None}, r"declares no first prompt for block 'VERDICT': pass prompt=\.\.\."),
+        ({"timout": 5}, r"there is no option timout= \(did you mean timeout=\? the options are "),
+        ({"retries": 2}, r"no option retries= \(the options are session=, item=, prompt=,"),
     ],
 )
 def test_caller_mistakes_are_engine_errors_saying_what_to_pass(

@@ -19,9 +19,10 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from engine.core.errors import UsageError
+from engine.core.suggest import did_you_mean
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
 from engine.pack.loaded import load_pack
@@ -29,36 +30,51 @@ from engine.session.loop import Execution, RunResult, adrive, attempts, drive
 from engine.session.session import DEFAULT_SESSION, Session
 from engine.session.tracing import record_run, run_span
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 MAX_MESSAGE_CHARS = 500
 """How much of an exception's message an EXECUTION_FAILED attempt keeps."""
 
 Call = Callable[[str], Any]
 
 
+class RunOptions(TypedDict, total=False):
+    """The keyword options of ``run`` and ``arun`` (each optional)."""
+
+    session: str | os.PathLike[str] | None
+    """The session folder whose ledger counts the attempts (default ``.rules-session``)."""
+    item: str | None
+    """The item the attempts are counted under, as `rules run --item`."""
+    prompt: str | None
+    """The first prompt (default: the pack's first prompt for the block)."""
+    nonce: str | None
+    """The block's nonce, as `rules run --nonce`."""
+    vars: Mapping[str, str] | None
+    """The block's parameters and template variables, as `rules run --var`."""
+    context: Mapping[str, Any] | None
+    """The pack's context values, as `rules run --context`."""
+    model: str | None
+    """The model's name, recorded with each attempt and on the run's trace span."""
+    timeout: float | None
+    """Seconds each call may take (default: the pack's ``limits.model_timeout``, else none)."""
+
+
 def run(
     pack: Pack | str | os.PathLike[str],
     block: str,
     call: Callable[[str], str],
-    *,
-    session: str | os.PathLike[str] | None = None,
-    item: str | None = None,
-    prompt: str | None = None,
-    nonce: str | None = None,
-    vars: Mapping[str, str] | None = None,
-    context: Mapping[str, Any] | None = None,
-    model: str | None = None,
-    timeout: float | None = None,
+    **options: Unpack[RunOptions],
 ) -> RunResult:
     """Send ``prompt`` (default: the pack's first prompt for ``block``) to ``call``, evaluate
     what it returns, repair or retry per the pack until its final decision; every attempt is
     recorded in the ledger of the ``session`` folder (default ``.rules-session``, as
     `rules run`). With ``timeout`` (default: the pack's ``limits.model_timeout``, else none)
     each call runs in a worker thread and a call still running after ``timeout`` seconds is
-    an EXECUTION_FAILED attempt (the thread is left to finish on its own)."""
-    with _loop(
-        run, pack, block, call, session, item, prompt, nonce, vars, context, model, timeout
-    ) as (loop, limit, loaded):
-        with run_span(loaded, block, item=item, model=model) as span:
+    an EXECUTION_FAILED attempt (the thread is left to finish on its own). The options are
+    those of ``RunOptions``."""
+    with _loop(run, pack, block, call, options) as (loop, limit, loaded):
+        with run_span(loaded, block, item=options.get("item"), model=options.get("model")) as span:
             result = drive(loop, lambda text: call_in_thread(call, text, limit))
             record_run(span, result)
         return result
@@ -68,22 +84,12 @@ async def arun(
     pack: Pack | str | os.PathLike[str],
     block: str,
     call: Callable[[str], Awaitable[str]],
-    *,
-    session: str | os.PathLike[str] | None = None,
-    item: str | None = None,
-    prompt: str | None = None,
-    nonce: str | None = None,
-    vars: Mapping[str, str] | None = None,
-    context: Mapping[str, Any] | None = None,
-    model: str | None = None,
-    timeout: float | None = None,
+    **options: Unpack[RunOptions],
 ) -> RunResult:
     """``run`` with an async ``call``; ``timeout`` bounds each call with
     ``asyncio.wait_for``. Cancelling the task cancels the call in flight and propagates."""
-    with _loop(
-        arun, pack, block, call, session, item, prompt, nonce, vars, context, model, timeout
-    ) as (loop, limit, loaded):
-        with run_span(loaded, block, item=item, model=model) as span:
+    with _loop(arun, pack, block, call, options) as (loop, limit, loaded):
+        with run_span(loaded, block, item=options.get("item"), model=options.get("model")) as span:
             result = await adrive(loop, lambda text: call_async(call, text, limit))
             record_run(span, result)
         return result
@@ -91,22 +97,22 @@ async def arun(
 
 @contextmanager
 def _loop(
-    entry: Callable[..., Any],
-    pack: Any,
-    block: Any,
-    call: Any,
-    session: Any,
-    item: Any,
-    prompt: Any,
-    nonce: Any,
-    vars: Any,
-    context: Any,
-    model: Any,
-    timeout: Any,
+    entry: Callable[..., Any], pack: Any, block: Any, call: Any, options: RunOptions
 ) -> Iterator[tuple[Any, float | None, Pack]]:
     """The checked arguments' loop (over a session opened here and closed after) and the
     timeout of each call."""
     name = f"engine.{entry.__name__}"
+    known = RunOptions.__annotations__
+    for key in options:
+        if key not in known:
+            hint = did_you_mean(key, known, shown=lambda k: f"{k}=")
+            raise UsageError(
+                f"{name}: there is no option {key}= ({hint + ' ' if hint else ''}the options "
+                f"are {', '.join(f'{k}=' for k in known)})"
+            )
+    session, item, prompt = options.get("session"), options.get("item"), options.get("prompt")
+    nonce, vars, context = options.get("nonce"), options.get("vars"), options.get("context")
+    model = options.get("model")
     loaded = _pack(name, pack)
     _text(name, "block", block)
     if not callable(call):
@@ -116,7 +122,7 @@ def _loop(
         )
     for key, value in (("item", item), ("prompt", prompt), ("nonce", nonce), ("model", model)):
         _text(name, key, value, optional=True)
-    limit = _timeout(name, timeout, loaded.model.limits.model_timeout)
+    limit = _timeout(name, options.get("timeout"), loaded.model.limits.model_timeout)
     if vars is not None and (
         not isinstance(vars, Mapping)
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in vars.items())
