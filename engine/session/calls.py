@@ -71,8 +71,10 @@ def run(
     recorded in the ledger of the ``session`` folder (default ``.rules-session``, as
     `rules run`). With ``timeout`` (default: the pack's ``limits.model_timeout``, else none)
     each call runs in a worker thread and a call still running after ``timeout`` seconds is
-    an EXECUTION_FAILED attempt (the thread is left to finish on its own). The options are
-    those of ``RunOptions``."""
+    an EXECUTION_FAILED attempt (the thread is left to finish on its own).
+
+    The options (``RunOptions``, each optional, each None by default): ``session``,
+    ``item``, ``prompt``, ``nonce``, ``vars``, ``context``, ``model``, ``timeout``."""
     with _loop(run, pack, block, call, options) as (loop, limit, loaded):
         with run_span(loaded, block, item=options.get("item"), model=options.get("model")) as span:
             result = drive(loop, lambda text: call_in_thread(call, text, limit))
