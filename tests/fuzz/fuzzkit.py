@@ -13,6 +13,7 @@ files in ``corpus/`` and replayed by ``test_corpus.py``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import signal
@@ -42,9 +43,14 @@ class Case:
 
     args: tuple[str, ...]
     files: Mapping[str, str] = field(default_factory=dict)
+    runs: int = 1
+    """How many times the command runs in the same folder, with a cache folder of its own:
+    the first run loads the pack and writes its cache entries, the next ones read them."""
 
     def to_yaml(self, note: str = "") -> str:
         data: dict[str, Any] = {"args": list(self.args), "files": dict(self.files)}
+        if self.runs != 1:
+            data["runs"] = self.runs
         if note:
             data = {"note": note, **data}
         return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=100)
@@ -89,22 +95,53 @@ def _bounded(seconds: float = SECONDS) -> Iterator[None]:
         sys.set_int_max_str_digits(digits)
 
 
+# The commands whose runs say the same whether the pack comes from its cache entry or not
+# (`rules run` and the session commands count attempts across runs).
+SAME_WARM = frozenset({"parse", "eval", "render", "gate", "check", "test", "prompt"})
+
+
 def run_in_process(case: Case) -> str | None:
-    """Run ``case`` through the CLI in this process; what is wrong with it, or None."""
+    """Run ``case`` through the CLI in this process (``case.runs`` times, in one folder and
+    with one cache folder); what is wrong with it, or None. A run from the cache that says
+    otherwise than the first run is wrong too."""
     from engine.cli.main import cli
 
-    with tempfile.TemporaryDirectory() as temp:
-        folder = Path(temp)
+    with tempfile.TemporaryDirectory() as temp, tempfile.TemporaryDirectory() as cache:
+        folder = Path(temp) / "case"
+        folder.mkdir()
         _write(case, folder)
         cwd = os.getcwd()
+        previous = os.environ.get("RULES_CACHE_DIR")
         os.chdir(folder)
+        os.environ["RULES_CACHE_DIR"] = cache
+        said: list[tuple[int, str]] = []
         try:
-            with _bounded():
-                result = CliRunner().invoke(cli, list(case.args), catch_exceptions=True)
+            for _ in range(case.runs):
+                with _bounded():
+                    result = CliRunner().invoke(cli, list(case.args), catch_exceptions=True)
+                problem = _problem(result)
+                if problem is not None:
+                    return problem if not said else f"on a warm run: {problem}"
+                said.append((result.exit_code, result.output))
         except Overrun as exc:  # raised outside the command (its result not yet returned)
-            return str(exc)
+            return str(exc) if not said else f"on a warm run: {exc}"
         finally:
             os.chdir(cwd)
+            if previous is None:
+                os.environ.pop("RULES_CACHE_DIR", None)
+            else:
+                os.environ["RULES_CACHE_DIR"] = previous
+    if case.args and case.args[0] in SAME_WARM:
+        for code, output in said[1:]:
+            if (code, output) != said[0]:
+                return (
+                    f"a warm run said otherwise: exit {said[0][0]} then {code}\n"
+                    f"--- cold:\n{said[0][1][-400:]}\n--- warm:\n{output[-400:]}"
+                )
+    return None
+
+
+def _problem(result: Any) -> str | None:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         exc = result.exception
         if isinstance(exc, Overrun):
@@ -121,27 +158,34 @@ def run_process(case: Case) -> str | None:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (GIB, GIB))
 
-    with tempfile.TemporaryDirectory() as temp:
-        folder = Path(temp)
+    with tempfile.TemporaryDirectory() as temp, tempfile.TemporaryDirectory() as cache:
+        folder = Path(temp) / "case"
+        folder.mkdir()
         _write(case, folder)
-        start = time.monotonic()
-        try:
-            done = subprocess.run(
-                [script("rules"), *case.args],
-                cwd=folder,
-                capture_output=True,
-                timeout=SECONDS,
-                preexec_fn=limit,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return f"over {SECONDS:g} s"
-    if time.monotonic() - start > SECONDS:
-        return f"over {SECONDS:g} s"
-    output = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
-    if "MemoryError" in output:
-        return "over 1 GiB (MemoryError)"
-    return _judge(done.returncode, output)
+        for run in range(case.runs):
+            warm = "on a warm run: " if run else ""
+            start = time.monotonic()
+            try:
+                done = subprocess.run(
+                    [script("rules"), *case.args],
+                    cwd=folder,
+                    capture_output=True,
+                    timeout=SECONDS,
+                    preexec_fn=limit,
+                    check=False,
+                    env={**os.environ, "RULES_CACHE_DIR": cache},
+                )
+            except subprocess.TimeoutExpired:
+                return f"{warm}over {SECONDS:g} s"
+            if time.monotonic() - start > SECONDS:
+                return f"{warm}over {SECONDS:g} s"
+            output = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
+            if "MemoryError" in output:
+                return f"{warm}over 1 GiB (MemoryError)"
+            problem = _judge(done.returncode, output)
+            if problem is not None:
+                return warm + problem
+    return None
 
 
 def _judge(code: int, output: str) -> str | None:
@@ -168,6 +212,49 @@ def corpus_cases() -> Sequence[tuple[str, Case, str | None]]:
     found = []
     for path in sorted(CORPUS.glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        case = Case(tuple(str(a) for a in data["args"]), dict(data.get("files") or {}))
+        files = dict(data.get("files") or {})
+        case = Case(tuple(str(a) for a in data["args"]), files, int(data.get("runs", 1)))
         found.append((path.name, case, data.get("known_failure")))
     return found
+
+
+def run_api(
+    files: Mapping[str, str], block: Any, answers: Sequence[Any], options: Any
+) -> str | None:
+    """``engine.run(".", block, call, **options)`` in a folder holding ``files``, ``call``
+    returning (or raising) ``answers`` in turn; what is wrong with it, or None. Only an
+    ``EngineError`` (a usage error naming the option) may come out of it."""
+    import engine
+    from engine.core.errors import EngineError
+
+    answers = list(answers)
+
+    def call(prompt: str) -> Any:
+        answer = answers[0] if len(answers) == 1 else answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    with tempfile.TemporaryDirectory() as temp:
+        folder = Path(temp)
+        _write(Case((), files), folder)
+        cwd = os.getcwd()
+        os.chdir(folder)
+        try:
+            with _bounded():
+                result = engine.run(".", block, call, **options)
+        except EngineError:
+            return None
+        except Overrun as exc:
+            return str(exc)
+        except MemoryError:
+            return "over 1 GiB (MemoryError)"
+        except Exception as exc:  # what the harness looks for
+            return f"internal error: {type(exc).__name__}: {str(exc)[:300]}"
+        finally:
+            os.chdir(cwd)
+    try:
+        json.dumps(result.data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return f"the run's data is not JSON: {exc}"
+    return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import pytest
 from fuzzkit import (
@@ -21,17 +22,21 @@ from fuzzkit import (
     _bounded,
     _judge,
     known_problems,
+    run_api,
     run_in_process,
     run_process,
 )
 from hypothesis import HealthCheck, given, settings
 from strategies import check_cases, gate_cases, output_cases, render_cases, shipped_check_cases
+from warm import api_cases, api_pack_files, run_cases, warm_cases
 
+EXPLORE = bool(os.environ.get("RULES_FUZZ_EXPLORE"))
 FUZZ = settings(
-    max_examples=300,
+    # explore mode draws as many as RULES_FUZZ_EXAMPLES says
+    max_examples=int(os.environ.get("RULES_FUZZ_EXAMPLES", "300")) if EXPLORE else 300,
     # The same examples on every run of the same code, so CI is reproducible; set
     # RULES_FUZZ_EXPLORE=1 to draw new ones (what they find becomes a corpus case).
-    derandomize=not os.environ.get("RULES_FUZZ_EXPLORE"),
+    derandomize=not EXPLORE,
     deadline=None,  # the harness's own watchdog bounds each run at 10 s
     database=None,  # nothing written to the working tree
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -42,6 +47,8 @@ TARGETS = {
     "output": output_cases,
     "render": render_cases,
     "gate": gate_cases,
+    "warm": warm_cases,
+    "run": run_cases,
 }
 
 
@@ -84,6 +91,35 @@ def test_fuzz_smoke(target: str) -> None:
     @given(case=TARGETS[target]())
     def run(case: Case) -> None:
         _assert_fine(run_in_process(case), case)
+
+    run()
+
+
+def _api(case: tuple[str, dict[str, Any], list[Any], dict[str, Any]]) -> None:
+    block, pack, answers, options = case
+    problem = run_api(api_pack_files(pack), block, answers, options)
+    assert problem is None, (
+        f"{problem}\nengine.run(pack, {block!r}, answers={answers!r}, **{options!r})"
+    )
+
+
+@pytest.mark.slow
+def test_fuzz_api() -> None:
+    """``engine.run`` with hostile options and model answers: only a usage error comes out."""
+
+    @FUZZ
+    @given(case=api_cases())
+    def run(case: tuple[str, dict[str, Any], list[Any], dict[str, Any]]) -> None:
+        _api(case)
+
+    run()
+
+
+def test_fuzz_api_smoke() -> None:
+    @SMOKE
+    @given(case=api_cases())
+    def run(case: tuple[str, dict[str, Any], list[Any], dict[str, Any]]) -> None:
+        _api(case)
 
     run()
 
