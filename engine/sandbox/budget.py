@@ -111,6 +111,9 @@ class BoundedRange:
         if len(self.numbers) > MAX_RANGE:
             raise SecurityError(f"range of {len(self.numbers)} numbers (at most {MAX_RANGE})")
 
+    def __repr__(self) -> str:  # as Python's range shows itself: `range(0, 5)`
+        return repr(self.numbers)
+
     def __len__(self) -> int:
         return len(self.numbers)
 

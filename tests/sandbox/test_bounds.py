@@ -212,6 +212,8 @@ def test_each_operation_is_refused_before_it_builds(
          "**x**|&amp;&lt;|&lt;a&gt;|<B>"),
         ("{{ '%-3s|' % 'a' }}{{ '{:.2f}'.format(1.5) }}{{ 'abc' | list }}{{ '42' | int }}",
          "a  |1.50['a', 'b', 'c']42"),
+        ("{{ range(3) }}|{{ range(1, 9, 2) }}|{{ [range(2)] }}",
+         "range(0, 3)|range(1, 9, 2)|[range(0, 2)]"),
     ],
 )  # fmt: skip
 def test_bounded_operations_give_what_python_gives(template: str, expected: str) -> None:
