@@ -347,6 +347,12 @@ def test_what_a_call_returns_must_be_text(tmp_path: Path) -> None:
         ({"vars": {"criterion": 1}}, "vars= takes a dict of text to text"),
         ({"context": ["a"]}, "context= takes a dict"),
         ({"nonce": 4}, "nonce= takes text"),
+        ({"nonce": "4F2C9A\ud800"}, r"nonce: must be text \(it holds a lone surrogate"),
+        ({"model": "m\udcff"}, r"model: must be text \(it holds a lone surrogate"),
+        ({"vars": {"criterion": "AC\ud800"}}, r"vars\['criterion'\]: must be text"),
+        ({"session": "s\0"}, "session= names no folder a session can have: it holds a NUL"),
+        ({"session": "s\ud800"}, "session= names no folder .*: it holds a character no file"),
+        ({"session": "s" * 300}, "session= names no folder .*: a part of it is longer than 255"),
         ({"prompt": None}, r"declares no first prompt for block 'VERDICT': pass prompt=\.\.\."),
         ({"timout": 5}, r"there is no option timout= \(did you mean timeout=\? the options are "),
         ({"retries": 2}, r"no option retries= \(the options are session=, item=, prompt=,"),
@@ -364,7 +370,8 @@ def test_caller_mistakes_are_engine_errors_saying_what_to_pass(
         **VERDICT,
         **arguments,
     }
-    with pytest.raises(engine.UsageError if "no block" not in message else engine.EngineError) as e:
+    refused = engine.EngineError if "no block" in message or "must be text" in message else None
+    with pytest.raises(refused or engine.UsageError) as e:
         engine.run(given.pop("pack"), given.pop("block"), given.pop("call"), **given)
     assert re.search(message, str(e.value)), str(e.value)
     assert isinstance(e.value, engine.EngineError)

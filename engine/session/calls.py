@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from engine.core.errors import UsageError
+from engine.core.files import path_problem
 from engine.core.suggest import did_you_mean
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
@@ -136,6 +137,8 @@ def _loop(
         raise UsageError(f"{name}: context= takes a dict with text keys")
     if session is not None and not isinstance(session, (str, os.PathLike)):
         raise UsageError(f"{name}: session= takes the path of a session folder")
+    if isinstance(session, (str, os.PathLike)) and (problem := path_problem(str(session))):
+        raise UsageError(f"{name}: session= names no folder a session can have: {problem}")
     params, checked = loaded.split_inputs(block, context, vars)
     with Session(loaded, Path(session) if session is not None else DEFAULT_SESSION) as opened:
         first = (

@@ -57,6 +57,21 @@ def item_name_problem(name: str) -> str | None:
     return None
 
 
+def not_text(given: OutputInput) -> str | None:
+    """The first of ``given``'s nonce, model and vars the ledger cannot record as UTF-8 text
+    (it holds a lone surrogate: bytes that were not UTF-8), said as a message; else None."""
+    named: list[tuple[str, str | None]] = [("nonce", given.nonce), ("model", given.model)]
+    for key, item in given.vars.items():
+        named += [(f"vars: the key {key!r}", key), (f"vars[{key!r}]", item)]
+    for where, value in named:
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{where[:80]}: must be text (it holds a lone surrogate, not UTF-8)"
+    return None
+
+
 @dataclass(frozen=True)
 class Outcome:
     verdict: Verdict
@@ -123,6 +138,8 @@ class Session:
         params = dict(given.vars)
         if item is not None and (problem := item_name_problem(item)):
             raise EngineError(f"item={item[:60]!r}: {problem}")
+        if problem := not_text(given):
+            raise EngineError(problem)
         context = self.with_decisions(given.context)
         choices = ChoiceBook(self.ledger)
         ensure_not_paused(choices, self.place.label)

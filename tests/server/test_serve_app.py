@@ -335,7 +335,13 @@ def test_a_lone_surrogate_or_a_body_nested_too_deep_is_no_server_error(tmp_path:
     with client(tmp_path) as http:
         rendered = http.post("/v1/render", content=lone, headers=headers)
         deep = http.post("/v1/evaluate", content=b"[" * 100_000 + b"]" * 100_000, headers=headers)
+        recorded = http.post("/v1/sessions/s1/outputs", content=lone, headers=headers)
     assert rendered.status_code == 200
+    # a session records the nonce as UTF-8 text: it refuses one it cannot (was a 500)
+    assert (recorded.status_code, recorded.json()["detail"]) == (
+        422,
+        "nonce: must be text (it holds a lone surrogate, not UTF-8)",
+    )
     assert rendered.json()["decision"]["carry"]["nonce"] == "\ud800"
     assert (deep.status_code, deep.json()["type"]) == (
         400,
