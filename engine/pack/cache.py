@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from engine.pack.parsing import BlockParser
     from engine.pack.result import CheckResult
 
-FORMAT = 2
+FORMAT = 3
 MAX_FILES = 500
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
 MAX_BYTES = 16 * 1024 * 1024
@@ -236,32 +236,40 @@ def _digest(text: str, key: bytes) -> str:
     return hmac.new(key, text.encode(), "sha256").hexdigest()
 
 
+def _signed(path: Path, stamp: Any, folders: Any, files: Any, text: str) -> str:
+    """What an entry's digest signs: everything it is used by (its name, which names the
+    purpose, the pack file and the versions; the engine stamp; the files it holds for),
+    so that no part of one entry can be moved into another or changed."""
+    return json.dumps([path.name, FORMAT, stamp, folders, files, text])
+
+
 def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
     """The data of a current entry, or None (absent, damaged, edited, not a regular file,
-    or anything changed): the data (JSON text in the entry) must have the digest it was
-    signed with."""
+    or anything changed): the whole entry must carry the digest it was signed with."""
     try:
         entry = strict_loads(read_file_bytes(path, MAX_ENTRY_BYTES))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(entry, dict) or entry.get("format") != FORMAT:
         return None
-    if entry.get("engine") != stamp:
-        return None
-    folders = entry.get("folders")
-    if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
-        return None
-    if _fingerprint(folders) != entry.get("files"):
-        return None
-    text = entry.get("data")
-    digest = entry.get("digest")
+    folders, files = entry.get("folders"), entry.get("files")
+    text, digest = entry.get("data"), entry.get("digest")
     if not isinstance(text, str) or not isinstance(digest, str):
         return None
     try:
-        if not hmac.compare_digest(digest, _digest(text, _key(path.parent))):
-            return None
-        data = json.loads(text)  # signed with the key: the engine's own writing
+        signed = _digest(_signed(path, stamp, folders, files, text), _key(path.parent))
     except (OSError, ValueError, RecursionError):
+        return None
+    if not hmac.compare_digest(digest, signed):
+        return None
+    # signed with the key: the engine's own writing, for this pack and this engine
+    if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
+        return None
+    if _fingerprint(folders) != files:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -283,7 +291,7 @@ def _write_entry(
             "folders": folders,
             "files": files,
             "data": text,
-            "digest": _digest(text, _key(path.parent)),
+            "digest": _digest(_signed(path, stamp, folders, files, text), _key(path.parent)),
         }
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps(entry), encoding="utf-8")
