@@ -9,7 +9,11 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from conftest import REPO, SCRIPTS
 
@@ -18,6 +22,7 @@ VERDICT = (
     '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\nREASON="' + "r" * 400 + '"\n'
     "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>\n"
 )
+NOBODY = 65534
 PARSE = ["--block", "VERDICT", "--nonce", "4F2C9A", "--var", "criterion=AC1"]
 
 
@@ -82,3 +87,72 @@ def test_an_entry_whose_list_of_files_was_emptied_is_not_used(tmp_path: Path) ->
     entry_path.write_text(json.dumps(entry), encoding="utf-8")
     again = _parse(pack, cache)
     assert again[0] == 1 and again[2] == "error: REASON exceeds 300 chars\n"
+
+
+@pytest.fixture
+def reachable(tmp_path: Path) -> Iterator[Path]:
+    """A folder of this test that the unprivileged user of ``_as_another_user`` can reach
+    (pytest's own folders are its owner's only)."""
+    folder = Path(tempfile.mkdtemp(prefix="rules-cache-env-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _as_another_user() -> list[str]:
+    """A command prefix that runs as an unprivileged user when this test runs as root
+    (root reads and writes whatever the modes say), else nothing."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: no way to lose root's rights here")
+    prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    probe = subprocess.run([*prefix, str(SCRIPTS / "rules"), "--version"], capture_output=True)
+    if probe.returncode != 0:  # e.g. this checkout sits in a folder only root may enter
+        pytest.skip("an unprivileged user cannot run this checkout's rules script")
+    return prefix
+
+
+def _outcome(prefix: list[str], cache: Path, *args: str, **env: str) -> tuple[int, str, str]:
+    done = subprocess.run(
+        [*prefix, str(SCRIPTS / "rules"), *args],
+        input=VERDICT if args[0] == "parse" else None,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache), **env},
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def _owned_by_the_runner(path: Path, prefix: list[str]) -> None:
+    if prefix:
+        for item in [path, *path.rglob("*")]:
+            os.chown(item, NOBODY, NOBODY, follow_symlinks=False)
+
+
+def test_a_stray_file_nobody_may_read_in_the_pack_folder_is_no_error(reachable: Path) -> None:
+    """An editor's swap file of another user (or of none) sits in the pack's folder: the
+    pack loads without reading it, and the cache, which cannot fingerprint the folder,
+    steps aside instead of failing the command."""
+    prefix = _as_another_user()
+    pack = _sentinel(reachable / "pack")
+    stray = pack / ".pack.yaml.swp"
+    stray.write_text("someone else's\n", encoding="utf-8")
+    stray.chmod(0o600 if prefix else 0o000)
+    for item in [pack, *pack.rglob("*")]:
+        if item != stray:
+            item.chmod(0o755 if item.is_dir() else 0o644)
+    cache = reachable / "cache"
+    cache.mkdir()
+    _owned_by_the_runner(cache, prefix)
+    bad = str(REPO / "examples" / "sentinel" / "verdict_bad.txt")
+    for args in (
+        ["parse", "--pack", str(pack), *PARSE],
+        ["eval", "--pack", str(pack), *PARSE, "--format", "json", bad],
+        ["check", str(pack)],
+    ):
+        off = _outcome(prefix, cache, *args, RULES_NO_CACHE="1")
+        assert "internal error" not in off[2] and "Permission denied" not in off[2], off
+        assert _outcome(prefix, cache, *args) == off, args

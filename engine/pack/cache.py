@@ -184,7 +184,9 @@ def _engine_stamp(names: tuple[str, ...]) -> list[list[Any]]:
 
 def _fingerprint(folders: list[str]) -> dict[str, str] | None:
     """SHA-256 of every file under ``folders`` (and where a symlink points); None when there
-    are too many files or too many bytes to be worth it."""
+    are too many files or too many bytes to be worth it, or a file cannot be read (a stray
+    file of another user, a file deleted while the folder is read): such a pack is loaded
+    every time."""
     digests: dict[str, str] = {}
     total = 0
     for folder in folders:
@@ -194,8 +196,11 @@ def _fingerprint(folders: list[str]) -> dict[str, str] | None:
                 path = os.path.join(directory, name)
                 if len(digests) >= MAX_FILES or not os.path.isfile(path):
                     return None
-                with open(path, "rb") as handle:
-                    content = handle.read(MAX_BYTES + 1 - total)
+                try:
+                    with open(path, "rb") as handle:
+                        content = handle.read(MAX_BYTES + 1 - total)
+                except OSError:  # unreadable, or gone since the folder was listed
+                    return None
                 total += len(content)
                 if total > MAX_BYTES:
                     return None
