@@ -156,3 +156,98 @@ def test_a_stray_file_nobody_may_read_in_the_pack_folder_is_no_error(reachable: 
         off = _outcome(prefix, cache, *args, RULES_NO_CACHE="1")
         assert "internal error" not in off[2] and "Permission denied" not in off[2], off
         assert _outcome(prefix, cache, *args) == off, args
+
+
+def _forged(entry_path: Path, text: str, key: bytes) -> None:
+    """``entry_path`` made to hold ``text`` as its data, signed with ``key``: what anyone
+    who could read the key can write."""
+    from engine.pack.cache import _digest, _signed
+
+    entry = json.loads(entry_path.read_text(encoding="utf-8"))
+    signed = _signed(entry_path, entry["engine"], entry["folders"], entry["files"], text)
+    entry.update(data=text, digest=_digest(signed, key))
+    entry_path.write_text(json.dumps(entry), encoding="utf-8")
+
+
+KNOWN = b"0123456789abcdef" * 4
+
+
+def _plant_key(cache: Path, how: str) -> Path:
+    """A key whose content ``KNOWN`` others know: readable by all, a symlink to a file
+    readable by all, or a file of another user."""
+    cache.mkdir()
+    if how == "symlink":
+        target = cache.parent / "elsewhere"
+        target.write_bytes(KNOWN)
+        target.chmod(0o644)
+        (cache / "key").symlink_to(target)
+        return target
+    (cache / "key").write_bytes(KNOWN)
+    (cache / "key").chmod(0o644 if how == "readable-by-all" else 0o600)
+    if how == "another-users":
+        if os.geteuid() != 0:
+            pytest.skip("only root can give a file to another user")
+        os.chown(cache / "key", NOBODY, NOBODY)
+    return cache / "key"
+
+
+@pytest.mark.parametrize("how", ["readable-by-all", "symlink", "another-users"])
+def test_a_key_others_may_know_signs_nothing_that_is_used(tmp_path: Path, how: str) -> None:
+    """A key others can read (mode 0644), a symlink to a file anyone can read, or a key of
+    another user (who can rewrite it): whoever knows it could sign any entry. Such a key is
+    not trusted: this user's own is replaced by a new one (a symlink replaced, not what it
+    points to), another user's is left alone and the cache not used."""
+    lenient, strict = _sentinel(tmp_path / "lenient"), _sentinel(tmp_path / "strict", 300)
+    donor, cache = tmp_path / "donor", tmp_path / "cache"
+    planted = _plant_key(cache, how)
+    assert _parse(lenient, donor)[0] == 0
+    lenient_entry = _only_entry(donor, "parse")
+    expected = _parse(strict, donor)
+    assert expected[0] == 1
+    [strict_entry] = set(donor.glob("parse-*.json")) - {lenient_entry}
+    forged = cache / strict_entry.name
+    shutil.copy(strict_entry, forged)
+    _forged(forged, json.loads(lenient_entry.read_text(encoding="utf-8"))["data"], KNOWN)
+    assert _parse(strict, cache) == expected
+    key = cache / "key"
+    if how == "another-users":
+        assert key.stat().st_uid == NOBODY and key.read_bytes() == KNOWN  # left alone
+    else:
+        assert planted.read_bytes() == KNOWN or planted == key  # not written through a link
+        assert not key.is_symlink() and key.read_bytes() != KNOWN
+        assert key.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("content", [b"", b"short", b"k" * 5000])
+def test_a_key_that_is_no_key_is_replaced_and_the_cache_works_again(
+    tmp_path: Path, content: bytes
+) -> None:
+    pack, cache = _sentinel(tmp_path / "pack"), tmp_path / "cache"
+    cache.mkdir()
+    (cache / "key").write_bytes(content)
+    (cache / "key").chmod(0o600)
+    off = _parse(pack, tmp_path / "unused-cache")
+    assert _parse(pack, cache) == off
+    assert len(list(cache.glob("parse-*.json"))) == 1
+    assert len((cache / "key").read_bytes()) == 64
+    assert _parse(pack, cache) == off
+
+
+def test_a_folder_in_place_of_the_key_is_left_alone(tmp_path: Path) -> None:
+    pack, cache = _sentinel(tmp_path / "pack"), tmp_path / "cache"
+    (cache / "key").mkdir(parents=True)
+    off = _parse(pack, tmp_path / "unused-cache")
+    assert _parse(pack, cache) == _parse(pack, cache) == off
+    assert (cache / "key").is_dir()
+    assert [p.name for p in cache.iterdir()] == ["key"]
+
+
+def test_an_entry_that_cannot_be_put_in_place_leaves_nothing_behind(tmp_path: Path) -> None:
+    """An entry is written whole under a name of its own, then put in place; when that
+    fails (here a folder holds its name; a full disk fails the same way earlier) the
+    half-made file is removed, not left to fill the folder run after run."""
+    pack, donor, cache = _sentinel(tmp_path / "pack"), tmp_path / "donor", tmp_path / "cache"
+    off = _parse(pack, donor)
+    (cache / _only_entry(donor, "parse").name).mkdir(parents=True)
+    assert _parse(pack, cache) == _parse(pack, cache) == off
+    assert sorted(p.name for p in cache.iterdir() if not p.is_dir()) == ["key"]

@@ -21,11 +21,13 @@ and checked as usual and the entry rewritten. Any problem with the cache itself
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import os
 import secrets
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -217,24 +219,83 @@ def _entry_path(root: Path, purpose: str, pack_file: Path) -> Path:
 
 
 def _key(root: Path) -> bytes:
-    """The secret of the cache folder that signs its entries, made on its first use and
-    readable by its owner only: an entry that was not written with it (damaged, or
-    written by anyone who cannot read the key) is not used. OSError when there is none."""
+    """The secret of the cache folder that signs its entries: an entry that was not written
+    with it (damaged, or written by anyone who cannot read the key) is not used.
+
+    The key is trusted only as a regular file of the folder (not a symlink), of this
+    process's user, readable and writable by that user only (mode 0600), of 32 to 256
+    bytes. One that is not (empty, readable by others, a symlink) but belongs to this user
+    is replaced by a new one (its old entries are then passed over and written again);
+    another user's key, or a folder in its place, is left alone and the cache not used.
+    A new key is written whole before it appears under its name, so two processes that
+    make it at once end up with the same key. ``OSError`` when there is none to trust."""
     path = root / "key"
     try:
-        key = read_file_bytes(path, 256)
+        return _trusted_key(path)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # made by another process just now
-            return read_file_bytes(path, 256)
-        with os.fdopen(handle, "wb") as out:
-            out.write(secrets.token_hex(32).encode())
-        key = read_file_bytes(path, 256)
-    if len(key) < 32:
-        raise OSError(f"{path}: the cache key is too short")
+        root.mkdir(parents=True, exist_ok=True)
+        return _new_key(path, replace=False)
+    except OSError:
+        info = os.lstat(path)
+        if info.st_uid != os.geteuid() or stat.S_ISDIR(info.st_mode):
+            raise
+        return _new_key(path, replace=True)
+
+
+def _trusted_key(path: Path) -> bytes:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    handle = os.open(path, flags)  # a symlink: OSError (ELOOP)
+    try:
+        info = os.fstat(handle)
+        key = os.read(handle, 257)
+    finally:
+        os.close(handle)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        raise OSError(f"{path}: not a file of this user")
+    if info.st_mode & 0o077:
+        raise OSError(f"{path}: others may read or write it")
+    if not 32 <= len(key) <= 256:
+        raise OSError(f"{path}: not a key")
     return key
+
+
+def _new_key(path: Path, replace: bool) -> bytes:
+    """A new key written as ``path`` (over the untrusted one when ``replace``), or the key
+    another process made just before this one."""
+    temporary = _written(path, secrets.token_hex(32).encode(), 0o600)
+    try:
+        if replace:
+            os.replace(temporary, path)
+        else:
+            try:
+                os.link(temporary, path)  # appears whole, or not at all when there is one
+            except FileExistsError:
+                pass  # made by another process just now: that one is the key
+            except OSError:  # a file system without links: the last one written wins
+                os.replace(temporary, path)
+    finally:
+        _remove(temporary)
+    return _trusted_key(path)
+
+
+def _written(path: Path, content: bytes, mode: int) -> Path:
+    """A new file beside ``path`` holding ``content`` (of its own name: processes writing
+    at once do not share one); removed again if it cannot be written whole (a full disk)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    handle = os.open(temporary, flags, mode)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+    except BaseException:
+        _remove(temporary)
+        raise
+    return temporary
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _digest(text: str, key: bytes) -> str:
@@ -298,9 +359,14 @@ def _write_entry(
             "data": text,
             "digest": _digest(_signed(path, stamp, folders, files, text), _key(path.parent)),
         }
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(entry), encoding="utf-8")
-        os.replace(temporary, path)
+        content = json.dumps(entry).encode()
+        if len(content) > MAX_ENTRY_BYTES:
+            return  # it would never be read
+        temporary = _written(path, content, 0o666)
+        try:
+            os.replace(temporary, path)  # readers see the old entry or the new, whole
+        finally:
+            _remove(temporary)
     except OSError:
         return
 
