@@ -21,11 +21,13 @@ and checked as usual and the entry rewritten. Any problem with the cache itself
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import os
 import secrets
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
     from engine.pack.parsing import BlockParser
     from engine.pack.result import CheckResult
 
-FORMAT = 2
+FORMAT = 3
 MAX_FILES = 500
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
 MAX_BYTES = 16 * 1024 * 1024
@@ -184,7 +186,9 @@ def _engine_stamp(names: tuple[str, ...]) -> list[list[Any]]:
 
 def _fingerprint(folders: list[str]) -> dict[str, str] | None:
     """SHA-256 of every file under ``folders`` (and where a symlink points); None when there
-    are too many files or too many bytes to be worth it."""
+    are too many files or too many bytes to be worth it, or a file cannot be read (a stray
+    file of another user, a file deleted while the folder is read): such a pack is loaded
+    every time."""
     digests: dict[str, str] = {}
     total = 0
     for folder in folders:
@@ -194,8 +198,11 @@ def _fingerprint(folders: list[str]) -> dict[str, str] | None:
                 path = os.path.join(directory, name)
                 if len(digests) >= MAX_FILES or not os.path.isfile(path):
                     return None
-                with open(path, "rb") as handle:
-                    content = handle.read(MAX_BYTES + 1 - total)
+                try:
+                    with open(path, "rb") as handle:
+                        content = handle.read(MAX_BYTES + 1 - total)
+                except OSError:  # unreadable, or gone since the folder was listed
+                    return None
                 total += len(content)
                 if total > MAX_BYTES:
                     return None
@@ -212,56 +219,123 @@ def _entry_path(root: Path, purpose: str, pack_file: Path) -> Path:
 
 
 def _key(root: Path) -> bytes:
-    """The secret of the cache folder that signs its entries, made on its first use and
-    readable by its owner only: an entry that was not written with it (damaged, or
-    written by anyone who cannot read the key) is not used. OSError when there is none."""
+    """The secret of the cache folder that signs its entries: an entry that was not written
+    with it (damaged, or written by anyone who cannot read the key) is not used.
+
+    The key is trusted only as a regular file of the folder (not a symlink), of this
+    process's user, readable and writable by that user only (mode 0600), of 32 to 256
+    bytes. One that is not (empty, readable by others, a symlink) but belongs to this user
+    is replaced by a new one (its old entries are then passed over and written again);
+    another user's key, or a folder in its place, is left alone and the cache not used.
+    A new key is written whole before it appears under its name, so two processes that
+    make it at once end up with the same key. ``OSError`` when there is none to trust."""
     path = root / "key"
     try:
-        key = read_file_bytes(path, 256)
+        return _trusted_key(path)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # made by another process just now
-            return read_file_bytes(path, 256)
-        with os.fdopen(handle, "wb") as out:
-            out.write(secrets.token_hex(32).encode())
-        key = read_file_bytes(path, 256)
-    if len(key) < 32:
-        raise OSError(f"{path}: the cache key is too short")
+        root.mkdir(parents=True, exist_ok=True)
+        return _new_key(path, replace=False)
+    except OSError:
+        info = os.lstat(path)
+        if info.st_uid != os.geteuid() or stat.S_ISDIR(info.st_mode):
+            raise
+        return _new_key(path, replace=True)
+
+
+def _trusted_key(path: Path) -> bytes:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    handle = os.open(path, flags)  # a symlink: OSError (ELOOP)
+    try:
+        info = os.fstat(handle)
+        key = os.read(handle, 257)
+    finally:
+        os.close(handle)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        raise OSError(f"{path}: not a file of this user")
+    if info.st_mode & 0o077:
+        raise OSError(f"{path}: others may read or write it")
+    if not 32 <= len(key) <= 256:
+        raise OSError(f"{path}: not a key")
     return key
+
+
+def _new_key(path: Path, replace: bool) -> bytes:
+    """A new key written as ``path`` (over the untrusted one when ``replace``), or the key
+    another process made just before this one."""
+    temporary = _written(path, secrets.token_hex(32).encode(), 0o600)
+    try:
+        if replace:
+            os.replace(temporary, path)
+        else:
+            try:
+                os.link(temporary, path)  # appears whole, or not at all when there is one
+            except FileExistsError:
+                pass  # made by another process just now: that one is the key
+            except OSError:  # a file system without links: the last one written wins
+                os.replace(temporary, path)
+    finally:
+        _remove(temporary)
+    return _trusted_key(path)
+
+
+def _written(path: Path, content: bytes, mode: int) -> Path:
+    """A new file beside ``path`` holding ``content`` (of its own name: processes writing
+    at once do not share one); removed again if it cannot be written whole (a full disk)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    handle = os.open(temporary, flags, mode)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+    except BaseException:
+        _remove(temporary)
+        raise
+    return temporary
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _digest(text: str, key: bytes) -> str:
     return hmac.new(key, text.encode(), "sha256").hexdigest()
 
 
+def _signed(path: Path, stamp: Any, folders: Any, files: Any, text: str) -> str:
+    """What an entry's digest signs: everything it is used by (its name, which names the
+    purpose, the pack file and the versions; the engine stamp; the files it holds for),
+    so that no part of one entry can be moved into another or changed."""
+    return json.dumps([path.name, FORMAT, stamp, folders, files, text])
+
+
 def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
     """The data of a current entry, or None (absent, damaged, edited, not a regular file,
-    or anything changed): the data (JSON text in the entry) must have the digest it was
-    signed with."""
+    or anything changed): the whole entry must carry the digest it was signed with."""
     try:
         entry = strict_loads(read_file_bytes(path, MAX_ENTRY_BYTES))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(entry, dict) or entry.get("format") != FORMAT:
         return None
-    if entry.get("engine") != stamp:
-        return None
-    folders = entry.get("folders")
-    if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
-        return None
-    if _fingerprint(folders) != entry.get("files"):
-        return None
-    text = entry.get("data")
-    digest = entry.get("digest")
+    folders, files = entry.get("folders"), entry.get("files")
+    text, digest = entry.get("data"), entry.get("digest")
     if not isinstance(text, str) or not isinstance(digest, str):
         return None
     try:
-        if not hmac.compare_digest(digest, _digest(text, _key(path.parent))):
-            return None
-        data = json.loads(text)  # signed with the key: the engine's own writing
+        signed = _digest(_signed(path, stamp, folders, files, text), _key(path.parent))
     except (OSError, ValueError, RecursionError):
+        return None
+    if not hmac.compare_digest(digest, signed):
+        return None
+    # signed with the key: the engine's own writing, for this pack and this engine
+    if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
+        return None
+    if _fingerprint(folders) != files:
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -283,11 +357,16 @@ def _write_entry(
             "folders": folders,
             "files": files,
             "data": text,
-            "digest": _digest(text, _key(path.parent)),
+            "digest": _digest(_signed(path, stamp, folders, files, text), _key(path.parent)),
         }
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(entry), encoding="utf-8")
-        os.replace(temporary, path)
+        content = json.dumps(entry).encode()
+        if len(content) > MAX_ENTRY_BYTES:
+            return  # it would never be read
+        temporary = _written(path, content, 0o666)
+        try:
+            os.replace(temporary, path)  # readers see the old entry or the new, whole
+        finally:
+            _remove(temporary)
     except OSError:
         return
 

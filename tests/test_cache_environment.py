@@ -1,0 +1,253 @@
+"""The compiled-pack cache on a hostile or broken machine: whatever happens to the cache
+folder, its key or its entries (moved, edited, truncated, huge, written by many processes at
+once, by another user), a command says what it says without a cache, and never a traceback.
+Real processes of the `rules` script, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SCRIPTS
+
+RULE = "{check: max_len, field: REASON, max: 500, message: REASON exceeds 500 chars}"
+VERDICT = (
+    '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=YES\nREASON="' + "r" * 400 + '"\n'
+    "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>\n"
+)
+NOBODY = 65534
+PARSE = ["--block", "VERDICT", "--nonce", "4F2C9A", "--var", "criterion=AC1"]
+
+
+def _rules(
+    cache: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPTS / "rules"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache), **(env or {})},
+    )
+
+
+def _parse(pack: Path, cache: Path) -> tuple[int, str, str]:
+    done = _rules(cache, "parse", "--pack", str(pack), *PARSE, stdin=VERDICT)
+    return done.returncode, done.stdout, done.stderr
+
+
+def _sentinel(folder: Path, max_reason: int = 500) -> Path:
+    """A copy of the sentinel pack in ``folder`` whose REASON may be ``max_reason`` long."""
+    pack = folder
+    shutil.copytree(REPO / "rules" / "sentinel", pack)
+    text = (pack / "pack.yaml").read_text(encoding="utf-8")
+    assert RULE in text
+    shorter = RULE.replace("500", str(max_reason))
+    (pack / "pack.yaml").write_text(text.replace(RULE, shorter), encoding="utf-8")
+    return pack
+
+
+def _only_entry(cache: Path, purpose: str) -> Path:
+    [entry] = cache.glob(f"{purpose}-*.json")
+    return entry
+
+
+def test_an_entry_moved_to_the_name_of_another_packs_entry_is_not_used(tmp_path: Path) -> None:
+    """Anyone who can write into the cache folder can copy files there: an entry of one pack
+    under the name of another's must not give the other pack the first one's rules."""
+    lenient, strict = _sentinel(tmp_path / "lenient"), _sentinel(tmp_path / "strict", 300)
+    cache = tmp_path / "cache"
+    assert _parse(lenient, cache)[0] == 0
+    lenient_entry = _only_entry(cache, "parse").read_bytes()
+    expected = _parse(strict, cache)
+    assert expected[0] == 1 and "REASON exceeds 300 chars" in expected[2]
+    strict_entry = next(p for p in cache.glob("parse-*.json") if p.read_bytes() != lenient_entry)
+    strict_entry.write_bytes(lenient_entry)
+    assert _parse(strict, cache) == expected
+
+
+def test_an_entry_whose_list_of_files_was_emptied_is_not_used(tmp_path: Path) -> None:
+    """The files an entry holds for are part of what it signs: emptied, a stale entry would
+    never be found stale again."""
+    pack, cache = _sentinel(tmp_path / "pack"), tmp_path / "cache"
+    assert _parse(pack, cache)[0] == 0
+    entry_path = _only_entry(cache, "parse")
+    entry = json.loads(entry_path.read_text(encoding="utf-8"))
+    _sentinel(tmp_path / "stricter", 300)
+    shutil.copy(tmp_path / "stricter" / "pack.yaml", pack / "pack.yaml")
+    entry.update(folders=[], files={})
+    entry_path.write_text(json.dumps(entry), encoding="utf-8")
+    again = _parse(pack, cache)
+    assert again[0] == 1 and again[2] == "error: REASON exceeds 300 chars\n"
+
+
+@pytest.fixture
+def reachable(tmp_path: Path) -> Iterator[Path]:
+    """A folder of this test that the unprivileged user of ``_as_another_user`` can reach
+    (pytest's own folders are its owner's only)."""
+    folder = Path(tempfile.mkdtemp(prefix="rules-cache-env-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _as_another_user() -> list[str]:
+    """A command prefix that runs as an unprivileged user when this test runs as root
+    (root reads and writes whatever the modes say), else nothing."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: no way to lose root's rights here")
+    prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    probe = subprocess.run([*prefix, str(SCRIPTS / "rules"), "--version"], capture_output=True)
+    if probe.returncode != 0:  # e.g. this checkout sits in a folder only root may enter
+        pytest.skip("an unprivileged user cannot run this checkout's rules script")
+    return prefix
+
+
+def _outcome(prefix: list[str], cache: Path, *args: str, **env: str) -> tuple[int, str, str]:
+    done = subprocess.run(
+        [*prefix, str(SCRIPTS / "rules"), *args],
+        input=VERDICT if args[0] == "parse" else None,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache), **env},
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def _owned_by_the_runner(path: Path, prefix: list[str]) -> None:
+    if prefix:
+        for item in [path, *path.rglob("*")]:
+            os.chown(item, NOBODY, NOBODY, follow_symlinks=False)
+
+
+def test_a_stray_file_nobody_may_read_in_the_pack_folder_is_no_error(reachable: Path) -> None:
+    """An editor's swap file of another user (or of none) sits in the pack's folder: the
+    pack loads without reading it, and the cache, which cannot fingerprint the folder,
+    steps aside instead of failing the command."""
+    prefix = _as_another_user()
+    pack = _sentinel(reachable / "pack")
+    stray = pack / ".pack.yaml.swp"
+    stray.write_text("someone else's\n", encoding="utf-8")
+    stray.chmod(0o600 if prefix else 0o000)
+    for item in [pack, *pack.rglob("*")]:
+        if item != stray:
+            item.chmod(0o755 if item.is_dir() else 0o644)
+    cache = reachable / "cache"
+    cache.mkdir()
+    _owned_by_the_runner(cache, prefix)
+    bad = str(REPO / "examples" / "sentinel" / "verdict_bad.txt")
+    for args in (
+        ["parse", "--pack", str(pack), *PARSE],
+        ["eval", "--pack", str(pack), *PARSE, "--format", "json", bad],
+        ["check", str(pack)],
+    ):
+        off = _outcome(prefix, cache, *args, RULES_NO_CACHE="1")
+        assert "internal error" not in off[2] and "Permission denied" not in off[2], off
+        assert _outcome(prefix, cache, *args) == off, args
+
+
+def _forged(entry_path: Path, text: str, key: bytes) -> None:
+    """``entry_path`` made to hold ``text`` as its data, signed with ``key``: what anyone
+    who could read the key can write."""
+    from engine.pack.cache import _digest, _signed
+
+    entry = json.loads(entry_path.read_text(encoding="utf-8"))
+    signed = _signed(entry_path, entry["engine"], entry["folders"], entry["files"], text)
+    entry.update(data=text, digest=_digest(signed, key))
+    entry_path.write_text(json.dumps(entry), encoding="utf-8")
+
+
+KNOWN = b"0123456789abcdef" * 4
+
+
+def _plant_key(cache: Path, how: str) -> Path:
+    """A key whose content ``KNOWN`` others know: readable by all, a symlink to a file
+    readable by all, or a file of another user."""
+    cache.mkdir()
+    if how == "symlink":
+        target = cache.parent / "elsewhere"
+        target.write_bytes(KNOWN)
+        target.chmod(0o644)
+        (cache / "key").symlink_to(target)
+        return target
+    (cache / "key").write_bytes(KNOWN)
+    (cache / "key").chmod(0o644 if how == "readable-by-all" else 0o600)
+    if how == "another-users":
+        if os.geteuid() != 0:
+            pytest.skip("only root can give a file to another user")
+        os.chown(cache / "key", NOBODY, NOBODY)
+    return cache / "key"
+
+
+@pytest.mark.parametrize("how", ["readable-by-all", "symlink", "another-users"])
+def test_a_key_others_may_know_signs_nothing_that_is_used(tmp_path: Path, how: str) -> None:
+    """A key others can read (mode 0644), a symlink to a file anyone can read, or a key of
+    another user (who can rewrite it): whoever knows it could sign any entry. Such a key is
+    not trusted: this user's own is replaced by a new one (a symlink replaced, not what it
+    points to), another user's is left alone and the cache not used."""
+    lenient, strict = _sentinel(tmp_path / "lenient"), _sentinel(tmp_path / "strict", 300)
+    donor, cache = tmp_path / "donor", tmp_path / "cache"
+    planted = _plant_key(cache, how)
+    assert _parse(lenient, donor)[0] == 0
+    lenient_entry = _only_entry(donor, "parse")
+    expected = _parse(strict, donor)
+    assert expected[0] == 1
+    [strict_entry] = set(donor.glob("parse-*.json")) - {lenient_entry}
+    forged = cache / strict_entry.name
+    shutil.copy(strict_entry, forged)
+    _forged(forged, json.loads(lenient_entry.read_text(encoding="utf-8"))["data"], KNOWN)
+    assert _parse(strict, cache) == expected
+    key = cache / "key"
+    if how == "another-users":
+        assert key.stat().st_uid == NOBODY and key.read_bytes() == KNOWN  # left alone
+    else:
+        assert planted.read_bytes() == KNOWN or planted == key  # not written through a link
+        assert not key.is_symlink() and key.read_bytes() != KNOWN
+        assert key.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("content", [b"", b"short", b"k" * 5000])
+def test_a_key_that_is_no_key_is_replaced_and_the_cache_works_again(
+    tmp_path: Path, content: bytes
+) -> None:
+    pack, cache = _sentinel(tmp_path / "pack"), tmp_path / "cache"
+    cache.mkdir()
+    (cache / "key").write_bytes(content)
+    (cache / "key").chmod(0o600)
+    off = _parse(pack, tmp_path / "unused-cache")
+    assert _parse(pack, cache) == off
+    assert len(list(cache.glob("parse-*.json"))) == 1
+    assert len((cache / "key").read_bytes()) == 64
+    assert _parse(pack, cache) == off
+
+
+def test_a_folder_in_place_of_the_key_is_left_alone(tmp_path: Path) -> None:
+    pack, cache = _sentinel(tmp_path / "pack"), tmp_path / "cache"
+    (cache / "key").mkdir(parents=True)
+    off = _parse(pack, tmp_path / "unused-cache")
+    assert _parse(pack, cache) == _parse(pack, cache) == off
+    assert (cache / "key").is_dir()
+    assert [p.name for p in cache.iterdir()] == ["key"]
+
+
+def test_an_entry_that_cannot_be_put_in_place_leaves_nothing_behind(tmp_path: Path) -> None:
+    """An entry is written whole under a name of its own, then put in place; when that
+    fails (here a folder holds its name; a full disk fails the same way earlier) the
+    half-made file is removed, not left to fill the folder run after run."""
+    pack, donor, cache = _sentinel(tmp_path / "pack"), tmp_path / "donor", tmp_path / "cache"
+    off = _parse(pack, donor)
+    (cache / _only_entry(donor, "parse").name).mkdir(parents=True)
+    assert _parse(pack, cache) == _parse(pack, cache) == off
+    assert sorted(p.name for p in cache.iterdir() if not p.is_dir()) == ["key"]
