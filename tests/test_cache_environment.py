@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -251,3 +252,64 @@ def test_an_entry_that_cannot_be_put_in_place_leaves_nothing_behind(tmp_path: Pa
     (cache / _only_entry(donor, "parse").name).mkdir(parents=True)
     assert _parse(pack, cache) == _parse(pack, cache) == off
     assert sorted(p.name for p in cache.iterdir() if not p.is_dir()) == ["key"]
+
+
+# Runs `rules ARGS...` in this process after an audit hook that, the moment Jinja2 first
+# compiles an expression or template of the pack (its YAML files have been read by then),
+# writes EDIT over the YAML file: an editor saving the pack while a command loads it, at a
+# moment a test can repeat.
+SAVED_DURING_THE_LOAD = """
+import sys
+from engine.cli.main import main
+pack_file, edit, *args = sys.argv[1:]
+saved = []
+def editor(event, event_args):
+    if event == "compile" and not saved and event_args[1] == "<template>":
+        saved.append(True)
+        with open(pack_file, "w", encoding="utf-8") as out:
+            out.write(edit)
+sys.addaudithook(editor)
+sys.argv = ["rules", *args]
+main()
+"""
+
+
+@pytest.mark.parametrize("command", ["check", "parse", "eval"])
+def test_a_pack_saved_while_a_command_loads_it_is_seen_by_the_next_command(
+    tmp_path: Path, command: str
+) -> None:
+    """What a command remembers of a pack is what it loaded, under the fingerprint the files
+    had before it loaded them: an edit saved during the load makes the next command load
+    the pack again, never take the remembered result for the edited pack."""
+    pack, cache = _sentinel(tmp_path / "pack"), tmp_path / "cache"
+    output = tmp_path / "output.txt"
+    output.write_text(VERDICT, encoding="utf-8")
+    args = {
+        "check": ["check", str(pack)],
+        "parse": ["parse", "--pack", str(pack), *PARSE],
+        "eval": ["eval", "--pack", str(pack), *PARSE, "--format", "json", str(output)],
+    }[command]
+    text = (pack / "pack.yaml").read_text(encoding="utf-8")
+    # a clean pack turned broken for `check`, a REASON of 400 characters turned too long
+    edit = RULE + " [" if command == "check" else RULE.replace("500", "300")
+    edited = text.replace(RULE, edit)
+    editing = [sys.executable, "-c", SAVED_DURING_THE_LOAD, str(pack / "pack.yaml"), edited]
+    stdin = VERDICT if command == "parse" else None
+    during = subprocess.run(
+        [*editing, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RULES_CACHE_DIR": str(cache)},
+    )
+    assert during.returncode == 0, during.stderr  # it loaded the pack as it was
+    assert (pack / "pack.yaml").read_text(encoding="utf-8") == edited
+    after = _rules(cache, *args, stdin=stdin)
+    off = _rules(cache, *args, stdin=stdin, env={"RULES_NO_CACHE": "1"})
+    assert off.returncode != 0
+    assert (after.returncode, after.stdout, after.stderr) == (
+        off.returncode,
+        off.stdout,
+        off.stderr,
+    )

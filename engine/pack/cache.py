@@ -309,9 +309,14 @@ def _signed(path: Path, stamp: Any, folders: Any, files: Any, text: str) -> str:
     return json.dumps([path.name, FORMAT, stamp, folders, files, text])
 
 
-def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
+Seen = dict[str, "dict[str, str] | None"]
+"""The fingerprint of each of some folders, as a command found them before it loaded a pack."""
+
+
+def _read_entry(path: Path, stamp: list[list[Any]], seen: Seen) -> dict[str, Any] | None:
     """The data of a current entry, or None (absent, damaged, edited, not a regular file,
-    or anything changed): the whole entry must carry the digest it was signed with."""
+    or anything changed): the whole entry must carry the digest it was signed with. The
+    fingerprints of its folders, taken to compare, are put in ``seen``."""
     try:
         entry = strict_loads(read_file_bytes(path, MAX_ENTRY_BYTES))
     except (OSError, ValueError, RecursionError):
@@ -331,7 +336,8 @@ def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
     # signed with the key: the engine's own writing, for this pack and this engine
     if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
         return None
-    if _fingerprint(folders) != files:
+    seen.update((folder, _fingerprint([folder])) for folder in folders)
+    if _merged(seen, folders) != files:
         return None
     try:
         data = json.loads(text)
@@ -340,13 +346,35 @@ def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _merged(seen: Seen, folders: list[str]) -> dict[str, str] | None:
+    files: dict[str, str] = {}
+    for folder in folders:
+        part = seen[folder] if folder in seen else _fingerprint([folder])
+        if part is None:
+            return None
+        files.update(part)
+    return files
+
+
+def _seen_before_loading(seen: Seen, pack_file: Path) -> Seen:
+    """``seen`` with the pack's own folder fingerprinted, before the pack is loaded: what
+    is written is what was loaded, under the fingerprint the files had before, so an edit
+    saved while the pack loads makes the next command load it again. (The folders of the
+    packs it extends are known before only from an earlier entry: the first time, they
+    are fingerprinted after the load.)"""
+    folder = str(pack_file.parent)
+    if folder not in seen:
+        seen[folder] = _fingerprint([folder])
+    return seen
+
+
 def _write_entry(
-    path: Path, stamp: list[list[Any]], yaml_files: list[Path], data: dict[str, Any]
+    path: Path, stamp: list[list[Any]], yaml_files: list[Path], data: dict[str, Any], seen: Seen
 ) -> None:
     if _from_git(yaml_files):
         return  # git packs resolve through rules.lock (or the remote) on every run
     folders = sorted({str(f.resolve().parent) for f in yaml_files})
-    files = _fingerprint(folders)
+    files = _merged(seen, folders)
     if files is None:
         return
     text = json.dumps(data, allow_nan=False)
@@ -388,19 +416,22 @@ def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
     root = cache_dir()
     entry_path = _entry_path(root, "parse", pack_file) if root is not None else None
     stamp = _engine_stamp(_PARSE_MEANING)
+    seen: Seen = {}
 
     def fresh() -> ParsingPack:
         # Deferred for start-up time: a warm `rules parse` loads no pack (YAML, pydantic).
         from engine.pack.loaded import load_pack
 
+        if entry_path is not None:
+            _seen_before_loading(seen, pack_file)
         pack = load_pack(pack_file, locked)
         data = parsing_data(pack)
         if entry_path is not None:
-            _write_entry(entry_path, stamp, list(pack.files), data)
+            _write_entry(entry_path, stamp, list(pack.files), data, seen)
         return ParsingPack(data)
 
     if entry_path is not None:
-        data = _read_entry(entry_path, stamp)
+        data = _read_entry(entry_path, stamp, seen)
         if data is not None:
             try:
                 return ParsingPack(data, reload=fresh)
@@ -418,8 +449,9 @@ def open_pack(ref: str, locked: bool | None = None) -> Pack:
     root = cache_dir()
     entry_path = _entry_path(root, "pack", pack_file) if root is not None else None
     stamp = _engine_stamp(_IMAGE_MEANING) if root is not None else []
+    seen: Seen = {}
     if entry_path is not None:
-        image = _read_entry(entry_path, stamp)
+        image = _read_entry(entry_path, stamp, seen)
         if image is not None:
             # Deferred for start-up time: `rules parse` imports this module, not a Pack.
             from engine.pack.image import thawed_pack
@@ -432,10 +464,12 @@ def open_pack(ref: str, locked: bool | None = None) -> Pack:
     from engine.pack.image import pack_image
     from engine.pack.loaded import load_pack
 
+    if entry_path is not None:
+        _seen_before_loading(seen, pack_file)
     pack = load_pack(pack_file, locked)
     image = pack_image(pack) if entry_path is not None else None
     if entry_path is not None and image is not None:
-        _write_entry(entry_path, stamp, list(pack.files), image)
+        _write_entry(entry_path, stamp, list(pack.files), image, seen)
     return pack
 
 
@@ -459,8 +493,9 @@ def _check_one(
     from engine.pack.result import CheckResult
 
     entry_path = _entry_path(root, "check", pack_file.resolve()) if root is not None else None
+    seen: Seen = {}
     if entry_path is not None:
-        data = _read_entry(entry_path, stamp)
+        data = _read_entry(entry_path, stamp, seen)
         if data is not None and isinstance(data.get("name"), str):
             version = data.get("version")
             return CheckResult(
@@ -472,8 +507,10 @@ def _check_one(
     # Deferred for start-up time: a remembered `rules check` loads no pack (YAML, pydantic, Jinja2).
     from engine.pack.loaded import check_pack_file
 
+    if entry_path is not None:
+        _seen_before_loading(seen, pack_file.resolve())
     result = check_pack_file(pack_file, locked)
     if entry_path is not None and not result.findings and result.tree is not None:
         data = {"name": result.name, "version": result.version}
-        _write_entry(entry_path, stamp, result.tree.files, data)
+        _write_entry(entry_path, stamp, result.tree.files, data, seen)
     return result
