@@ -9,6 +9,7 @@ without blocking: a terminal with nothing typed is an error, not a wait.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
@@ -119,6 +120,28 @@ def read_file_text(path: Path | str, limit: int) -> str:
     """The file at ``path`` as UTF-8 (``UnicodeDecodeError`` if it is not); ``OSError``
     when it is a FIFO, socket or folder, cannot be read or is over ``limit`` bytes."""
     return read_file_bytes(path, limit).decode("utf-8")
+
+
+def written_beside(path: Path, content: bytes, mode: int) -> Path:
+    """A new file in the folder of ``path``, of a name of its own (processes writing at once
+    do not share one), holding ``content``: to be renamed to ``path`` once whole. Removed
+    again when it cannot be written whole (a full disk): ``OSError`` then."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    handle = os.open(temporary, flags, mode)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+    except BaseException:
+        remove_quietly(temporary)
+        raise
+    return temporary
+
+
+def remove_quietly(path: Path | str) -> None:
+    """``path`` removed, if it can be."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def is_regular_file(path: Path | str) -> bool:

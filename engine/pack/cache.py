@@ -21,7 +21,6 @@ and checked as usual and the entry rewritten. Any problem with the cache itself
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
@@ -35,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.errors import EngineError, unknown_block_error
-from engine.core.files import read_file_bytes
+from engine.core.files import read_file_bytes, remove_quietly, written_beside
 from engine.core.numbers import strict_loads
 from engine.core.version import VERSION
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
@@ -262,7 +261,7 @@ def _trusted_key(path: Path) -> bytes:
 def _new_key(path: Path, replace: bool) -> bytes:
     """A new key written as ``path`` (over the untrusted one when ``replace``), or the key
     another process made just before this one."""
-    temporary = _written(path, secrets.token_hex(32).encode(), 0o600)
+    temporary = written_beside(path, secrets.token_hex(32).encode(), 0o600)
     try:
         if replace:
             os.replace(temporary, path)
@@ -274,28 +273,8 @@ def _new_key(path: Path, replace: bool) -> bytes:
             except OSError:  # a file system without links: the last one written wins
                 os.replace(temporary, path)
     finally:
-        _remove(temporary)
+        remove_quietly(temporary)
     return _trusted_key(path)
-
-
-def _written(path: Path, content: bytes, mode: int) -> Path:
-    """A new file beside ``path`` holding ``content`` (of its own name: processes writing
-    at once do not share one); removed again if it cannot be written whole (a full disk)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    handle = os.open(temporary, flags, mode)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(content)
-    except BaseException:
-        _remove(temporary)
-        raise
-    return temporary
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 def _digest(text: str, key: bytes) -> str:
@@ -390,11 +369,11 @@ def _write_entry(
         content = json.dumps(entry).encode()
         if len(content) > MAX_ENTRY_BYTES:
             return  # it would never be read
-        temporary = _written(path, content, 0o666)
+        temporary = written_beside(path, content, 0o666)
         try:
             os.replace(temporary, path)  # readers see the old entry or the new, whole
         finally:
-            _remove(temporary)
+            remove_quietly(temporary)
     except OSError:
         return
 
