@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, SCRIPTS
+from engine.pack.cache import FORMAT
 
 RULE = "{check: max_len, field: REASON, max: 500, message: REASON exceeds 500 chars}"
 VERDICT = (
@@ -313,3 +314,115 @@ def test_a_pack_saved_while_a_command_loads_it_is_seen_by_the_next_command(
         off.stdout,
         off.stderr,
     )
+
+
+def _damaged(entry: Path, how: str) -> None:
+    if how == "truncated":  # a write cut short (a crash, a full disk) that still took its name
+        content = entry.read_bytes()
+        entry.write_bytes(content[: len(content) // 2])
+    elif how == "100-MB":  # read up to the bound only (sparse: no disk is filled)
+        with open(entry, "r+b") as out:
+            out.truncate(100 * 1024 * 1024)
+    elif how == "deeply-nested":
+        entry.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    elif how == "another-engine":  # an entry of this name written by other engine code
+        data = json.loads(entry.read_text(encoding="utf-8"))
+        data["engine"] = [["pack/cache.py", 1, 1]]
+        entry.write_text(json.dumps(data), encoding="utf-8")
+    elif how == "a-folder":
+        entry.unlink()
+        entry.mkdir()
+
+
+@pytest.mark.parametrize(
+    "how", ["truncated", "100-MB", "deeply-nested", "another-engine", "a-folder"]
+)
+def test_a_damaged_or_foreign_entry_is_passed_over(tmp_path: Path, how: str) -> None:
+    pack, cache = _sentinel(tmp_path / "pack"), tmp_path / "cache"
+    cold = _parse(pack, cache)
+    entry = _only_entry(cache, "parse")
+    _damaged(entry, how)
+    assert _parse(pack, cache) == cold
+    if how != "a-folder":  # written again, whole and small
+        assert entry.stat().st_size < 1024 * 1024
+        assert json.loads(entry.read_text(encoding="utf-8"))["format"] == FORMAT
+
+
+def test_a_cache_folder_that_cannot_be_a_folder_is_ignored(tmp_path: Path) -> None:
+    pack = _sentinel(tmp_path / "pack")
+    off = _parse(pack, tmp_path / "unused")
+    (tmp_path / "a-file").write_text("not a folder\\n", encoding="utf-8")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "at-all")
+    for cache in (tmp_path / "a-file", tmp_path / "dangling"):
+        assert _parse(pack, cache) == off, cache
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [0o000, 0o500, 0o300, 0o100])
+def test_a_cache_folder_the_user_may_not_read_or_write_is_ignored(
+    reachable: Path, mode: int
+) -> None:
+    """A cache folder of another user (or of this one, with the mode taken away): no
+    read, no write, or neither; commands say what they say without a cache."""
+    prefix = _as_another_user()
+    pack = _sentinel(reachable / "pack")
+    for item in [pack, *pack.rglob("*")]:
+        item.chmod(0o755 if item.is_dir() else 0o644)
+    cache = reachable / "cache"
+    cache.mkdir()
+    _outcome([], cache, "parse", "--pack", str(pack), *PARSE)  # an entry and a key of root
+    output = reachable / "output.txt"
+    output.write_text(VERDICT, encoding="utf-8")
+    output.chmod(0o644)
+    cache.chmod(mode)
+    try:
+        for args in (
+            ["parse", "--pack", str(pack), *PARSE],
+            ["eval", "--pack", str(pack), *PARSE, "--format", "json", str(output)],
+        ):
+            off = _outcome(prefix, cache, *args, RULES_NO_CACHE="1")
+            assert off[0] == 0, off
+            assert _outcome(prefix, cache, *args) == _outcome(prefix, cache, *args) == off
+    finally:
+        cache.chmod(0o755)
+
+
+@pytest.mark.slow
+def test_many_processes_on_a_cold_cache_say_what_one_says_without_it(tmp_path: Path) -> None:
+    """Eight `rules eval` and eight `rules parse` at once on an empty cache folder, again and
+    again: all make the key at once and write the same entries at once. None fails, none
+    reads a half-written entry, all say what a command without a cache says; one key."""
+    pack = _sentinel(tmp_path / "pack")
+    output = tmp_path / "output.txt"
+    output.write_text(VERDICT.replace("r" * 400, "r" * 40), encoding="utf-8")
+    commands = {
+        "eval": ["eval", "--pack", str(pack), *PARSE, "--format", "json", str(output)],
+        "parse": ["parse", "--pack", str(pack), *PARSE],
+    }
+    off = {
+        name: _outcome([], tmp_path / "unused", *args, RULES_NO_CACHE="1")
+        for name, args in commands.items()
+    }
+    for round_ in range(3):
+        cache = tmp_path / f"cache-{round_}"
+        for _warmth in ("cold", "warm"):
+            running = [
+                (
+                    name,
+                    subprocess.Popen(
+                        [str(SCRIPTS / "rules"), *commands[name]],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                        env={**os.environ, "RULES_CACHE_DIR": str(cache)},
+                    ),
+                )
+                for name in ("eval", "parse") * 8
+            ]
+            for name, process in running:
+                stdout, stderr = process.communicate(VERDICT, timeout=120)
+                assert (process.returncode, stdout, stderr) == off[name], name
+        assert sorted(p.name.split("-")[0] for p in cache.iterdir()) == ["key", "pack", "parse"]
+        assert (cache / "key").stat().st_mode & 0o777 == 0o600
