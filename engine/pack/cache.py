@@ -12,8 +12,19 @@ version. It is used only while every file in the folders of the pack's YAML file
 and what it extends) has the content it had when the entry was written (SHA-256 of each
 file, the same set of files, symlinks pointing to the same place), and while the engine
 modules the entry depends on are unchanged (their mtime and size); else the pack is loaded
-and checked as usual and the entry rewritten. Any problem with the cache itself
-(unreadable, damaged, read-only folder) falls back to a normal load, silently.
+and checked as usual and the entry rewritten. The fingerprint written is the one the files
+had before the load, so a pack saved while a command loads it is loaded again by the next.
+A pack whose folders hold a file that cannot be read is not cached. Any problem with the
+cache itself (unreadable, damaged, read-only folder, a full disk) falls back to a normal
+load, silently.
+
+Every entry is signed, as a whole (its name, the engine stamp, the files it holds for, its
+data), with an HMAC under the folder's ``key``: an entry copied, edited or forged by anyone
+who does not know the key is passed over. The key is trusted only as a regular file (not a
+symlink) of this user with mode 0600 and 32 to 256 bytes; this user's key that is not (say
+readable by others, mode 0644: anyone who read it could sign entries) is replaced by a new
+one, another user's is left alone and the cache not used. Entries and keys are written whole
+under a name of their own, then renamed into place: a reader sees a whole entry or none.
 
 ``RULES_CACHE_DIR`` names the folder (default: ``$XDG_CACHE_HOME/rules-engine`` or
 ``~/.cache/rules-engine``); ``RULES_NO_CACHE=1`` turns the cache off.
@@ -218,16 +229,9 @@ def _entry_path(root: Path, purpose: str, pack_file: Path) -> Path:
 
 
 def _key(root: Path) -> bytes:
-    """The secret of the cache folder that signs its entries: an entry that was not written
-    with it (damaged, or written by anyone who cannot read the key) is not used.
-
-    The key is trusted only as a regular file of the folder (not a symlink), of this
-    process's user, readable and writable by that user only (mode 0600), of 32 to 256
-    bytes. One that is not (empty, readable by others, a symlink) but belongs to this user
-    is replaced by a new one (its old entries are then passed over and written again);
-    another user's key, or a folder in its place, is left alone and the cache not used.
-    A new key is written whole before it appears under its name, so two processes that
-    make it at once end up with the same key. ``OSError`` when there is none to trust."""
+    """The secret of the cache folder that signs its entries (the module's text says when
+    it is trusted), made whole before it appears under its name, so that processes making
+    it at once end up with one key. ``OSError`` when there is none to trust."""
     path = root / "key"
     try:
         return _trusted_key(path)
