@@ -426,3 +426,20 @@ def test_many_processes_on_a_cold_cache_say_what_one_says_without_it(tmp_path: P
                 assert (process.returncode, stdout, stderr) == off[name], name
         assert sorted(p.name.split("-")[0] for p in cache.iterdir()) == ["key", "pack", "parse"]
         assert (cache / "key").stat().st_mode & 0o777 == 0o600
+
+
+def test_an_edit_in_a_hidden_folder_the_pack_uses_is_seen(tmp_path: Path) -> None:
+    """A pack may keep its templates in a hidden folder (`.templates/`): its files count
+    in the fingerprint like any other (only version control's and Python's folders do
+    not)."""
+    pack, cache = _sentinel(tmp_path / "pack"), tmp_path / "cache"
+    (pack / "templates").rename(pack / ".templates")
+    text = (pack / "pack.yaml").read_text(encoding="utf-8")
+    named = "file: templates/format_repair.md.j2"
+    assert named in text
+    (pack / "pack.yaml").write_text(text.replace(named, "file: ." + named[6:]), encoding="utf-8")
+    assert _rules(cache, "check", str(pack)).returncode == 0
+    (pack / ".templates" / "format_repair.md.j2").write_text("{{ parser_eror }}\n")
+    broken = _rules(cache, "check", str(pack))
+    assert broken.returncode == 1
+    assert "unknown-template-variable" in broken.stdout

@@ -18,13 +18,12 @@ A pack whose folders hold a file that cannot be read is not cached. Any problem 
 cache itself (unreadable, damaged, read-only folder, a full disk) falls back to a normal
 load, silently.
 
-Every entry is signed, as a whole (its name, the engine stamp, the files it holds for, its
-data), with an HMAC under the folder's ``key``: an entry copied, edited or forged by anyone
-who does not know the key is passed over. The key is trusted only as a regular file (not a
-symlink) of this user with mode 0600 and 32 to 256 bytes; this user's key that is not (say
-readable by others, mode 0644: anyone who read it could sign entries) is replaced by a new
-one, another user's is left alone and the cache not used. Entries and keys are written whole
-under a name of their own, then renamed into place: a reader sees a whole entry or none.
+Every entry is signed as a whole (its name, the engine stamp, its files, its data) with an
+HMAC under the folder's ``key``: an entry copied, edited or forged by anyone who does not
+know the key is passed over. The key is trusted only as a regular file (not a symlink) of
+this user, mode 0600, 32 to 256 bytes; this user's key that is not (readable by others, 0644:
+anyone who read it could sign entries) is replaced, another user's is left alone and the
+cache not used. Entries and keys are written whole, then renamed into place.
 
 ``RULES_CACHE_DIR`` names the folder (default: ``$XDG_CACHE_HOME/rules-engine`` or
 ``~/.cache/rules-engine``); ``RULES_NO_CACHE=1`` turns the cache off.
@@ -194,6 +193,12 @@ def _engine_stamp(names: tuple[str, ...]) -> list[list[Any]]:
     return stamp
 
 
+# Version control's and Python tools' folders, never a pack's (any other may be: `.templates/`)
+_NOT_THE_PACKS = frozenset(
+    {".git", ".hg", ".svn", "__pycache__", ".venv", ".tox", ".mypy_cache", ".pytest_cache"}
+)
+
+
 def _fingerprint(folders: list[str]) -> dict[str, str] | None:
     """SHA-256 of every file under ``folders`` (and where a symlink points); None when there
     are too many files or too many bytes to be worth it, or a file cannot be read (a stray
@@ -203,7 +208,7 @@ def _fingerprint(folders: list[str]) -> dict[str, str] | None:
     total = 0
     for folder in folders:
         for directory, subdirs, names in os.walk(folder):
-            subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d != "__pycache__")
+            subdirs[:] = sorted(d for d in subdirs if d not in _NOT_THE_PACKS)
             for name in sorted(names):
                 path = os.path.join(directory, name)
                 if len(digests) >= MAX_FILES or not os.path.isfile(path):
@@ -340,11 +345,8 @@ def _merged(seen: Seen, folders: list[str]) -> dict[str, str] | None:
 
 
 def _seen_before_loading(seen: Seen, pack_file: Path) -> Seen:
-    """``seen`` with the pack's own folder fingerprinted, before the pack is loaded: what
-    is written is what was loaded, under the fingerprint the files had before, so an edit
-    saved while the pack loads makes the next command load it again. (The folders of the
-    packs it extends are known before only from an earlier entry: the first time, they
-    are fingerprinted after the load.)"""
+    """``seen`` with the pack's own folder fingerprinted before the load (those of the packs
+    it extends are known before only from a stale entry; else fingerprinted after)."""
     folder = str(pack_file.parent)
     if folder not in seen:
         seen[folder] = _fingerprint([folder])
