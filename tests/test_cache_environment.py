@@ -443,3 +443,30 @@ def test_an_edit_in_a_hidden_folder_the_pack_uses_is_seen(tmp_path: Path) -> Non
     broken = _rules(cache, "check", str(pack))
     assert broken.returncode == 1
     assert "unknown-template-variable" in broken.stdout
+
+
+def test_an_entry_that_is_a_symlink_or_a_pipe_is_not_read(tmp_path: Path) -> None:
+    """The engine writes its entries as regular files: one that is a symlink to the
+    command's own standard input must not eat the output the command is to parse, and a
+    named pipe that someone holds open must not make it wait."""
+    pack, cache = _sentinel(tmp_path / "pack"), tmp_path / "cache"
+    cold = _parse(pack, cache)
+    entry = _only_entry(cache, "parse")
+    entry.unlink()
+    entry.symlink_to("/dev/stdin")
+    assert _parse(pack, cache) == cold
+    entry.unlink()
+    os.mkfifo(entry)
+    writer = os.open(entry, os.O_RDWR | os.O_NONBLOCK)  # a writer that never writes
+    try:
+        done = subprocess.run(
+            [str(SCRIPTS / "rules"), "parse", "--pack", str(pack), *PARSE],
+            input=VERDICT,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            env={**os.environ, "RULES_CACHE_DIR": str(cache)},
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stdout, done.stderr) == cold

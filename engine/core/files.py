@@ -122,6 +122,22 @@ def read_file_text(path: Path | str, limit: int) -> str:
     return read_file_bytes(path, limit).decode("utf-8")
 
 
+def read_own_file(path: Path | str, limit: int) -> bytes:
+    """The regular file at ``path`` itself, as a program reads back a file it wrote: a
+    symlink, a FIFO, a device or a folder in its place is an ``OSError``, never followed,
+    waited on or read; so is a file larger than ``limit``."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)  # a symlink: ELOOP
+    with os.fdopen(fd, "rb") as stream:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(0, f"{_kind(mode)}, not a regular file", os.fspath(path))
+        data, more = read_capped(cast(BinaryIO, stream), limit)
+    if more:
+        raise OSError(0, f"file is over the {limit}-byte limit; it was not read", os.fspath(path))
+    return data
+
+
 def written_beside(path: Path, content: bytes, mode: int) -> Path:
     """A new file in the folder of ``path``, of a name of its own (processes writing at once
     do not share one), holding ``content``: to be renamed to ``path`` once whole. Removed

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.errors import EngineError, unknown_block_error
-from engine.core.files import read_file_bytes, remove_quietly, written_beside
+from engine.core.files import read_own_file, remove_quietly, written_beside
 from engine.core.numbers import strict_loads
 from engine.core.version import VERSION
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
@@ -306,7 +306,7 @@ def _read_entry(path: Path, stamp: list[list[Any]], seen: Seen) -> dict[str, Any
     or anything changed): the whole entry must carry the digest it was signed with. The
     fingerprints of its folders, taken to compare, are put in ``seen``."""
     try:
-        entry = strict_loads(read_file_bytes(path, MAX_ENTRY_BYTES))
+        entry = strict_loads(read_own_file(path, MAX_ENTRY_BYTES))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(entry, dict) or entry.get("format") != FORMAT:
