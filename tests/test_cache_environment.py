@@ -363,15 +363,17 @@ def test_a_cache_folder_that_cannot_be_a_folder_is_ignored(tmp_path: Path) -> No
 def test_a_cache_folder_the_user_may_not_read_or_write_is_ignored(
     reachable: Path, mode: int
 ) -> None:
-    """A cache folder of another user (or of this one, with the mode taken away): no
-    read, no write, or neither; commands say what they say without a cache."""
+    """The user's cache folder, with its key and an entry, made unreadable, unwritable or
+    both; commands say what they say without a cache."""
     prefix = _as_another_user()
     pack = _sentinel(reachable / "pack")
     for item in [pack, *pack.rglob("*")]:
         item.chmod(0o755 if item.is_dir() else 0o644)
     cache = reachable / "cache"
     cache.mkdir()
-    _outcome([], cache, "parse", "--pack", str(pack), *PARSE)  # an entry and a key of root
+    _owned_by_the_runner(cache, prefix)
+    _outcome(prefix, cache, "parse", "--pack", str(pack), *PARSE)  # a key and an entry
+    assert len(list(cache.iterdir())) == 2
     output = reachable / "output.txt"
     output.write_text(VERDICT, encoding="utf-8")
     output.chmod(0o644)
