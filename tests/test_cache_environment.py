@@ -186,19 +186,24 @@ def _plant_key(cache: Path, how: str) -> Path:
         return target
     (cache / "key").write_bytes(KNOWN)
     (cache / "key").chmod(0o644 if how == "readable-by-all" else 0o600)
-    if how == "another-users":
+    if how.startswith("another-users"):
         if os.geteuid() != 0:
             pytest.skip("only root can give a file to another user")
         os.chown(cache / "key", NOBODY, NOBODY)
+        if how == "another-users-in-their-folder":
+            os.chown(cache, NOBODY, NOBODY)
     return cache / "key"
 
 
-@pytest.mark.parametrize("how", ["readable-by-all", "symlink", "another-users"])
+@pytest.mark.parametrize(
+    "how", ["readable-by-all", "symlink", "another-users", "another-users-in-their-folder"]
+)
 def test_a_key_others_may_know_signs_nothing_that_is_used(tmp_path: Path, how: str) -> None:
     """A key others can read (mode 0644), a symlink to a file anyone can read, or a key of
     another user (who can rewrite it): whoever knows it could sign any entry. Such a key is
-    not trusted: this user's own is replaced by a new one (a symlink replaced, not what it
-    points to), another user's is left alone and the cache not used."""
+    not trusted. In this user's folder it is replaced by a new one (a symlink replaced, not
+    what it points to: after a `sudo rules ...` the user's folder works again); another
+    user's key in that user's folder is left alone and the cache not used."""
     lenient, strict = _sentinel(tmp_path / "lenient"), _sentinel(tmp_path / "strict", 300)
     donor, cache = tmp_path / "donor", tmp_path / "cache"
     planted = _plant_key(cache, how)
@@ -212,7 +217,7 @@ def test_a_key_others_may_know_signs_nothing_that_is_used(tmp_path: Path, how: s
     _forged(forged, json.loads(lenient_entry.read_text(encoding="utf-8"))["data"], KNOWN)
     assert _parse(strict, cache) == expected
     key = cache / "key"
-    if how == "another-users":
+    if how == "another-users-in-their-folder":
         assert key.stat().st_uid == NOBODY and key.read_bytes() == KNOWN  # left alone
     else:
         assert planted.read_bytes() == KNOWN or planted == key  # not written through a link
@@ -472,3 +477,24 @@ def test_an_entry_that_is_a_symlink_or_a_pipe_is_not_read(tmp_path: Path) -> Non
     finally:
         os.close(writer)
     assert (done.returncode, done.stdout, done.stderr) == cold
+
+
+def test_a_key_root_left_in_the_users_folder_is_replaced_by_the_user(reachable: Path) -> None:
+    """`sudo rules ...` with the user's cache folder leaves a key of root there, which the
+    user cannot read: the user's next command makes the folder's key the user's again."""
+    prefix = _as_another_user()
+    if not prefix:
+        pytest.skip("only root can leave a key of another user")
+    pack = _sentinel(reachable / "pack")
+    for item in [pack, *pack.rglob("*")]:
+        item.chmod(0o755 if item.is_dir() else 0o644)
+    cache = reachable / "cache"
+    cache.mkdir()
+    _owned_by_the_runner(cache, prefix)
+    args = ["parse", "--pack", str(pack), *PARSE]
+    as_root = _outcome([], cache, *args)
+    assert (cache / "key").stat().st_uid == 0
+    assert _outcome(prefix, cache, *args) == as_root
+    assert (cache / "key").stat().st_uid == NOBODY
+    # the user's own entry (root's may be of another Python, then under a name of its own)
+    assert any(entry.stat().st_uid == NOBODY for entry in cache.glob("parse-*.json"))

@@ -21,9 +21,9 @@ load, silently.
 Every entry is signed as a whole (its name, the engine stamp, its files, its data) with an
 HMAC under the folder's ``key``: an entry copied, edited or forged by anyone who does not
 know the key is passed over. The key is trusted only as a regular file (not a symlink) of
-this user, mode 0600, 32 to 256 bytes; this user's key that is not (readable by others, 0644:
-anyone who read it could sign entries) is replaced, another user's is left alone and the
-cache not used. Entries and keys are written whole, then renamed into place.
+this user, mode 0600, 32 to 256 bytes; one that is not (readable by others, 0644: anyone who
+read it could sign entries) is replaced when the key or the folder is this user's, else left
+alone and the cache not used. Entries and keys are written whole, then renamed into place.
 
 ``RULES_CACHE_DIR`` names the folder (default: ``$XDG_CACHE_HOME/rules-engine`` or
 ``~/.cache/rules-engine``); ``RULES_NO_CACHE=1`` turns the cache off.
@@ -244,9 +244,9 @@ def _key(root: Path) -> bytes:
         root.mkdir(parents=True, exist_ok=True)
         return _new_key(path, replace=False)
     except OSError:
-        info = os.lstat(path)
-        if info.st_uid != os.geteuid() or stat.S_ISDIR(info.st_mode):
-            raise
+        info, ours = os.lstat(path), os.geteuid()
+        if stat.S_ISDIR(info.st_mode) or ours not in (info.st_uid, os.stat(root).st_uid):
+            raise  # a folder, or another user's key in another user's folder: left alone
         return _new_key(path, replace=True)
 
 
