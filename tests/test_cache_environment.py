@@ -334,13 +334,18 @@ def _damaged(entry: Path, how: str) -> None:
         data = json.loads(entry.read_text(encoding="utf-8"))
         data["engine"] = [["pack/cache.py", 1, 1]]
         entry.write_text(json.dumps(data), encoding="utf-8")
+    elif how == "a-digest-not-ascii":
+        data = json.loads(entry.read_text(encoding="utf-8"))
+        data["digest"] = "\u00e9" * 64
+        entry.write_text(json.dumps(data), encoding="utf-8")
     elif how == "a-folder":
         entry.unlink()
         entry.mkdir()
 
 
 @pytest.mark.parametrize(
-    "how", ["truncated", "100-MB", "deeply-nested", "another-engine", "a-folder"]
+    "how",
+    ["truncated", "100-MB", "deeply-nested", "another-engine", "a-digest-not-ascii", "a-folder"],
 )
 def test_a_damaged_or_foreign_entry_is_passed_over(tmp_path: Path, how: str) -> None:
     pack, cache = _sentinel(tmp_path / "pack"), tmp_path / "cache"

@@ -313,8 +313,8 @@ def _read_entry(path: Path, stamp: list[list[Any]], seen: Seen) -> dict[str, Any
         return None
     folders, files = entry.get("folders"), entry.get("files")
     text, digest = entry.get("data"), entry.get("digest")
-    if not isinstance(text, str) or not isinstance(digest, str):
-        return None
+    if not isinstance(text, str) or not isinstance(digest, str) or not digest.isascii():
+        return None  # (hmac.compare_digest refuses a str of other characters)
     try:
         signed = _digest(_signed(path, stamp, folders, files, text), _key(path.parent))
     except (OSError, ValueError, RecursionError):
