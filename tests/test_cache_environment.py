@@ -363,7 +363,8 @@ def test_a_cache_folder_that_cannot_be_a_folder_is_ignored(tmp_path: Path) -> No
     off = _parse(pack, tmp_path / "unused")
     (tmp_path / "a-file").write_text("not a folder\\n", encoding="utf-8")
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere" / "at-all")
-    for cache in (tmp_path / "a-file", tmp_path / "dangling"):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for cache in (tmp_path / "a-file", tmp_path / "dangling", tmp_path / "loop"):
         assert _parse(pack, cache) == off, cache
     assert not (tmp_path / "nowhere").exists()
 

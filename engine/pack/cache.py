@@ -268,8 +268,8 @@ def _trusted_key(path: Path) -> bytes:
 
 
 def _new_key(path: Path, replace: bool) -> bytes:
-    """A new key written as ``path`` (over the untrusted one when ``replace``), or the key
-    another process made just before this one."""
+    """A new key as ``path`` (over the untrusted one when ``replace``), or the one another
+    process made just before."""
     temporary = written_beside(path, secrets.token_hex(32).encode(), 0o600)
     try:
         if replace:
@@ -291,8 +291,7 @@ def _digest(text: str, key: bytes) -> str:
 
 
 def _signed(path: Path, stamp: Any, folders: Any, files: Any, text: str) -> str:
-    """What an entry's digest signs: everything it is used by (its name, which names the
-    purpose, the pack file and the versions; the engine stamp; the files it holds for),
+    """What an entry's digest signs: all it is used by (its name: purpose, pack, versions),
     so that no part of one entry can be moved into another or changed."""
     return json.dumps([path.name, FORMAT, stamp, folders, files, text])
 
@@ -389,8 +388,11 @@ def _from_git(files: list[Path]) -> bool:
     # Deferred for start-up time: a warm `rules parse` writes no entry and runs no git.
     from engine.format.gitpacks import cache_root
 
-    root = cache_root().resolve()
-    return any(Path(f).resolve().is_relative_to(root) for f in files)
+    try:
+        root = cache_root().resolve()
+        return any(Path(f).resolve().is_relative_to(root) for f in files)
+    except (OSError, RuntimeError):  # a symlink loop in the way: not to be remembered
+        return True
 
 
 def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
