@@ -9,6 +9,7 @@ without blocking: a terminal with nothing typed is an error, not a wait.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
@@ -119,6 +120,44 @@ def read_file_text(path: Path | str, limit: int) -> str:
     """The file at ``path`` as UTF-8 (``UnicodeDecodeError`` if it is not); ``OSError``
     when it is a FIFO, socket or folder, cannot be read or is over ``limit`` bytes."""
     return read_file_bytes(path, limit).decode("utf-8")
+
+
+def read_own_file(path: Path | str, limit: int) -> bytes:
+    """The regular file at ``path`` itself, as a program reads back a file it wrote: a
+    symlink, a FIFO, a device or a folder in its place is an ``OSError``, never followed,
+    waited on or read; so is a file larger than ``limit``."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)  # a symlink: ELOOP
+    with os.fdopen(fd, "rb") as stream:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(0, f"{_kind(mode)}, not a regular file", os.fspath(path))
+        data, more = read_capped(cast(BinaryIO, stream), limit)
+    if more:
+        raise OSError(0, f"file is over the {limit}-byte limit; it was not read", os.fspath(path))
+    return data
+
+
+def written_beside(path: Path, content: bytes, mode: int) -> Path:
+    """A new file in the folder of ``path``, of a name of its own (processes writing at once
+    do not share one), holding ``content``: to be renamed to ``path`` once whole. Removed
+    again when it cannot be written whole (a full disk): ``OSError`` then."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    handle = os.open(temporary, flags, mode)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+    except BaseException:
+        remove_quietly(temporary)
+        raise
+    return temporary
+
+
+def remove_quietly(path: Path | str) -> None:
+    """``path`` removed, if it can be."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def is_regular_file(path: Path | str) -> bool:

@@ -12,8 +12,18 @@ version. It is used only while every file in the folders of the pack's YAML file
 and what it extends) has the content it had when the entry was written (SHA-256 of each
 file, the same set of files, symlinks pointing to the same place), and while the engine
 modules the entry depends on are unchanged (their mtime and size); else the pack is loaded
-and checked as usual and the entry rewritten. Any problem with the cache itself
-(unreadable, damaged, read-only folder) falls back to a normal load, silently.
+and checked as usual and the entry rewritten. The fingerprint written is the one the files
+had before the load, so a pack saved while a command loads it is loaded again by the next.
+A pack whose folders hold a file that cannot be read is not cached. Any problem with the
+cache itself (unreadable, damaged, read-only folder, a full disk) falls back to a normal
+load, silently.
+
+Every entry is signed as a whole (its name, the engine stamp, its files, its data) with an
+HMAC under the folder's ``key``: an entry copied, edited or forged by anyone who does not
+know the key is passed over. The key is trusted only as a regular file (not a symlink) of
+this user, mode 0600, 32 to 256 bytes; one that is not (readable by others, 0644: anyone who
+read it could sign entries) is replaced when the key or the folder is this user's, else left
+alone and the cache not used. Entries and keys are written whole, then renamed into place.
 
 ``RULES_CACHE_DIR`` names the folder (default: ``$XDG_CACHE_HOME/rules-engine`` or
 ``~/.cache/rules-engine``); ``RULES_NO_CACHE=1`` turns the cache off.
@@ -21,7 +31,6 @@ and checked as usual and the entry rewritten. Any problem with the cache itself
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
@@ -35,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts.sentinel.parser import SentinelParser
 from engine.core.errors import EngineError, unknown_block_error
-from engine.core.files import read_file_bytes
+from engine.core.files import read_own_file, remove_quietly, written_beside
 from engine.core.numbers import strict_loads
 from engine.core.version import VERSION
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
@@ -184,6 +193,12 @@ def _engine_stamp(names: tuple[str, ...]) -> list[list[Any]]:
     return stamp
 
 
+# Version control's and Python tools' folders, never a pack's (any other may be: `.templates/`)
+_NOT_THE_PACKS = frozenset(
+    {".git", ".hg", ".svn", "__pycache__", ".venv", ".tox", ".mypy_cache", ".pytest_cache"}
+)
+
+
 def _fingerprint(folders: list[str]) -> dict[str, str] | None:
     """SHA-256 of every file under ``folders`` (and where a symlink points); None when there
     are too many files or too many bytes to be worth it, or a file cannot be read (a stray
@@ -193,7 +208,7 @@ def _fingerprint(folders: list[str]) -> dict[str, str] | None:
     total = 0
     for folder in folders:
         for directory, subdirs, names in os.walk(folder):
-            subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d != "__pycache__")
+            subdirs[:] = sorted(d for d in subdirs if d not in _NOT_THE_PACKS)
             for name in sorted(names):
                 path = os.path.join(directory, name)
                 if len(digests) >= MAX_FILES or not os.path.isfile(path):
@@ -219,16 +234,9 @@ def _entry_path(root: Path, purpose: str, pack_file: Path) -> Path:
 
 
 def _key(root: Path) -> bytes:
-    """The secret of the cache folder that signs its entries: an entry that was not written
-    with it (damaged, or written by anyone who cannot read the key) is not used.
-
-    The key is trusted only as a regular file of the folder (not a symlink), of this
-    process's user, readable and writable by that user only (mode 0600), of 32 to 256
-    bytes. One that is not (empty, readable by others, a symlink) but belongs to this user
-    is replaced by a new one (its old entries are then passed over and written again);
-    another user's key, or a folder in its place, is left alone and the cache not used.
-    A new key is written whole before it appears under its name, so two processes that
-    make it at once end up with the same key. ``OSError`` when there is none to trust."""
+    """The secret of the cache folder that signs its entries (the module's text says when
+    it is trusted), made whole before it appears under its name, so that processes making
+    it at once end up with one key. ``OSError`` when there is none to trust."""
     path = root / "key"
     try:
         return _trusted_key(path)
@@ -236,9 +244,9 @@ def _key(root: Path) -> bytes:
         root.mkdir(parents=True, exist_ok=True)
         return _new_key(path, replace=False)
     except OSError:
-        info = os.lstat(path)
-        if info.st_uid != os.geteuid() or stat.S_ISDIR(info.st_mode):
-            raise
+        info, ours = os.lstat(path), os.geteuid()
+        if stat.S_ISDIR(info.st_mode) or ours not in (info.st_uid, os.stat(root).st_uid):
+            raise  # a folder, or another user's key in another user's folder: left alone
         return _new_key(path, replace=True)
 
 
@@ -260,9 +268,9 @@ def _trusted_key(path: Path) -> bytes:
 
 
 def _new_key(path: Path, replace: bool) -> bytes:
-    """A new key written as ``path`` (over the untrusted one when ``replace``), or the key
-    another process made just before this one."""
-    temporary = _written(path, secrets.token_hex(32).encode(), 0o600)
+    """A new key as ``path`` (over the untrusted one when ``replace``), or the one another
+    process made just before."""
+    temporary = written_beside(path, secrets.token_hex(32).encode(), 0o600)
     try:
         if replace:
             os.replace(temporary, path)
@@ -274,28 +282,8 @@ def _new_key(path: Path, replace: bool) -> bytes:
             except OSError:  # a file system without links: the last one written wins
                 os.replace(temporary, path)
     finally:
-        _remove(temporary)
+        remove_quietly(temporary)
     return _trusted_key(path)
-
-
-def _written(path: Path, content: bytes, mode: int) -> Path:
-    """A new file beside ``path`` holding ``content`` (of its own name: processes writing
-    at once do not share one); removed again if it cannot be written whole (a full disk)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    handle = os.open(temporary, flags, mode)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(content)
-    except BaseException:
-        _remove(temporary)
-        raise
-    return temporary
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
 
 
 def _digest(text: str, key: bytes) -> str:
@@ -303,25 +291,29 @@ def _digest(text: str, key: bytes) -> str:
 
 
 def _signed(path: Path, stamp: Any, folders: Any, files: Any, text: str) -> str:
-    """What an entry's digest signs: everything it is used by (its name, which names the
-    purpose, the pack file and the versions; the engine stamp; the files it holds for),
+    """What an entry's digest signs: all it is used by (its name: purpose, pack, versions),
     so that no part of one entry can be moved into another or changed."""
     return json.dumps([path.name, FORMAT, stamp, folders, files, text])
 
 
-def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
+Seen = dict[str, "dict[str, str] | None"]
+"""The fingerprint of each of some folders, as a command found them before it loaded a pack."""
+
+
+def _read_entry(path: Path, stamp: list[list[Any]], seen: Seen) -> dict[str, Any] | None:
     """The data of a current entry, or None (absent, damaged, edited, not a regular file,
-    or anything changed): the whole entry must carry the digest it was signed with."""
+    or anything changed): the whole entry must carry the digest it was signed with. The
+    fingerprints of its folders, taken to compare, are put in ``seen``."""
     try:
-        entry = strict_loads(read_file_bytes(path, MAX_ENTRY_BYTES))
+        entry = strict_loads(read_own_file(path, MAX_ENTRY_BYTES))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(entry, dict) or entry.get("format") != FORMAT:
         return None
     folders, files = entry.get("folders"), entry.get("files")
     text, digest = entry.get("data"), entry.get("digest")
-    if not isinstance(text, str) or not isinstance(digest, str):
-        return None
+    if not isinstance(text, str) or not isinstance(digest, str) or not digest.isascii():
+        return None  # (hmac.compare_digest refuses a str of other characters)
     try:
         signed = _digest(_signed(path, stamp, folders, files, text), _key(path.parent))
     except (OSError, ValueError, RecursionError):
@@ -331,7 +323,8 @@ def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
     # signed with the key: the engine's own writing, for this pack and this engine
     if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
         return None
-    if _fingerprint(folders) != files:
+    seen.update((folder, _fingerprint([folder])) for folder in folders)
+    if _merged(seen, folders) != files:
         return None
     try:
         data = json.loads(text)
@@ -340,13 +333,32 @@ def _read_entry(path: Path, stamp: list[list[Any]]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _merged(seen: Seen, folders: list[str]) -> dict[str, str] | None:
+    files: dict[str, str] = {}
+    for folder in folders:
+        part = seen[folder] if folder in seen else _fingerprint([folder])
+        if part is None:
+            return None
+        files.update(part)
+    return files
+
+
+def _seen_before_loading(seen: Seen, pack_file: Path) -> Seen:
+    """``seen`` with the pack's own folder fingerprinted before the load (those of the packs
+    it extends are known before only from a stale entry; else fingerprinted after)."""
+    folder = str(pack_file.parent)
+    if folder not in seen:
+        seen[folder] = _fingerprint([folder])
+    return seen
+
+
 def _write_entry(
-    path: Path, stamp: list[list[Any]], yaml_files: list[Path], data: dict[str, Any]
+    path: Path, stamp: list[list[Any]], yaml_files: list[Path], data: dict[str, Any], seen: Seen
 ) -> None:
     if _from_git(yaml_files):
         return  # git packs resolve through rules.lock (or the remote) on every run
     folders = sorted({str(f.resolve().parent) for f in yaml_files})
-    files = _fingerprint(folders)
+    files = _merged(seen, folders)
     if files is None:
         return
     text = json.dumps(data, allow_nan=False)
@@ -362,11 +374,11 @@ def _write_entry(
         content = json.dumps(entry).encode()
         if len(content) > MAX_ENTRY_BYTES:
             return  # it would never be read
-        temporary = _written(path, content, 0o666)
+        temporary = written_beside(path, content, 0o666)
         try:
             os.replace(temporary, path)  # readers see the old entry or the new, whole
         finally:
-            _remove(temporary)
+            remove_quietly(temporary)
     except OSError:
         return
 
@@ -376,8 +388,11 @@ def _from_git(files: list[Path]) -> bool:
     # Deferred for start-up time: a warm `rules parse` writes no entry and runs no git.
     from engine.format.gitpacks import cache_root
 
-    root = cache_root().resolve()
-    return any(Path(f).resolve().is_relative_to(root) for f in files)
+    try:
+        root = cache_root().resolve()
+        return any(Path(f).resolve().is_relative_to(root) for f in files)
+    except (OSError, RuntimeError):  # a symlink loop in the way: not to be remembered
+        return True
 
 
 def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
@@ -388,19 +403,22 @@ def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
     root = cache_dir()
     entry_path = _entry_path(root, "parse", pack_file) if root is not None else None
     stamp = _engine_stamp(_PARSE_MEANING)
+    seen: Seen = {}
 
     def fresh() -> ParsingPack:
         # Deferred for start-up time: a warm `rules parse` loads no pack (YAML, pydantic).
         from engine.pack.loaded import load_pack
 
+        if entry_path is not None:
+            _seen_before_loading(seen, pack_file)
         pack = load_pack(pack_file, locked)
         data = parsing_data(pack)
         if entry_path is not None:
-            _write_entry(entry_path, stamp, list(pack.files), data)
+            _write_entry(entry_path, stamp, list(pack.files), data, seen)
         return ParsingPack(data)
 
     if entry_path is not None:
-        data = _read_entry(entry_path, stamp)
+        data = _read_entry(entry_path, stamp, seen)
         if data is not None:
             try:
                 return ParsingPack(data, reload=fresh)
@@ -418,8 +436,9 @@ def open_pack(ref: str, locked: bool | None = None) -> Pack:
     root = cache_dir()
     entry_path = _entry_path(root, "pack", pack_file) if root is not None else None
     stamp = _engine_stamp(_IMAGE_MEANING) if root is not None else []
+    seen: Seen = {}
     if entry_path is not None:
-        image = _read_entry(entry_path, stamp)
+        image = _read_entry(entry_path, stamp, seen)
         if image is not None:
             # Deferred for start-up time: `rules parse` imports this module, not a Pack.
             from engine.pack.image import thawed_pack
@@ -432,10 +451,12 @@ def open_pack(ref: str, locked: bool | None = None) -> Pack:
     from engine.pack.image import pack_image
     from engine.pack.loaded import load_pack
 
+    if entry_path is not None:
+        _seen_before_loading(seen, pack_file)
     pack = load_pack(pack_file, locked)
     image = pack_image(pack) if entry_path is not None else None
     if entry_path is not None and image is not None:
-        _write_entry(entry_path, stamp, list(pack.files), image)
+        _write_entry(entry_path, stamp, list(pack.files), image, seen)
     return pack
 
 
@@ -459,8 +480,9 @@ def _check_one(
     from engine.pack.result import CheckResult
 
     entry_path = _entry_path(root, "check", pack_file.resolve()) if root is not None else None
+    seen: Seen = {}
     if entry_path is not None:
-        data = _read_entry(entry_path, stamp)
+        data = _read_entry(entry_path, stamp, seen)
         if data is not None and isinstance(data.get("name"), str):
             version = data.get("version")
             return CheckResult(
@@ -472,8 +494,10 @@ def _check_one(
     # Deferred for start-up time: a remembered `rules check` loads no pack (YAML, pydantic, Jinja2).
     from engine.pack.loaded import check_pack_file
 
+    if entry_path is not None:
+        _seen_before_loading(seen, pack_file.resolve())
     result = check_pack_file(pack_file, locked)
     if entry_path is not None and not result.findings and result.tree is not None:
         data = {"name": result.name, "version": result.version}
-        _write_entry(entry_path, stamp, result.tree.files, data)
+        _write_entry(entry_path, stamp, result.tree.files, data, seen)
     return result
