@@ -19,11 +19,9 @@ cache itself (unreadable, damaged, read-only folder, a full disk) falls back to 
 load, silently.
 
 Every entry is signed as a whole (its name, the engine stamp, its files, its data) with an
-HMAC under the folder's ``key``: an entry copied, edited or forged by anyone who does not
-know the key is passed over. The key is trusted only as a regular file (not a symlink) of
-this user, mode 0600, 32 to 256 bytes; one that is not (readable by others, 0644: anyone who
-read it could sign entries) is replaced when the key or the folder is this user's, else left
-alone and the cache not used. Entries and keys are written whole, then renamed into place.
+HMAC under the folder's key (``engine.pack.cache_key``, which says when a key is trusted):
+an entry copied, edited or forged by anyone who does not know the key is passed over.
+Entries are written whole, then renamed into place.
 
 ``RULES_CACHE_DIR`` names the folder (default: ``$XDG_CACHE_HOME/rules-engine`` or
 ``~/.cache/rules-engine``); ``RULES_NO_CACHE=1`` turns the cache off.
@@ -35,8 +33,6 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
-import stat
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -48,6 +44,7 @@ from engine.core.files import read_own_file, remove_quietly, written_beside
 from engine.core.numbers import strict_loads
 from engine.core.version import VERSION
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
+from engine.pack.cache_key import folder_key, signature
 from engine.pack.parsing import Parsing
 
 if TYPE_CHECKING:
@@ -233,63 +230,6 @@ def _entry_path(root: Path, purpose: str, pack_file: Path) -> Path:
     return root / f"{purpose}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
-def _key(root: Path) -> bytes:
-    """The secret of the cache folder that signs its entries (the module's text says when
-    it is trusted), made whole before it appears under its name, so that processes making
-    it at once end up with one key. ``OSError`` when there is none to trust."""
-    path = root / "key"
-    try:
-        return _trusted_key(path)
-    except FileNotFoundError:
-        root.mkdir(parents=True, exist_ok=True)
-        return _new_key(path, replace=False)
-    except OSError:
-        info, ours = os.lstat(path), os.geteuid()
-        if stat.S_ISDIR(info.st_mode) or ours not in (info.st_uid, os.stat(root).st_uid):
-            raise  # a folder, or another user's key in another user's folder: left alone
-        return _new_key(path, replace=True)
-
-
-def _trusted_key(path: Path) -> bytes:
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    handle = os.open(path, flags)  # a symlink: OSError (ELOOP)
-    try:
-        info = os.fstat(handle)
-        key = os.read(handle, 257)
-    finally:
-        os.close(handle)
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-        raise OSError(f"{path}: not a file of this user")
-    if info.st_mode & 0o077:
-        raise OSError(f"{path}: others may read or write it")
-    if not 32 <= len(key) <= 256:
-        raise OSError(f"{path}: not a key")
-    return key
-
-
-def _new_key(path: Path, replace: bool) -> bytes:
-    """A new key as ``path`` (over the untrusted one when ``replace``), or the one another
-    process made just before."""
-    temporary = written_beside(path, secrets.token_hex(32).encode(), 0o600)
-    try:
-        if replace:
-            os.replace(temporary, path)
-        else:
-            try:
-                os.link(temporary, path)  # appears whole, or not at all when there is one
-            except FileExistsError:
-                pass  # made by another process just now: that one is the key
-            except OSError:  # a file system without links: the last one written wins
-                os.replace(temporary, path)
-    finally:
-        remove_quietly(temporary)
-    return _trusted_key(path)
-
-
-def _digest(text: str, key: bytes) -> str:
-    return hmac.new(key, text.encode(), "sha256").hexdigest()
-
-
 def _signed(path: Path, stamp: Any, folders: Any, files: Any, text: str) -> str:
     """What an entry's digest signs: all it is used by (its name: purpose, pack, versions),
     so that no part of one entry can be moved into another or changed."""
@@ -315,7 +255,7 @@ def _read_entry(path: Path, stamp: list[list[Any]], seen: Seen) -> dict[str, Any
     if not isinstance(text, str) or not isinstance(digest, str) or not digest.isascii():
         return None  # (hmac.compare_digest refuses a str of other characters)
     try:
-        signed = _digest(_signed(path, stamp, folders, files, text), _key(path.parent))
+        signed = signature(_signed(path, stamp, folders, files, text), folder_key(path.parent))
     except (OSError, ValueError, RecursionError):
         return None
     if not hmac.compare_digest(digest, signed):
@@ -369,7 +309,9 @@ def _write_entry(
             "folders": folders,
             "files": files,
             "data": text,
-            "digest": _digest(_signed(path, stamp, folders, files, text), _key(path.parent)),
+            "digest": signature(
+                _signed(path, stamp, folders, files, text), folder_key(path.parent)
+            ),
         }
         content = json.dumps(entry).encode()
         if len(content) > MAX_ENTRY_BYTES:
