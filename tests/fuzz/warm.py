@@ -24,6 +24,7 @@ from strategies import (
     json_documents,
     mutated,
     odd_scalars,
+    odd_values,
     pack_files,
     templates,
 )
@@ -188,6 +189,13 @@ def warm_cases() -> st.SearchStrategy[Case]:
 # ---------------------------------------------------------------- rules run
 
 
+def _yaml(value: Any) -> str:
+    try:
+        return yaml.safe_dump(value, allow_unicode=True)
+    except (yaml.YAMLError, RecursionError, UnicodeEncodeError):
+        return "{}\n"
+
+
 RUN_PACK: dict[str, Any] = {
     **BASE_PACK,
     "triggers": {
@@ -199,6 +207,14 @@ RUN_PACK: dict[str, Any] = {
         "first": {"file": "first.j2", "purpose": "initial"},
     },
     "prompts": {"doc": "first", "x": "first"},
+    "context": {
+        "topic": {"type": "string", "default": ""},
+        "n": {"type": "int", "default": 0},
+        "xs": {"type": "list", "default": []},
+        "m": {"type": "map", "default": {}},
+        "anything": {"type": "any", "default": None},
+        "where": {"type": "path", "default": "."},
+    },
 }
 # the model: prints out.txt, reading its prompt first (or not: a model that does not read
 # stdin); the prompts it was sent are kept beside
@@ -216,6 +232,7 @@ RUN_OPTIONS = st.lists(
             ("--item", "k"), ("--item", "x" * 5000), ("--timeout", "0.000001"),
             ("--timeout", "1e308"), ("--max-output-bytes", "1"), ("--model", "m\n1"),
             ("--keep-outputs",), ("--prompt", "p.md"), ("--prompt", "missing.md"),
+            ("--context", "ctx.yaml"), ("--var", "topic=\x00"), ("--var", "n=99999999999999999999"),
         ]
     ),
     max_size=3,
@@ -231,12 +248,13 @@ def run_cases() -> st.SearchStrategy[Case]:
     def case(draw: st.DrawFn) -> Case:
         contract = draw(st.one_of(json_contracts(), text_contracts()))
         pack = {**RUN_PACK, "contracts": {**BASE_PACK["contracts"], "x": contract}}
-        first = draw(st.one_of(st.just("Write {{ nonce }}"), templates()))
+        first = draw(st.one_of(st.just("Write {{ nonce }} {{ topic }} {{ m }}"), templates()))
         files = {
             **pack_files(pack),
             "first.j2": first,
             "p.md": draw(st.one_of(st.text(max_size=50), st.sampled_from(ODD_TEXT))),
             "out.txt": draw(st.one_of(fenced(), json_documents(), mutated("hello there\n"))),
+            "ctx.yaml": _yaml(draw(st.dictionaries(st.sampled_from(CONTEXT_KEYS), odd_values))),
         }
         options = [part for option in draw(RUN_OPTIONS) for part in option]
         block = draw(st.sampled_from(["doc", "x"]))
@@ -252,8 +270,12 @@ def run_cases() -> st.SearchStrategy[Case]:
 
 ODD_OPTION = st.one_of(
     odd_scalars,
+    odd_values,
     st.sampled_from([b"x", ["a"], {"a": 1}, {1: "a"}, {"a": b"x"}, Path("."), object(), str]),
 )
+
+
+CONTEXT_KEYS = ["topic", "n", "xs", "m", "anything", "where"]
 
 
 def run_options() -> st.SearchStrategy[dict[str, Any]]:
@@ -262,6 +284,7 @@ def run_options() -> st.SearchStrategy[dict[str, Any]]:
     mapping = st.one_of(
         st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3),
         st.dictionaries(st.sampled_from(["criterion", "a", ""]), ODD_OPTION, max_size=2),
+        st.dictionaries(st.sampled_from(CONTEXT_KEYS), ODD_OPTION, max_size=3),
         ODD_OPTION,
     )
     return st.fixed_dictionaries(
@@ -302,7 +325,7 @@ def api_cases() -> st.SearchStrategy[tuple[str, dict[str, Any], list[Any], dict[
 
 
 def api_pack_files(pack: dict[str, Any]) -> dict[str, str]:
-    return {**pack_files(pack), "first.j2": "Write {{ nonce }}"}
+    return {**pack_files(pack), "first.j2": "Write {{ nonce }} {{ topic }} {{ xs }} {{ m }}"}
 
 
 def guard_cases() -> st.SearchStrategy[Case]:
