@@ -46,6 +46,9 @@ def _pack_folder(name: str) -> dict[str, str]:
 
 SENTINEL_FILES = _pack_folder("sentinel")
 GATE_FILES = _pack_folder("quality-gate")
+REVIEW_FILES = _pack_folder("gap-review")
+ENGINEER = REVIEW_FILES["examples/engineer.md"].replace("GAP-XXX", "GAP-FLOW-001")
+REVIEW_CONTEXT = "known_gaps: [GAP-FLOW-001, GAP-FLOW-002]\nround: 4\noriginal_prompt: Write it.\n"
 
 ODD_TEXT = [
     "", " ", "{", "}", "{}", "{name}", "{0}", "{value!r}", "{count:>99999}", "%s", "\\", "\n",
@@ -70,17 +73,22 @@ def _same_kind(value: Any) -> st.SearchStrategy[Any]:
     return odd_scalars
 
 
+def _at(value: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        value = value[step]
+    return value
+
+
 @st.composite
 def edited(draw: st.DrawFn, text: str) -> str:
     """The YAML ``text`` with one to three of its values replaced by values of the same
     type (most such packs still load, so their image is written and read back)."""
     pack: Any = yaml.safe_load(text)
     for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(_paths(pack)[1:]))
-        target: Any = pack
-        for step in path:
-            target = target[step]
-        pack = _replace(pack, path, draw(_same_kind(target)))
+        paths = _paths(pack)[1:]
+        numbers = [path for path in paths if isinstance(_at(pack, path), (int, float))]
+        path = draw(st.sampled_from(numbers if numbers and draw(st.booleans()) else paths))
+        pack = _replace(pack, path, draw(_same_kind(_at(pack, path))))
     try:
         return yaml.safe_dump(pack, allow_unicode=True, sort_keys=False)
     except (yaml.YAMLError, RecursionError, UnicodeEncodeError):
@@ -183,7 +191,20 @@ def warm_cases() -> st.SearchStrategy[Case]:
             runs=2,
         )
     )
-    return st.one_of(sentinel, gate, fuzz, guard_cases())
+    review = st.tuples(
+        st.sampled_from(["eval", "render"]),
+        edited(REVIEW_FILES["pack.yaml"]),
+        mutated(ENGINEER),
+        st.one_of(st.just(REVIEW_CONTEXT), mutated(REVIEW_CONTEXT)),
+    ).map(
+        lambda t: Case(
+            (t[0], "--pack", ".", "--block", "engineer", "--context", "ctx.yaml", "out.md"),
+            {**REVIEW_FILES, "pack.yaml": t[1], "out.md": t[2], "ctx.yaml": t[3]},
+            runs=2,
+            own_exits=True,
+        )
+    )
+    return st.one_of(sentinel, gate, fuzz, guard_cases(), review)
 
 
 # ---------------------------------------------------------------- rules run
