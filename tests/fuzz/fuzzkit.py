@@ -224,11 +224,18 @@ def corpus_cases() -> Sequence[tuple[str, Case, str | None]]:
 
 
 def run_api(
-    files: Mapping[str, str], block: Any, answers: Sequence[Any], options: Any
+    files: Mapping[str, str],
+    block: Any,
+    answers: Sequence[Any],
+    options: Any,
+    asynchronous: bool = False,
 ) -> str | None:
-    """``engine.run(".", block, call, **options)`` in a folder holding ``files``, ``call``
-    returning (or raising) ``answers`` in turn; what is wrong with it, or None. Only an
-    ``EngineError`` (a usage error naming the option) may come out of it."""
+    """``engine.run(".", block, call, **options)`` (or ``engine.arun`` with an async
+    ``call``) in a folder holding ``files``, ``call`` returning (or raising) ``answers`` in
+    turn; what is wrong with it, or None. Only an ``EngineError`` (a usage error naming
+    the option) may come out of it."""
+    import asyncio
+
     import engine
     from engine.core.errors import EngineError
 
@@ -240,6 +247,9 @@ def run_api(
             raise answer
         return answer
 
+    async def acall(prompt: str) -> Any:
+        return call(prompt)
+
     with tempfile.TemporaryDirectory() as temp:
         folder = Path(temp)
         _write(Case((), files), folder)
@@ -247,7 +257,10 @@ def run_api(
         os.chdir(folder)
         try:
             with _bounded():
-                result = engine.run(".", block, call, **options)
+                if asynchronous:
+                    result = asyncio.run(engine.arun(".", block, acall, **options))
+                else:
+                    result = engine.run(".", block, call, **options)
         except EngineError:
             return None
         except Overrun as exc:

@@ -228,6 +228,7 @@ RUN_PACK: dict[str, Any] = {
         "first": {"file": "first.j2", "purpose": "initial"},
     },
     "prompts": {"doc": "first", "x": "first"},
+    "limits": {"max_output_bytes": 100_000},
     "context": {
         "topic": {"type": "string", "default": ""},
         "n": {"type": "int", "default": 0},
@@ -323,6 +324,9 @@ def run_options() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+TOO_LARGE = "é" * 50_001  # past RUN_PACK's limits.max_output_bytes
+
+
 def model_answers() -> st.SearchStrategy[Any]:
     """What a model call returns or raises: texts, odd values, exceptions."""
     return st.one_of(
@@ -330,18 +334,21 @@ def model_answers() -> st.SearchStrategy[Any]:
         st.sampled_from(
             [None, b"\xff\xfe", bytearray(b"x"), 1, ["x"], ValueError("boom\x00"), OSError()]
         ),
+        st.sampled_from([TOO_LARGE, "x\ud800", memoryview(b"x")]),
         st.text(max_size=30),
     )
 
 
-def api_cases() -> st.SearchStrategy[tuple[str, dict[str, Any], list[Any], dict[str, Any]]]:
-    """(block, pack data, the answers of successive calls, options) for ``engine.run``."""
+def api_cases() -> st.SearchStrategy[tuple[str, dict[str, Any], list[Any], dict[str, Any], bool]]:
+    """(block, pack data, the answers of successive calls, options, whether the call is
+    async: ``engine.arun``) for ``engine.run``."""
     contract = st.one_of(json_contracts(), text_contracts())
     return st.tuples(
         st.sampled_from(["doc", "x", "nope"]),
         contract.map(lambda c: {**RUN_PACK, "contracts": {**BASE_PACK["contracts"], "x": c}}),
         st.lists(model_answers(), min_size=1, max_size=3),
         run_options(),
+        st.booleans(),
     )
 
 
