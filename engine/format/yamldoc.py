@@ -147,7 +147,12 @@ class _TreeBuilder:
                 )
                 return node.value
             try:
-                return _scalar_value(node)
+                value = _scalar_value(node)
+                if isinstance(value, str) and _lone_surrogate(value):
+                    self.source.refused.add(path)
+                    self._surrogate(value, node.start_mark)
+                    return None
+                return value
             except NumberOutOfRange as exc:
                 self.source.refused.add(path)
                 self.finding(
@@ -192,6 +197,9 @@ class _TreeBuilder:
                 )
                 continue
             key = str(key_node.value)
+            if _lone_surrogate(key):
+                self._surrogate(key, key_node.start_mark)
+                continue
             if key == "<<":
                 self.finding(
                     YAML_MERGE_KEY,
@@ -213,6 +221,27 @@ class _TreeBuilder:
             self.source.keys[key_path] = _position(self.display, key_node.start_mark)
             out[key] = self.build(value_node, key_path)
         return out
+
+    def _surrogate(self, text: str, mark: yaml.Mark | None) -> None:
+        shown = text.encode("utf-8", "backslashreplace").decode()[:100]
+        self.finding(
+            YAML_SYNTAX,
+            f"the text '{shown}' holds a lone surrogate (a \\uD800-\\uDFFF escape), not text",
+            mark,
+            "write the character itself, or escape it as \\U and 8 hex digits (\\U0001F600)",
+        )
+
+
+def _lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (YAML's ``"\\uD800"``), which no UTF-8
+    output, file name or ledger can hold."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class _TooBig(Exception):
