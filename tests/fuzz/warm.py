@@ -30,6 +30,7 @@ from strategies import (
 )
 
 from conftest import REPO
+from engine.format.yamldoc import parse_yaml
 
 # ---------------------------------------------------------------- packs that still load
 
@@ -83,7 +84,7 @@ def _at(value: Any, path: tuple[Any, ...]) -> Any:
 def edited(draw: st.DrawFn, text: str) -> str:
     """The YAML ``text`` with one to three of its values replaced by values of the same
     type (most such packs still load, so their image is written and read back)."""
-    pack: Any = yaml.safe_load(text)
+    pack: Any = parse_yaml(text, "pack.yaml").data  # as the engine reads it (YAML 1.2)
     for _ in range(draw(st.integers(1, 3))):
         paths = _paths(pack)[1:]
         numbers = [path for path in paths if isinstance(_at(pack, path), (int, float))]
@@ -155,6 +156,30 @@ def text_contracts() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+def _options(command: str, options: tuple[str, ...]) -> tuple[str, ...]:
+    """``options`` without --format for `rules render` (which prints the prompt only)."""
+    if command == "eval" or "--format" not in options:
+        return options
+    return tuple(o for o in options if o not in ("--format", "json"))
+
+
+COMMANDS = st.tuples(
+    st.sampled_from(["eval", "render"]),
+    st.sampled_from(
+        [
+            (),
+            ("--format", "json"),
+            ("--attempt", "2"),
+            ("--attempt", "3", "--format", "json"),
+            ("--previous-error", "x"),
+            ("--model", "m"),
+            ("--error", "boom"),
+        ]
+    ),
+).map(lambda t: (t[0], *_options(t[0], t[1])))
+"""A command and a few of its options: later attempts reach the escalation prompts."""
+
+
 def _fuzz_pack(contracts: dict[str, Any]) -> dict[str, Any]:
     return {**BASE_PACK, "contracts": {**BASE_PACK["contracts"], **contracts}}
 
@@ -166,39 +191,40 @@ def warm_cases() -> st.SearchStrategy[Case]:
     """`rules eval`, `render` and `gate`, each run twice in one folder (the second run from
     the pack's image in the cache): shipped packs with a few values edited, the fuzz pack
     with generated json and text contracts, fenced and mutated outputs."""
-    sentinel = st.tuples(
-        st.sampled_from(["eval", "render"]), edited(SENTINEL_FILES["pack.yaml"]), mutated(VERDICT)
-    ).map(
+    sentinel = st.tuples(COMMANDS, edited(SENTINEL_FILES["pack.yaml"]), mutated(VERDICT)).map(
         lambda t: Case(
-            (t[0], *SENTINEL_ARGS[:1], ".", *SENTINEL_ARGS[2:], "out.txt"),
+            (*t[0], *SENTINEL_ARGS[:1], ".", *SENTINEL_ARGS[2:], "out.txt"),
             {**SENTINEL_FILES, "pack.yaml": t[1], "out.txt": t[2]},
             runs=2,
         )
     )
-    gate = st.tuples(edited(GATE_FILES["pack.yaml"]), st.one_of(mutated(TODO), fenced())).map(
+    gate_options = st.sampled_from([(), ("--format", "json"), ("--retry", "2"), ("--retry", "9")])
+    gate = st.tuples(
+        edited(GATE_FILES["pack.yaml"]), st.one_of(mutated(TODO), fenced()), gate_options
+    ).map(
         lambda t: Case(
-            ("gate", "--pack", ".", "--stage", "IMPLEMENT", *GATE_NOW, "out.json"),
+            ("gate", "--pack", ".", "--stage", "IMPLEMENT", *GATE_NOW, *t[2], "out.json"),
             {**GATE_FILES, "pack.yaml": t[0], "out.json": t[1]},
             runs=2,
         )
     )
     contract = st.one_of(json_contracts(), text_contracts())
     output = st.one_of(fenced(), json_documents(), mutated("## Notes\n\nGAP-FLOW-001 text\n"))
-    fuzz = st.tuples(st.sampled_from(["eval", "render"]), contract, output).map(
+    fuzz = st.tuples(COMMANDS, contract, output).map(
         lambda t: Case(
-            (t[0], "--pack", ".", "--block", "x", "out.txt"),
+            (*t[0], "--pack", ".", "--block", "x", "out.txt"),
             {**pack_files(_fuzz_pack({"x": t[1]})), "out.txt": t[2]},
             runs=2,
         )
     )
     review = st.tuples(
-        st.sampled_from(["eval", "render"]),
+        COMMANDS,
         edited(REVIEW_FILES["pack.yaml"]),
         mutated(ENGINEER),
         st.one_of(st.just(REVIEW_CONTEXT), mutated(REVIEW_CONTEXT)),
     ).map(
         lambda t: Case(
-            (t[0], "--pack", ".", "--block", "engineer", "--context", "ctx.yaml", "out.md"),
+            (*t[0], "--pack", ".", "--block", "engineer", "--context", "ctx.yaml", "out.md"),
             {**REVIEW_FILES, "pack.yaml": t[1], "out.md": t[2], "ctx.yaml": t[3]},
             runs=2,
             own_exits=True,
