@@ -17,6 +17,7 @@ import yaml
 from engine.core.errors import Position
 from engine.core.files import read_file_capped
 from engine.core.numbers import NumberOutOfRange, float_of_text, int_of_text
+from engine.core.textio import holds_lone_surrogate
 from engine.format.findings import Finding, FindingRule
 from engine.format.loader_rules import (
     FILE_UNREADABLE,
@@ -148,7 +149,7 @@ class _TreeBuilder:
                 return node.value
             try:
                 value = _scalar_value(node)
-                if isinstance(value, str) and _lone_surrogate(value):
+                if isinstance(value, str) and holds_lone_surrogate(value):
                     self.source.refused.add(path)
                     self._surrogate(value, node.start_mark)
                     return None
@@ -197,7 +198,7 @@ class _TreeBuilder:
                 )
                 continue
             key = str(key_node.value)
-            if _lone_surrogate(key):
+            if holds_lone_surrogate(key):
                 self._surrogate(key, key_node.start_mark)
                 continue
             if key == "<<":
@@ -230,18 +231,6 @@ class _TreeBuilder:
             mark,
             "write the character itself, or escape it as \\U and 8 hex digits (\\U0001F600)",
         )
-
-
-def _lone_surrogate(text: str) -> bool:
-    """Whether ``text`` holds a lone surrogate (YAML's ``"\\uD800"``), which no UTF-8
-    output, file name or ledger can hold."""
-    if text.isascii():
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 class _TooBig(Exception):
