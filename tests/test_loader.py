@@ -149,3 +149,25 @@ def test_an_explicit_tag_on_a_value_it_cannot_hold_is_a_finding(tmp_path: Path, 
     path.write_text(f"rulepack: x\nlimits: {{max_output_bytes: {value}}}\n", encoding="utf-8")
     doc = read_yaml(path)
     assert [(f.rule, f.position.line) for f in doc.findings] == [("yaml-syntax", 2)]
+
+
+@pytest.mark.parametrize(
+    ("text", "column"),
+    [('m: "\\uD800 too long"\n', 4), ('"k\\uDC00": 1\n', 1), ('- ["ok", "\\udfff"]\n', 10)],
+)
+def test_a_lone_surrogate_escape_is_a_finding_at_its_place(text: str, column: int) -> None:
+    """YAML's "\\uD800" makes a string no UTF-8 output, file name or ledger can hold: a pack
+    text holding one was an internal UnicodeEncodeError when printed (found by the fuzzer)."""
+    doc = parse_yaml(text, "f.yaml")
+    [finding] = doc.findings
+    assert (finding.rule, finding.position.line, finding.position.column) == (
+        "yaml-syntax",
+        1,
+        column,
+    )
+    assert "holds a lone surrogate" in finding.message
+    assert "write the character itself" in finding.hint
+
+
+def test_a_surrogate_pair_written_as_the_character_is_text() -> None:
+    assert parse_yaml('m: "\\U0001F600 and 😀"\n', "f.yaml").data == {"m": "😀 and 😀"}

@@ -143,6 +143,30 @@ def test_jsonl_vars_null_is_no_vars() -> None:
     assert 'needs "vars": {"criterion": ...}' in json.loads(result.stdout)["error"]
 
 
+def test_a_jsonl_record_holding_a_lone_surrogate_escape_is_that_records_error() -> None:
+    """An id, nonce or var written as a lone "\\ud800" escape decodes to no text: echoing
+    the id was an internal UnicodeEncodeError that ended the batch. The text is cleaned as
+    every output is (U+FFFD)."""
+    good = {"block": "VERDICT", "nonce": NONCE, "vars": {"criterion": "AC1"}, "text": VERDICT_OK}
+    lines = [
+        json.dumps({**good, "id": "a\ud800"}),
+        json.dumps({**good, "id": 2, "vars": {"criterion": "AC1\udfff"}}),
+        json.dumps({**good, "id": 3, "nonce": "\udc00"}),
+        json.dumps({**good, "id": 4, "text": VERDICT_OK.replace('REASON="', 'REASON="\ud800', 1)}),
+    ]
+    result = run_cli("parse", "--pack", "sentinel", "--jsonl", "-", input="\n".join(lines) + "\n")
+    assert result.exit_code == 1, result.output
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    lone = "holds a lone surrogate (a \\ud800-\\udfff escape alone), not text"
+    assert [(r["id"], r["ok"], r["error"]) for r in out] == [
+        (None, False, f"input line 1: 'id' {lone}"),
+        (2, False, f"input line 2: 'vars' {lone}"),
+        (3, False, f"input line 3: 'nonce' {lone}"),
+        (4, True, None),
+    ]
+    assert out[3]["data"]["reason"] == "\ufffdfine"
+
+
 def test_a_jsonl_line_nested_too_deeply_is_that_records_error() -> None:
     lines = [
         '{"id": 1, "text": ' + "[" * 100_000,

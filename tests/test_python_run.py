@@ -262,6 +262,25 @@ def test_a_call_that_hangs_past_the_timeout_is_an_execution_failure(tmp_path: Pa
     assert [r["failure_type"] for r in consistent(tmp_path / "a")] == ["EXECUTION_FAILED"]
 
 
+@pytest.mark.parametrize("timeout", [1e308, 2.0**63, 1e10])
+def test_a_timeout_longer_than_a_thread_can_wait_is_no_bound(
+    tmp_path: Path, timeout: float
+) -> None:
+    """A thread waits at most threading.TIMEOUT_MAX (about 292 years): a longer timeout was
+    an internal OverflowError once the call was made."""
+    result = engine.run(
+        "sentinel",
+        "VERDICT",
+        answer,
+        session=tmp_path / "s",
+        prompt="p",
+        timeout=timeout,
+        **VERDICT,
+    )
+    assert result.data == DATA
+    assert len(result.attempts) == 2  # the malformed first answer, then its repair
+
+
 def test_a_cancelled_run_leaves_only_whole_attempts(tmp_path: Path) -> None:
     calls: list[str] = []
     second = asyncio.Event()

@@ -60,6 +60,18 @@ def clean_text(text: str) -> str:
     return text
 
 
+def holds_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (from a ``"\\ud800"`` escape of JSON or YAML),
+    which no UTF-8 output, file name or ledger can hold."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def int_text(number: int) -> str:
     """Decimal digits of an int of any size (str() refuses over 4300 digits)."""
     try:

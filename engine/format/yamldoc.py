@@ -17,6 +17,7 @@ import yaml
 from engine.core.errors import Position
 from engine.core.files import read_file_capped
 from engine.core.numbers import NumberOutOfRange, float_of_text, int_of_text
+from engine.core.textio import holds_lone_surrogate
 from engine.format.findings import Finding, FindingRule
 from engine.format.loader_rules import (
     FILE_UNREADABLE,
@@ -147,7 +148,12 @@ class _TreeBuilder:
                 )
                 return node.value
             try:
-                return _scalar_value(node)
+                value = _scalar_value(node)
+                if isinstance(value, str) and holds_lone_surrogate(value):
+                    self.source.refused.add(path)
+                    self._surrogate(value, node.start_mark)
+                    return None
+                return value
             except NumberOutOfRange as exc:
                 self.source.refused.add(path)
                 self.finding(
@@ -192,6 +198,9 @@ class _TreeBuilder:
                 )
                 continue
             key = str(key_node.value)
+            if holds_lone_surrogate(key):
+                self._surrogate(key, key_node.start_mark)
+                continue
             if key == "<<":
                 self.finding(
                     YAML_MERGE_KEY,
@@ -213,6 +222,15 @@ class _TreeBuilder:
             self.source.keys[key_path] = _position(self.display, key_node.start_mark)
             out[key] = self.build(value_node, key_path)
         return out
+
+    def _surrogate(self, text: str, mark: yaml.Mark | None) -> None:
+        shown = text.encode("utf-8", "backslashreplace").decode()[:100]
+        self.finding(
+            YAML_SYNTAX,
+            f"the text '{shown}' holds a lone surrogate (a \\uD800-\\uDFFF escape), not text",
+            mark,
+            "write the character itself, or escape it as \\U and 8 hex digits (\\U0001F600)",
+        )
 
 
 class _TooBig(Exception):

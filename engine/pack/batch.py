@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 from engine.core.errors import EngineError
 from engine.core.numbers import strict_loads
+from engine.core.textio import holds_lone_surrogate
 from engine.pack.parsing import Parsing
 
 
@@ -65,6 +66,20 @@ def record_inputs(
     return block, nonce, variables
 
 
+def _not_text(record: Mapping[str, Any]) -> str | None:
+    """The first of a record's id, block, nonce and vars holding a lone surrogate, which no
+    output can print (its text is cleaned as every output is: U+FFFD)."""
+    for key in ("id", "block", "nonce"):
+        if isinstance(record.get(key), str) and holds_lone_surrogate(record[key]):
+            return key
+    variables = record.get("vars")
+    if isinstance(variables, dict):
+        for pair in variables.items():
+            if any(isinstance(part, str) and holds_lone_surrogate(part) for part in pair):
+                return "vars"
+    return None
+
+
 def parse_record(
     pack: Parsing,
     line: bytes | str,
@@ -82,6 +97,12 @@ def parse_record(
     if not isinstance(record, dict):
         return _record_error(None, f"input line {number}: expected a JSON object")
     record_id = record.get("id")
+    if ("\\ud" in raw or "\\uD" in raw) and (key := _not_text(record)):  # only an escape
+        return _record_error(
+            None if key == "id" else record_id,
+            f"input line {number}: '{key}' holds a lone surrogate (a \\ud800-\\udfff escape "
+            "alone), not text",
+        )
     try:
         block, nonce, variables = record_inputs(
             record, default_block, default_nonce, " (give it in the record or with --block)"

@@ -256,7 +256,7 @@ def call_in_thread(call: Call, prompt: str, timeout: float | None) -> Execution:
 
     worker = threading.Thread(target=target, name="rules-model-call", daemon=True)
     worker.start()
-    worker.join(timeout)
+    worker.join(min(timeout, threading.TIMEOUT_MAX))  # a longer wait overflows: no bound
     if not box:
         return Execution("", f"model call timed out after {timeout:g} s")
     if isinstance(box[0], BaseException):

@@ -18,7 +18,7 @@ from typing import Any
 from engine.core import telemetry
 from engine.core.errors import EngineError
 from engine.core.placeholders import fill
-from engine.core.textio import decode_output
+from engine.core.textio import decode_output, holds_lone_surrogate
 from engine.core.verdict import Verdict
 from engine.ledger import attempts as attempt_rows
 from engine.ledger import rounds as round_rows
@@ -64,11 +64,8 @@ def not_text(given: OutputInput) -> str | None:
     for key, item in given.vars.items():
         named += [(f"vars: the key {key!r}", key), (f"vars[{key!r}]", item)]
     for where, value in named:
-        if isinstance(value, str) and not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                return f"{where[:80]}: must be text (it holds a lone surrogate, not UTF-8)"
+        if isinstance(value, str) and holds_lone_surrogate(value):
+            return f"{where[:80]}: must be text (it holds a lone surrogate, not UTF-8)"
     return None
 
 

@@ -101,6 +101,25 @@ def test_many_documents_as_a_list_or_as_lines() -> None:
     assert verdict("task_lines", json.dumps(GOOD) + "\n{oops}\n")[1][0][2] == 2
 
 
+def test_a_lone_surrogate_escape_is_a_parse_error_naming_where() -> None:
+    """JSON can write "\\ud800" alone, which decodes to no text: accepted, it was an internal
+    UnicodeEncodeError when `rules run` or `rules eval --format json` printed the data."""
+    named = {**GOOD, "metadata": {"success_criteria": ["ok \\ud800"]}}
+    assert verdict("task", json.dumps(named).replace("\\\\", "\\")) == (
+        "fail",
+        [("PARSE_ERROR", "metadata.success_criteria.0: " + LONE, None)],
+    )
+    assert verdict("task_lines", json.dumps(GOOD) + '\n{"\\udc00": 1}\n')[1] == [
+        ("PARSE_ERROR", "item 2: (root): a key holding " + LONE, None)
+    ]
+    pair = {**GOOD, "id": "T-1", "metadata": {"success_criteria": ["\\ud83d\\ude00"]}}
+    result = PACK.evaluate("task", json.dumps(pair).replace("\\\\", "\\"))
+    assert (result.status, result.data["metadata"]) == ("pass", {"success_criteria": ["😀"]})
+
+
+LONE = "a lone surrogate (a \\ud800-\\udfff escape alone) is not text"
+
+
 def test_rules_eval_repairs_a_json_output_with_the_pack_template(tmp_path: Path) -> None:
     output = tmp_path / "out.json"
     output.write_text(json.dumps({**GOOD, "metadata": {}}), encoding="utf-8")

@@ -46,11 +46,15 @@ class Case:
     runs: int = 1
     """How many times the command runs in the same folder, with a cache folder of its own:
     the first run loads the pack and writes its cache entries, the next ones read them."""
+    own_exits: bool = False
+    """The pack declares actions with exit statuses of their own (0 to 125)."""
 
     def to_yaml(self, note: str = "") -> str:
         data: dict[str, Any] = {"args": list(self.args), "files": dict(self.files)}
         if self.runs != 1:
             data["runs"] = self.runs
+        if self.own_exits:
+            data["own_exits"] = True
         if note:
             data = {"note": note, **data}
         return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=100)
@@ -119,7 +123,7 @@ def run_in_process(case: Case) -> str | None:
             for _ in range(case.runs):
                 with _bounded():
                     result = CliRunner().invoke(cli, list(case.args), catch_exceptions=True)
-                problem = _problem(result)
+                problem = _problem(result, case.own_exits)
                 if problem is not None:
                     return problem if not said else f"on a warm run: {problem}"
                 said.append((result.exit_code, result.output))
@@ -141,7 +145,7 @@ def run_in_process(case: Case) -> str | None:
     return None
 
 
-def _problem(result: Any) -> str | None:
+def _problem(result: Any, own_exits: bool = False) -> str | None:
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         exc = result.exception
         if isinstance(exc, Overrun):
@@ -149,7 +153,7 @@ def _problem(result: Any) -> str | None:
         if isinstance(exc, MemoryError):
             return "over 1 GiB (MemoryError)"
         return f"internal error: {type(exc).__name__}: {str(exc)[:300]}"
-    return _judge(result.exit_code, result.output)
+    return _judge(result.exit_code, result.output, own_exits)
 
 
 def run_process(case: Case) -> str | None:
@@ -182,16 +186,16 @@ def run_process(case: Case) -> str | None:
             output = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
             if "MemoryError" in output:
                 return f"{warm}over 1 GiB (MemoryError)"
-            problem = _judge(done.returncode, output)
+            problem = _judge(done.returncode, output, case.own_exits)
             if problem is not None:
                 return warm + problem
     return None
 
 
-def _judge(code: int, output: str) -> str | None:
+def _judge(code: int, output: str, own_exits: bool = False) -> str | None:
     if "internal error" in output or "Traceback (most recent call last)" in output:
         return f"internal error: {output[-400:]}"
-    if code not in EXIT_CODES:
+    if code not in EXIT_CODES and not (own_exits and 0 <= code <= 125):
         return f"exit status {code}: {output[-400:]}"
     return None
 
@@ -213,17 +217,25 @@ def corpus_cases() -> Sequence[tuple[str, Case, str | None]]:
     for path in sorted(CORPUS.glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         files = dict(data.get("files") or {})
-        case = Case(tuple(str(a) for a in data["args"]), files, int(data.get("runs", 1)))
+        args = tuple(str(a) for a in data["args"])
+        case = Case(args, files, int(data.get("runs", 1)), bool(data.get("own_exits")))
         found.append((path.name, case, data.get("known_failure")))
     return found
 
 
 def run_api(
-    files: Mapping[str, str], block: Any, answers: Sequence[Any], options: Any
+    files: Mapping[str, str],
+    block: Any,
+    answers: Sequence[Any],
+    options: Any,
+    asynchronous: bool = False,
 ) -> str | None:
-    """``engine.run(".", block, call, **options)`` in a folder holding ``files``, ``call``
-    returning (or raising) ``answers`` in turn; what is wrong with it, or None. Only an
-    ``EngineError`` (a usage error naming the option) may come out of it."""
+    """``engine.run(".", block, call, **options)`` (or ``engine.arun`` with an async
+    ``call``) in a folder holding ``files``, ``call`` returning (or raising) ``answers`` in
+    turn; what is wrong with it, or None. Only an ``EngineError`` (a usage error naming
+    the option) may come out of it."""
+    import asyncio
+
     import engine
     from engine.core.errors import EngineError
 
@@ -235,6 +247,9 @@ def run_api(
             raise answer
         return answer
 
+    async def acall(prompt: str) -> Any:
+        return call(prompt)
+
     with tempfile.TemporaryDirectory() as temp:
         folder = Path(temp)
         _write(Case((), files), folder)
@@ -242,7 +257,10 @@ def run_api(
         os.chdir(folder)
         try:
             with _bounded():
-                result = engine.run(".", block, call, **options)
+                if asynchronous:
+                    result = asyncio.run(engine.arun(".", block, acall, **options))
+                else:
+                    result = engine.run(".", block, call, **options)
         except EngineError:
             return None
         except Overrun as exc:

@@ -188,16 +188,17 @@ def json_documents() -> st.SearchStrategy[str]:
 def output_cases() -> st.SearchStrategy[Case]:
     """`rules parse` and `rules eval` of outputs of each kind: sentinel (a VERDICT around
     the shipped example), json, markdown and text (the fuzz pack's contracts)."""
-    sentinel = st.tuples(st.sampled_from(["parse", "eval"]), mutated(VERDICT)).map(
-        lambda t: Case((t[0], *SENTINEL_ARGS, "out.txt"), {"out.txt": t[1]})
+    commands = st.sampled_from([("parse",), ("eval",), ("eval", "--format", "json")])
+    sentinel = st.tuples(commands, mutated(VERDICT)).map(
+        lambda t: Case((*t[0], *SENTINEL_ARGS, "out.txt"), {"out.txt": t[1]})
     )
     others = st.tuples(
-        st.sampled_from(["parse", "eval"]),
+        commands,
         st.sampled_from(["doc", "data", "notes"]),
         st.one_of(json_documents(), mutated("## Notes\n\nGAP-FLOW-001 text\n")),
     ).map(
         lambda t: Case(
-            (t[0], "--pack", ".", "--block", t[1], "out.txt"),
+            (*t[0], "--pack", ".", "--block", t[1], "out.txt"),
             {**pack_files(), "out.txt": t[2]},
         )
     )

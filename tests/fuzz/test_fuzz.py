@@ -95,12 +95,12 @@ def test_fuzz_smoke(target: str) -> None:
     run()
 
 
-def _api(case: tuple[str, dict[str, Any], list[Any], dict[str, Any]]) -> None:
-    block, pack, answers, options = case
-    problem = run_api(api_pack_files(pack), block, answers, options)
-    assert problem is None, (
-        f"{problem}\nengine.run(pack, {block!r}, answers={answers!r}, **{options!r})"
-    )
+def _api(case: tuple[str, dict[str, Any], list[Any], dict[str, Any], bool]) -> None:
+    block, pack, answers, options, asynchronous = case
+    problem = run_api(api_pack_files(pack), block, answers, options, asynchronous)
+    entry = "arun" if asynchronous else "run"
+    shown = f"engine.{entry}(pack, {block!r}, answers={answers!r:.500}, **{options!r})"
+    assert problem is None, f"{problem}\n{shown}"
 
 
 @pytest.mark.slow
@@ -109,7 +109,7 @@ def test_fuzz_api() -> None:
 
     @FUZZ
     @given(case=api_cases())
-    def run(case: tuple[str, dict[str, Any], list[Any], dict[str, Any]]) -> None:
+    def run(case: tuple[str, dict[str, Any], list[Any], dict[str, Any], bool]) -> None:
         _api(case)
 
     run()
@@ -118,7 +118,7 @@ def test_fuzz_api() -> None:
 def test_fuzz_api_smoke() -> None:
     @SMOKE
     @given(case=api_cases())
-    def run(case: tuple[str, dict[str, Any], list[Any], dict[str, Any]]) -> None:
+    def run(case: tuple[str, dict[str, Any], list[Any], dict[str, Any], bool]) -> None:
         _api(case)
 
     run()

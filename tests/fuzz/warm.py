@@ -24,11 +24,13 @@ from strategies import (
     json_documents,
     mutated,
     odd_scalars,
+    odd_values,
     pack_files,
     templates,
 )
 
 from conftest import REPO
+from engine.format.yamldoc import parse_yaml
 
 # ---------------------------------------------------------------- packs that still load
 
@@ -45,6 +47,9 @@ def _pack_folder(name: str) -> dict[str, str]:
 
 SENTINEL_FILES = _pack_folder("sentinel")
 GATE_FILES = _pack_folder("quality-gate")
+REVIEW_FILES = _pack_folder("gap-review")
+ENGINEER = REVIEW_FILES["examples/engineer.md"].replace("GAP-XXX", "GAP-FLOW-001")
+REVIEW_CONTEXT = "known_gaps: [GAP-FLOW-001, GAP-FLOW-002]\nround: 4\noriginal_prompt: Write it.\n"
 
 ODD_TEXT = [
     "", " ", "{", "}", "{}", "{name}", "{0}", "{value!r}", "{count:>99999}", "%s", "\\", "\n",
@@ -69,17 +74,22 @@ def _same_kind(value: Any) -> st.SearchStrategy[Any]:
     return odd_scalars
 
 
+def _at(value: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        value = value[step]
+    return value
+
+
 @st.composite
 def edited(draw: st.DrawFn, text: str) -> str:
     """The YAML ``text`` with one to three of its values replaced by values of the same
     type (most such packs still load, so their image is written and read back)."""
-    pack: Any = yaml.safe_load(text)
+    pack: Any = parse_yaml(text, "pack.yaml").data  # as the engine reads it (YAML 1.2)
     for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(_paths(pack)[1:]))
-        target: Any = pack
-        for step in path:
-            target = target[step]
-        pack = _replace(pack, path, draw(_same_kind(target)))
+        paths = _paths(pack)[1:]
+        numbers = [path for path in paths if isinstance(_at(pack, path), (int, float))]
+        path = draw(st.sampled_from(numbers if numbers and draw(st.booleans()) else paths))
+        pack = _replace(pack, path, draw(_same_kind(_at(pack, path))))
     try:
         return yaml.safe_dump(pack, allow_unicode=True, sort_keys=False)
     except (yaml.YAMLError, RecursionError, UnicodeEncodeError):
@@ -146,6 +156,30 @@ def text_contracts() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+def _options(command: str, options: tuple[str, ...]) -> tuple[str, ...]:
+    """``options`` without --format for `rules render` (which prints the prompt only)."""
+    if command == "eval" or "--format" not in options:
+        return options
+    return tuple(o for o in options if o not in ("--format", "json"))
+
+
+COMMANDS = st.tuples(
+    st.sampled_from(["eval", "render"]),
+    st.sampled_from(
+        [
+            (),
+            ("--format", "json"),
+            ("--attempt", "2"),
+            ("--attempt", "3", "--format", "json"),
+            ("--previous-error", "x"),
+            ("--model", "m"),
+            ("--error", "boom"),
+        ]
+    ),
+).map(lambda t: (t[0], *_options(t[0], t[1])))
+"""A command and a few of its options: later attempts reach the escalation prompts."""
+
+
 def _fuzz_pack(contracts: dict[str, Any]) -> dict[str, Any]:
     return {**BASE_PACK, "contracts": {**BASE_PACK["contracts"], **contracts}}
 
@@ -157,35 +191,56 @@ def warm_cases() -> st.SearchStrategy[Case]:
     """`rules eval`, `render` and `gate`, each run twice in one folder (the second run from
     the pack's image in the cache): shipped packs with a few values edited, the fuzz pack
     with generated json and text contracts, fenced and mutated outputs."""
-    sentinel = st.tuples(
-        st.sampled_from(["eval", "render"]), edited(SENTINEL_FILES["pack.yaml"]), mutated(VERDICT)
-    ).map(
+    sentinel = st.tuples(COMMANDS, edited(SENTINEL_FILES["pack.yaml"]), mutated(VERDICT)).map(
         lambda t: Case(
-            (t[0], *SENTINEL_ARGS[:1], ".", *SENTINEL_ARGS[2:], "out.txt"),
+            (*t[0], *SENTINEL_ARGS[:1], ".", *SENTINEL_ARGS[2:], "out.txt"),
             {**SENTINEL_FILES, "pack.yaml": t[1], "out.txt": t[2]},
             runs=2,
         )
     )
-    gate = st.tuples(edited(GATE_FILES["pack.yaml"]), st.one_of(mutated(TODO), fenced())).map(
+    gate_options = st.sampled_from([(), ("--format", "json"), ("--retry", "2"), ("--retry", "9")])
+    gate = st.tuples(
+        edited(GATE_FILES["pack.yaml"]), st.one_of(mutated(TODO), fenced()), gate_options
+    ).map(
         lambda t: Case(
-            ("gate", "--pack", ".", "--stage", "IMPLEMENT", *GATE_NOW, "out.json"),
+            ("gate", "--pack", ".", "--stage", "IMPLEMENT", *GATE_NOW, *t[2], "out.json"),
             {**GATE_FILES, "pack.yaml": t[0], "out.json": t[1]},
             runs=2,
         )
     )
     contract = st.one_of(json_contracts(), text_contracts())
     output = st.one_of(fenced(), json_documents(), mutated("## Notes\n\nGAP-FLOW-001 text\n"))
-    fuzz = st.tuples(st.sampled_from(["eval", "render"]), contract, output).map(
+    fuzz = st.tuples(COMMANDS, contract, output).map(
         lambda t: Case(
-            (t[0], "--pack", ".", "--block", "x", "out.txt"),
+            (*t[0], "--pack", ".", "--block", "x", "out.txt"),
             {**pack_files(_fuzz_pack({"x": t[1]})), "out.txt": t[2]},
             runs=2,
         )
     )
-    return st.one_of(sentinel, gate, fuzz, guard_cases())
+    review = st.tuples(
+        COMMANDS,
+        edited(REVIEW_FILES["pack.yaml"]),
+        mutated(ENGINEER),
+        st.one_of(st.just(REVIEW_CONTEXT), mutated(REVIEW_CONTEXT)),
+    ).map(
+        lambda t: Case(
+            (*t[0], "--pack", ".", "--block", "engineer", "--context", "ctx.yaml", "out.md"),
+            {**REVIEW_FILES, "pack.yaml": t[1], "out.md": t[2], "ctx.yaml": t[3]},
+            runs=2,
+            own_exits=True,
+        )
+    )
+    return st.one_of(sentinel, gate, fuzz, guard_cases(), review)
 
 
 # ---------------------------------------------------------------- rules run
+
+
+def _yaml(value: Any) -> str:
+    try:
+        return yaml.safe_dump(value, allow_unicode=True)
+    except (yaml.YAMLError, RecursionError, UnicodeEncodeError):
+        return "{}\n"
 
 
 RUN_PACK: dict[str, Any] = {
@@ -199,6 +254,15 @@ RUN_PACK: dict[str, Any] = {
         "first": {"file": "first.j2", "purpose": "initial"},
     },
     "prompts": {"doc": "first", "x": "first"},
+    "limits": {"max_output_bytes": 100_000},
+    "context": {
+        "topic": {"type": "string", "default": ""},
+        "n": {"type": "int", "default": 0},
+        "xs": {"type": "list", "default": []},
+        "m": {"type": "map", "default": {}},
+        "anything": {"type": "any", "default": None},
+        "where": {"type": "path", "default": "."},
+    },
 }
 # the model: prints out.txt, reading its prompt first (or not: a model that does not read
 # stdin); the prompts it was sent are kept beside
@@ -216,6 +280,7 @@ RUN_OPTIONS = st.lists(
             ("--item", "k"), ("--item", "x" * 5000), ("--timeout", "0.000001"),
             ("--timeout", "1e308"), ("--max-output-bytes", "1"), ("--model", "m\n1"),
             ("--keep-outputs",), ("--prompt", "p.md"), ("--prompt", "missing.md"),
+            ("--context", "ctx.yaml"), ("--var", "topic=\x00"), ("--var", "n=99999999999999999999"),
         ]
     ),
     max_size=3,
@@ -231,12 +296,13 @@ def run_cases() -> st.SearchStrategy[Case]:
     def case(draw: st.DrawFn) -> Case:
         contract = draw(st.one_of(json_contracts(), text_contracts()))
         pack = {**RUN_PACK, "contracts": {**BASE_PACK["contracts"], "x": contract}}
-        first = draw(st.one_of(st.just("Write {{ nonce }}"), templates()))
+        first = draw(st.one_of(st.just("Write {{ nonce }} {{ topic }} {{ m }}"), templates()))
         files = {
             **pack_files(pack),
             "first.j2": first,
             "p.md": draw(st.one_of(st.text(max_size=50), st.sampled_from(ODD_TEXT))),
             "out.txt": draw(st.one_of(fenced(), json_documents(), mutated("hello there\n"))),
+            "ctx.yaml": _yaml(draw(st.dictionaries(st.sampled_from(CONTEXT_KEYS), odd_values))),
         }
         options = [part for option in draw(RUN_OPTIONS) for part in option]
         block = draw(st.sampled_from(["doc", "x"]))
@@ -252,8 +318,12 @@ def run_cases() -> st.SearchStrategy[Case]:
 
 ODD_OPTION = st.one_of(
     odd_scalars,
+    odd_values,
     st.sampled_from([b"x", ["a"], {"a": 1}, {1: "a"}, {"a": b"x"}, Path("."), object(), str]),
 )
+
+
+CONTEXT_KEYS = ["topic", "n", "xs", "m", "anything", "where"]
 
 
 def run_options() -> st.SearchStrategy[dict[str, Any]]:
@@ -262,6 +332,7 @@ def run_options() -> st.SearchStrategy[dict[str, Any]]:
     mapping = st.one_of(
         st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=3),
         st.dictionaries(st.sampled_from(["criterion", "a", ""]), ODD_OPTION, max_size=2),
+        st.dictionaries(st.sampled_from(CONTEXT_KEYS), ODD_OPTION, max_size=3),
         ODD_OPTION,
     )
     return st.fixed_dictionaries(
@@ -279,6 +350,9 @@ def run_options() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+TOO_LARGE = "é" * 50_001  # past RUN_PACK's limits.max_output_bytes
+
+
 def model_answers() -> st.SearchStrategy[Any]:
     """What a model call returns or raises: texts, odd values, exceptions."""
     return st.one_of(
@@ -286,23 +360,26 @@ def model_answers() -> st.SearchStrategy[Any]:
         st.sampled_from(
             [None, b"\xff\xfe", bytearray(b"x"), 1, ["x"], ValueError("boom\x00"), OSError()]
         ),
+        st.sampled_from([TOO_LARGE, "x\ud800", memoryview(b"x")]),
         st.text(max_size=30),
     )
 
 
-def api_cases() -> st.SearchStrategy[tuple[str, dict[str, Any], list[Any], dict[str, Any]]]:
-    """(block, pack data, the answers of successive calls, options) for ``engine.run``."""
+def api_cases() -> st.SearchStrategy[tuple[str, dict[str, Any], list[Any], dict[str, Any], bool]]:
+    """(block, pack data, the answers of successive calls, options, whether the call is
+    async: ``engine.arun``) for ``engine.run``."""
     contract = st.one_of(json_contracts(), text_contracts())
     return st.tuples(
         st.sampled_from(["doc", "x", "nope"]),
         contract.map(lambda c: {**RUN_PACK, "contracts": {**BASE_PACK["contracts"], "x": c}}),
         st.lists(model_answers(), min_size=1, max_size=3),
         run_options(),
+        st.booleans(),
     )
 
 
 def api_pack_files(pack: dict[str, Any]) -> dict[str, str]:
-    return {**pack_files(pack), "first.j2": "Write {{ nonce }}"}
+    return {**pack_files(pack), "first.j2": "Write {{ nonce }} {{ topic }} {{ xs }} {{ m }}"}
 
 
 def guard_cases() -> st.SearchStrategy[Case]:

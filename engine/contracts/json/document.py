@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple
 
 from engine.contracts.json.keywords import linear_keywords, pattern_problems
 from engine.core.files import read_file_capped
+from engine.core.textio import holds_lone_surrogate
 from engine.format.findings import FindingRule
 
 INVALID_SCHEMA = FindingRule(
@@ -118,13 +119,22 @@ class _Numbers:
         return self._refuse(f"{name} is not a JSON number (NaN and infinities are refused)")
 
 
-def _first_refused(value: Any) -> tuple[str, str] | None:
-    """The dotted path of the first refused number in ``value``, and why."""
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = "a lone surrogate (a \\ud800-\\udfff escape alone) is not text"
+
+
+def _first_refused(value: Any, texts: bool = False) -> tuple[str, str] | None:
+    """The dotted path of the first refused number in ``value`` (with ``texts``, or string
+    or key holding a lone surrogate), and why."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
         node, path = stack.pop()
         if isinstance(node, _Refused):
             return _dotted(path) or "(root)", node.reason
+        if texts and isinstance(node, str) and holds_lone_surrogate(node):
+            return _dotted(path) or "(root)", _LONE_SURROGATE
+        if texts and isinstance(node, dict) and any(map(holds_lone_surrogate, node)):
+            return _dotted(path) or "(root)", "a key holding " + _LONE_SURROGATE
         if isinstance(node, dict):
             stack.extend((child, (*path, key)) for key, child in reversed(node.items()))
         elif isinstance(node, list):
@@ -281,10 +291,11 @@ def read_documents(
         if len(values[0]) > max_documents:
             raise JsonDocumentError(too_many)
         values = list(values[0])
+    texts = _SURROGATE_ESCAPE.search(text) is not None  # only escapes make lone surrogates
     for index, value in enumerate(values):
         if depth_of(value, max_depth) > max_depth:
             raise JsonDocumentError(f"JSON nested deeper than {max_depth} levels")
-        refused = _first_refused(value) if numbers.refused else None
+        refused = _first_refused(value, texts) if numbers.refused or texts else None
         if refused is not None:
             item = f"item {index + 1}: " if many != "one" else ""
             raise JsonDocumentError(f"{item}{refused[0]}: {refused[1]}")
