@@ -12,16 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.json.document import (
+from engine.contracts.json.document import JsonDocumentError, read_documents
+from engine.contracts.json.model import JsonContract
+from engine.contracts.json.schema import (
     INVALID_SCHEMA,
-    JsonDocumentError,
     compile_schema,
-    read_documents,
     read_schema_file,
     schema_problems,
     schema_violations,
 )
-from engine.contracts.json.model import JsonContract
 from engine.contracts.kind import (
     EvaluationInput,
     StandaloneKind,
