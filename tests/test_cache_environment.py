@@ -134,6 +134,18 @@ def _owned_by_the_runner(path: Path, prefix: list[str]) -> None:
             os.chown(item, NOBODY, NOBODY, follow_symlinks=False)
 
 
+def _readable_pack_and_own_cache(reachable: Path, prefix: list[str]) -> tuple[Path, Path]:
+    """A copy of the sentinel pack everyone may read, and an empty cache folder of the user
+    the commands run as."""
+    pack = _sentinel(reachable / "pack")
+    for item in [pack, *pack.rglob("*")]:
+        item.chmod(0o755 if item.is_dir() else 0o644)
+    cache = reachable / "cache"
+    cache.mkdir()
+    _owned_by_the_runner(cache, prefix)
+    return pack, cache
+
+
 def test_a_stray_file_nobody_may_read_in_the_pack_folder_is_no_error(reachable: Path) -> None:
     """An editor's swap file of another user (or of none) sits in the pack's folder: the
     pack loads without reading it, and the cache, which cannot fingerprint the folder,
@@ -378,12 +390,7 @@ def test_a_cache_folder_the_user_may_not_read_or_write_is_ignored(
     """The user's cache folder, with its key and an entry, made unreadable, unwritable or
     both; commands say what they say without a cache."""
     prefix = _as_another_user()
-    pack = _sentinel(reachable / "pack")
-    for item in [pack, *pack.rglob("*")]:
-        item.chmod(0o755 if item.is_dir() else 0o644)
-    cache = reachable / "cache"
-    cache.mkdir()
-    _owned_by_the_runner(cache, prefix)
+    pack, cache = _readable_pack_and_own_cache(reachable, prefix)
     _outcome(prefix, cache, "parse", "--pack", str(pack), *PARSE)  # a key and an entry
     assert len(list(cache.iterdir())) == 2
     output = reachable / "output.txt"
@@ -492,12 +499,7 @@ def test_a_key_root_left_in_the_users_folder_is_replaced_by_the_user(reachable: 
     prefix = _as_another_user()
     if not prefix:
         pytest.skip("only root can leave a key of another user")
-    pack = _sentinel(reachable / "pack")
-    for item in [pack, *pack.rglob("*")]:
-        item.chmod(0o755 if item.is_dir() else 0o644)
-    cache = reachable / "cache"
-    cache.mkdir()
-    _owned_by_the_runner(cache, prefix)
+    pack, cache = _readable_pack_and_own_cache(reachable, prefix)
     args = ["parse", "--pack", str(pack), *PARSE]
     as_root = _outcome([], cache, *args)
     assert (cache / "key").stat().st_uid == 0
