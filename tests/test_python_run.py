@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -394,3 +396,197 @@ def test_caller_mistakes_are_engine_errors_saying_what_to_pass(
         engine.run(given.pop("pack"), given.pop("block"), given.pop("call"), **given)
     assert re.search(message, str(e.value)), str(e.value)
     assert isinstance(e.value, engine.EngineError)
+
+
+def capped_sentinel(folder: Path, cap: int) -> Path:
+    """The sentinel pack with ``limits.max_output_bytes: cap``."""
+    shutil.copytree(REPO / "rules" / "sentinel", folder)
+    pack = folder / "pack.yaml"
+    pack.write_text(
+        pack.read_text(encoding="utf-8") + f"\nlimits:\n  max_output_bytes: {cap}\n",
+        encoding="utf-8",
+    )
+    return folder
+
+
+def test_a_return_over_the_packs_output_cap_is_an_execution_failure(tmp_path: Path) -> None:
+    """As `rules run` stops a command printing more than the pack's max_output_bytes, a call
+    returning more is an EXECUTION_FAILED attempt: a valid VERDICT padded to 6 KB was
+    PROCEED under a pack whose cap is 4096 bytes."""
+    pack = capped_sentinel(tmp_path / "pack", 4096)
+
+    def big(prompt: str) -> str:
+        return answer(prompt) + "x" * 6000
+
+    result = engine.run(str(pack), "VERDICT", big, session=tmp_path / "s", prompt=PROMPT, **VERDICT)
+    assert [a.verdict.failure_type for a in result.attempts] == ["EXECUTION_FAILED"] * len(
+        result.attempts
+    )
+    assert result.decision.action != "PROCEED"
+    assert result.verdict.error == "model call returned more than 4096 bytes (UTF-8)"
+    # bytes are measured as bytes, text in UTF-8 (2000 two-byte characters are 4000 bytes)
+    fits = engine.run(
+        str(pack),
+        "VERDICT",
+        lambda p: answer(p).encode() if "format-repair" in p else "é" * 2000,
+        session=tmp_path / "t",
+        prompt=PROMPT,
+        **VERDICT,
+    )
+    assert fits.attempts[0].verdict.failure_type != "EXECUTION_FAILED"
+    over = engine.run(
+        str(pack),
+        "VERDICT",
+        lambda p: "é" * 2049,
+        session=tmp_path / "u",
+        prompt=PROMPT,
+        max_output_bytes=10**9,  # the option wins over the pack's cap, as in `rules run`
+        **VERDICT,
+    )
+    assert over.attempts[0].verdict.failure_type != "EXECUTION_FAILED"
+
+
+def test_a_huge_return_is_refused_without_being_copied(tmp_path: Path) -> None:
+    """The default cap (64 MiB) holds for a call's return: a 10**8-character text was read
+    whole (encoded, 334 MB of memory); it is refused from its length."""
+    huge = "x" * 10**8
+
+    def call(prompt: str) -> str:
+        return huge
+
+    tracemalloc.start()
+    try:
+        result = engine.run(
+            "sentinel", "VERDICT", call, session=tmp_path / "s", prompt="p", **VERDICT
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.verdict.error == "model call returned more than 67108864 bytes (UTF-8)"
+    assert peak < 50 * 1024 * 1024, peak
+
+
+class _Hostile(str):
+    """A str whose own methods raise: what a call returns is the caller's object."""
+
+    def __len__(self) -> int:
+        raise RuntimeError("no length")
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        raise RuntimeError("no bytes")
+
+
+class _Lying:
+    """An object claiming to be a str."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return str
+
+
+def test_a_hostile_return_value_is_an_execution_failure_not_a_traceback(tmp_path: Path) -> None:
+    """A str subclass whose __len__ raises was a RuntimeError out of engine.run; read
+    through str's own methods, it is the text it holds; an object only claiming to be a str
+    is an EXECUTION_FAILED attempt."""
+    result = engine.run(
+        "sentinel",
+        "VERDICT",
+        lambda p: _Hostile(answer(p)),
+        session=tmp_path / "s",
+        prompt=PROMPT,
+        **VERDICT,
+    )
+    assert [a.decision.action for a in result.attempts] == ["REPAIR", "PROCEED"]
+    assert all(type(a.output) is str for a in result.attempts)
+    lying = engine.run(
+        "sentinel", "VERDICT", lambda p: _Lying(), session=tmp_path / "t", prompt="p", **VERDICT
+    )
+    assert lying.verdict.failure_type == "EXECUTION_FAILED"
+    assert lying.verdict.error == "model call returned _Lying, not the output text"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"timeout": 10**400}, r"timeout= .* not an integer of about 401 digits"),
+        ({"timeout": -(10**400)}, r"timeout= takes a number of seconds above 0"),
+        ({"timeout": float("inf")}, r"timeout= .*, not inf"),
+        ({"timeout": True}, r"timeout= .*, not True"),
+        ({"max_output_bytes": 0}, r"max_output_bytes= takes a whole number .* not 0"),
+        ({"max_output_bytes": 10**400}, r"max_output_bytes= .* not an integer of about 401"),
+        ({"max_output_bytes": 4.5}, r"max_output_bytes= .* not 4\.5"),
+        ({"ledger": 3}, r"ledger= takes a path, sqlite:///path or postgresql://"),
+        ({"ledger": "mysql://x"}, r"mysql"),
+    ],
+)
+def test_every_numeric_option_is_range_checked(
+    tmp_path: Path, arguments: dict[str, Any], message: str
+) -> None:
+    """timeout=10**400 was an OverflowError; every option out of its range is a UsageError
+    (or the ledger's own error) naming it, before any call."""
+    calls: list[str] = []
+    with pytest.raises(engine.EngineError) as e:
+        engine.run(
+            "sentinel",
+            "VERDICT",
+            calls.append,
+            session=tmp_path / "s",
+            prompt="p",
+            **VERDICT,
+            **arguments,
+        )
+    assert re.search(message, str(e.value)), str(e.value)
+    assert calls == []
+
+
+def test_ledger_and_rules_ledger_record_as_rules_run_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """engine.run took no ledger= and ignored RULES_LEDGER: two `rules run` and two
+    engine.run on one item kept two counts. Now the four runs are attempts 1..4 of one item
+    in the one ledger the variable names, and ledger= wins over the variable."""
+    shared = tmp_path / "shared.sqlite3"
+    monkeypatch.setenv("RULES_LEDGER", str(shared))
+    monkeypatch.chdir(tmp_path)
+    junk = tmp_path / "junk.py"
+    junk.write_text("print('no verdict here')\n", encoding="utf-8")
+    args = [*VERDICT_ARGS, "--item", "one", "--prompt", str(tmp_path / "p.txt")]
+    (tmp_path / "p.txt").write_text(PROMPT, encoding="utf-8")
+    for _ in range(2):
+        run_script(script("rules"), "run", *args, "--", sys.executable, str(junk))
+        engine.run(
+            "sentinel",
+            "VERDICT",
+            lambda p: "no verdict here",
+            prompt=PROMPT,
+            item="one",
+            timeout=10**3,
+            **VERDICT,
+        )
+    ledger = SessionLedger(locate(".rules-session", str(shared)))
+    try:
+        found = ledger.attempts()
+    finally:
+        ledger.close()
+    assert [(r["item"], r["attempt"]) for r in found] == [
+        (found[0]["item"], n) for n in (1, 2, 3, 4)
+    ]
+    assert not (tmp_path / ".rules-session" / "ledger.sqlite3").exists()
+    other = tmp_path / "other.sqlite3"
+    engine.run(
+        "sentinel",
+        "VERDICT",
+        lambda p: "no verdict here",
+        prompt=PROMPT,
+        item="one",
+        ledger=other,
+        **VERDICT,
+    )
+    ledger = SessionLedger(locate(".rules-session", str(other)))
+    try:
+        assert [r["attempt"] for r in ledger.attempts()] == [1]
+    finally:
+        ledger.close()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import math
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -24,15 +23,20 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from engine.core.errors import UsageError
 from engine.core.files import path_problem
 from engine.core.suggest import did_you_mean
+from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
 from engine.pack.loaded import load_pack
 from engine.session.loop import Execution, RunResult, adrive, attempts, drive
+from engine.session.returned import option_cap, option_seconds, returned_output
 from engine.session.session import DEFAULT_SESSION, Session
 from engine.session.tracing import record_run, run_span
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+LEDGER_ENV = "RULES_LEDGER"
+"""The variable naming the ledger when ``ledger=`` is not given (as for `rules run`)."""
 
 MAX_MESSAGE_CHARS = 500
 """How much of an exception's message an EXECUTION_FAILED attempt keeps."""
@@ -59,6 +63,14 @@ class RunOptions(TypedDict, total=False):
     """The model's name, recorded with each attempt and on the run's trace span."""
     timeout: float | None
     """Seconds each call may take (default: the pack's ``limits.model_timeout``, else none)."""
+    max_output_bytes: int | None
+    """The most a call may return, in bytes (UTF-8 for text); more is an EXECUTION_FAILED
+    attempt, as `rules run --max-output-bytes` (default: the pack's
+    ``limits.max_output_bytes``, else 64 MiB)."""
+    ledger: str | os.PathLike[str] | None
+    """The ledger the session is recorded in, as `rules run --ledger`: a path or
+    ``sqlite:///path``, or ``postgresql://...`` where ``session`` is the session's name
+    (default: ``$RULES_LEDGER``, else the session folder's own ledger)."""
 
 
 def run(
@@ -75,10 +87,11 @@ def run(
     an EXECUTION_FAILED attempt (the thread is left to finish on its own).
 
     The options (``RunOptions``, each optional, each None by default): ``session``,
-    ``item``, ``prompt``, ``nonce``, ``vars``, ``context``, ``model``, ``timeout``."""
-    with _loop(run, pack, block, call, options) as (loop, limit, loaded):
+    ``item``, ``prompt``, ``nonce``, ``vars``, ``context``, ``model``, ``timeout``,
+    ``max_output_bytes``, ``ledger``."""
+    with _loop(run, pack, block, call, options) as (loop, limit, cap, loaded):
         with run_span(loaded, block, item=options.get("item"), model=options.get("model")) as span:
-            result = drive(loop, lambda text: call_in_thread(call, text, limit))
+            result = drive(loop, lambda text: call_in_thread(call, text, limit, cap))
             record_run(span, result)
         return result
 
@@ -91,9 +104,9 @@ async def arun(
 ) -> RunResult:
     """``run`` with an async ``call``; ``timeout`` bounds each call with
     ``asyncio.wait_for``. Cancelling the task cancels the call in flight and propagates."""
-    with _loop(arun, pack, block, call, options) as (loop, limit, loaded):
+    with _loop(arun, pack, block, call, options) as (loop, limit, cap, loaded):
         with run_span(loaded, block, item=options.get("item"), model=options.get("model")) as span:
-            result = await adrive(loop, lambda text: call_async(call, text, limit))
+            result = await adrive(loop, lambda text: call_async(call, text, limit, cap))
             record_run(span, result)
         return result
 
@@ -101,9 +114,9 @@ async def arun(
 @contextmanager
 def _loop(
     entry: Callable[..., Any], pack: Any, block: Any, call: Any, options: RunOptions
-) -> Iterator[tuple[Any, float | None, Pack]]:
-    """The checked arguments' loop (over a session opened here and closed after) and the
-    timeout of each call."""
+) -> Iterator[tuple[Any, float | None, int, Pack]]:
+    """The checked arguments' loop (over a session opened here and closed after), the
+    timeout of each call and the cap on what it returns."""
     name = f"engine.{entry.__name__}"
     known = RunOptions.__annotations__
     for key in options:
@@ -125,7 +138,8 @@ def _loop(
         )
     for key, value in (("item", item), ("prompt", prompt), ("nonce", nonce), ("model", model)):
         _text(name, key, value, optional=True)
-    limit = _timeout(name, options.get("timeout"), loaded.model.limits.model_timeout)
+    limit = option_seconds(name, options.get("timeout"), loaded.model.limits.model_timeout)
+    cap = option_cap(name, options.get("max_output_bytes"), loaded.model.limits.max_output_bytes)
     if vars is not None and (
         not isinstance(vars, Mapping)
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in vars.items())
@@ -140,7 +154,16 @@ def _loop(
     if isinstance(session, (str, os.PathLike)) and (problem := path_problem(str(session))):
         raise UsageError(f"{name}: session= names no folder a session can have: {problem}")
     params, checked = loaded.split_inputs(block, context, vars)
-    with Session(loaded, Path(session) if session is not None else DEFAULT_SESSION) as opened:
+    ledger = options.get("ledger")
+    if ledger is None:
+        ledger = os.environ.get(LEDGER_ENV) or None  # as `rules run`: the option wins
+    elif not isinstance(ledger, (str, os.PathLike)) or not str(ledger).strip():
+        raise UsageError(
+            f"{name}: ledger= takes a path, sqlite:///path or postgresql://... URL, "
+            f"not {ledger!r:.60}"
+        )
+    folder = Path(session) if session is not None else DEFAULT_SESSION
+    with Session(loaded, folder, ledger=None if ledger is None else str(ledger)) as opened:
         first = (
             prompt
             if prompt is not None
@@ -152,7 +175,7 @@ def _loop(
         given = OutputInput(
             block, nonce=nonce, vars=params, context=checked, model=model, item=item
         )
-        yield attempts(opened, given, prompt=first), limit, loaded
+        yield attempts(opened, given, prompt=first), limit, cap, loaded
 
 
 def _pack(name: str, pack: Any) -> Pack:
@@ -170,19 +193,6 @@ def _text(name: str, key: str, value: Any, optional: bool = False) -> None:
     if isinstance(value, str) or (optional and value is None):
         return
     raise UsageError(f"{name}: {key}= takes text (str), not {type(value).__name__}")
-
-
-def _timeout(name: str, value: Any, default: float | None) -> float | None:
-    if value is None:
-        return default
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise UsageError(f"{name}: timeout= takes a number of seconds above 0, not {value!r}")
-    return float(value)
 
 
 def _first_prompt(
@@ -209,48 +219,42 @@ def _first_prompt(
 
 def raised(exc: BaseException) -> str:
     """An exception as an EXECUTION_FAILED error: its type and message on one line."""
-    message = " ".join(str(exc).split())
+    try:
+        message = " ".join(str(exc).split())
+    except Exception:  # an exception whose __str__ raises: its type alone
+        message = ""
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + "..."
     kind = type(exc).__qualname__
     return f"model call raised {kind}: {message}" if message else f"model call raised {kind}"
 
 
-def output_of(value: Any) -> Execution:
-    """What a call returned, as the output of an attempt."""
-    if isinstance(value, str):
-        return Execution(value, None)
-    if isinstance(value, (bytes, bytearray)):
-        return Execution(bytes(value), None)
-    if inspect.isawaitable(value):
-        if inspect.iscoroutine(value):
-            value.close()  # never awaited: no "never awaited" warning
-        raise UsageError(
-            "engine.run: call= returned an awaitable: use `await engine.arun(...)` for an "
-            "async call"
-        )
-    return Execution("", f"model call returned {type(value).__name__}, not the output text")
+def output_of(value: Any, cap: int = MAX_OUTPUT_BYTES) -> Execution:
+    """What a call returned, as the output of an attempt (``engine.session.returned``)."""
+    return returned_output(value, cap)
 
 
-def guarded(call: Call, prompt: str) -> Execution:
+def guarded(call: Call, prompt: str, cap: int = MAX_OUTPUT_BYTES) -> Execution:
     """``call(prompt)``, an exception it raises turned into an execution failure."""
     try:
         value = call(prompt)
     except Exception as exc:  # the model call failed: an EXECUTION_FAILED attempt
         return Execution("", raised(exc))
-    return output_of(value)
+    return output_of(value, cap)
 
 
-def call_in_thread(call: Call, prompt: str, timeout: float | None) -> Execution:
+def call_in_thread(
+    call: Call, prompt: str, timeout: float | None, cap: int = MAX_OUTPUT_BYTES
+) -> Execution:
     """``guarded`` in a worker thread, waited for at most ``timeout`` seconds (in this
     thread when there is no timeout)."""
     if timeout is None:
-        return guarded(call, prompt)
+        return guarded(call, prompt, cap)
     box: list[Execution | BaseException] = []
 
     def target() -> None:
         try:
-            box.append(guarded(call, prompt))
+            box.append(guarded(call, prompt, cap))
         except BaseException as exc:  # handed to the waiting thread, raised there
             box.append(exc)
 
@@ -264,7 +268,9 @@ def call_in_thread(call: Call, prompt: str, timeout: float | None) -> Execution:
     return box[0]
 
 
-async def call_async(call: Call, prompt: str, timeout: float | None) -> Execution:
+async def call_async(
+    call: Call, prompt: str, timeout: float | None, cap: int = MAX_OUTPUT_BYTES
+) -> Execution:
     """``await call(prompt)`` bounded by ``timeout``; an exception it raises is an
     execution failure, a cancellation propagates."""
 
@@ -282,7 +288,7 @@ async def call_async(call: Call, prompt: str, timeout: float | None) -> Executio
             value = await pending
         except Exception as exc:  # the model call failed: an EXECUTION_FAILED attempt
             return Execution("", raised(exc))
-        return output_of(value)
+        return output_of(value, cap)
 
     if timeout is None:
         return await attempt()
