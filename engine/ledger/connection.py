@@ -110,6 +110,13 @@ class Ledger:
     def read(self, work: Callable[[Tx], T]) -> T:
         raise NotImplementedError
 
+    def snapshot(self, work: Callable[[Tx], T]) -> T:
+        """Run ``work`` reading one snapshot of the whole ledger: every statement sees the
+        same committed rows, whatever other writers commit meanwhile (a copy of a ledger
+        being written to: an item's counter and its attempts, warnings and the attempts
+        they belong to, agree)."""
+        return self.read(work)
+
     def version(self) -> int:
         """The schema version recorded in the ledger."""
         row = self.read(lambda tx: tx.one("SELECT version FROM ledger_schema"))
@@ -320,7 +327,8 @@ class SQLiteLedger(Ledger):
         return self._run("BEGIN IMMEDIATE", work)
 
     def read(self, work: Callable[[Tx], T]) -> T:
-        """Run ``work`` on one consistent snapshot."""
+        """Run ``work`` on one consistent snapshot (a WAL read transaction keeps the
+        snapshot its first statement takes until it ends)."""
         return self._run("BEGIN", work)
 
     def close(self) -> None:
@@ -485,6 +493,16 @@ class PostgresLedger(Ledger):
 
     def read(self, work: Callable[[Tx], T]) -> T:
         return self.write(work)
+
+    def snapshot(self, work: Callable[[Tx], T]) -> T:
+        """``work`` in one REPEATABLE READ, READ ONLY transaction: PostgreSQL's default
+        (READ COMMITTED) gives each statement a snapshot of its own."""
+
+        def whole(tx: Tx) -> T:
+            tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return work(tx)
+
+        return self.write(whole)
 
     def close(self) -> None:
         self.pool.close()

@@ -8,7 +8,9 @@ depth). A table that is neither is refused by name: the copy would not know whic
 rows to take.
 
 Rows are copied as they are: ids kept (so references between tables hold), blobs byte for
-byte, all sessions in one transaction on the target. When an id of the copy is already taken
+byte, all sessions read in one snapshot of the source (``Ledger.snapshot``: REPEATABLE READ
+on PostgreSQL, one read transaction on SQLite; writers may go on meanwhile) and written in
+one transaction on the target. When an id of the copy is already taken
 in the target (by another session), every id of that table is moved past the target's
 largest one, and the references to them with it; likewise a write token (``attempts.token``,
 unique across a ledger) already taken there is replaced by a new one. On PostgreSQL the
@@ -123,33 +125,47 @@ Snapshot = dict[str, tuple[list[str], list[Row]]]  # table -> (columns, rows)
 def sessions(ledger: Ledger, tables: Sequence[Table] | None = None) -> list[str]:
     """The names of the sessions with rows in ``ledger``, sorted."""
     chosen = session_tables() if tables is None else tables
+    return ledger.read(lambda tx: _names(tx, chosen))
 
-    def work(tx: Tx) -> list[str]:
-        names: set[str] = set()
-        for table in chosen:
-            if table.session:
-                names |= {str(r[0]) for r in tx.all(f"SELECT DISTINCT session FROM {table.name}")}
-        return sorted(names)
 
-    return ledger.read(work)
+def _names(tx: Tx, tables: Sequence[Table]) -> list[str]:
+    names: set[str] = set()
+    for table in tables:
+        if table.session:
+            names |= {str(r[0]) for r in tx.all(f"SELECT DISTINCT session FROM {table.name}")}
+    return sorted(names)
 
 
 def read_session(ledger: Ledger, session: str, tables: Sequence[Table] | None = None) -> Snapshot:
-    """Every row of ``session`` in ``ledger``, by table, in one consistent read."""
+    """Every row of ``session`` in ``ledger``, by table, in one snapshot of the ledger."""
     chosen = session_tables() if tables is None else tables
-    by_name = {t.name: t for t in chosen}
+    return ledger.snapshot(lambda tx: _rows(tx, session, chosen))
 
-    def work(tx: Tx) -> Snapshot:
-        out: Snapshot = {}
-        for table in chosen:
-            rows = tx.all(
-                f"SELECT * FROM {table.name} WHERE {_where(table, by_name)} ORDER BY 1",
-                (session,),
-            )
-            out[table.name] = (tx.columns(), [_plain(row) for row in rows])
-        return out
 
-    return ledger.read(work)
+def _rows(tx: Tx, session: str, tables: Sequence[Table]) -> Snapshot:
+    by_name = {t.name: t for t in tables}
+    out: Snapshot = {}
+    for table in tables:
+        rows = tx.all(
+            f"SELECT * FROM {table.name} WHERE {_where(table, by_name)} ORDER BY 1",
+            (session,),
+        )
+        out[table.name] = (tx.columns(), [_plain(row) for row in rows])
+    return out
+
+
+def read_sessions(
+    ledger: Ledger, session: str | None, tables: Sequence[Table]
+) -> list[tuple[str, Snapshot]]:
+    """The rows of ``session`` (of every session when None), by session and table, all
+    read in one snapshot of ``ledger``: writers committing meanwhile change none of it, so
+    an item's counter matches its attempts and every warning's attempt is in the copy."""
+
+    def work(tx: Tx) -> list[tuple[str, Snapshot]]:
+        names = [session] if session is not None else _names(tx, tables)
+        return [(name, _rows(tx, name, tables)) for name in names]
+
+    return ledger.snapshot(work)
 
 
 def _plain(row: Row) -> Row:
@@ -169,13 +185,13 @@ def copy_sessions(
     rows in ``target`` is refused (nothing is written) unless ``replace``, which first
     deletes its rows there."""
     tables = session_tables()
-    names = [session] if session is not None else sessions(source, tables)
+    snapshots = read_sessions(source, session, tables)
+    names = [name for name, _ in snapshots]
     if as_name is not None and len(names) != 1:
         raise LedgerError(
             f"{source.url}: holds {len(names)} sessions ({', '.join(map(repr, names))}); "
             "a new name (--as) is for one session: name it with --session"
         )
-    snapshots = [(name, read_session(source, name, tables)) for name in names]
     if session is not None and not any(rows for _, rows in snapshots[0][1].values()):
         raise LedgerError(f"{source.url}: no session {session!r} there; nothing was copied")
 

@@ -357,3 +357,66 @@ def test_a_real_session_copied_to_postgresql_and_back_logs_and_exports_the_same(
     assert len(json.loads(original[0])) == 3 and original[1].count("\n") == 3
     assert views("--ledger", server, "--session", "job-7") == original
     assert views("--session", str(back)) == original  # kept outputs byte for byte
+
+
+def test_a_copy_of_a_ledger_being_written_is_one_snapshot(
+    tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    """Three writers record attempts with warnings while the ledger is copied: each copy
+    is the ledger at one instant (every item's counter equals its last attempt, every
+    warning's attempt is copied). Read table by table, the counters were ahead of the
+    attempts (189 vs 175) and a warning of an attempt read too late failed the copy with a
+    message blaming the healthy target."""
+    import threading
+    import time
+
+    source = postgres_server.create_database()
+    with open_ledger(source):
+        pass  # created and migrated before the writers start
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def writer(number: int) -> None:
+        try:
+            with open_ledger(source) as ledger:
+                attempts = Attempts(ledger)
+                count = 0
+                while not stop.is_set():
+                    count += 1
+                    item = f"i{count % 4}"
+                    attempts.record_attempt(
+                        ItemAttempt("s", "VERDICT", item, ATTEMPT, [f"w{number}", "w"])
+                    )
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(0.5)
+        for number in range(6):
+            target = str(tmp_path / f"copy{number}.db")
+            copy(source, target)
+            with open_ledger(target) as ledger:
+                counters = dict(
+                    ledger.read(lambda tx: tx.all("SELECT item, last FROM item_counters"))
+                )
+                lasts = dict(
+                    ledger.read(
+                        lambda tx: tx.all("SELECT item, max(attempt) FROM attempts GROUP BY item")
+                    )
+                )
+                warned = ledger.read(
+                    lambda tx: tx.one(
+                        "SELECT count(*) FROM warnings WHERE attempt_id NOT IN"
+                        " (SELECT id FROM attempts)"
+                    )
+                )
+            assert counters == lasts and counters, (number, counters, lasts)
+            assert warned == (0,)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert not failures, failures
