@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.ledger import schema
+from engine.ledger import schema, sqlite_errors
 from engine.ledger.errors import LedgerError
 from engine.ledger.lock import BUSY_TIMEOUT_MS, opening_lock
 from engine.ledger.url import LedgerUrl, parse_url
@@ -205,7 +205,8 @@ class SQLiteLedger(Ledger):
             except sqlite3.DatabaseError as exc:
                 self.db.close()
                 raise LedgerError(
-                    f"{self.path}: not a usable ledger ({exc}); it was left as it is: "
+                    sqlite_errors.cause(exc, self.path)
+                    or f"{self.path}: not a usable ledger ({exc}); it was left as it is: "
                     "move it away or choose another ledger"
                 ) from None
             except BaseException:
@@ -285,26 +286,21 @@ class SQLiteLedger(Ledger):
         self.write(setup)
 
     def error(self, exc: sqlite3.Error) -> LedgerError:
-        """What a SQLite error says about this ledger: a damaged file, another process
-        holding it, or tables changed outside this engine."""
+        """What a SQLite error says about this ledger: its disk full or failing, another
+        process holding it (``sqlite_errors``), a damaged file, or tables changed outside
+        this engine."""
+        if found := sqlite_errors.cause(exc, self.path):
+            return LedgerError(found)
         if type(exc) is sqlite3.DatabaseError:
             return LedgerError(
                 f"{self.path}: cannot be read ({exc}); the file is damaged: "
                 f"`sqlite3 {self.path} .recover` can save what is left"
-            )
-        if isinstance(exc, sqlite3.OperationalError) and any(
-            word in str(exc) for word in ("locked", "busy")
-        ):
-            return LedgerError(
-                f"{self.path}: {exc}: another process holds it; try again when it is done"
             )
         return LedgerError(changed(self.path, exc))
 
     def _run(self, begin: str, work: Callable[[Tx], T]) -> T:
         try:
             self.db.execute(begin)
-        except sqlite3.OperationalError as exc:
-            raise LedgerError(f"{self.path}: {exc}; another process holds the ledger") from None
         except sqlite3.Error as exc:
             raise self.error(exc) from None
         try:
@@ -318,8 +314,11 @@ class SQLiteLedger(Ledger):
         try:
             self.db.execute("COMMIT")
         except sqlite3.OperationalError as exc:
-            self.db.execute("ROLLBACK")
-            raise LedgerError(f"{self.path}: {exc}; nothing was written") from None
+            with contextlib.suppress(sqlite3.Error):  # the failure below says what happened
+                self.db.execute("ROLLBACK")
+            raise LedgerError(
+                sqlite_errors.cause(exc, self.path) or f"{self.path}: {exc}; nothing was written"
+            ) from None
         return result
 
     def write(self, work: Callable[[Tx], T], single: bool = False) -> T:

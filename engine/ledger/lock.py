@@ -10,7 +10,11 @@ from pathlib import Path
 
 from engine.ledger.errors import LedgerError
 
-BUSY_TIMEOUT_MS = 60_000
+BUSY_TIMEOUT_MS = 8_000
+"""How long a SQLite ledger waits for a lock another process holds before it says so.
+A write holds the lock for milliseconds, so writers queue well within it; a lock held
+longer is another program's (a `sqlite3` shell, a backup), and the command says whose
+fault it is in under 10 s instead of waiting on in silence."""
 
 
 @contextmanager
