@@ -28,8 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from engine.core import deadline
 from engine.ledger import schema, sqlite_errors
-from engine.ledger.errors import LedgerError
+from engine.ledger.errors import LedgerError, LedgerTimeout
 from engine.ledger.lock import BUSY_TIMEOUT_MS, opening_lock
 from engine.ledger.url import LedgerUrl, parse_url
 
@@ -299,12 +300,23 @@ class SQLiteLedger(Ledger):
         return LedgerError(changed(self.path, exc))
 
     def _run(self, begin: str, work: Callable[[Tx], T]) -> T:
+        left = deadline.remaining()
+        if left is not None:  # a caller's deadline: wait for a lock no longer than it
+            if left <= 0:
+                raise self.timeout()
+            self.db.execute(
+                f"PRAGMA busy_timeout = {max(1, min(BUSY_TIMEOUT_MS, int(left * 1000)))}"
+            )
         try:
             self.db.execute(begin)
         except sqlite3.Error as exc:
+            if left is not None and (deadline.remaining() or 0) <= 0:
+                raise self.timeout() from None
             raise self.error(exc) from None
         try:
             result = work(Tx(self.db.cursor(), "sqlite"))
+            if left is not None and (deadline.remaining() or 0) <= 0:
+                raise self.timeout()  # rolled back below: past the deadline nothing commits
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):  # the failure below says what happened
                 self.db.execute("ROLLBACK")
@@ -320,6 +332,12 @@ class SQLiteLedger(Ledger):
                 sqlite_errors.cause(exc, self.path) or f"{self.path}: {exc}; nothing was written"
             ) from None
         return result
+
+    def timeout(self) -> LedgerTimeout:
+        return LedgerTimeout(
+            f"{self.path}: the request's time limit passed before the write committed; "
+            "nothing was written"
+        )
 
     def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
         """Run ``work`` holding the write lock from the start (no lost update)."""
@@ -457,33 +475,62 @@ class PostgresLedger(Ledger):
                 self.pool.putconn(conn)
             return
 
-    def _run(self, work: Callable[[Tx], T], retry: bool, deadline: float, single: bool) -> T:
-        if single and not retry:  # one statement: autocommit makes it its transaction
-            with self._connection(False, deadline) as conn, conn.cursor() as cursor:
+    def _run(self, work: Callable[[Tx], T], retry: bool, until: float, single: bool) -> T:
+        bounded = deadline.remaining() is not None
+        if single and not retry and not bounded:  # autocommit makes it its transaction
+            with self._connection(False, until) as conn, conn.cursor() as cursor:
                 return work(Tx(cursor, "postgresql", retry))
         with (
-            self._connection(retry, deadline) as conn,
+            self._connection(retry, until) as conn,
             conn.transaction(),
             conn.cursor() as cursor,
         ):
-            return work(Tx(cursor, "postgresql", retry))
+            if not bounded:
+                return work(Tx(cursor, "postgresql", retry))
+            # a caller's deadline: no statement runs past it, and the transaction commits
+            # before it or rolls back (an answered error records nothing)
+            left = until - time.monotonic()
+            if left <= 0:
+                raise self.timeout()
+            cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(left * 1000))}")
+            result = work(Tx(cursor, "postgresql", retry))
+            if time.monotonic() >= until:
+                raise self.timeout()
+            return result
+
+    def timeout(self) -> LedgerTimeout:
+        return LedgerTimeout(
+            f"{self.url}: the request's time limit passed before the write committed; "
+            "nothing was written"
+        )
 
     def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
         """Run ``work`` in a transaction; once more on a fresh connection when the first
         run lost its connection (within ``retry_within`` seconds), else a LedgerError.
-        Nothing of a failed run is written."""
-        deadline = time.monotonic() + self.retry_within
+        Nothing of a failed run is written. Under a caller's deadline
+        (``engine.core.deadline``) every wait and statement ends by it, and a transaction
+        not committed by then is rolled back (a ``LedgerTimeout``)."""
+        until = time.monotonic() + self.retry_within
+        left = deadline.remaining()
+        if left is not None:
+            if left <= 0:
+                raise self.timeout()
+            until = min(until, time.monotonic() + left)
         failures = (self.psycopg.Error, self.pool_module.PoolTimeout)
         try:
-            return self._run(work, False, deadline, single)
+            return self._run(work, False, until, single)
         except failures as exc:
+            if left is not None and time.monotonic() >= until:
+                raise self.timeout() from None
             if not self._lost(exc):
                 raise self._error(exc, "a statement failed; nothing of it was written") from None
             first = " ".join(str(exc).split())
         self.pool.check()  # drop the other connections the restart broke
         try:
-            return self._run(work, True, deadline, single)
+            return self._run(work, True, until, single)
         except failures as exc:
+            if left is not None and time.monotonic() >= until:
+                raise self.timeout() from None
             raise self._error(
                 exc,
                 f"the connection was lost ({self.url.scrub(first)}) and the retry within "

@@ -148,7 +148,9 @@ def create_app(settings: ServerSettings, packs: PackSet) -> FastAPI:
     app.include_router(gate.router)
     app.include_router(admin.router)
     app.include_router(shadow.router)
-    app.add_middleware(BodyLimit, limit=lambda: app.state.live.current.body_limit())
+    app.add_middleware(
+        BodyLimit, limit=lambda: app.state.live.current.body_limit(), timeout=settings.timeout
+    )
     app.add_middleware(RequestTiming)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

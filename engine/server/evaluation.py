@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, too_large_message
 from engine.core.verdict import Verdict
-from engine.ledger.errors import LedgerError
+from engine.ledger.errors import LedgerError, LedgerTimeout
 from engine.ledger.store import Place
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
@@ -141,6 +141,8 @@ def due_prompt(
 
 
 def refused(exc: EngineError, field: str | None = None) -> Problem:
+    if isinstance(exc, LedgerTimeout):  # rolled back at the request's deadline
+        return Problem(TIMEOUT, str(exc))
     if isinstance(exc, LedgerError):
         metrics.LEDGER_ERRORS.inc()
         return Problem(LEDGER_UNAVAILABLE, str(exc))
@@ -295,5 +297,6 @@ async def session_output(
         session,
         body,
         request.app.state.decision_hooks,
+        records=True,
     )
     return Document(document)

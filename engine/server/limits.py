@@ -1,8 +1,14 @@
 """The bounds of a request: its body size and its time.
 
 The body limit follows the served packs (``PackSet.body_limit``) and is checked on the
-declared Content-Length and on the bytes actually received; the time limit answers 503
-when the work takes longer (evaluation, rendering and the ledger keep their own bounds).
+declared Content-Length and on the bytes actually received. The time limit (``--timeout``)
+runs from the moment the request's head is read: a body that has not all arrived by then
+is answered 408 and its connection closed; work still running at the limit is answered 503
+(evaluation and rendering keep their own bounds). The limit is also the request's deadline
+(``engine.core.deadline``), which the ledger keeps: a write commits before it or not at
+all, and the route recording it waits for the write to end, so an answered error never
+leaves a record behind. The head itself is bounded by the protocol
+(``engine.server.protocol``).
 """
 
 from __future__ import annotations
@@ -14,21 +20,35 @@ from typing import Any, TypeVar
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engine.core import deadline
 from engine.server.middleware import HttpMiddleware
-from engine.server.problems import BODY_TOO_LARGE, TIMEOUT, Problem, problem_document
+from engine.server.problems import (
+    BODY_TOO_LARGE,
+    REQUEST_TIMEOUT,
+    TIMEOUT,
+    Problem,
+    ProblemType,
+    problem_document,
+)
 
 T = TypeVar("T")
 
 
 class BodyLimit(HttpMiddleware):
-    """ASGI middleware: a request body over ``limit()`` bytes is answered 413 before the
-    application sees it."""
+    """ASGI middleware: a request body over ``limit()`` bytes is answered 413, and one that
+    has not all arrived within ``timeout`` seconds 408, before the application sees it;
+    the request runs under its deadline, ``timeout`` seconds from its start."""
 
-    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+    def __init__(self, app: ASGIApp, limit: Callable[[], int], timeout: float) -> None:
         super().__init__(app)
         self.limit = limit
+        self.timeout = timeout
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with deadline.within(self.timeout):
+            await self.bounded(scope, receive, send)
+
+    async def bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.limit()
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -36,18 +56,28 @@ class BodyLimit(HttpMiddleware):
             return
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await _too_large(send, limit)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        try:
+            with anyio.fail_after(self.timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        break
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > limit:
+                        await _too_large(send, limit)
+                        return
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            await _refuse(
+                send,
+                REQUEST_TIMEOUT,
+                f"the request body did not arrive within the time limit of {self.timeout:g} s "
+                f"({size} bytes came)",
+            )
+            return
         body = b"".join(chunks)
         sent = False
 
@@ -62,14 +92,20 @@ class BodyLimit(HttpMiddleware):
 
 
 async def _too_large(send: Send, limit: int) -> None:
-    document = problem_document(
-        BODY_TOO_LARGE, f"the body is over {limit} bytes (twice the packs' max_output_bytes)"
+    await _refuse(
+        send,
+        BODY_TOO_LARGE,
+        f"the body is over {limit} bytes (twice the packs' max_output_bytes)",
     )
-    payload = json.dumps(document).encode()
+
+
+async def _refuse(send: Send, kind: ProblemType, detail: str) -> None:
+    """Answer ``kind`` and close the connection (the rest of the body is never read)."""
+    payload = json.dumps(problem_document(kind, detail)).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": kind.status,
             "headers": [
                 (b"content-type", b"application/problem+json"),
                 (b"content-length", str(len(payload)).encode()),
@@ -92,16 +128,33 @@ def runs_inline(output: str) -> bool:
     return len(output) <= INLINE_OUTPUT_CHARS
 
 
+SETTLE_SECONDS = 5.0
+"""How long past its deadline a route that records waits for its write to end (the
+ledger ends it by the deadline: this only guards against a connection that hangs)."""
+
+
 async def within_time(
-    seconds: float, work: Callable[..., T], *args: Any, inline: bool = False
+    seconds: float,
+    work: Callable[..., T],
+    *args: Any,
+    inline: bool = False,
+    records: bool = False,
 ) -> T:
-    """``work(*args)`` in a worker thread, answered 503 when it takes over ``seconds`` (the
-    thread is left to finish: the engine's own bounds end it). ``inline``: small work
-    (``runs_inline``) done at once in the event loop, bounded by the engine's own bounds."""
+    """``work(*args)`` in a worker thread, answered 503 when it takes over ``seconds`` or
+    the request's deadline, whichever is sooner (the thread is left to finish: the
+    engine's own bounds end it). ``inline``: small work (``runs_inline``) done at once in
+    the event loop, bounded by the engine's own bounds. ``records``: the work writes to
+    the ledger, which ends it by the deadline (a ``LedgerTimeout``, nothing written); the
+    answer waits for it, so a 503 is never followed by a write that commits."""
     if inline:
         return work(*args)
+    left = deadline.remaining()
+    limit = seconds if left is None else max(0.0, min(seconds, left))
     try:
-        with anyio.fail_after(seconds):
+        if records:
+            with deadline.within(limit), anyio.fail_after(limit + SETTLE_SECONDS):
+                return await anyio.to_thread.run_sync(work, *args, abandon_on_cancel=True)
+        with anyio.fail_after(limit):
             return await anyio.to_thread.run_sync(work, *args, abandon_on_cancel=True)
     except TimeoutError:
         raise Problem(TIMEOUT, f"the request took longer than its limit of {seconds:g} s") from None

@@ -38,8 +38,12 @@ FORBIDDEN = ProblemType("forbidden", 403, "This route is not open to this client
 NOT_FOUND = ProblemType("not-found", 404, "No such resource")
 METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", 405, "Method not allowed")
 SESSION_PAUSED = ProblemType("session-paused", 409, "The session is paused")
+REQUEST_TIMEOUT = ProblemType("request-timeout", 408, "The request body did not arrive in time")
 BODY_TOO_LARGE = ProblemType("body-too-large", 413, "The request body is over the limit")
 UNSUPPORTED_MEDIA = ProblemType("unsupported-media-type", 415, "The body must be JSON")
+HEADERS_TOO_LARGE = ProblemType(
+    "headers-too-large", 431, "The request line and headers are over the limit"
+)
 INVALID_REQUEST = ProblemType("invalid-request", 422, "The request does not fit the schema")
 UNKNOWN_PACK = ProblemType("unknown-pack", 422, "No pack of that name is served")
 UNKNOWN_BLOCK = ProblemType("unknown-block", 422, "The pack has no such block")
@@ -57,9 +61,11 @@ PROBLEM_TYPES: tuple[ProblemType, ...] = (
     NOT_FOUND,
     METHOD_NOT_ALLOWED,
     SESSION_PAUSED,
+    REQUEST_TIMEOUT,
     BODY_TOO_LARGE,
     UNSUPPORTED_MEDIA,
     INVALID_REQUEST,
+    HEADERS_TOO_LARGE,
     UNKNOWN_PACK,
     UNKNOWN_BLOCK,
     MISSING_INPUT,

@@ -13,6 +13,7 @@ from engine.core.telemetry import configure_from_environment
 from engine.server.app import create_app
 from engine.server.metrics import MULTIPROCESS_ENV
 from engine.server.packs import PackSet, load_pack_set
+from engine.server.protocol import protocol_options
 from engine.server.security import read_token
 from engine.server.settings import SETTINGS_ENV, ServerSettings
 
@@ -51,6 +52,7 @@ def serve(settings: ServerSettings, packs: PackSet) -> None:
         "log_level": "info",
         "server_header": False,
         "timeout_graceful_shutdown": 10,
+        **protocol_options(),  # the request's head bounded; a shutdown drains connections
     }
     if settings.workers <= 1:
         uvicorn.run(create_app(settings, packs), **common)  # type: ignore[arg-type]
