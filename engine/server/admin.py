@@ -26,7 +26,7 @@ from engine.server.problems import (
 )
 from engine.server.responses import Document
 from engine.server.security import require_admin
-from engine.server.sessions import ledger_problem
+from engine.server.sessions import ready_problem
 
 router = APIRouter(tags=["operations"])
 log = logging.getLogger("rules.serve")
@@ -43,7 +43,8 @@ async def healthz() -> dict[str, str]:
     responses=problem_responses(NOT_READY),
 )
 async def readyz(request: Request) -> Document:
-    problem = ledger_problem(request.app.state.settings)
+    settings = request.app.state.settings
+    problem = await within_time(settings.timeout, ready_problem, settings)
     if problem is not None:
         metrics.LEDGER_ERRORS.inc()
         raise Problem(NOT_READY, problem)

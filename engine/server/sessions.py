@@ -13,6 +13,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from engine.core import deadline
 from engine.ledger.connection import Ledger, open_ledger
 from engine.ledger.errors import LedgerError
 from engine.ledger.store import Place
@@ -68,6 +69,29 @@ def open_session(pack: Pack, settings: ServerSettings, name: str) -> Session:
         place = Place(url, name, None)
         return Session(pack, place, opened_ledger=_shared_ledger(settings.ledger, url))
     return Session(pack, Path(settings.sessions_dir) / name)
+
+
+READY_SECONDS = 5.0
+"""The longest a readiness probe waits for the ledger (a connection of the pool, a query)."""
+
+
+def ready_problem(settings: ServerSettings) -> str | None:
+    """Why this worker cannot record sessions now, found with what it records them with: a
+    PostgreSQL ledger through the worker's own pool (a probe that opened a pool of its own
+    failed under load when the server's connections were all taken, and took two
+    connections of the server per probe)."""
+    if settings.ledger is None:
+        return sessions_writable(settings.sessions_dir)
+    try:
+        url = parse_url(settings.ledger)
+        shared = _shared_ledger(settings.ledger, url)
+        if shared is None:  # SQLite: a connection belongs to one thread, opened per use
+            return ledger_problem(settings)
+        with deadline.within(READY_SECONDS):
+            shared.read(lambda tx: tx.one("SELECT 1"))
+    except LedgerError as exc:
+        return str(exc)
+    return None
 
 
 def ledger_problem(settings: ServerSettings) -> str | None:

@@ -153,3 +153,35 @@ def test_an_answered_timeout_records_nothing_on_postgresql(
         time.sleep(2)
     rows = attempts_of(locate("S", url))
     assert [r["attempt"] for r in rows] == [1]
+
+
+@pytest.mark.slow
+def test_readiness_asks_the_workers_own_pool(
+    tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    """Each /readyz opened a pool of its own (two connections to the server per probe): with
+    --workers 8 on a server of 20 connections, 90 of 91 probes answered 503 while outputs
+    were served. Now ten probes open no connection the worker's pool does not hold."""
+    import psycopg
+
+    url = postgres_server.create_database()
+
+    def sessions(admin: Any) -> int:
+        admin.execute("SELECT pg_stat_clear_snapshot()")
+        row = admin.execute(
+            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+        return int(row[0])
+
+    with app_client(tmp_path, ledger=url) as http, psycopg.connect(url, autocommit=True) as admin:
+        assert (
+            http.post("/v1/sessions/S/outputs", json={**REQUEST, "output": BAD}).status_code == 200
+        )
+        assert http.get("/readyz").status_code == 200
+        time.sleep(0.5)
+        before = sessions(admin)
+        for _ in range(10):
+            ready = http.get("/readyz")
+            assert ready.status_code == 200, ready.text
+        time.sleep(1.0)  # a closed connection's session is counted when it ends
+        assert sessions(admin) - before <= 1
