@@ -15,7 +15,7 @@ import pytest
 
 import engine
 from conftest import REPO
-from engine.core import telemetry
+from engine.core import redaction, telemetry
 from engine.core.errors import EngineError
 from engine.pack.inputs import OutputInput
 from engine.session.session import Session
@@ -362,3 +362,22 @@ def test_a_server_request_is_one_span_with_its_evaluation_as_child(
     assert attributes["rules.attempt"] == 1
     assert attributes["rules.decision.action"] == "REPAIR"
     assert attributes["rules.pack.revision"] == answer.json()["pack"]["revision"]
+
+
+def test_a_span_never_carries_a_registered_secret(spans: InMemorySpanExporter) -> None:
+    """Issue 35: spans go through the one redaction: attributes, status and the
+    exception's message and stack trace."""
+    redaction.register("Span@Secret-Pw77")
+    with pytest.raises(RuntimeError), telemetry.span("work", {"rules.item": "Span@Secret-Pw77"}):
+        raise RuntimeError("failed to resolve host 'Secret-Pw77@db'")
+    (failed,) = spans.get_finished_spans()
+    shown = json.dumps(
+        {
+            "attributes": dict(failed.attributes or {}),
+            "status": failed.status.description,
+            "events": [dict(e.attributes or {}) for e in failed.events],
+        }
+    )
+    assert "Secret-Pw77" not in shown and "Span@" not in shown
+    assert failed.status.status_code == trace.StatusCode.ERROR
+    assert "failed to resolve host '***@db'" in shown

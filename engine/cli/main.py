@@ -22,6 +22,7 @@ from engine.cli.common import (
     remember_locked,
 )
 from engine.core.errors import EngineError
+from engine.core.redaction import guard_streams
 from engine.core.telemetry import configure_from_environment
 from engine.core.version import VERSION
 from engine.report import formats, render
@@ -227,6 +228,7 @@ def _run(command: click.Command, prog_name: str) -> None:
             err=True,
         )
         sys.exit(EXIT_USAGE)
+    guard_streams()  # no secret a command read (a ledger password, a token) is ever printed
     try:
         command(prog_name=prog_name)
     except OSError as exc:  # what the commands do not name themselves: mostly the output

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
 
+from engine.core.redaction import scrub
 from engine.core.version import VERSION
 
 TRACER_NAME = "rules-engine"
@@ -96,7 +98,12 @@ def enabled() -> bool:
 
 
 def _present(attributes: Attributes | None) -> dict[str, Value]:
-    return {k: v for k, v in (attributes or {}).items() if v is not None}
+    """The attributes that have a value, each text scrubbed of secrets."""
+    return {
+        k: scrub(v) if isinstance(v, str) else v
+        for k, v in (attributes or {}).items()
+        if v is not None
+    }
 
 
 def _get_tracer() -> Any:
@@ -147,12 +154,24 @@ def _api_span(
         context = propagate.extract(headers)
     kind = trace.SpanKind.SERVER if server else trace.SpanKind.INTERNAL
     with _get_tracer().start_as_current_span(
-        name, context=context, kind=kind, attributes=_present(attributes)
+        scrub(name),
+        context=context,
+        kind=kind,
+        attributes=_present(attributes),
+        record_exception=False,  # recorded below, its message scrubbed of secrets
+        set_status_on_exception=False,
     ) as current:
         try:
             yield _ApiSpan(current)
         except BaseException as exc:
             current.set_attribute(ERROR_TYPE, error_type(exc))
+            message = scrub(f"{type(exc).__name__}: {exc}")
+            current.set_status(trace.Status(trace.StatusCode.ERROR, message))
+            stacktrace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            current.record_exception(
+                exc,
+                {"exception.message": scrub(str(exc)), "exception.stacktrace": scrub(stacktrace)},
+            )
             raise
 
 

@@ -409,6 +409,10 @@ class PostgresLedger(Ledger):
             "options": f"-c statement_timeout={int(statement_timeout_ms)}",
             "autocommit": True,  # transactions are explicit (conn.transaction())
         }
+        try:  # the URL's parts, never the URL: see LedgerUrl.connection_parameters
+            self.conninfo = self.psycopg.conninfo.make_conninfo(**url.connection_parameters())
+        except self.psycopg.Error as exc:
+            raise self._error(exc, "cannot connect") from None
         first = self._connect()
         try:
             with first.transaction(), first.cursor() as cursor:
@@ -419,7 +423,7 @@ class PostgresLedger(Ledger):
         finally:
             first.close()
         self.pool = self.pool_module.ConnectionPool(
-            url.secret,
+            self.conninfo,
             kwargs=self.kwargs,
             min_size=1,
             max_size=pool_size,
@@ -431,7 +435,7 @@ class PostgresLedger(Ledger):
 
     def _connect(self) -> Any:
         try:
-            return self.psycopg.connect(self.url.secret, **self.kwargs)
+            return self.psycopg.connect(self.conninfo, **self.kwargs)
         except self.psycopg.Error as exc:
             raise self._error(exc, "cannot connect") from None
 

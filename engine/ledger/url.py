@@ -7,7 +7,11 @@ Accepted forms::
     postgresql://user:password@host:5432/db   a PostgreSQL database (also postgres://)
 
 A password written in a URL is never shown: ``redacted`` replaces it with ``***``, and
-``LedgerUrl`` prints (``str``, ``repr``) only that form.
+``LedgerUrl`` prints (``str``, ``repr``) only that form. Parsing a URL registers its password
+with ``engine.core.redaction``, so that no message of this process shows it, whatever
+shape a driver gives it. The user part ends at the last ``@`` before the host (a password
+may hold an unencoded ``@``), and the driver is handed the parts one by one
+(``connection_parameters``), never the URL to split again.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, unquote_plus, urlsplit
 
+from engine.core import redaction
 from engine.ledger.errors import LedgerError
 
 ACCEPTED = (
@@ -67,24 +72,59 @@ class LedgerUrl:
     def scrub(self, text: str) -> str:
         """``text`` (e.g. a driver's error message) with this URL's password removed: the
         one before the host and a ``password=`` query value, each as written in the URL
-        (percent-encoded) and decoded, as a driver may show either."""
+        (percent-encoded) and decoded, as a driver may show either, and any other secret
+        this process registered (``engine.core.redaction``)."""
         text = text.replace(self.secret, self.shown) if self.secret else text
         for password in _passwords(self.secret):
             text = text.replace(password, "***")
-        return text
+        return redaction.scrub(text)
+
+    def connection_parameters(self) -> dict[str, str]:
+        """The libpq parameters of a PostgreSQL URL, decoded: ``user``, ``password``,
+        ``host``, ``port``, ``dbname`` and the query's own (``sslmode=``...). The driver
+        gets these, not the URL: libpq ends the user part at the first ``@``, so a
+        password holding one would have its tail taken for the host (and shown)."""
+        parts = urlsplit(self.secret)
+        found = {
+            "user": unquote(parts.username or ""),
+            "password": unquote(parts.password or ""),
+            "host": parts.hostname or "",
+            "port": str(parts.port or ""),
+            "dbname": unquote(parts.path.lstrip("/")),
+        }
+        for pair in parts.query.split("&"):
+            key, _, value = pair.partition("=")
+            if key:
+                found[unquote(key)] = unquote(value)
+        return {key: value for key, value in found.items() if value}
 
 
 def _passwords(url: str) -> list[str]:
     """Every form of the passwords ``url`` holds, longest first (so that no part of a
-    longer one is left when a shorter one is inside it)."""
+    longer one is left when a shorter one is inside it): the one ``urlsplit`` finds, the
+    one between the user and the last ``@`` of the whole text (a password holding an
+    unencoded ``/`` ends the host part early), and ``password=`` query values."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return []
     written = [parts.password] if parts.password else []
     written += [m.group(2) for m in _QUERY_VALUE.finditer(parts.query)]
+    if (shaped := _shaped_password(url)) is not None:
+        written.append(shaped)
     forms = {form for raw in written for form in (raw, unquote(raw), unquote_plus(raw)) if form}
     return sorted(forms, key=len, reverse=True)
+
+
+def _shaped_password(url: str) -> str | None:
+    """The text ``redacted`` hides: from the first ``:`` after the scheme to the last
+    ``@``; None when there is none."""
+    scheme = _ANY_SCHEME.match(url)
+    at = url.rfind("@")
+    if scheme is None or at < scheme.end():
+        return None
+    colon = url.find(":", scheme.end(), at)
+    return url[colon + 1 : at] if colon >= 0 else None
 
 
 def parse_url(location: str | Path) -> LedgerUrl:
@@ -93,6 +133,8 @@ def parse_url(location: str | Path) -> LedgerUrl:
     if isinstance(location, Path):
         return LedgerUrl("sqlite", str(location), location)
     text = str(location)
+    for password in _passwords(text):
+        redaction.register(password)
     shown = redacted(text)
     if not text.strip():
         raise LedgerError(f"an empty ledger location; give {ACCEPTED}")

@@ -26,6 +26,7 @@ from starlette.types import Message, Receive, Scope, Send
 from engine.core import telemetry
 from engine.core.version import VERSION
 from engine.server import admin, catalogue, evaluation, gate, metrics, shadow
+from engine.server.access import AccessLog, TokenPlacement
 from engine.server.documents import Problem as ProblemDocument
 from engine.server.limits import BodyLimit
 from engine.server.middleware import HttpMiddleware
@@ -152,5 +153,7 @@ def create_app(settings: ServerSettings, packs: PackSet) -> FastAPI:
         BodyLimit, limit=lambda: app.state.live.current.body_limit(), timeout=settings.timeout
     )
     app.add_middleware(RequestTiming)
+    app.add_middleware(TokenPlacement)  # before routing, the token check and any log
+    app.add_middleware(AccessLog)  # outermost: every request's line, refusals included
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

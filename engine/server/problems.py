@@ -33,6 +33,9 @@ class ProblemType:
 
 
 MALFORMED_JSON = ProblemType("malformed-json", 400, "The request body is not valid JSON")
+TOKEN_MISPLACED = ProblemType(
+    "token-misplaced", 400, "A token goes in the Authorization header, never in the URL"
+)
 UNAUTHORIZED = ProblemType("unauthorized", 401, "A valid bearer token is required")
 FORBIDDEN = ProblemType("forbidden", 403, "This route is not open to this client")
 NOT_FOUND = ProblemType("not-found", 404, "No such resource")
@@ -56,6 +59,7 @@ NOT_READY = ProblemType("not-ready", 503, "The server is not ready")
 
 PROBLEM_TYPES: tuple[ProblemType, ...] = (
     MALFORMED_JSON,
+    TOKEN_MISPLACED,
     UNAUTHORIZED,
     FORBIDDEN,
     NOT_FOUND,

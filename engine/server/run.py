@@ -10,6 +10,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from engine.core.telemetry import configure_from_environment
+from engine.server.access import log_config
 from engine.server.app import create_app
 from engine.server.metrics import MULTIPROCESS_ENV
 from engine.server.packs import PackSet, load_pack_set
@@ -51,6 +52,8 @@ def serve(settings: ServerSettings, packs: PackSet) -> None:
         "port": settings.port,
         "log_level": "info",
         "server_header": False,
+        "access_log": False,  # ours instead (engine.server.access): no query strings
+        "log_config": log_config(),  # every record scrubbed of secrets
         "timeout_graceful_shutdown": 10,
         **protocol_options(),  # the request's head bounded; a shutdown drains connections
     }

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fastapi import Request
 
+from engine.core import redaction
 from engine.server.problems import FORBIDDEN, UNAUTHORIZED, Problem
 from engine.server.settings import is_loopback
 
@@ -29,6 +30,7 @@ def read_token(path: str | Path) -> str:
         raise TokenFileError(f"{path}: the token file is empty")
     if any(c.isspace() for c in token):
         raise TokenFileError(f"{path}: the token must be one word (no white space inside)")
+    redaction.register(token)  # never printed or logged by this process from now on
     return token
 
 

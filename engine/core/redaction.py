@@ -1,0 +1,132 @@
+"""Secrets are never printed: one redaction for every text the engine shows or sends.
+
+A secret is known by its value. Whatever reads one (a ledger URL's password, a server's
+bearer token) registers it here with ``register``; ``scrub`` then removes every registered
+value from a text, in each form a program may show it (as written, percent-encoded,
+percent-decoded) and in the pieces a URL parser could cut it into at ``@ : / ? # & =``
+(psycopg once showed ``failed to resolve host 'Tail@127.0.0.1'`` for a password
+``Top@Tail``: libpq split the user part at its first ``@``). A URL whose shape shows a
+password (``scheme://user:password@host``) loses it too, registered or not.
+
+What goes through ``scrub``: the messages of errors the ledger raises, everything the
+`rules` command writes to stdout and stderr (``guard_streams``: its own messages, a driver's,
+a warning, a traceback under ``RULES_DEBUG``), every log record of the server
+(``ScrubFilter``: uvicorn's and the access log), and the attributes and errors of spans.
+
+Values shorter than ``MIN_SECRET`` characters are not scrubbed by value (they would cut
+words out of every message; such a secret is guessed sooner than read anyway); the shape
+of a URL still hides them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+from typing import Any, TextIO
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
+
+MIN_SECRET = 4
+"""The shortest value (and piece of a value) that is scrubbed wherever it appears."""
+
+MASK = "***"
+
+_CUTS = re.compile(r"[@:/?#&=]")
+# scheme://user:password@host: the password runs to the last "@" before the host's end
+_URL_PASSWORD = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*:(?://)?[^\s:/@'\"<>]*:)"
+    r"(?P<password>[^\s/'\"<>]*)(?P<tail>@[^\s@/'\"<>]*)"
+)
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:password|access_token|token)=)[^&#\s'\"]*", re.I)
+
+_lock = threading.Lock()
+_forms: set[str] = set()
+_pattern: re.Pattern[str] | None = None
+
+
+def forms(secret: str) -> set[str]:
+    """The texts ``secret`` may be shown as: itself, encoded, decoded, and its pieces
+    between URL delimiters (each at least ``MIN_SECRET`` characters)."""
+    whole = {secret, unquote(secret), unquote_plus(secret), quote(secret, safe=""),
+             quote_plus(secret), quote(secret, safe="@:/")}  # fmt: skip
+    pieces = {piece for value in whole for piece in _CUTS.split(value)}
+    return {form for form in whole | pieces if len(form) >= MIN_SECRET}
+
+
+def register(secret: str | None) -> None:
+    """Scrub ``secret`` from every text from now on, in this process."""
+    global _pattern
+    if not secret:
+        return
+    new = forms(secret) - _forms
+    if not new:
+        return
+    with _lock:
+        _forms.update(new)
+        ordered = sorted(_forms, key=len, reverse=True)  # no piece of a longer form is left
+        _pattern = re.compile("|".join(re.escape(form) for form in ordered))
+
+
+def scrub(text: str) -> str:
+    """``text`` without any registered secret and without a password a URL in it shows."""
+    pattern = _pattern
+    if pattern is not None:
+        text = pattern.sub(MASK, text)
+    if "@" in text:
+        text = _URL_PASSWORD.sub(_masked, text)
+    if "=" in text:
+        text = _QUERY_PASSWORD.sub(lambda m: m["head"] + MASK, text)
+    return text
+
+
+def _masked(found: re.Match[str]) -> str:
+    if found["password"].lower() in ("password", MASK):  # a form shown in help: no secret
+        return found[0]
+    return found["head"] + MASK + found["tail"]
+
+
+class ScrubbingStream:
+    """A text stream whose writes are scrubbed; everything else is the wrapped stream's
+    (its encoding, ``fileno``, ``buffer``...), so click and subprocesses use it as usual."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: Any) -> int:
+        if isinstance(text, str):
+            text = scrub(text)
+        return self._stream.write(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_streams() -> None:
+    """Scrub everything this process writes to ``sys.stdout`` and ``sys.stderr`` from now
+    on (the `rules` command calls it first)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, ScrubbingStream):
+            setattr(sys, name, ScrubbingStream(stream))
+
+
+class ScrubFilter(logging.Filter):
+    """A logging filter that scrubs a record's message and its traceback before any
+    handler formats them (attached to the server's log handlers)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = scrub(record.getMessage())
+        record.args = None
+        record.__dict__.pop("color_message", None)  # uvicorn's coloured copy of the message
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info)
+        return True
