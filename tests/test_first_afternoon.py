@@ -82,3 +82,17 @@ def test_a_param_failing_its_pattern_is_a_problem_naming_the_field(
     problem = json.loads(response.text)
     assert "vars.question" in json.dumps(problem)
     assert "^Q[0-9]+$" in problem["detail"]
+
+
+# ------------------------------------------------------------ a misspelt param
+
+
+def test_a_misspelt_param_is_named_as_the_block_parameter(my_pack: Path, out: Path) -> None:
+    result = run_cli(
+        "eval", "--pack", str(my_pack), "--block", "ANSWER", "--nonce", "4F2C9A",
+        "--var", "qestion=Q1", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "did you mean the block parameter 'question'?" in result.stderr, result.stderr
+    with pytest.raises(engine.EngineError, match="did you mean the block parameter 'question'"):
+        engine.load_pack(str(my_pack)).split_inputs("ANSWER", None, {"qestion": "Q1"})
