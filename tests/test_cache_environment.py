@@ -458,7 +458,8 @@ def test_an_edit_in_a_hidden_folder_the_pack_uses_is_seen(tmp_path: Path) -> Non
     text = (pack / "pack.yaml").read_text(encoding="utf-8")
     named = "file: templates/format_repair.md.j2"
     assert named in text
-    (pack / "pack.yaml").write_text(text.replace(named, "file: ." + named[6:]), encoding="utf-8")
+    text = text.replace("file: templates/", "file: .templates/")
+    (pack / "pack.yaml").write_text(text, encoding="utf-8")
     assert _rules(cache, "check", str(pack)).returncode == 0
     (pack / ".templates" / "format_repair.md.j2").write_text("{{ parser_eror }}\n")
     broken = _rules(cache, "check", str(pack))

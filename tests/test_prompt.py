@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from syrupy.assertion import SnapshotAssertion
 
-from conftest import run_cli
+from conftest import FIXTURES, run_cli
 
 FRAME = "═" * 79
 
@@ -219,9 +219,10 @@ def test_the_session_ledger_gives_the_decisions(tmp_path: Path) -> None:
 
 
 def test_usage_errors(tmp_path: Path) -> None:
-    unknown = run_cli("prompt", "--pack", "gap-review", "--block", "reviewer")
+    pack = str(FIXTURES / "packs" / "json_text")
+    unknown = run_cli("prompt", "--pack", pack, "--block", "task")
     assert unknown.exit_code == 2
-    assert "declares no first prompt for block 'reviewer'" in unknown.stderr
+    assert "declares no first prompt for block 'task'" in unknown.stderr
     missing = run_cli("prompt", "--pack", "gap-review", "--block", "nope")
     assert missing.exit_code == 2 and "nope" in missing.stderr
 

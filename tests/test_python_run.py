@@ -22,7 +22,7 @@ import pytest
 from sentinel_cases import VERDICT_ARGS
 
 import engine
-from conftest import REPO, run_script, script
+from conftest import FIXTURES, REPO, run_script, script
 from engine.ledger.store import SessionLedger, locate
 
 VERDICT = {"nonce": "4F2C9A", "vars": {"criterion": "AC1"}}
@@ -374,7 +374,15 @@ def test_what_a_call_returns_must_be_text(tmp_path: Path) -> None:
         ({"session": "s\0"}, "session= names no folder a session can have: it holds a NUL"),
         ({"session": "s\ud800"}, "session= names no folder .*: it holds a character no file"),
         ({"session": "s" * 300}, "session= names no folder .*: a part of it is longer than 255"),
-        ({"prompt": None}, r"declares no first prompt for block 'VERDICT': pass prompt=\.\.\."),
+        (
+            {
+                "pack": str(FIXTURES / "packs/json_text"),
+                "block": "task",
+                "vars": {},
+                "prompt": None,
+            },
+            r"declares no first prompt for block 'task': pass prompt=\.\.\.",
+        ),
         ({"timout": 5}, r"there is no option timout= \(did you mean timeout=\? the options are "),
         ({"retries": 2}, r"no option retries= \(the options are session=, item=, prompt=,"),
     ],

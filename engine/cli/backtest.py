@@ -137,7 +137,7 @@ def backtest_command(
 
     \b
     Examples:
-      rules backtest --pack rules/sentinel --baseline builtin:sentinel logs/*.jsonl
+      rules backtest --pack ./new-pack --baseline builtin:sentinel logs/*.jsonl
       rules backtest --pack ./my-pack --baseline main-pack --max-flips 0 --format junit \\
           logs/week.jsonl > backtest.xml
       rules backtest --pack sentinel --workers 2 --format json logs/week.jsonl

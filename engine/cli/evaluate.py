@@ -214,7 +214,8 @@ def eval_command(output_format: str, **options: Any) -> None:
     \b
     Examples:
       rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
-      rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --attempt 2 --format json out.txt
+      rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 \\
+          --attempt 2 --format json out.txt
     """
     evaluated = _run(**options)
     verdict, decision = evaluated.verdict, evaluated.decision

@@ -64,7 +64,7 @@ def log_command(
       rules log --session runs/42 --view examples
       rules log --session runs/42 --format jsonl > attempts.jsonl
       rules log --session runs/42 --format jsonl --view failures
-      rules log --session runs/42 --pack ./my-pack --view summary
+      rules log --session runs/42 --pack session-logs --view validation  # a pack's view
       rules log --session sessions --view shadow  # a server's candidate packs
     """
     if view == "shadow":

@@ -125,7 +125,7 @@ def check_command(
     \b
     Examples:
       rules check                       # every pack under ./rules/
-      rules check rules/sentinel        # one pack folder
+      rules check rules/my-pack         # one pack folder
       rules check builtin:core --format json
       rules check --tests --format junit rules/ > rules-check.xml
       rules check --format sarif rules/ > rules.sarif   # code scanning

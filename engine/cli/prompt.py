@@ -47,8 +47,8 @@ def prompt_command(
 
     \b
     Examples:
-      rules prompt --pack my-pack --block author --session runs/1 --context round7.yaml
-      rules prompt --pack my-pack --block author --context round1.yaml | model-cli
+      rules prompt --pack ./my-pack --block ANSWER --var question=Q1 --session runs/1
+      rules prompt --pack ./my-pack --block ANSWER --var question=Q1 --context ctx.yaml | model-cli
     """
     pack = open_pack(pack_ref)
     try:

@@ -180,9 +180,9 @@ def run_command(
     \b
     Examples:
       rules run --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 \\
-          -- python examples/fake_model.py
-      rules run --pack ./my-pack --block "$BLOCK" --context ctx.yaml --prompt task.md \\
-          --timeout 600 -- model-cli
+          -- model-cli
+      rules run --pack ./my-pack --block ANSWER --var question=Q1 --context ctx.yaml \\
+          --prompt task.md --timeout 600 -- model-cli
       rules log                         # the attempts, from .rules-session/
     """
     if problem := missing_command(command):

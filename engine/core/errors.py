@@ -57,6 +57,16 @@ class UsageError(EngineError):
     what to pass instead."""
 
 
+class ParamError(UsageError):
+    """A block parameter the caller gave does not match the pattern the pack declares for
+    it: the caller's mistake, never the model's. ``field`` names it as a request does
+    (``vars.NAME``)."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class ContextError(EngineError):
     """The context given to an evaluation does not fit what the pack declares."""
 

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.core.clock import now as clock_now
-from engine.core.errors import EngineError, unknown_block_error
+from engine.core.errors import ContextError, EngineError, ParamError, unknown_block_error
 from engine.core.lazy import BuiltOnUse
-from engine.core.textio import clean_text, decode_output
+from engine.core.patterns import compile_pattern
+from engine.core.suggest import did_you_mean
+from engine.core.textio import clean_text, decode_output, holds_lone_surrogate
 from engine.core.verdict import Verdict, verdict_from_error
 from engine.format.context import build_context
 from engine.pack.arguments import check
@@ -185,7 +187,38 @@ class Pack(Parsing):
         param_names = self.contract(block).param_names
         params = {k: v for k, v in (strings or {}).items() if k in param_names}
         rest = {k: v for k, v in (strings or {}).items() if k not in param_names}
+        self._check_params(block, params)
+        self._check_misspelt_params(param_names, rest)
         return params, build_context(self.model.context, context, rest)
+
+    def _check_misspelt_params(self, param_names: Collection[str], rest: Mapping[str, str]) -> None:
+        """A --var that is no context key but close to a block parameter's name is most
+        likely that parameter misspelt: say so, rather than list the context keys."""
+        for name in rest:
+            if name in self.model.context or not param_names:
+                continue
+            if did_you_mean(name, self.model.context):
+                continue  # build_context names the close context key
+            hint = did_you_mean(name, param_names, shown=lambda x: f"the block parameter {x!r}")
+            if hint:
+                raise ContextError(f"unknown context key {name!r} ({hint})")
+
+    def _check_params(self, block: str, params: Mapping[str, str]) -> None:
+        """ParamError for a param that does not match its declared pattern: the caller
+        gave it, so asking the model to repair it would ask the wrong party. A value that
+        is not text at all (a lone surrogate) is left to the check that says so."""
+        declared = getattr(self.model.contracts.get(block), "params", None) or {}
+        for name, value in params.items():
+            spec = declared.get(name)
+            if spec is None or not isinstance(value, str) or holds_lone_surrogate(value):
+                continue
+            if compile_pattern(spec.pattern).search(value) is None:
+                raise ParamError(
+                    f"block {block!r}: parameter {name}={value!r} does not match its pattern "
+                    f"{spec.pattern} (a caller's input, not the model's: nothing was "
+                    "evaluated)",
+                    f"vars.{name}",
+                )
 
     def required_params(self, block: str) -> tuple[str, ...]:
         """The params a caller must give for ``block`` (its delimiters name them)."""

@@ -103,7 +103,7 @@ def prepare(pack: Pack, body: OutputRequest) -> OutputInput:
     try:
         variables, context = pack.split_inputs(body.block, body.context, body.vars)
     except EngineError as exc:
-        raise Problem(ENGINE_REFUSED, str(exc), ["context"]) from None
+        raise Problem(ENGINE_REFUSED, str(exc), [getattr(exc, "field", "context")]) from None
     missing = pack.missing_inputs(body.block, body.nonce, variables) if error is None else []
     if missing:
         fields = [

@@ -88,10 +88,12 @@ def test_the_pack_s_first_prompt_is_sent_when_none_is_given(tmp_path: Path) -> N
 
 
 def test_neither_a_declared_nor_a_given_prompt_is_a_usage_error(tmp_path: Path) -> None:
-    result = run_cli("run", *VERDICT, "--session", str(tmp_path / "s"), "--", "true")
+    pack = str(FIXTURES / "packs" / "json_text")
+    given = ("--pack", pack, "--block", "task", "--session", str(tmp_path / "s"))
+    result = run_cli("run", *given, "--", "true")
     assert result.exit_code == 2
     assert (
-        "pack 'sentinel' declares no first prompt for block 'VERDICT': pass --prompt FILE"
+        "pack 'json-text' declares no first prompt for block 'task': pass --prompt FILE"
         in result.output
     )
     assert not (tmp_path / "s").exists()
