@@ -414,7 +414,7 @@ def test_template_fallback_prompt(tmp_path: Path, snapshot: SnapshotAssertion) -
 
 
 def test_rounds_the_ledger_did_not_accept_are_skipped(tmp_path: Path) -> None:
-    from engine.session.accepted import ledger_accepted_rounds
+    from engine.session.next_prompt import ledger_accepted_rounds
     from engine.session.session import Session
 
     root = session(tmp_path, {2: proposal(["GAP-FLOW-001"]), 3: proposal(["GAP-FLOW-002"])})

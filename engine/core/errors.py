@@ -57,6 +57,14 @@ class UsageError(EngineError):
     what to pass instead."""
 
 
+class LedgerError(EngineError):
+    """A ledger cannot be used: a location that is no ledger URL, a server that cannot be
+    reached, a schema newer than this engine's, a write that failed twice. Its message names
+    the ledger by its redacted URL only (``engine.ledger.url.redacted``). Defined here, below
+    every layer, so a front door can tell it from other refusals without importing the
+    ledger."""
+
+
 class ContextError(EngineError):
     """The context given to an evaluation does not fit what the pack declares."""
 

@@ -1,11 +1,8 @@
-"""The one error of the ledger package."""
+"""The one error of the ledger package (defined in ``engine.core.errors``, where the front
+doors that answer it, a 503 of the server, reach it without importing the ledger)."""
 
 from __future__ import annotations
 
-from engine.core.errors import EngineError
+from engine.core.errors import LedgerError
 
-
-class LedgerError(EngineError):
-    """A ledger cannot be used: a location that is no ledger URL, a server that cannot be
-    reached, a schema newer than this engine's, a write that failed twice. Its message names
-    the ledger by its redacted URL only (``engine.ledger.url.redacted``)."""
+__all__ = ["LedgerError"]

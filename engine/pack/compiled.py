@@ -196,14 +196,15 @@ class Pack(Parsing):
     def missing_inputs(
         self, block: str, nonce: str | None, vars: Mapping[str, str] | None
     ) -> list[str]:
-        """What the caller must give for ``block`` and did not: the nonce of a delimited
-        block, its required params (as the command-line options that give them)."""
+        """What the caller must give for ``block`` and did not, named as the fields of its
+        input: ``nonce`` for a delimited block, ``vars.NAME`` for each required param. Each
+        front door says them in its own words (`--nonce`, `--var NAME=...`)."""
         contract = self.model.contracts.get(block)
         if contract is None or contract.kind != "sentinel":
             return []
-        missing = ["--nonce"] if nonce is None else []
+        missing = ["nonce"] if nonce is None else []
         missing += [
-            f"--var {name}=..." for name in self.required_params(block) if name not in (vars or {})
+            f"vars.{name}" for name in self.required_params(block) if name not in (vars or {})
         ]
         return missing
 

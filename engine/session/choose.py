@@ -15,8 +15,8 @@ from engine.core.errors import EngineError
 from engine.core.numbers import INT64_MAX
 from engine.core.placeholders import fill
 from engine.ledger import attempts
-from engine.session.accepted import ledger_accepted_rounds
 from engine.session.choices import ChoiceBook, round_failed
+from engine.session.next_prompt import ledger_accepted_rounds
 from engine.session.session import Session
 
 
