@@ -9,9 +9,9 @@ from engine.cli.options import ledger_option, pack_option, session_option
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.ledger.store import Place, SessionLedger, locate
-from engine.session.choices import ChoiceBook
+from engine.session.choice_book import ChoiceBook
 from engine.session.choose import apply_choice
-from engine.session.session import Session
+from engine.session.recording import Session
 
 
 @click.command("choose")

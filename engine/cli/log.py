@@ -14,7 +14,7 @@ from engine.core.errors import EngineError
 from engine.core.resources import builtin_pack_names
 from engine.ledger.store import Place, SessionLedger, locate
 from engine.pack.compiled import Pack
-from engine.session.choices import ChoiceBook
+from engine.session.choice_book import ChoiceBook
 from engine.session.conflicts import ConflictBook
 from engine.session.views import json_text, log_variables, log_views, render_log
 

@@ -435,7 +435,7 @@ class Pack(Parsing):
 
         ``accepted_rounds``: the rounds whose output for the block the session's ledger
         accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
-        without them every earlier round counts (``engine.session.session`` passes them).
+        without them every earlier round counts (``engine.session.recording`` passes them).
         """
         check(
             "Pack.render",

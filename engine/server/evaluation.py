@@ -36,7 +36,7 @@ from engine.server.responses import Document
 from engine.server.security import require_token
 from engine.server.sessions import SESSION_NAME, session_lock, session_name_problem
 from engine.server.settings import ServerSettings
-from engine.session.choices import SessionPaused
+from engine.session.choice_book import SessionPaused
 from engine.session.evaluation import (
     ContextRefused,
     EvaluationRequest,
@@ -44,7 +44,7 @@ from engine.session.evaluation import (
     evaluate,
     render,
 )
-from engine.session.session import named_session
+from engine.session.recording import named_session
 from engine.session.session_ref import SessionRef
 
 DecisionHook = Callable[[Pack, OutputRequest, Verdict, Decision], None]

@@ -4,7 +4,7 @@ orders one session's writes.
 With ``--ledger URL`` every session is a session of that ledger (SQLite or PostgreSQL),
 named by the path segment of ``/v1/sessions/{session}/outputs``; without it, sessions are
 folders under ``--sessions-dir`` (one SQLite ledger each), named the same way
-(``engine.session.session.named_session``). Writes to one session are serialized within a
+(``engine.session.recording.named_session``). Writes to one session are serialized within a
 worker process (the ledger orders the processes).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 
 from engine.server.settings import ServerSettings
-from engine.session.session import ledger_problem as session_ledger_problem
+from engine.session.recording import ledger_problem as session_ledger_problem
 from engine.session.session_ref import SESSION_NAME, session_name_problem
 
 __all__ = ["SESSION_NAME", "ledger_problem", "session_lock", "session_name_problem"]

@@ -15,9 +15,9 @@ from engine.core.errors import EngineError
 from engine.core.numbers import INT64_MAX
 from engine.core.placeholders import fill
 from engine.ledger import attempts
-from engine.session.choices import ChoiceBook, round_failed
+from engine.session.choice_book import ChoiceBook, round_failed
 from engine.session.next_prompt import ledger_accepted_rounds
-from engine.session.session import Session
+from engine.session.recording import Session
 
 
 class ChoiceError(EngineError):

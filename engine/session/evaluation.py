@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from engine.ledger.store import Place
     from engine.pack.compiled import Pack
     from engine.policy.triggers.decide import Decision
-    from engine.session.session import Session
+    from engine.session.recording import Session
 
 NOTHING_EVALUATED = "(a caller's input, not the model's: nothing was evaluated)"
 
@@ -194,7 +194,7 @@ def _opened(pack: Pack, ref: SessionRef, keep_outputs: bool) -> Session:
     """The session ``ref`` names, opened for ``pack``."""
     # Deferred for start-up time: the session's module imports the ledger (0.5 s of
     # imports, -X importtime); evaluating without a session opens none.
-    from engine.session.session import Session
+    from engine.session.recording import Session
 
     return Session(pack, ref, keep_outputs=keep_outputs)
 

@@ -1,7 +1,7 @@
 """Which session a use case records in, named the way each front door names it: a session
 folder (`--session DIR`, its own ledger), a session named in the ledger a URL gives
 (`--ledger URL`), or a server's session by name (under its sessions folder, or in its
-ledger). A use case opens it (``engine.session.session.Session``), so front doors name
+ledger). A use case opens it (``engine.session.recording.Session``), so front doors name
 sessions and never open a ledger themselves.
 """
 

@@ -33,7 +33,7 @@ from engine.pack.inputs import OutputInput
 from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
-from engine.session.choices import ChoiceBook, ensure_not_paused, round_failed
+from engine.session.choice_book import ChoiceBook, ensure_not_paused, round_failed
 from engine.session.conflicts import ConflictBook, decision_items
 from engine.session.items import item_key, sha256
 from engine.session.next_prompt import render_after
