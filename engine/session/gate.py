@@ -69,9 +69,7 @@ def run_gate(pack: Pack, request: GateRequest) -> GateReport:
     document = gate_document(outcome)
     log = None
     if request.session is not None:
-        where, ledger = request.session.where, request.session.ledger
-        place = where if isinstance(where, Place) else locate(where, ledger)
-        log = record_gate(pack, place, outcome, failure_record(document))
+        log = record_gate(pack, request.session.place(), outcome, failure_record(document))
     return GateReport(outcome, document, log)
 
 

@@ -26,7 +26,7 @@ from engine.ledger import attempts as attempt_rows
 from engine.ledger import rounds as round_rows
 from engine.ledger.attempts import Attempt, ItemAttempt, KeptOutput
 from engine.ledger.connection import Ledger, Tx, open_ledger
-from engine.ledger.store import Place, SessionLedger, locate
+from engine.ledger.store import Place, SessionLedger
 from engine.ledger.url import LedgerUrl, parse_url
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
@@ -105,10 +105,11 @@ class Session:
         ``opened_ledger``: that ledger already open and shared by the caller (a server's
         connection pool), left open when the session closes."""
         if isinstance(directory, SessionRef):
-            ref = directory
-            directory, ledger, opened_ledger = ref.where, ref.ledger, ref.opened
+            opened_ledger = directory.opened
+        else:
+            directory = SessionRef(directory, ledger)
         self.pack = pack
-        self.place = directory if isinstance(directory, Place) else locate(directory, ledger)
+        self.place = directory.place()
         self.directory = self.place.folder or Path(self.place.session)
         self.ledger = SessionLedger(self.place, opened=opened_ledger)
         if keep_outputs and self.ledger.setting(KEEP_OUTPUTS) != "1":
