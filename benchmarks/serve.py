@@ -12,7 +12,7 @@ pack repairs, the input of ``benchmarks/bench.py``'s pipeline latency):
   keep-alive HTTP/1.1 connection sending the same prepared request and reading the whole
   answer before the next. ``--requests`` per concurrency level, after a warm-up.
 - **in-process** (the limit): the work of the route without HTTP, in one thread:
-  ``evaluate_output`` with the pack loaded once, the documents made JSON.
+  ``evaluate`` (the route's use case) with the pack loaded once, the documents made JSON.
 - **subprocess**: `rules eval --format json` started per output, the way a non-Python
   orchestrator calls the engine without a server; ``--subprocesses`` runs (bounded: each
   costs a process start), one at a time and 8 at a time.
@@ -205,15 +205,14 @@ def in_process(total: int) -> dict[str, float]:
     """The route's work without HTTP: evaluate, decide, the documents as JSON."""
     from engine.pack.inputs import OutputInput
     from engine.pack.loaded import load_pack
-    from engine.session.evaluation import evaluate_output
+    from engine.session.evaluation import EvaluationRequest, evaluate
 
     pack = load_pack("sentinel")
     data = OUTPUT.encode()
 
     def once() -> bytes:
-        variables, context = pack.split_inputs("VERDICT", {}, REQUEST["vars"])
-        given = OutputInput("VERDICT", data, BENCH.NONCE, variables, context)
-        evaluated = evaluate_output(pack, given)
+        given = OutputInput("VERDICT", data, BENCH.NONCE, REQUEST["vars"])
+        evaluated = evaluate(pack, EvaluationRequest(given))
         document = {
             "verdict": evaluated.verdict.to_json(),
             "decision": evaluated.decision.to_json(),

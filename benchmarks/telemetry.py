@@ -2,7 +2,7 @@
 
     python benchmarks/telemetry.py [--rounds N]
 
-Each mode runs in a child process, through the code `rules eval` runs (``evaluate_output``,
+Each mode runs in a child process, through the code `rules eval` runs (``evaluate``,
 no session), N times after a warm-up; it prints microseconds per evaluation:
 
 - ``off``: nothing of OpenTelemetry imported (no extra, or nobody asked for traces): a span is
@@ -52,12 +52,12 @@ LOOP = """
 import time
 import engine
 from engine.pack.inputs import OutputInput
-from engine.session.evaluation import evaluate_output
+from engine.session.evaluation import EvaluationRequest, evaluate
 pack = engine.load_pack("sentinel")
 output = {output!r}.encode()
-given = OutputInput("VERDICT", output, "4F2C9A", {{"criterion": "AC1"}})
+request = EvaluationRequest(OutputInput("VERDICT", output, "4F2C9A", {{"criterion": "AC1"}}))
 def once():
-    done = evaluate_output(pack, given)
+    done = evaluate(pack, request)
     assert done.verdict.status == "fail", done.verdict
 for _ in range(200):
     once()

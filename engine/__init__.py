@@ -16,8 +16,8 @@ from engine.core.version import VERSION as __version__
 if TYPE_CHECKING:
     from engine.pack.compiled import Pack
     from engine.pack.loaded import check_packs, load_pack
-    from engine.session.calls import arun, run
-    from engine.session.loop import Attempt, RunResult
+    from engine.session.callable import arun, run
+    from engine.session.run import Attempt, RunResult
 
 __all__ = [
     "Attempt",
@@ -39,10 +39,10 @@ _LAZY = {
     "Pack": "engine.pack.compiled",
     "check_packs": "engine.pack.loaded",
     "load_pack": "engine.pack.loaded",
-    "run": "engine.session.calls",
-    "arun": "engine.session.calls",
-    "RunResult": "engine.session.loop",
-    "Attempt": "engine.session.loop",
+    "run": "engine.session.callable",
+    "arun": "engine.session.callable",
+    "RunResult": "engine.session.run",
+    "Attempt": "engine.session.run",
 }
 
 

@@ -47,6 +47,9 @@ ALLOWED = {
     # `POST /v1/gate` takes and answers the documents of `rules gate` (its `stage` field and
     # key), in the one server module that maps them to the engine's gate.
     ("server/gate.py", "stage"),
+    # The gate use case builds that result document once for both (its `stage` key, named
+    # in one constant, GATE_KEY).
+    ("session/gate.py", "stage"),
 }
 
 

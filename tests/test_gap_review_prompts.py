@@ -414,8 +414,8 @@ def test_template_fallback_prompt(tmp_path: Path, snapshot: SnapshotAssertion) -
 
 
 def test_rounds_the_ledger_did_not_accept_are_skipped(tmp_path: Path) -> None:
-    from engine.session.accepted import ledger_accepted_rounds
-    from engine.session.session import Session
+    from engine.session.next_prompt import ledger_accepted_rounds
+    from engine.session.recording import Session
 
     root = session(tmp_path, {2: proposal(["GAP-FLOW-001"]), 3: proposal(["GAP-FLOW-002"])})
     context = {**BASE_CONTEXT, "session_dir": str(root)}
@@ -475,7 +475,7 @@ def test_tier_two_of_a_session_in_a_ledger_reads_its_kept_accepted_outputs(
 ) -> None:
     """Round 3's tier-2 prompt is the same, byte for byte, whether the earlier rounds are
     files in a session folder (with its ledger) or kept outputs of a session in a ledger."""
-    from engine.session.session import Session
+    from engine.session.recording import Session
 
     rounds = {1: proposal(["GAP-FLOW-001"]), 2: proposal(["GAP-FLOW-002"], " Clearly.")}
     context = {k: v for k, v in BASE_CONTEXT.items() if k != "round"}

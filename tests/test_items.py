@@ -13,7 +13,7 @@ import engine
 from conftest import REPO, run_cli, run_script, script
 from engine.core.errors import EngineError
 from engine.pack.inputs import OutputInput
-from engine.session.session import Session
+from engine.session.recording import Session
 
 pytestmark = pytest.mark.usefixtures("session_backend")  # SQLite; PostgreSQL when slow
 

@@ -23,7 +23,7 @@ from engine.ledger.errors import LedgerError
 from engine.ledger.legacy import MIGRATIONS
 from engine.ledger.store import LEDGER_FILE, SessionLedger, locate
 from engine.pack.inputs import OutputInput
-from engine.session.session import Session
+from engine.session.recording import Session
 
 
 def Ledger(folder: Path) -> SessionLedger:
@@ -78,7 +78,7 @@ WRITER = textwrap.dedent("""
     import sys
     import engine
     from engine.pack.inputs import OutputInput
-    from engine.session.session import Session
+    from engine.session.recording import Session
     pack = engine.load_pack("sentinel")
     text = open(sys.argv[2], "rb").read()
     with Session(pack, sys.argv[1]) as session:

@@ -7,7 +7,7 @@ from pathlib import Path
 import engine
 from conftest import REPO, run_cli
 from engine.pack.inputs import OutputInput
-from engine.session.session import Session
+from engine.session.recording import Session
 
 
 def _session(tmp_path: Path) -> Path:

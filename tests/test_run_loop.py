@@ -15,9 +15,9 @@ from syrupy.assertion import SnapshotAssertion
 import engine
 from conftest import FIXTURES, REPO, child_pids, run_cli, run_script, script, still_running
 from engine.ledger.store import SessionLedger, locate
-from engine.pack.inputs import OutputInput
-from engine.session.runner import run_loop
-from engine.session.session import Session
+from engine.session.command import run_with_command
+from engine.session.run import RunRequest
+from engine.session.session_ref import SessionRef
 
 MODELS = FIXTURES / "models"
 PY = sys.executable
@@ -187,13 +187,17 @@ def test_a_pack_may_retry_execution_failures_with_the_same_prompt(tmp_path: Path
     prompt = tmp_path / "prompt.txt"
     prompt.write_text("Judge AC1 and answer with a VERDICT block.\n")
     pack = engine.load_pack(copy)
-    with Session(pack, tmp_path / "s") as session:
-        result = run_loop(
-            session,
-            OutputInput("VERDICT", nonce="4F2C9A", vars={"criterion": "AC1"}),
-            [PY, str(MODELS / "crash_once.py"), str(tmp_path / "state")],
-            prompt=prompt.read_text(),
-        )
+    result = run_with_command(
+        pack,
+        RunRequest(
+            "VERDICT",
+            prompt.read_text(),
+            nonce="4F2C9A",
+            vars={"criterion": "AC1"},
+            session=SessionRef(tmp_path / "s"),
+        ),
+        [PY, str(MODELS / "crash_once.py"), str(tmp_path / "state")],
+    )
     assert result.decision.action == "PROCEED"
     second = (tmp_path / "second_prompt.txt").read_text()
     assert second == prompt.read_text()

@@ -18,7 +18,7 @@ from conftest import REPO
 from engine.core import redaction, telemetry
 from engine.core.errors import EngineError
 from engine.pack.inputs import OutputInput
-from engine.session.session import Session
+from engine.session.recording import Session
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra is not installed")
 from opentelemetry import trace  # noqa: E402
@@ -314,7 +314,7 @@ def test_the_cli_sends_spans_where_the_otel_variables_say(tmp_path: Path) -> Non
 def test_the_library_sets_up_nothing_the_otel_variables_ask_for(tmp_path: Path) -> None:
     probe = (
         "import sys, engine\nfrom engine.pack.inputs import OutputInput\n"
-        "from engine.session.session import Session\n"
+        "from engine.session.recording import Session\n"
         "with Session(engine.load_pack('sentinel'), 'session') as session:\n"
         f"    outcome = session.evaluate(OutputInput('VERDICT', {BAD!r}, nonce='4F2C9A', "
         "vars={'criterion': 'AC1'}))\n"

@@ -1,10 +1,14 @@
-"""Shadow evaluation: a live output judged under a candidate pack, and the shadow
-evaluations a ledger holds summed up as a backtest report (the candidate as the pack, the
-live pack as the baseline), with the flips counted by the backtest's own comparison."""
+"""Shadow evaluation: a live output judged under a candidate pack and recorded in the
+shadow ledger, and the shadow evaluations a ledger holds summed up as a backtest report
+(the candidate as the pack, the live pack as the baseline), with the flips counted by the
+backtest's own comparison. `rules serve --shadow` records them (``ShadowRecorder``);
+`rules log --view shadow` and GET /v1/shadow read them (``recorded_shadows``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.backtest.judge import Judge, Outcome
@@ -17,7 +21,9 @@ from engine.backtest.tally import (
 )
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, clean_text, decode_output, too_large_message
-from engine.ledger.shadow import ShadowEvaluation, ShadowLog, Side
+from engine.ledger.connection import Ledger, open_ledger
+from engine.ledger.shadow import ShadowEvaluation, ShadowLog, Side, default_location
+from engine.ledger.url import parse_url
 from engine.pack.compiled import prepared_output
 from engine.pack.inputs import OutputInput
 
@@ -100,13 +106,11 @@ def shadow_evaluation(
     flipped = compare_outcomes(
         empty_tally(2), record, "", 1, [theirs, mine], [verdict, live.verdict]
     )
-    return ShadowEvaluation(
-        pack=pack.name,
-        revision=pack.revision,
-        candidate=candidate_ref,
-        candidate_revision=candidate.revision,
-        block=live.given.block,
-        live=_side(mine, live.verdict.error),
+    return _row(
+        pack,
+        candidate_ref,
+        candidate,
+        live,
         candidate_side=None
         if theirs is None
         else _side(theirs, None if verdict is None else verdict.error),
@@ -115,6 +119,92 @@ def shadow_evaluation(
         excerpt=clean_text(live.text[:EXAMPLE_TEXT_CHARS]) if flipped else None,
         session=live.session,
     )
+
+
+ShadowRow = ShadowEvaluation
+"""A shadow evaluation as the shadow ledger records it."""
+
+
+def failed_evaluation(
+    pack: Pack, candidate_ref: str, candidate: Pack, live: LiveOutput, exc: BaseException
+) -> ShadowEvaluation:
+    """The row recorded of ``live`` when ``candidate`` raised ``exc`` judging it: a
+    candidate that cannot evaluate the output (a flip)."""
+    why = f"the candidate raised {type(exc).__name__}"
+    return _row(
+        pack, candidate_ref, candidate, live, candidate_side=None, candidate_error=why, flipped=True
+    )
+
+
+def _row(
+    pack: Pack, candidate_ref: str, candidate: Pack, live: LiveOutput, **fields: Any
+) -> ShadowEvaluation:
+    """The row of ``live`` under ``candidate``: the packs, the block, the live side, and
+    the ``fields`` of the candidate's side."""
+    return ShadowEvaluation(
+        pack=pack.name,
+        revision=pack.revision,
+        candidate=candidate_ref,
+        candidate_revision=candidate.revision,
+        block=live.given.block,
+        live=_side(outcome_of(live.verdict, live.decision), live.verdict.error),
+        **fields,
+    )
+
+
+def shadow_location(ledger: str | None, sessions_dir: str) -> str | Path:
+    """Where a server records shadow evaluations: ``ledger`` (its --shadow-ledger, else its
+    --ledger), else ``_shadow/ledger.db`` under its ``sessions_dir``."""
+    return ledger or default_location(sessions_dir)
+
+
+class ShadowRecorder:
+    """Shadow evaluations recorded in the ledger at ``location``, a batch per transaction;
+    the ledger is opened on first use, and again after it failed."""
+
+    def __init__(self, location: str | Path) -> None:
+        self.location = location
+        self.ledger: Ledger | None = None
+
+    def check(self) -> None:
+        """Open the ledger once (created, migrated): a LedgerError when it cannot."""
+        open_ledger(self.location).close()
+
+    def record(self, rows: Sequence[ShadowEvaluation]) -> None:
+        """Record ``rows``; on failure the ledger is closed (and opened afresh next time)
+        and the error raised."""
+        try:
+            if self.ledger is None:
+                self.ledger = open_ledger(self.location)
+            ShadowLog(self.ledger).record(list(rows))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.ledger is not None:
+            self.ledger.close()
+            self.ledger = None
+
+
+class NoShadowLedger(EngineError):
+    """No SQLite shadow ledger at the path given (``shown``: the path)."""
+
+    def __init__(self, shown: str) -> None:
+        super().__init__(f"{shown}: no shadow ledger here")
+        self.shown = shown
+
+
+def recorded_shadows(
+    location: str | Path, pack: str | None = None, *, existing: bool = False
+) -> list[dict[str, Any]]:
+    """The shadow ledger's pairs as backtest reports (``shadow_reports``); with
+    ``existing`` a SQLite ledger that is not there is a ``NoShadowLedger``, not created."""
+    url = parse_url(location)
+    if existing and url.path is not None and not url.path.is_file():
+        raise NoShadowLedger(str(url))
+    with open_ledger(url) as ledger:
+        return shadow_reports(ShadowLog(ledger), str(url), pack)
 
 
 class _Recorded:

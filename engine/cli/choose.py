@@ -8,10 +8,9 @@ from engine.cli.common import UsageFailure, load_context, open_pack
 from engine.cli.options import ledger_option, pack_option, session_option
 from engine.core import clock
 from engine.core.errors import EngineError
-from engine.ledger.store import Place, SessionLedger, locate
-from engine.session.choices import ChoiceBook
-from engine.session.choose import apply_choice
-from engine.session.session import Session
+from engine.session.choose import ChoiceRequest, choose, recorded_pack
+from engine.session.choose import resume as resume_session
+from engine.session.session_ref import SessionRef
 
 
 @click.command("choose")
@@ -63,26 +62,24 @@ def choose_command(
     block of the round has failed (e.g. 1 for ESCALATE); 2 usage error (nothing pending,
     an option the menu does not offer).
     """
+    session = SessionRef(session_dir, ledger_url)
     try:
-        place = locate(session_dir, ledger_url)
+        exists = session.exists()
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    if not place.exists():
+    if not exists:
         raise UsageFailure(f"{session_dir}: no ledger here")
     try:
         stamp = clock.iso(clock.now(now))
         if resume:
-            with SessionLedger(place) as ledger:
-                ChoiceBook(ledger).resume()
+            resume_session(session)
             click.echo(f"{session_dir}: resumed")
             return
         if item is None or option is None:
             raise UsageFailure("give ITEM and OPTION (or --resume)")
-        pack = open_pack(pack_ref or _recorded_pack(place, item))
-        with Session(pack, place) as session:
-            result = apply_choice(
-                session, item, option, text=text, ts=stamp, context=load_context(context_file)
-            )
+        pack = open_pack(pack_ref or recorded_pack(session, item))
+        context = load_context(context_file)
+        result = choose(pack, session, ChoiceRequest(item, option, stamp, text, context))
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     click.echo(f"{result.item}: {result.option} ({result.label}) -> {result.effect}", err=True)
@@ -96,12 +93,3 @@ def choose_command(
         raise SystemExit(code)
     if result.end is not None:
         raise SystemExit(result.end[1])
-
-
-def _recorded_pack(place: Place, item: str) -> str:
-    """The pack recorded with the item's latest attempt."""
-    with SessionLedger(place, read_only=True) as ledger:
-        pack = ledger.latest_attempt_pack(item.partition("@")[0])
-    if pack is None:
-        raise UsageFailure(f"no attempt of {item!r} in {place.label}")
-    return pack

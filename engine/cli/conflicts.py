@@ -35,11 +35,11 @@ from engine.core import clock
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
-from engine.ledger.store import SessionLedger, locate
 from engine.pack.compiled import Pack
 from engine.policy.conflicts.runtime import CompiledConflicts
 from engine.report import render
 from engine.session.conflicts import FLAGGED, OPEN, ConflictBook
+from engine.session.session_ref import SessionRef
 
 EXIT_BLOCKED = 1
 
@@ -68,16 +68,16 @@ def _rules(pack: Pack) -> CompiledConflicts:
 
 
 def _book(session_dir: str, ledger_url: str | None, create: bool = False) -> ConflictBook:
+    session = SessionRef(session_dir, ledger_url)
     with _usage_errors():
-        place = locate(session_dir, ledger_url)
-        if not create and not place.exists():
+        if not create and not session.exists():
             raise UsageFailure(
                 f"{session_dir}: no ledger here (run `rules conflicts detect --session "
                 f"{session_dir} ...` first)"
             )
-        ledger = SessionLedger(place)
-    click.get_current_context().call_on_close(ledger.close)
-    return ConflictBook(ledger)
+        book = ConflictBook.of(session)
+    click.get_current_context().call_on_close(book.close)
+    return book
 
 
 def _pack_of(book: ConflictBook, pack_ref: str | None) -> Pack:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,9 @@ import click
 from engine.cli.common import (
     OUTPUT_CAP_HELP,
     UsageFailure,
-    block_inputs,
+    load_context,
     open_pack,
-    output_cap,
+    parse_vars,
     refuse_terminal_stdin,
 )
 from engine.cli.options import (
@@ -30,12 +31,19 @@ from engine.cli.options import (
 from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
-from engine.core.textio import read_capped, too_large_message
+from engine.core.textio import read_capped
 from engine.format.actions import STANDARD_ACTIONS
+from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
-from engine.report import render
-from engine.session.accepted import ledger_accepted_rounds
-from engine.session.evaluation import Evaluated, evaluate_output
+from engine.report import render as report
+from engine.session.evaluation import (
+    EvaluationRequest,
+    InputRefused,
+    evaluate,
+    output_cap,
+    render,
+)
+from engine.session.session_ref import SessionRef
 
 
 def _exit_status_help() -> str:
@@ -120,8 +128,15 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _run(
-    pack_ref: str,
+def _flag(field: str) -> str:
+    """A field of the evaluation's input as the option that gives it."""
+    if field.startswith("vars."):
+        return f"--var {field.removeprefix('vars.')}=..."
+    return "--" + field.replace("_", "-")
+
+
+def _request(
+    pack: Pack,
     block: str,
     nonce: str | None,
     var_pairs: tuple[str, ...],
@@ -138,51 +153,44 @@ def _run(
     max_output_bytes: int | None,
     source: str,
     reuse_latest: bool = False,
-) -> Evaluated:
-    pack = open_pack(pack_ref, cached=True)
-    cap = output_cap(max_output_bytes, pack.model.limits.max_output_bytes)
-    output, too_large = _read_output(source, cap, "render" if reuse_latest else "eval")
-    if too_large:
-        external_error, failure_type = too_large_message(cap), "OUTPUT_TOO_LARGE"
+) -> EvaluationRequest:
+    """The options as the evaluation's input: the output read (at most the output cap),
+    the --context file and the --var pairs parsed."""
+    cap = output_cap(pack, max_output_bytes)
+    output, more = _read_output(source, cap, "render" if reuse_latest else "eval")
+    with _refusals():
+        context = load_context(context_file)
+    given = OutputInput(
+        block,
+        output,
+        nonce,
+        parse_vars(var_pairs),
+        context,
+        model,
+        source,
+        external_error,
+        failure_type,
+        item,
+    )
+    return EvaluationRequest(
+        given,
+        more=more,
+        cap=cap,
+        attempt=attempt,
+        previous_errors=previous_errors,
+        session=SessionRef(session_dir, ledger_url) if session_dir is not None else None,
+        keep_outputs=keep_outputs,
+        reuse_latest=reuse_latest,
+    )
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """A refusal of the use case as a usage failure, its fields said as options."""
     try:
-        variables, context = block_inputs(pack, block, context_file, var_pairs)
-        missing = pack.missing_inputs(block, nonce, variables) if external_error is None else []
-        if missing:
-            raise UsageFailure(
-                f"block {block!r} needs {' and '.join(missing)} (a caller's input, not the "
-                "model's: nothing was evaluated)"
-            )
-        if session_dir is not None and attempt is not None:
-            raise UsageFailure(
-                "--attempt and --session exclude each other: with a "
-                "session the ledger counts attempts"
-            )
-        if session_dir is None and keep_outputs:
-            raise UsageFailure("--keep-outputs needs --session: outputs are kept in its ledger")
-        if session_dir is None and item is not None:
-            raise UsageFailure("--item needs --session: its ledger counts the item's attempts")
-        given = OutputInput(
-            block,
-            output,
-            nonce,
-            variables,
-            context,
-            model,
-            source,
-            external_error,
-            failure_type,
-            item,
-        )
-        return evaluate_output(
-            pack,
-            given,
-            attempt=attempt or 1,
-            previous_errors=previous_errors,
-            session_dir=session_dir,
-            ledger=ledger_url,
-            keep_outputs=keep_outputs,
-            reuse_latest=reuse_latest,
-        )
+        yield
+    except InputRefused as exc:
+        raise UsageFailure(exc.said(_flag)) from None
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
 
@@ -217,11 +225,14 @@ def eval_command(output_format: str, **options: Any) -> None:
       rules eval --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 \\
           --attempt 2 --format json out.txt
     """
-    evaluated = _run(**options)
+    pack = open_pack(options.pop("pack_ref"), cached=True)
+    request = _request(pack, **options)
+    with _refusals():
+        evaluated = evaluate(pack, request)
     verdict, decision = evaluated.verdict, evaluated.decision
     model = evaluated.pack.model
     about = {"name": model.rulepack, "version": model.version}
-    click.echo(render("evaluation", output_format, verdict, decision, about), nl=False)
+    click.echo(report("evaluation", output_format, verdict, decision, about), nl=False)
     raise SystemExit(decision.exit_code)
 
 
@@ -245,17 +256,17 @@ def render_command(**options: Any) -> None:
       rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 out.txt
       rules render --pack sentinel --block "$BLOCK" --nonce 4F2C9A out.txt | model-cli
     """
+    pack = open_pack(options.pop("pack_ref"), cached=True)
     # the output `rules eval --session` just recorded is that attempt, not a new one
-    evaluated = _run(**options, reuse_latest=True)
-    pack, verdict, decision = evaluated.pack, evaluated.verdict, evaluated.decision
-    output, variables, context = evaluated.output, evaluated.variables, evaluated.context
-    if decision.limit is not None and decision.limit.get("presentation"):
-        try:
-            click.echo(pack.present(verdict, decision, context), nl=False)
-        except EngineError as exc:
-            raise UsageFailure(str(exc)) from None
+    request = _request(pack, **options, reuse_latest=True)
+    with _refusals():
+        rendered = render(pack, request)
+    evaluated = rendered.evaluated
+    verdict, decision = evaluated.verdict, evaluated.decision
+    if rendered.presentation is not None:
+        click.echo(rendered.presentation, nl=False)
         return
-    if decision.template is None:
+    if rendered.prompt is None:
         # a failure no retry can fix goes back to the user with its error (seed 003 §8)
         details = f": {verdict.error}" if decision.rule == "not-retriable" and verdict.error else ""
         click.echo(
@@ -264,30 +275,6 @@ def render_command(**options: Any) -> None:
             err=True,
         )
         raise SystemExit(1)
-    place = None
-    if options["session_dir"] is not None:
-        # Deferred for start-up time: without a session no ledger is opened.
-        from engine.ledger.store import locate
-
-        place = locate(options["session_dir"], options["ledger_url"])
-    try:
-        prompt = pack.render_prompt(
-            verdict,
-            decision,
-            output=output,
-            nonce=options["nonce"],
-            vars=variables,
-            context=context,
-            accepted_rounds=ledger_accepted_rounds(pack, verdict.block, context, place),
-            user_context=evaluated.user_context,
-        )
-        if prompt.warnings and evaluated.attempt_id is not None and place is not None:
-            # Deferred for start-up time: the session's module is for sessions.
-            from engine.session.session import record_prompt_warnings
-
-            record_prompt_warnings(place, evaluated.attempt_id, prompt.warnings)
-    except EngineError as exc:
-        raise UsageFailure(str(exc)) from None
-    for warning in prompt.warnings:
+    for warning in rendered.warnings:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(prompt.text, nl=False)
+    click.echo(rendered.prompt, nl=False)

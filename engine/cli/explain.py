@@ -8,6 +8,7 @@ from engine.cli.common import UsageFailure, open_pack
 from engine.cli.options import format_option, pack_option
 from engine.core.errors import EngineError
 from engine.report import render
+from engine.session.explain import explain
 
 
 @click.command("explain")
@@ -38,10 +39,11 @@ def explain_command(
       rules explain --pack sentinel --patterns --format md
     """
     pack = open_pack(pack_ref)
-    if block is not None:
-        try:
-            pack.contract(block)
-        except EngineError as exc:
-            raise UsageFailure(str(exc)) from None
-    shown = "patterns" if show_patterns else "explain"
-    click.echo(render(shown, output_format, pack.model, block), nl=False)
+    try:
+        explained = explain(pack, block)
+    except EngineError as exc:
+        raise UsageFailure(str(exc)) from None
+    if show_patterns:
+        click.echo(render("patterns", output_format, pack.model, block), nl=False)
+        return
+    click.echo(render("explain", output_format, explained), nl=False)

@@ -56,14 +56,14 @@ def export_command(
     session folder or unreadable ledger.
     """
     # Deferred for start-up time: `rules export --help` and usage errors open no SQLite.
-    from engine.ledger.store import locate
     from engine.session.export import export_records
+    from engine.session.session_ref import SessionRef
 
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
     damaged = 0
     try:
-        place = locate(session_dir, ledger_url)
-        for record in export_records(place, max_text_bytes=max_output_bytes):
+        session = SessionRef(session_dir, ledger_url)
+        for record in export_records(session, max_text_bytes=max_output_bytes):
             if "damaged" in record:
                 damaged += 1
                 where = clean_text(f"{session_dir}:{record['id']}")

@@ -33,10 +33,9 @@ from engine.contracts.json.document import MAX_CHARS, output_documents
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import decode_output, read_capped
-from engine.ledger.store import locate
-from engine.policy.gates.runtime import GateOutcome
 from engine.report import render
-from engine.session.gate_log import gate_fields, record_gate
+from engine.session.gate import GateRequest, run_gate
+from engine.session.session_ref import SessionRef
 
 MAX_FILE_BYTES = 4 * MAX_CHARS
 """Bytes read from one FILE at most: a UTF-8 character is at most 4 bytes, so a longer
@@ -84,19 +83,6 @@ def _read_outputs(files: tuple[str, ...]) -> tuple[list[Any], list[str]]:
         outputs.extend(documents)
         errors.extend([error] if error else [])
     return outputs, errors
-
-
-def gate_json(outcome: GateOutcome) -> dict[str, Any]:
-    """The result as `--format json` prints it (contracts/gate-result.schema.json)."""
-    return {"stage": outcome.result.gate, **gate_fields(outcome)}
-
-
-def _seed_result(outcome: GateOutcome) -> dict[str, Any]:
-    """The gate result as seed 004's failure log writes it (``result.to_dict()``): the
-    JSON result without the reprompt and the artifact."""
-    payload = gate_json(outcome)
-    del payload["reprompt"], payload["artifact"]
-    return payload
 
 
 @click.command("gate", epilog=EPILOG)
@@ -154,7 +140,7 @@ def gate_command(
     pack = open_pack(pack_ref, cached=True)
     outputs, input_errors = _read_outputs(files)
     try:
-        outcome = pack.gate(
+        request = GateRequest(
             gate,
             outputs,
             retry=retry,
@@ -162,11 +148,11 @@ def gate_command(
             strings=parse_vars(var_pairs),
             now=now,
             input_errors=input_errors,
+            session=SessionRef(session_dir, ledger_url) if session_dir is not None else None,
         )
-        if session_dir is not None:
-            record_gate(pack, locate(session_dir, ledger_url), outcome, _seed_result(outcome))
+        report = run_gate(pack, request)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    click.echo(render("gate", output_format, gate_json(outcome)), nl=False)
-    code = outcome.result.exit_code
+    click.echo(render("gate", output_format, report.document), nl=False)
+    code = report.outcome.result.exit_code
     raise SystemExit(code if code != EXIT_USAGE else 1)

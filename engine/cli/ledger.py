@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from engine.cli.common import UsageFailure
-from engine.ledger import LedgerError, LedgerUrl, parse_url
-from engine.ledger.store import LEDGER_FILE
+from engine.core.errors import LedgerError
 
 
 @click.group("ledger", context_settings={"help_option_names": ["-h", "--help"]})
@@ -70,38 +69,20 @@ def copy_command(
     in TARGET, or a session not in SOURCE.
     """
     # Deferred for start-up time: `rules --help` lists this group without opening ledgers.
-    from engine.ledger.connection import open_ledger
-    from engine.ledger.copy import copy_sessions
+    from engine.session.ledger_copy import CopyRequest, copy_ledger
 
     try:
-        source_url = _location(source, must_exist=True)
-        target_url = _location(target, must_exist=False)
-        with open_ledger(source_url) as from_ledger, open_ledger(target_url) as to_ledger:
-            done = copy_sessions(from_ledger, to_ledger, session, as_name, replace)
+        report = copy_ledger(CopyRequest(source, target, session, as_name, replace))
     except LedgerError as exc:
         raise UsageFailure(str(exc)) from None
-    if not done:
-        click.echo(f"{source_url}: no session has rows there; nothing was copied")
-    for copied in done:
+    if not report.copied:
+        click.echo(f"{report.source}: no session has rows there; nothing was copied")
+    for copied in report.copied:
         rows = ", ".join(f"{n} {table}" for table, n in copied.rows.items() if n)
         named = "" if copied.target == copied.session else f" as {copied.target!r}"
         click.echo(
-            f"copied session {copied.session!r}{named} from {source_url} to {target_url}: {rows}"
+            f"copied session {copied.session!r}{named} from {report.source} to "
+            f"{report.target}: {rows}"
         )
         for table, shift in copied.moved.items():
             click.echo(f"  ids of {table} were taken in the target: moved by +{shift}")
-
-
-def _location(text: str, must_exist: bool) -> LedgerUrl:
-    """The ledger ``text`` names; a session folder means its ledger file. A SQLite source
-    that does not exist is an error (opening it would create an empty ledger)."""
-    url = parse_url(text)
-    if url.path is None:
-        return url
-    path = url.path / LEDGER_FILE if url.path.is_dir() else url.path
-    if must_exist and not path.is_file():
-        raise LedgerError(
-            f"{path}: no ledger there; give a ledger file, a session folder holding "
-            f"{LEDGER_FILE}, sqlite:///path or postgresql://user@host:port/dbname"
-        )
-    return parse_url(path)

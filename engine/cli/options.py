@@ -70,7 +70,7 @@ def _item_name(ctx: click.Context, param: click.Parameter, value: str | None) ->
     if value is not None:
         # Deferred for start-up time: every command module imports this one, and the
         # session module brings the ledger and the pack with it.
-        from engine.session.session import item_name_problem
+        from engine.session.recording import item_name_problem
 
         if problem := item_name_problem(value):
             raise click.BadParameter(problem, ctx, param)
@@ -91,7 +91,7 @@ def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
     """The `--session DIR` option: the session folder, `.rules-session` by default (or no
     default, for commands where a session is optional)."""
     # Deferred for start-up time: `rules parse` imports this module and opens no session.
-    from engine.session.session import DEFAULT_SESSION
+    from engine.session.recording import DEFAULT_SESSION
 
     return click.option(
         "--session",

@@ -17,7 +17,7 @@ from engine.cli.options import (
     var_option,
 )
 from engine.core.errors import EngineError
-from engine.session.session import Session
+from engine.session.recording import Session
 
 
 @click.command("prompt")

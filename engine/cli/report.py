@@ -10,9 +10,9 @@ import click
 from engine.cli.common import EXIT_OK, UsageFailure
 from engine.cli.options import ledger_option, output_option, session_option
 from engine.core.errors import EngineError
-from engine.ledger.store import locate
 from engine.report import render
-from engine.session.export import session_ledger
+from engine.session.export import attempt_rows
+from engine.session.session_ref import SessionRef
 
 
 @click.command("report")
@@ -41,10 +41,8 @@ def report_command(
     Exit status: 0 written, 2 not a session folder or unreadable ledger.
     """
     try:
-        with session_ledger(locate(session_dir, ledger_url)) as ledger:
-            html = render(
-                "session", "html", ledger.attempt_rows(), title or f"Session {session_dir}"
-            )
+        rows = attempt_rows(SessionRef(session_dir, ledger_url))
+        html = render("session", "html", rows, title or f"Session {session_dir}")
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     output.write(html)

@@ -13,9 +13,9 @@ import click
 from engine.cli.common import (
     OUTPUT_CAP_HELP,
     UsageFailure,
-    block_inputs,
+    load_context,
     open_pack,
-    output_cap,
+    parse_vars,
     stopping_on_sigterm,
 )
 from engine.cli.options import (
@@ -32,9 +32,11 @@ from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.format.yamldoc import read_text
-from engine.pack.inputs import OutputInput
-from engine.session.runner import DEFAULT_TIMEOUT, run_loop
-from engine.session.session import Outcome, Session
+from engine.session.command import DEFAULT_TIMEOUT, run_with_command
+from engine.session.evaluation import InputRefused
+from engine.session.recording import Outcome
+from engine.session.run import RunRequest
+from engine.session.session_ref import SessionRef
 
 MAX_PROMPT_BYTES = MAX_OUTPUT_BYTES
 """The largest --prompt file: as large as the largest model output read by default."""
@@ -188,42 +190,30 @@ def run_command(
     if problem := missing_command(command):
         raise UsageFailure(f"{problem}: nothing was run")
     pack = open_pack(pack_ref)
-    prompt = _read_prompt(prompt_file) if prompt_file else ""
+    prompt = _read_prompt(prompt_file) if prompt_file else None
     try:
-        variables, context = block_inputs(pack, block, context_file, var_pairs)
-        if prompt_file is None and block not in pack.model.prompts:
-            raise UsageFailure(
-                f"pack {pack.name!r} declares no first prompt for block {block!r}: pass "
-                "--prompt FILE (or declare one in the pack's `prompts:` section)"
-            )
-        prompt_key = pack.model.session.prompt
-        if prompt and prompt_key:
-            context.setdefault(prompt_key, prompt)
-        with (
-            stopping_on_sigterm(),
-            Session(pack, session_dir, ledger=ledger_url, keep_outputs=keep_outputs) as session,
-        ):
-            if prompt_file is None:
-                prompt = str(
-                    pack.initial_prompt(
-                        block,
-                        vars=variables,
-                        context=session.with_decisions(context),
-                        nonce=nonce,
-                    )
-                )
-            given = OutputInput(
-                block, nonce=nonce, vars=variables, context=context, model=model, item=item
-            )
-            result = run_loop(
-                session,
-                given,
+        request = RunRequest(
+            block,
+            prompt,
+            nonce,
+            parse_vars(var_pairs),
+            load_context(context_file),
+            model,
+            item,
+            SessionRef(session_dir, ledger_url),
+            keep_outputs,
+        )
+        with stopping_on_sigterm():
+            result = run_with_command(
+                pack,
+                request,
                 command,
-                prompt=prompt,
-                timeout=timeout or pack.model.limits.model_timeout or DEFAULT_TIMEOUT,
-                max_output_bytes=output_cap(max_output_bytes, pack.model.limits.max_output_bytes),
+                timeout=timeout,
+                max_output_bytes=max_output_bytes,
                 progress=_report,
             )
+    except InputRefused as exc:
+        raise UsageFailure(exc.said(lambda field: f"--{field} FILE")) from None
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ import click
 from engine.cli.common import UsageFailure, locked_setting
 from engine.cli.options import pack_option, workers_option
 from engine.cli.types import BoundedInt
+from engine.core.errors import LedgerError
 
 EXTRA_HINT = "`rules serve` needs the server extra: pip install 'rules-engine[server]'"
 
@@ -180,7 +181,6 @@ def _check_shadows(settings: Any, packs: Any) -> None:
     """The candidates pass their check and the shadow ledger opens, or the server does not
     start."""
     # Deferred with the server package (see serve_command).
-    from engine.ledger.errors import LedgerError
     from engine.server.packs import PackLoadFailed
     from engine.server.shadow import ShadowError, Shadows, default_ledger, load_candidates
 

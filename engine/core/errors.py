@@ -67,6 +67,19 @@ class ParamError(UsageError):
         self.field = field
 
 
+class LedgerError(EngineError):
+    """A ledger cannot be used: a location that is no ledger URL, a server that cannot be
+    reached, a schema newer than this engine's, a write that failed twice. Its message names
+    the ledger by its redacted URL only (``engine.ledger.url.redacted``). Defined here, below
+    every layer, so a front door can tell it from other refusals without importing the
+    ledger."""
+
+
+class LedgerTimeout(LedgerError):
+    """A write whose caller's deadline (``engine.core.deadline``: a server request's time
+    limit) passed before it committed: it was rolled back, nothing of it was written."""
+
+
 class ContextError(EngineError):
     """The context given to an evaluation does not fit what the pack declares."""
 

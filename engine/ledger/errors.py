@@ -1,16 +1,9 @@
-"""The errors of the ledger package: ``LedgerError``, and its ``LedgerTimeout``."""
+"""The errors of the ledger package, ``LedgerError`` and ``LedgerTimeout``: defined in
+``engine.core.errors``, where the front doors that answer them (a 503 of the server) reach
+them without importing the ledger."""
 
 from __future__ import annotations
 
-from engine.core.errors import EngineError
+from engine.core.errors import LedgerError, LedgerTimeout
 
-
-class LedgerError(EngineError):
-    """A ledger cannot be used: a location that is no ledger URL, a server that cannot be
-    reached, a schema newer than this engine's, a write that failed twice. Its message names
-    the ledger by its redacted URL only (``engine.ledger.url.redacted``)."""
-
-
-class LedgerTimeout(LedgerError):
-    """A write whose caller's deadline (``engine.core.deadline``: a server request's time
-    limit) passed before it committed: it was rolled back, nothing of it was written."""
+__all__ = ["LedgerError", "LedgerTimeout"]

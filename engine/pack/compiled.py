@@ -229,14 +229,15 @@ class Pack(Parsing):
     def missing_inputs(
         self, block: str, nonce: str | None, vars: Mapping[str, str] | None
     ) -> list[str]:
-        """What the caller must give for ``block`` and did not: the nonce of a delimited
-        block, its required params (as the command-line options that give them)."""
+        """What the caller must give for ``block`` and did not, named as the fields of its
+        input: ``nonce`` for a delimited block, ``vars.NAME`` for each required param. Each
+        front door says them in its own words (`--nonce`, `--var NAME=...`)."""
         contract = self.model.contracts.get(block)
         if contract is None or contract.kind != "sentinel":
             return []
-        missing = ["--nonce"] if nonce is None else []
+        missing = ["nonce"] if nonce is None else []
         missing += [
-            f"--var {name}=..." for name in self.required_params(block) if name not in (vars or {})
+            f"vars.{name}" for name in self.required_params(block) if name not in (vars or {})
         ]
         return missing
 
@@ -467,7 +468,7 @@ class Pack(Parsing):
 
         ``accepted_rounds``: the rounds whose output for the block the session's ledger
         accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
-        without them every earlier round counts (``engine.session.session`` passes them).
+        without them every earlier round counts (``engine.session.recording`` passes them).
         """
         check(
             "Pack.render",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from engine.session.report import Row, session_summary
+from engine.session.summary import Row, session_summary
 
 if TYPE_CHECKING:
     import jinja2

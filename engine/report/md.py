@@ -9,59 +9,51 @@ from engine.report.table import markdown_table, pairs
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
-    from engine.policy.triggers.model import Trigger
+    from engine.session.explain import Explained
 
 
-def _after(trigger: Trigger) -> str:
-    after = trigger.after_failure
-    text = after.action
-    if after.default is not None:
-        text += f" (default {json.dumps(after.default, ensure_ascii=False, allow_nan=False)})"
-    if after.log != "none":
-        text += f", log {after.log}"
+def _after(after: dict[str, Any]) -> str:
+    text = str(after["action"])
+    if after["default"] is not None:
+        text += f" (default {json.dumps(after['default'], ensure_ascii=False, allow_nan=False)})"
+    if after["log"] != "none":
+        text += f", log {after['log']}"
     return text
 
 
-def explain(pack: Rulepack, block: str | None = None) -> str:
-    """The pack's name and version, its trigger table (one row per block), the failure
-    types and the actions."""
-    # Deferred for start-up time: `rules parse` imports this module (report/text uses it)
-    # and must not import pydantic.
-    from engine.format.actions import STANDARD_ACTIONS
-    from engine.policy.triggers.model import Trigger
-
+def explain(explained: Explained) -> str:
+    """The pack's name and version, its trigger table (one row per block), the guards,
+    the failure types, the actions, its menus and what ends a round."""
+    pack, tables = explained.model, explained.tables
     title = f"{pack.rulepack} {pack.version}" + (
         f": {pack.description}" if pack.description else ""
     )
-    blocks = [block] if block else list(pack.contracts)
     rows = []
-    for name in blocks:
-        trigger = pack.triggers.get(name) or Trigger()
-        on = ", ".join(trigger.on) or "never (no repair)"
-        skip = ", ".join(g.name for g in trigger.skip_when) or "-"
-        repair = f"{trigger.action} x{trigger.max_attempts}" if trigger.on else "-"
-        rows.append([name, on, repair, trigger.template or "-", skip, _after(trigger)])
+    for row in tables["blocks"]:
+        on = ", ".join(row["repair_on"]) or "never (no repair)"
+        skip = ", ".join(row["skip_when"]) or "-"
+        repair = f"{row['action']} x{row['max_attempts']}" if row["repair_on"] else "-"
+        after = _after(row["after_failure"])
+        rows.append([row["block"], on, repair, row["template"] or "-", skip, after])
     out = title + "\n\n"
     out += markdown_table(
         ["Block", "Repair on", "Then", "Template", "Skip when", "After failure"], rows
     )
-    guards = {
-        g.name: g for name in blocks for g in (pack.triggers.get(name) or Trigger()).skip_when
-    }
-    if guards:
+    if tables["guards"]:
         out += "\nGuards (skip the repair, go straight to the after-failure action):\n"
         out += "".join(
-            f"  {g.name}: {g.when}  ({g.reason or 'no reason given'})\n" for g in guards.values()
+            f"  {g['name']}: {g['when']}  ({g['reason'] or 'no reason given'})\n"
+            for g in tables["guards"]
         )
     types = [
-        [n, ft.severity, "yes" if ft.retriable else "no", ft.explain]
-        for n, ft in pack.failure_types.items()
+        [t["name"], t["severity"], "yes" if t["retriable"] else "no", t["explain"]]
+        for t in tables["failure_types"]
     ]
     if types:
         out += "\n" + markdown_table(["Failure type", "Severity", "Retriable", "Explain"], types)
     actions = [
-        [name, str(spec.exit_code), "yes" if spec.final else "no", spec.description or "-"]
-        for name, spec in {**STANDARD_ACTIONS, **pack.actions}.items()
+        [a["name"], str(a["exit_code"]), "yes" if a["final"] else "no", a["description"] or "-"]
+        for a in tables["actions"]
     ]
     out += "\n" + markdown_table(["Action", "Exit", "Final", "Description"], actions)
     for name, menu in pack.menus.items():

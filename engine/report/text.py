@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from engine.pack.selftests import BaseRun
     from engine.policy.conflicts.runtime import CompiledConflicts
     from engine.policy.triggers.decide import Decision
+    from engine.session.explain import Explained
 
 
 def _plural(count: int, word: str) -> str:
@@ -122,9 +123,9 @@ def evaluation(verdict: Verdict, decision: Decision, pack: Mapping[str, str] | N
     return "".join(f"{name.ljust(width)}  {value}\n" for name, value in rows)
 
 
-def explain(pack: Rulepack, block: str | None = None) -> str:
+def explain(explained: Explained) -> str:
     """The pack's tables, as markdown reads in a terminal too."""
-    return md.explain(pack, block)
+    return md.explain(explained)
 
 
 def patterns(pack: Rulepack, block: str | None = None) -> str:

@@ -3,19 +3,15 @@ and decided through the API `rules eval` and `rules render` use."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request
 
-from engine.core.errors import EngineError
-from engine.core.textio import MAX_OUTPUT_BYTES, too_large_message
+from engine.core.errors import EngineError, LedgerError, LedgerTimeout, ParamError
 from engine.core.verdict import Verdict
-from engine.ledger.errors import LedgerError, LedgerTimeout
-from engine.ledger.store import Place
 from engine.pack.compiled import Pack
-from engine.pack.inputs import OutputInput
 from engine.policy.triggers.decide import Decision
 from engine.server import metrics
 from engine.server.documents import EvaluationDocument, RenderDocument, SessionOutputDocument
@@ -38,16 +34,18 @@ from engine.server.problems import (
 )
 from engine.server.responses import Document
 from engine.server.security import require_token
-from engine.server.sessions import (
-    SESSION_NAME,
-    open_session,
-    session_lock,
-    session_name_problem,
-)
+from engine.server.sessions import SESSION_NAME, session_lock, session_name_problem
 from engine.server.settings import ServerSettings
-from engine.session.choices import ChoiceBook
-from engine.session.evaluation import Evaluated, evaluate_output
-from engine.session.session import Outcome, render_after
+from engine.session.choice_book import SessionPaused
+from engine.session.evaluation import (
+    ContextRefused,
+    EvaluationRequest,
+    MissingInputs,
+    evaluate,
+    render,
+)
+from engine.session.recording import named_session
+from engine.session.session_ref import SessionRef
 
 DecisionHook = Callable[[Pack, OutputRequest, Verdict, Decision], None]
 """Called after each decision with the pack, the request and the outcome; a hook must not
@@ -90,54 +88,27 @@ def check_block(pack: Pack, block: str) -> None:
         )
 
 
-def prepare(pack: Pack, body: OutputRequest) -> OutputInput:
-    """The request's output and inputs, the block checked, the output capped at the pack's
-    ``max_output_bytes`` (a bigger one is an OUTPUT_TOO_LARGE failure, as in the CLI), vars
-    split into block params and context, the caller's required inputs checked."""
-    check_block(pack, body.block)
-    data = body.output.encode("utf-8", "surrogatepass")
-    cap = pack.model.limits.max_output_bytes or MAX_OUTPUT_BYTES
-    error, failure_type = body.error, body.failure_type
-    if len(data) > cap:
-        data, error, failure_type = data[:cap], too_large_message(cap), "OUTPUT_TOO_LARGE"
+def _request(
+    body: OutputRequest, session: SessionRef | None = None, **counts: Any
+) -> EvaluationRequest:
+    """The request's output and inputs as the evaluation's input."""
+    return EvaluationRequest(body.given(), session=session, **counts)
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """A refusal of the use case as its problem document: the inputs a block needs (their
+    request fields), a context that does not fit the pack, the ledger unavailable."""
     try:
-        variables, context = pack.split_inputs(body.block, body.context, body.vars)
+        yield
+    except MissingInputs as exc:
+        raise Problem(MISSING_INPUT, exc.said(str), list(exc.fields)) from None
+    except ParamError as exc:
+        raise Problem(ENGINE_REFUSED, str(exc), [exc.field]) from None
+    except ContextRefused as exc:
+        raise Problem(ENGINE_REFUSED, str(exc), ["context"]) from None
     except EngineError as exc:
-        raise Problem(ENGINE_REFUSED, str(exc), [getattr(exc, "field", "context")]) from None
-    missing = pack.missing_inputs(body.block, body.nonce, variables) if error is None else []
-    if missing:
-        fields = [
-            "nonce" if m == "--nonce" else "vars." + m.removeprefix("--var ").split("=")[0]
-            for m in missing
-        ]
-        raise Problem(
-            MISSING_INPUT,
-            f"block {body.block!r} needs {' and '.join(fields)} (a caller's input, not the "
-            "model's: nothing was evaluated)",
-            fields,
-        )
-    return replace(
-        body.given(),
-        output=data,
-        vars=variables,
-        context=context,
-        error=error,
-        failure_type=failure_type,
-    )
-
-
-def due_prompt(
-    pack: Pack, ready: OutputInput, result: Evaluated | Outcome, place: Place | None = None
-) -> tuple[str | None, list[str]]:
-    """The prompt ``result``'s decision calls for after ``ready`` and its warnings, or no
-    prompt when none is due (``place``: the session's, whose ledger keeps the outputs of
-    tier-2 examples)."""
-    if result.decision.template is None:
-        return None, []
-    rendered = render_after(
-        pack, result.verdict, result.decision, ready, result.user_context, place
-    )
-    return rendered.text, list(rendered.warnings)
+        raise refused(exc) from None
 
 
 def refused(exc: EngineError, field: str | None = None) -> Problem:
@@ -159,30 +130,25 @@ def decided(hooks: list[DecisionHook], pack: Pack, body: OutputRequest, evaluate
 def _evaluate(
     pack: Pack, body: EvaluateRequest, rendering: bool, hooks: list[DecisionHook]
 ) -> dict[str, Any]:
-    ready = prepare(pack, body)
-    try:
-        evaluated = evaluate_output(
-            pack, ready, attempt=body.attempt, previous_errors=tuple(body.previous_errors)
-        )
-        verdict, decision = evaluated.verdict, evaluated.decision
+    check_block(pack, body.block)
+    request = _request(body, attempt=body.attempt, previous_errors=tuple(body.previous_errors))
+    if not rendering:
+        with _refusals():
+            evaluated = evaluate(pack, request)
         decided(hooks, pack, body, evaluated)
-        if not rendering:
-            return {
-                "pack": about(pack),
-                "verdict": verdict.to_json(),
-                "decision": decision.to_json(),
-            }
-        presents = decision.limit is not None and bool(decision.limit.get("presentation"))
-        presentation = pack.present(verdict, decision, ready.context) if presents else None
-        prompt, warnings = (None, []) if presents else due_prompt(pack, ready, evaluated)
-    except EngineError as exc:
-        raise refused(exc) from None
+        return {
+            "pack": about(pack),
+            "verdict": evaluated.verdict.to_json(),
+            "decision": evaluated.decision.to_json(),
+        }
+    with _refusals():
+        rendered = render(pack, request, decided=lambda done: decided(hooks, pack, body, done))
     return {
         "pack": about(pack),
-        "decision": decision.to_json(),
-        "prompt": prompt,
-        "presentation": presentation,
-        "warnings": warnings,
+        "decision": rendered.evaluated.decision.to_json(),
+        "prompt": rendered.prompt,
+        "presentation": rendered.presentation,
+        "warnings": rendered.warnings,
     }
 
 
@@ -234,38 +200,36 @@ def _record(
     body: SessionOutputRequest,
     hooks: list[DecisionHook],
 ) -> dict[str, Any]:
-    ready = prepare(pack, body)
-    with session_lock(name):
+    check_block(pack, body.block)
+    with session_lock(name), _refusals():
         try:
-            with open_session(pack, settings, name) as session:
-                place = session.place  # tier-2 examples read its kept outputs
-                paused = ChoiceBook(session.ledger).paused()
-                if paused is not None:
-                    raise Problem(
-                        SESSION_PAUSED,
-                        f"session {name!r} was paused at {paused} by a choice; resume it "
-                        "with `rules choose --resume`",
-                    )
-                outcome = session.evaluate(ready)
+            session = named_session(
+                name, ledger=settings.ledger, sessions_dir=settings.sessions_dir
+            )
+            rendered = render(
+                pack,
+                _request(body, session),
+                presentation=False,
+                decided=lambda done: decided(hooks, pack, body, done),
+            )
         except OSError as exc:
             metrics.LEDGER_ERRORS.inc()
             raise Problem(LEDGER_UNAVAILABLE, f"session {name!r}: {exc.strerror or exc}") from None
-        except EngineError as exc:
-            raise refused(exc) from None
-    verdict, decision = outcome.verdict, outcome.decision
-    decided(hooks, pack, body, outcome)
-    try:
-        prompt, warnings = due_prompt(pack, ready, outcome, place)
-    except EngineError as exc:
-        raise refused(exc) from None
+        except SessionPaused as exc:
+            raise Problem(
+                SESSION_PAUSED,
+                f"session {name!r} was paused at {exc.paused_at} by a choice; resume it "
+                "with `rules choose --resume`",
+            ) from None
+    evaluated = rendered.evaluated
     return {
         "pack": about(pack),
-        "verdict": verdict.to_json(),
-        "decision": decision.to_json(),
-        "attempt": decision.attempt,
-        "attempt_id": outcome.attempt_id,
-        "prompt": prompt,
-        "warnings": warnings,
+        "verdict": evaluated.verdict.to_json(),
+        "decision": evaluated.decision.to_json(),
+        "attempt": evaluated.decision.attempt,
+        "attempt_id": evaluated.attempt_id,
+        "prompt": rendered.prompt,
+        "warnings": rendered.warnings,
     }
 
 

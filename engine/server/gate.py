@@ -14,7 +14,6 @@ from pydantic import BaseModel, Field
 
 from engine.core.errors import EngineError
 from engine.pack.compiled import Pack
-from engine.policy.gates.runtime import GateOutcome
 from engine.server.documents import PackAbout
 from engine.server.evaluation import about, refused, served_pack
 from engine.server.limits import within_time
@@ -31,7 +30,7 @@ from engine.server.problems import (
 )
 from engine.server.responses import Document
 from engine.server.security import require_token
-from engine.session.gate_log import gate_fields
+from engine.session import gate as gates
 
 router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["gates"])
 
@@ -62,24 +61,16 @@ class GateDocument(BaseModel):
     artifact: Any
 
 
-def gate_document(outcome: GateOutcome) -> dict[str, Any]:
-    """The result as `rules gate --format json` prints it."""
-    return {"stage": outcome.result.gate, **gate_fields(outcome)}
-
-
 def _gate(pack: Pack, body: GateRequest) -> dict[str, Any]:
+    # the request's fields in the use case's order: gate, outputs, retry, context, vars, now
+    request = gates.GateRequest(
+        body.stage, body.outputs, body.retry, body.context, body.vars, body.now
+    )
     try:
-        outcome = pack.gate(
-            body.stage,
-            body.outputs,
-            retry=body.retry,
-            context=body.context,
-            strings=body.vars,
-            now=body.now,
-        )
+        report = gates.run_gate(pack, request)
     except EngineError as exc:
         raise refused(exc) from None
-    return {"pack": about(pack), **gate_document(outcome)}
+    return {"pack": about(pack), **report.document}
 
 
 @router.post(

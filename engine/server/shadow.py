@@ -24,12 +24,17 @@ from fastapi import APIRouter, Depends, Query, Request
 from prometheus_client import Counter
 from pydantic import BaseModel, Field
 
-from engine.backtest.shadow import LiveOutput, outcome_of, shadow_evaluation, shadow_reports
-from engine.core.errors import EngineError
+from engine.backtest.shadow import (
+    LiveOutput,
+    ShadowRecorder,
+    ShadowRow,
+    failed_evaluation,
+    recorded_shadows,
+    shadow_evaluation,
+    shadow_location,
+)
+from engine.core.errors import EngineError, LedgerError
 from engine.core.verdict import Verdict
-from engine.ledger.connection import Ledger, open_ledger
-from engine.ledger.errors import LedgerError
-from engine.ledger.shadow import ShadowEvaluation, ShadowLog, Side, default_location
 from engine.pack.compiled import Pack
 from engine.policy.triggers.decide import Decision
 from engine.server import metrics
@@ -87,7 +92,7 @@ def parse_shadow(text: str) -> tuple[str, str]:
 def default_ledger(settings: ServerSettings) -> str:
     """Where shadow evaluations are recorded: ``--shadow-ledger``, else the server's
     ``--ledger``, else ``_shadow/ledger.db`` under ``--sessions-dir``."""
-    return settings.shadow_ledger or settings.ledger or str(default_location(settings.sessions_dir))
+    return str(shadow_location(settings.shadow_ledger or settings.ledger, settings.sessions_dir))
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,7 @@ class Shadows:
 
     def check_ledger(self) -> None:
         """Open the shadow ledger once (created, migrated): a LedgerError when it cannot."""
-        open_ledger(self.ledger).close()
+        ShadowRecorder(self.ledger).check()
 
     def hook(self, pack: Pack, body: OutputRequest, verdict: Verdict, decision: Decision) -> None:
         """The decision hook: queue ``body`` for each candidate of ``pack``. Never raises
@@ -181,7 +186,7 @@ class Shadows:
         return True
 
     def _run(self) -> None:
-        ledger: Ledger | None = None
+        recorder = ShadowRecorder(self.ledger)
         try:
             while True:
                 jobs = [self.queue.get()]
@@ -192,7 +197,7 @@ class Shadows:
                         break
                 done = [job for job in jobs if job is not None]
                 try:
-                    ledger = self._record(ledger, [self._evaluate(job) for job in done], done)
+                    self._record(recorder, [self._evaluate(job) for job in done], done)
                 except Exception:  # the thread keeps serving the next outputs
                     log.exception("shadow evaluation: a batch of %d outputs was lost", len(done))
                     for job in done:
@@ -203,50 +208,31 @@ class Shadows:
                 if jobs[-1] is None:
                     return
         finally:
-            if ledger is not None:
-                ledger.close()
+            recorder.close()
 
-    def _evaluate(self, job: _Job) -> ShadowEvaluation:
+    def _evaluate(self, job: _Job) -> ShadowRow:
         candidate = job.candidate
         try:
             row = shadow_evaluation(job.pack, candidate.ref, candidate.pack, job.live)
         except Exception as exc:  # a candidate that raises: recorded as not evaluated
             log.warning("shadow evaluation under %s raised: %r", candidate.ref, exc)
-            row = ShadowEvaluation(
-                pack=job.pack.name,
-                revision=job.pack.revision,
-                candidate=candidate.ref,
-                candidate_revision=candidate.pack.revision,
-                block=job.live.given.block,
-                live=Side(*outcome_of(job.live.verdict, job.live.decision), job.live.verdict.error),
-                candidate_side=None,
-                candidate_error=f"the candidate raised {type(exc).__name__}",
-                flipped=True,
-            )
+            row = failed_evaluation(job.pack, candidate.ref, candidate.pack, job.live, exc)
         result = "error" if row.candidate_side is None else ("flipped" if row.flipped else "same")
         EVALUATED.labels(job.pack.name, candidate.ref, result).inc()
         return row
 
-    def _record(
-        self, ledger: Ledger | None, rows: list[ShadowEvaluation], jobs: list[_Job]
-    ) -> Ledger | None:
+    def _record(self, recorder: ShadowRecorder, rows: list[ShadowRow], jobs: list[_Job]) -> None:
         """Record ``rows``; a ledger that fails is logged, its rows dropped and counted, and
         opened afresh for the next batch."""
         if not rows:
-            return ledger
+            return
         try:
-            if ledger is None:
-                ledger = open_ledger(self.ledger)
-            ShadowLog(ledger).record(rows)
-            return ledger
+            recorder.record(rows)
         except (LedgerError, EngineError, OSError) as exc:
             metrics.LEDGER_ERRORS.inc()
             for job in jobs:
                 DROPPED.labels(job.pack.name).inc()
             log.warning("shadow ledger %s: %s; %d evaluations dropped", self.ledger, exc, len(rows))
-            if ledger is not None:
-                ledger.close()
-            return None
 
 
 class ShadowDocument(BaseModel):
@@ -265,8 +251,7 @@ def summary(location: str | None, pack: str | None) -> dict[str, Any]:
     if location is None:
         return {"shadows": []}
     try:
-        with open_ledger(location) as ledger:
-            return {"shadows": shadow_reports(ShadowLog(ledger), str(ledger.url), pack)}
+        return {"shadows": recorded_shadows(location, pack)}
     except LedgerError as exc:
         metrics.LEDGER_ERRORS.inc()
         raise Problem(LEDGER_UNAVAILABLE, str(exc)) from None

@@ -1,4 +1,5 @@
-"""Applying a user's choice on an item's final decision (`rules choose`).
+"""The choose use case: a user's choice on an item's final decision (`rules choose`),
+recorded and applied, and resuming a session a choice paused.
 
 An item is named ``BLOCK@ROUND`` (or ``BLOCK``: its latest attempt); its latest attempt must
 be a final failure whose trigger offers a menu (`after_failure.menu`). The option is the
@@ -15,9 +16,12 @@ from engine.core.errors import EngineError
 from engine.core.numbers import INT64_MAX
 from engine.core.placeholders import fill
 from engine.ledger import attempts
-from engine.session.accepted import ledger_accepted_rounds
-from engine.session.choices import ChoiceBook, round_failed
-from engine.session.session import Session
+from engine.ledger.store import SessionLedger
+from engine.pack.compiled import Pack
+from engine.session.choice_book import ChoiceBook, round_failed
+from engine.session.next_prompt import ledger_accepted_rounds
+from engine.session.recording import Session
+from engine.session.session_ref import SessionRef
 
 
 class ChoiceError(EngineError):
@@ -59,16 +63,44 @@ def _latest(session: Session, block: str, round_number: int | None) -> dict[str,
     return row
 
 
-def apply_choice(
-    session: Session,
-    item: str,
-    option_ref: str,
-    *,
-    text: str | None,
-    ts: str,
-    context: Mapping[str, Any] | None = None,
-) -> ChoiceResult:
-    """Record the choice ``option_ref`` on ``item`` and apply its effect."""
+@dataclass(frozen=True)
+class ChoiceRequest:
+    """The user's choice: ``option`` (the menu's number, from 1, or its key) on ``item``
+    (BLOCK@ROUND, or BLOCK: its latest attempt) at the time ``ts``, with the user's
+    ``text`` for an option that adds it and the context of the prompt a retry prints."""
+
+    item: str
+    option: str
+    ts: str
+    text: str | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+
+def choose(pack: Pack, session: SessionRef, request: ChoiceRequest) -> ChoiceResult:
+    """Record the choice ``request`` makes in ``session`` and apply its effect."""
+    with Session(pack, session) as opened:
+        return apply_choice(opened, request)
+
+
+def resume(session: SessionRef) -> None:
+    """Resume a session a choice paused."""
+    with SessionLedger(session.place()) as ledger:
+        ChoiceBook(ledger).resume()
+
+
+def recorded_pack(session: SessionRef, item: str) -> str:
+    """The pack recorded with the latest attempt of ``item``'s block."""
+    place = session.place()
+    with SessionLedger(place, read_only=True) as ledger:
+        pack = ledger.latest_attempt_pack(item.partition("@")[0])
+    if pack is None:
+        raise ChoiceError(f"no attempt of {item!r} in {place.label}")
+    return pack
+
+
+def apply_choice(session: Session, request: ChoiceRequest) -> ChoiceResult:
+    """Record the choice ``request`` makes in the open ``session``; apply its effect."""
+    item, option_ref, text, ts = request.item, request.option, request.text, request.ts
     pack = session.pack
     block, round_number = parse_item(item)
     attempt = _latest(session, block, round_number)
@@ -122,7 +154,7 @@ def apply_choice(
                 result.escalation = (action, message, pack.policy.actions[action].exit_code)
     elif effect.retry is not None:
         result.effect = f"{effect.retry} more attempt{'s' if effect.retry != 1 else ''}"
-        result.prompt = _retry_prompt(session, attempt, context, text or "")
+        result.prompt = _retry_prompt(session, attempt, request.context, text or "")
     elif effect.end is not None:
         result.effect = f"end with {effect.end}"
         if attempt["round"] is not None:

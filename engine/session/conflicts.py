@@ -15,6 +15,7 @@ from engine.ledger.attempts import now
 from engine.ledger.connection import Tx
 from engine.ledger.store import SessionLedger
 from engine.policy.conflicts.runtime import IMPLICIT, CompiledConflicts
+from engine.session.session_ref import SessionRef
 
 OPEN = "open"
 FLAGGED = "flagged"
@@ -42,6 +43,15 @@ class ConflictBook:
     def __init__(self, ledger: SessionLedger) -> None:
         self.ledger = ledger
         self.session = ledger.session
+
+    @classmethod
+    def of(cls, session: SessionRef) -> ConflictBook:
+        """The conflicts of ``session``, its ledger opened for writing (created when it has
+        none yet; the caller closes it: ``book.close()``)."""
+        return cls(SessionLedger(session.place()))
+
+    def close(self) -> None:
+        self.ledger.close()
 
     # ------------------------------------------------------------------ reads
 

@@ -1,4 +1,5 @@
-"""Kept outputs of a session as `--jsonl` records, for `rules export` and backtests."""
+"""A session's rows read out: its kept outputs as `--jsonl` records (`rules export`,
+backtests) and its attempts for a session's page (`rules report`)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,19 @@ from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.ledger import kept
 from engine.ledger.errors import LedgerError
 from engine.ledger.store import LEDGER_FILE, Place, SessionLedger, locate
+from engine.session.session_ref import SessionRef
 
 BATCH = 1000
 
 
-def session_ledger(session: str | Path | Place) -> SessionLedger:
-    """The ledger of an existing session (a folder, or a place a ledger URL gives), opened
-    for reading; LedgerError when a folder has none."""
+Session = str | Path | Place | SessionRef
+
+
+def session_ledger(session: Session) -> SessionLedger:
+    """The ledger of an existing session (a folder, a place a ledger URL gives, or a
+    session a front door names), opened for reading; LedgerError when a folder has none."""
+    if isinstance(session, SessionRef):
+        session = session.place()
     place = session if isinstance(session, Place) else locate(session)
     if not place.exists():
         raise LedgerError(f"{place.label}: not a session folder (no {LEDGER_FILE})")
@@ -25,7 +32,7 @@ def session_ledger(session: str | Path | Place) -> SessionLedger:
 
 
 def export_records(
-    session: str | Path | Place,
+    session: Session,
     after: int = 0,
     until: int | None = None,
     max_text_bytes: int = MAX_OUTPUT_BYTES,
@@ -54,7 +61,13 @@ def export_records(
             after = batch[-1]["id"]
 
 
-def kept_id_range(session: str | Path | Place) -> tuple[int, int, int]:
+def attempt_rows(session: Session) -> Iterator[dict[str, Any]]:
+    """The session's attempts, oldest first, read row by row (for a session's page)."""
+    with session_ledger(session) as ledger:
+        yield from ledger.attempt_rows()
+
+
+def kept_id_range(session: Session) -> tuple[int, int, int]:
     """(count, first id, last id) of the session's kept attempts."""
     with session_ledger(session) as ledger:
         return ledger.read(lambda tx: kept.id_range(tx, ledger.session))

@@ -3,8 +3,8 @@
 ``evaluation_span`` and ``run_span`` open them with what is known at the start (pack, block,
 item, model); ``record_decision`` and ``record_run`` add what is known at the end. Every
 route to an evaluation passes through one of them: ``Session.evaluate`` (a session attempt:
-`rules eval --session`, `rules run`, the Python API) and ``evaluate_output`` without a
-session (`rules eval`); ``run_loop`` is one run span around its attempts."""
+`rules eval --session`, `rules run`, the Python API) and ``evaluate`` without a session
+(`rules eval`); a run (``engine.session.run``) is one run span around its attempts."""
 
 from __future__ import annotations
 
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from engine.core.verdict import Verdict
     from engine.pack.compiled import Pack
     from engine.policy.triggers.decide import Decision
-    from engine.session.loop import RunResult
-    from engine.session.session import Outcome, Session
 
 P = ParamSpec("P")
 
@@ -31,8 +29,24 @@ class _HasPack(Protocol):
     pack: Pack
 
 
+class _Decided(Protocol):
+    """An evaluation's outcome, or a run's result: what its span records (the modules
+    that define them import this one, never the other way round)."""
+
+    @property
+    def verdict(self) -> Verdict: ...
+
+    @property
+    def decision(self) -> Decision: ...
+
+
+class _Ran(_Decided, Protocol):
+    @property
+    def attempts(self) -> tuple[object, ...]: ...
+
+
 S = TypeVar("S", bound=_HasPack)
-R = TypeVar("R")
+D = TypeVar("D", bound=_Decided)
 
 
 def pack_attributes(pack: Pack) -> dict[str, t.Value | None]:
@@ -93,7 +107,7 @@ def run_span(
     return _span("rules.run", pack, block, item, model)
 
 
-def record_run(span: t.Span, result: RunResult) -> None:
+def record_run(span: t.Span, result: _Ran) -> None:
     """A run's final verdict and decision, and how many attempts it made."""
     record_decision(span, result.verdict, result.decision)
     span.set_attributes({t.ATTEMPTS: len(result.attempts)})
@@ -108,40 +122,20 @@ def _call_inputs(args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[s
     return given.block, {"item": given.item, "model": given.model}
 
 
-def _traced(
-    call: Callable[Concatenate[S, P], R],
-    open_span: Callable[..., AbstractContextManager[t.Span]],
-    record: Callable[[t.Span, R], None],
-) -> Callable[Concatenate[S, P], R]:
-    """``call`` inside the span ``open_span`` opens for its block, item and model, with
-    what ``record`` takes from its result (its signature unchanged)."""
+def traced_evaluation(
+    evaluate: Callable[Concatenate[S, P], D],
+) -> Callable[Concatenate[S, P], D]:
+    """``Session.evaluate`` inside an evaluation span, with the outcome's verdict and
+    decision recorded on it (its signature unchanged)."""
 
-    @functools.wraps(call)
-    def traced(session: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    @functools.wraps(evaluate)
+    def traced(session: S, /, *args: P.args, **kwargs: P.kwargs) -> D:
         if not t.enabled():
-            return call(session, *args, **kwargs)
+            return evaluate(session, *args, **kwargs)
         block, named = _call_inputs(args, kwargs)
-        with open_span(session.pack, block, **named) as span:
-            result = call(session, *args, **kwargs)
-            record(span, result)
-        return result
+        with evaluation_span(session.pack, block, **named) as span:
+            outcome = evaluate(session, *args, **kwargs)
+            record_decision(span, outcome.verdict, outcome.decision)
+        return outcome
 
     return traced
-
-
-def _record_outcome(span: t.Span, outcome: Outcome) -> None:
-    record_decision(span, outcome.verdict, outcome.decision)
-
-
-def traced_evaluation(
-    evaluate: Callable[Concatenate[Session, P], Outcome],
-) -> Callable[Concatenate[Session, P], Outcome]:
-    """``Session.evaluate`` inside an evaluation span (its signature unchanged)."""
-    return _traced(evaluate, evaluation_span, _record_outcome)
-
-
-def traced_run(
-    run: Callable[Concatenate[S, P], RunResult],
-) -> Callable[Concatenate[S, P], RunResult]:
-    """``run_loop`` inside a run span (its signature unchanged)."""
-    return _traced(run, run_span, record_run)

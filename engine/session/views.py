@@ -1,20 +1,116 @@
-"""Views of the ledger: the generic exports (JSON, JSONL) and the rows as log templates of
-packs see them. The layouts (seed 003's validation log, seed 000's example log, seed 004's
-gate failure log) are templates of the packs, never code here."""
+"""The log views use case (`rules log`): a session's ledger as the generic exports (JSON,
+JSONL), as the log templates of packs render its rows, and as the decisions record of its
+resolved conflicts. The layouts (seed 003's validation log, seed 000's example log, seed
+004's gate failure log) are templates of the packs, never code here."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import jinja2
 
 from engine.core.errors import EngineError, PackError
+from engine.core.resources import builtin_pack_names
+from engine.ledger.store import SessionLedger
 from engine.pack.compiled import Pack
 from engine.sandbox.environment import ENVIRONMENT
+from engine.session.choice_book import ChoiceBook
+from engine.session.conflicts import ConflictBook
+from engine.session.evaluation import InputRefused
+from engine.session.session_ref import SessionRef
 
 Row = dict[str, Any]
+OpenPack = Callable[[str], Pack]
+"""How the caller opens a pack by name or path (the CLI: from its cache, --locked kept)."""
+
+VIEW_PACK = "session-logs"
+"""The shipped log views, for sessions of packs without their own."""
+
+
+@dataclass(frozen=True)
+class LogRequest:
+    """A view of a session's ledger: ``view`` (``all``: every log template of the pack
+    that writes ``output_format``; else a template's name, or ``decisions``) rendered by
+    the log templates of ``pack`` (a name or path; None: the session's own pack when it is
+    a builtin with log templates, else the shipped views)."""
+
+    session: SessionRef
+    view: str = "all"
+    output_format: str = "md"
+    pack: str | None = None
+
+
+def attempts_json(session: SessionRef, lines: bool) -> Iterator[str]:
+    """Every attempt of the session with its warnings as one JSON array or as JSON Lines,
+    a piece at a time, read as it is written (``json_text``)."""
+    with SessionLedger(session.place(), read_only=True) as ledger:
+        yield from json_text(ledger.attempt_rows(warnings=True), lines)
+
+
+def session_log(request: LogRequest, open_pack: OpenPack) -> str:
+    """The views ``request`` asks for, as the pack's log templates render them."""
+    if request.view == "decisions":
+        return decisions_record(request.session, request.pack, open_pack)
+    with SessionLedger(request.session.place(), read_only=True) as ledger:
+        rows = ledger.attempts()
+        gate_rows = ledger.gate_results()
+        failed_gates = ledger.failed_gates()
+        book = ChoiceBook(ledger)
+        choices = book.all_choices()
+        round_numbers = sorted({r["round"] for r in rows if r["round"] is not None})
+        pack = open_pack(request.pack) if request.pack else _session_pack(rows, open_pack)
+        rounds = pack.model.rounds
+        statuses = {n: book.statuses(rounds, n) for n in round_numbers} if rounds else {}
+    view, output_format = request.view, request.output_format
+    names = log_views(pack, output_format) if view == "all" else [view]
+    folder = str(request.session.where)
+    variables = log_variables(rows, folder, gate_rows, choices, statuses, failed_gates)
+    parts = [render_log(pack, name, variables) for name in names]
+    written = pack.model.templates[view].format if view != "all" else output_format
+    if written != output_format:
+        raise InputRefused(
+            "log view {view} writes {written}; use {0} {written}",
+            ("output_format",),
+            view=repr(view),
+            written=written,
+        )
+    return "\n".join(parts)
+
+
+def _session_pack(rows: list[dict[str, Any]], open_pack: OpenPack) -> Pack:
+    """The pack of the session's latest attempt when it is a builtin with log templates,
+    else the shipped log views."""
+    name = rows[-1]["pack"] if rows else VIEW_PACK
+    if name != VIEW_PACK and name in builtin_pack_names():
+        pack = open_pack(name)
+        if any(spec.purpose == "log" for spec in pack.model.templates.values()):
+            return pack
+    return open_pack(VIEW_PACK)
+
+
+def decisions_record(session: SessionRef, pack_ref: str | None, open_pack: OpenPack) -> str:
+    """The decisions record: resolved conflicts grouped by round, in priority order, as
+    the pack's ``conflicts.decisions`` template writes it (empty when no conflict was
+    recorded and no pack is given)."""
+    with SessionLedger(session.place(), read_only=True) as ledger:
+        book = ConflictBook(ledger)
+        recorded = ledger.latest_conflict_pack()
+        if pack_ref is None and recorded is None:
+            return ""
+        pack = open_pack(pack_ref or str(recorded))
+        if pack.conflicts is None:
+            raise EngineError(f"pack {pack.name!r} declares no `conflicts:` section")
+        rounds: dict[Any, list[dict[str, Any]]] = {}
+        for record in book.resolutions(pack.conflicts):
+            rounds.setdefault(record["round"], []).append(record)
+    ordered = sorted(rounds.items(), key=lambda pair: (pair[0] is None, pair[0] or 0))
+    return pack.render_conflicts(
+        pack.conflicts.spec.decisions,
+        {"rounds": [{"round": r, "conflicts": c} for r, c in ordered]},
+    )
 
 
 def _with_next(rows: list[Row]) -> list[Row]:

@@ -152,7 +152,7 @@ def test_an_evaluation_whose_connection_is_lost_after_commit_is_recorded_once(
     import psycopg
 
     import engine
-    from engine.session.session import Session
+    from engine.session.recording import Session
 
     url = postgres_server.create_database()
     dbname = url.rsplit("/", 1)[1]

@@ -398,7 +398,7 @@ def test_failures_go_to_the_log_and_the_ledger(tmp_path: Path) -> None:
 APPENDER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from engine.session.gate_log import append_json_line
+    from engine.session.gate import append_json_line
     for i in range(int(sys.argv[3])):
         append_json_line(Path(sys.argv[1]), {"writer": sys.argv[2], "i": i,
                                              "pad": "x" * 3000})

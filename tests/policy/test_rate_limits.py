@@ -19,7 +19,7 @@ import engine
 from conftest import REPO, run_cli
 from engine.ledger.store import LEDGER_FILE, SessionLedger, locate
 from engine.pack.inputs import OutputInput
-from engine.session.session import Session
+from engine.session.recording import Session
 
 PACK_DIR = REPO / "rules" / "gap-review"
 PACK = engine.load_pack("gap-review")

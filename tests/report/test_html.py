@@ -108,7 +108,7 @@ def _rows(count: int, items: int, seed: int) -> list[dict[str, object]]:
 
 
 def test_tier_success_is_the_next_attempt_of_the_item_accepted() -> None:
-    from engine.session.report import session_summary
+    from engine.session.summary import session_summary
 
     for seed in range(20):
         rows = _rows(300, 25, seed)
@@ -129,7 +129,7 @@ def test_tier_success_is_the_next_attempt_of_the_item_accepted() -> None:
 
 def test_a_large_session_draws_the_first_items_and_counts_them_all() -> None:
     from engine.report.html import session as session_page
-    from engine.session.report import TIMELINE_ATTEMPTS, TIMELINE_ITEMS
+    from engine.session.summary import TIMELINE_ATTEMPTS, TIMELINE_ITEMS
 
     rows = _rows(4 * TIMELINE_ITEMS, 2 * TIMELINE_ITEMS, 1)
     one_item = [dict(rows[0], attempt=n + 1, id=n + 1) for n in range(TIMELINE_ATTEMPTS + 7)]

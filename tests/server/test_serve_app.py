@@ -95,6 +95,38 @@ def test_a_session_repairs_then_needs_a_human_and_its_log_shows_both(tmp_path: P
     assert [(r["attempt"], r["action"]) for r in rows] == [(1, "REPAIR"), (2, "NEEDS_HUMAN")]
 
 
+def test_a_session_records_what_rendering_its_prompt_warned_as_rules_render_does(
+    tmp_path: Path,
+) -> None:
+    context = {
+        "known_gaps": ["GAP-FLOW-001"],
+        "round": 2,
+        "spec_path": str(tmp_path / "gone.md"),
+        "original_prompt": "Do the work.",
+    }
+    body = {"pack": "gap-review", "block": "engineer", "output": "", "context": context}
+    with client(tmp_path, "gap-review") as http:
+        answer = http.post("/v1/sessions/s1/outputs", json=body)
+    assert answer.status_code == 200, answer.text
+    assert any("gone.md" in w for w in answer.json()["warnings"])
+    folder = tmp_path / "by-cli"
+    (tmp_path / "ctx.json").write_text(json.dumps(context), encoding="utf-8")
+    (tmp_path / "out.md").write_text("", encoding="utf-8")
+    shown = run_cli(
+        "render",
+        *("--pack", "gap-review", "--block", "engineer", "--context", str(tmp_path / "ctx.json")),
+        *("--session", str(folder), str(tmp_path / "out.md")),
+    )
+    assert shown.exit_code == 0, shown.output
+    recorded = [
+        json.loads(run_cli("log", "--session", str(where), "--format", "json").stdout)
+        for where in (tmp_path / "sessions" / "s1", folder)
+    ]
+    assert [[row["warnings"] for row in rows] for rows in recorded] == [
+        [answer.json()["warnings"]]
+    ] * 2
+
+
 @pytest.mark.parametrize("ledger_url", ["sqlite", "postgresql"], indirect=True)
 def test_sessions_by_name_in_one_ledger_that_rules_log_reads(
     tmp_path: Path, ledger_url: str
@@ -204,6 +236,22 @@ def test_bad_requests_are_problem_documents(
     assert problem["type"] == f"urn:rules-engine:problem:{kind}"
     assert problem["status"] == status and problem["title"] and problem["detail"]
     assert problem.get("fields", []) == fields
+
+
+def test_missing_inputs_are_one_refusal_each_front_door_words_its_own_way(
+    tmp_path: Path,
+) -> None:
+    body = {"pack": "sentinel", "block": "VERDICT", "output": BAD}
+    with client(tmp_path) as http:
+        answer = http.post("/v1/evaluate", json=body).json()
+    printed = run_cli("eval", "--pack", "sentinel", "--block", "VERDICT", input=BAD)
+    end = "(a caller's input, not the model's: nothing was evaluated)"
+    assert answer["fields"] == ["nonce", "vars.criterion"]
+    assert answer["detail"] == f"block 'VERDICT' needs nonce and vars.criterion {end}"
+    assert printed.exit_code == 2
+    assert printed.stderr == (
+        f"error: block 'VERDICT' needs --nonce and --var criterion=... {end}\n"
+    )
 
 
 def test_malformed_json_404_405_and_a_bad_session_name(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The ``menus:`` section: the options a final decision offers the user (``rules choose``);
-the model in ``model.py``, recording a choice in ``engine.session.choices``."""
+the model in ``model.py``, recording a choice in ``engine.session.choice_book``."""
 
 from __future__ import annotations
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.core.errors import LedgerError
 from engine.ledger import choices as choice_rows
 from engine.ledger import rounds as round_rows
 from engine.ledger.connection import Tx
-from engine.ledger.errors import LedgerError
 from engine.ledger.store import SessionLedger
 from engine.policy.choices.model import ChoiceOption
 from engine.policy.rounds.model import Rounds
@@ -133,13 +133,22 @@ def _derived(status: str, final: bool) -> str:
     return "failed" if final else "pending"
 
 
+class SessionPaused(LedgerError):
+    """A choice paused the session (at ``paused_at``): it records no attempt until
+    `rules choose --resume`."""
+
+    def __init__(self, folder: str, paused_at: str) -> None:
+        super().__init__(
+            f"{folder}: the session was paused at {paused_at} by a choice; resume it with "
+            f"`rules choose --session {folder} --resume`"
+        )
+        self.paused_at = paused_at
+
+
 def ensure_not_paused(book: ChoiceBook, folder: str) -> None:
     paused = book.paused()
     if paused is not None:
-        raise LedgerError(
-            f"{folder}: the session was paused at {paused} by a choice; resume it with "
-            f"`rules choose --session {folder} --resume`"
-        )
+        raise SessionPaused(folder, paused)
 
 
 def round_failed(statuses: Mapping[str, str | None], failed_statuses: list[str]) -> bool:

@@ -1,7 +1,7 @@
 """``engine.run`` and ``engine.arun``: the repair/retry loop around any Python model client.
 
 ``call`` takes the prompt text and returns the model's output text (``arun``: an async
-function). The loop is the one `rules run` drives (``engine.session.loop``): the same
+function). The loop is the one `rules run` drives (``engine.session.run``): the same
 decisions, prompts and ledger records. An exception raised by ``call`` is an
 EXECUTION_FAILED attempt carrying the exception's type and message (no traceback, and never
 in a prompt); ``timeout`` bounds each call the same way. A KeyboardInterrupt or a
@@ -25,12 +25,12 @@ from engine.core.files import path_problem
 from engine.core.suggest import did_you_mean
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.pack.compiled import Pack
-from engine.pack.inputs import OutputInput
 from engine.pack.loaded import load_pack
-from engine.session.loop import Execution, RunResult, adrive, attempts, drive
+from engine.session.evaluation import InputRefused
+from engine.session.recording import DEFAULT_SESSION
 from engine.session.returned import option_cap, option_seconds, returned_output
-from engine.session.session import DEFAULT_SESSION, Session
-from engine.session.tracing import record_run, run_span
+from engine.session.run import Execution, RunRequest, RunResult, arun_with, run_with
+from engine.session.session_ref import SessionRef
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -89,11 +89,9 @@ def run(
     The options (``RunOptions``, each optional, each None by default): ``session``,
     ``item``, ``prompt``, ``nonce``, ``vars``, ``context``, ``model``, ``timeout``,
     ``max_output_bytes``, ``ledger``."""
-    with _loop(run, pack, block, call, options) as (loop, limit, cap, loaded):
-        with run_span(loaded, block, item=options.get("item"), model=options.get("model")) as span:
-            result = drive(loop, lambda text: call_in_thread(call, text, limit, cap))
-            record_run(span, result)
-        return result
+    loaded, request, limit, cap = _request(run, pack, block, call, options)
+    with _refusals(run):
+        return run_with(loaded, request, lambda text: call_in_thread(call, text, limit, cap))
 
 
 async def arun(
@@ -104,19 +102,16 @@ async def arun(
 ) -> RunResult:
     """``run`` with an async ``call``; ``timeout`` bounds each call with
     ``asyncio.wait_for``. Cancelling the task cancels the call in flight and propagates."""
-    with _loop(arun, pack, block, call, options) as (loop, limit, cap, loaded):
-        with run_span(loaded, block, item=options.get("item"), model=options.get("model")) as span:
-            result = await adrive(loop, lambda text: call_async(call, text, limit, cap))
-            record_run(span, result)
-        return result
+    loaded, request, limit, cap = _request(arun, pack, block, call, options)
+    with _refusals(arun):
+        return await arun_with(loaded, request, lambda text: call_async(call, text, limit, cap))
 
 
-@contextmanager
-def _loop(
+def _request(
     entry: Callable[..., Any], pack: Any, block: Any, call: Any, options: RunOptions
-) -> Iterator[tuple[Any, float | None, int, Pack]]:
-    """The checked arguments' loop (over a session opened here and closed after), the
-    timeout of each call and the cap on what it returns."""
+) -> tuple[Pack, RunRequest, float | None, int]:
+    """The checked arguments: the pack, the run they ask for, the timeout of each call and
+    the cap on what it returns."""
     name = f"engine.{entry.__name__}"
     known = RunOptions.__annotations__
     for key in options:
@@ -153,7 +148,6 @@ def _loop(
         raise UsageError(f"{name}: session= takes the path of a session folder")
     if isinstance(session, (str, os.PathLike)) and (problem := path_problem(str(session))):
         raise UsageError(f"{name}: session= names no folder a session can have: {problem}")
-    params, checked = loaded.split_inputs(block, context, vars)
     ledger = options.get("ledger")
     if ledger is None:
         ledger = os.environ.get(LEDGER_ENV) or None  # as `rules run`: the option wins
@@ -162,20 +156,30 @@ def _loop(
             f"{name}: ledger= takes a path, sqlite:///path or postgresql://... URL, "
             f"not {ledger!r:.60}"
         )
-    folder = Path(session) if session is not None else DEFAULT_SESSION
-    with Session(loaded, folder, ledger=None if ledger is None else str(ledger)) as opened:
-        first = (
-            prompt
-            if prompt is not None
-            else _first_prompt(name, opened, block, nonce, params, checked)
-        )
-        prompt_key = loaded.model.session.prompt
-        if prompt and prompt_key:
-            checked.setdefault(prompt_key, prompt)
-        given = OutputInput(
-            block, nonce=nonce, vars=params, context=checked, model=model, item=item
-        )
-        yield attempts(opened, given, prompt=first), limit, cap, loaded
+    request = RunRequest(
+        block,
+        prompt,
+        nonce,
+        vars or {},
+        context or {},
+        model,
+        item,
+        SessionRef(
+            Path(session) if session is not None else DEFAULT_SESSION,
+            None if ledger is None else str(ledger),
+        ),
+    )
+    return loaded, request, limit, cap
+
+
+@contextmanager
+def _refusals(entry: Callable[..., Any]) -> Iterator[None]:
+    """A run the use case refuses as a usage error naming the keyword argument."""
+    try:
+        yield
+    except InputRefused as exc:
+        said = exc.said(lambda field: f"{field}=...")
+        raise UsageError(f"engine.{entry.__name__}: {said}") from None
 
 
 def _pack(name: str, pack: Any) -> Pack:
@@ -195,26 +199,6 @@ def _text(name: str, key: str, value: Any, optional: bool = False) -> None:
     raise UsageError(f"{name}: {key}= takes text (str), not {type(value).__name__}")
 
 
-def _first_prompt(
-    name: str,
-    session: Session,
-    block: str,
-    nonce: str | None,
-    params: dict[str, str],
-    context: dict[str, Any],
-) -> str:
-    """The pack's first prompt for ``block``: a usage error when it declares none."""
-    pack = session.pack
-    if block not in pack.model.prompts:
-        raise UsageError(
-            f"{name}: pack {pack.name!r} declares no first prompt for block {block!r}: "
-            f"pass prompt=... (or declare one in the pack's `prompts:` section)"
-        )
-    return str(
-        pack.initial_prompt(
-            block, vars=params, context=session.with_decisions(context), nonce=nonce
-        )
-    )
 
 
 def raised(exc: BaseException) -> str:

@@ -1,6 +1,7 @@
-"""What example tier 2 may use of a session's earlier rounds: the rounds its ledger
-accepted, or the outputs it kept of them. A command that renders one prompt asks this
-first, and opens a ledger only when the pack's tier 2 reads one."""
+"""The prompt a decision calls for after an output, and what example tier 2 may use of a
+session's earlier rounds for it: the rounds its ledger accepted, or the outputs it kept of
+them. A command that renders one prompt asks this first, and opens a ledger only when the
+pack's tier 2 reads one."""
 
 from __future__ import annotations
 
@@ -9,8 +10,35 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from engine.core.verdict import Verdict
     from engine.ledger.store import Place
     from engine.pack.compiled import Pack
+    from engine.pack.inputs import OutputInput
+    from engine.policy.triggers.decide import Decision
+    from engine.prompts.render import RenderedPrompt
+
+
+def render_after(
+    pack: Pack,
+    verdict: Verdict,
+    decision: Decision,
+    given: OutputInput,
+    user_context: str = "",
+    place: Place | None = None,
+) -> RenderedPrompt:
+    """The prompt ``decision`` calls for after ``given``, with the example rounds of tier 2
+    (``ledger_accepted_rounds``: ``place`` is the session's, whose ledger keeps outputs) and
+    the user's text a choice added for the item."""
+    return pack.render_prompt(
+        verdict,
+        decision,
+        output=given.output if given.output is not None else b"",
+        nonce=given.nonce,
+        vars=given.vars,
+        context=given.context,
+        accepted_rounds=ledger_accepted_rounds(pack, verdict.block, given.context, place),
+        user_context=user_context,
+    )
 
 
 def ledger_accepted_rounds(

@@ -1,6 +1,6 @@
-"""The loop around a model command: prompt on stdin, evaluate its stdout, repair or retry
-per the pack until PROCEED or the after-failure policy; every attempt is recorded (the loop
-itself is ``engine.session.loop``; here the step that runs the command).
+"""A model command as the step of a run (`rules run`): prompt on stdin, its stdout the
+output; the loop (evaluate, repair or retry per the pack until its final decision, every
+attempt recorded) is ``engine.session.run``.
 
 A command that crashes, exits non-zero or times out is an execution failure (its own
 failure type), never a parse error, and its stderr never goes into a prompt.
@@ -13,13 +13,12 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
-from engine.pack.inputs import OutputInput
-from engine.session.loop import Execution, RunResult, attempts, drive
-from engine.session.session import Outcome, Session
-from engine.session.tracing import traced_run
+from engine.pack.compiled import Pack
+from engine.session.evaluation import output_cap
+from engine.session.run import Execution, Progress, RunRequest, RunResult, run_with
 
 DEFAULT_TIMEOUT = 600.0
 GRACE_SECONDS = 2.0
@@ -128,18 +127,20 @@ def execute(
     return Execution(bytes(out), None)
 
 
-@traced_run
-def run_loop(
-    session: Session,
-    given: OutputInput,
+def run_with_command(
+    pack: Pack,
+    request: RunRequest,
     command: Sequence[str],
     *,
-    prompt: str = "",
-    timeout: float | None = DEFAULT_TIMEOUT,
-    max_output_bytes: int = MAX_OUTPUT_BYTES,
-    progress: Callable[[Outcome], None] = lambda outcome: None,
+    timeout: float | None = None,
+    max_output_bytes: int | None = None,
+    progress: Progress = lambda outcome: None,
 ) -> RunResult:
-    """Run ``command`` until the pack's final decision (``engine.session.loop.attempts``,
-    each output an attempt of ``given``'s block and item, as there)."""
-    loop = attempts(session, given, prompt=prompt, progress=progress)
-    return drive(loop, lambda text: execute(command, text, timeout, max_output_bytes))
+    """Run ``command`` until the pack's final decision (``engine.session.run``); each call
+    is bounded by ``timeout`` seconds (default: the pack's ``limits.model_timeout``, else
+    ``DEFAULT_TIMEOUT``) and ``max_output_bytes`` of stdout (default: the pack's
+    ``limits.max_output_bytes``, else the engine's)."""
+    limits = pack.model.limits
+    seconds = timeout or limits.model_timeout or DEFAULT_TIMEOUT
+    cap = output_cap(pack, max_output_bytes)
+    return run_with(pack, request, lambda text: execute(command, text, seconds, cap), progress)

@@ -9,31 +9,35 @@ write transaction.
 from __future__ import annotations
 
 import json
+import tempfile
+import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engine.core import telemetry
-from engine.core.errors import EngineError
+from engine.core import deadline, telemetry
+from engine.core.errors import EngineError, LedgerError
 from engine.core.placeholders import fill
 from engine.core.textio import decode_output, holds_lone_surrogate
 from engine.core.verdict import Verdict
 from engine.ledger import attempts as attempt_rows
 from engine.ledger import rounds as round_rows
 from engine.ledger.attempts import Attempt, ItemAttempt, KeptOutput
-from engine.ledger.connection import Ledger, Tx
-from engine.ledger.store import Place, SessionLedger, locate
+from engine.ledger.connection import Ledger, Tx, open_ledger
+from engine.ledger.store import Place, SessionLedger
+from engine.ledger.url import LedgerUrl, parse_url
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
 from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
-from engine.session.accepted import ledger_accepted_rounds
-from engine.session.choices import ChoiceBook, ensure_not_paused, round_failed
+from engine.session.choice_book import ChoiceBook, ensure_not_paused, round_failed
 from engine.session.conflicts import ConflictBook, decision_items
 from engine.session.items import item_key, sha256
+from engine.session.next_prompt import render_after
+from engine.session.session_ref import SessionRef
 from engine.session.tracing import traced_evaluation
 
 KEEP_OUTPUTS = "keep_outputs"
@@ -85,13 +89,14 @@ class Session:
     def __init__(
         self,
         pack: Pack,
-        directory: str | Path | Place,
+        directory: str | Path | Place | SessionRef,
         *,
         ledger: str | Path | None = None,
         keep_outputs: bool = False,
         opened_ledger: Ledger | None = None,
     ) -> None:
-        """``directory`` is the session folder (its ledger: ``directory/ledger.sqlite3``);
+        """``directory`` is the session folder (its ledger: ``directory/ledger.sqlite3``),
+        or a ``SessionRef`` that names the session, its ledger and the ledger opened;
         with ``ledger`` (a path, ``sqlite:///path`` or ``postgresql://...``) the session is
         recorded there instead: in a PostgreSQL ledger ``directory`` is the session's name
         (no folder is used). ``keep_outputs`` turns on keeping evaluated outputs in the
@@ -99,8 +104,12 @@ class Session:
         pack whose ``session.keep_outputs`` is true keeps the outputs it evaluates.
         ``opened_ledger``: that ledger already open and shared by the caller (a server's
         connection pool), left open when the session closes."""
+        if isinstance(directory, SessionRef):
+            opened_ledger = directory.opened
+        else:
+            directory = SessionRef(directory, ledger)
         self.pack = pack
-        self.place = directory if isinstance(directory, Place) else locate(directory, ledger)
+        self.place = directory.place()
         self.directory = self.place.folder or Path(self.place.session)
         self.ledger = SessionLedger(self.place, opened=opened_ledger)
         if keep_outputs and self.ledger.setting(KEEP_OUTPUTS) != "1":
@@ -313,40 +322,83 @@ class Session:
         return self.pack.contract(block).failure_tier(verdict.failure_type or "")
 
 
-def record_prompt_warnings(place: Place, attempt_id: int, warnings: Sequence[str]) -> None:
-    """Add what rendering an attempt's prompt warned about (e.g. an example source that
-    could not be read) to that attempt in the session's ledger."""
-    with SessionLedger(place) as ledger:
-        ledger.note_prompt(attempt_id, {"warnings": list(warnings)})
-
-
-def render_after(
-    pack: Pack,
-    verdict: Verdict,
-    decision: Decision,
-    given: OutputInput,
-    user_context: str = "",
-    place: Place | None = None,
-) -> RenderedPrompt:
-    """The prompt ``decision`` calls for after ``given``, with the example rounds of tier 2
-    (``ledger_accepted_rounds``: ``place`` is the session's, whose ledger keeps outputs) and
-    the user's text a choice added for the item."""
-    return pack.render_prompt(
-        verdict,
-        decision,
-        output=given.output if given.output is not None else b"",
-        nonce=given.nonce,
-        vars=given.vars,
-        context=given.context,
-        accepted_rounds=ledger_accepted_rounds(pack, verdict.block, given.context, place),
-        user_context=user_context,
-    )
-
-
 def _summary(verdict: Verdict) -> str | None:
     data = verdict.data
     if isinstance(data, dict) and isinstance(data.get("ids"), dict):
         return ", ".join(
             f"{len(v)} {k} id{'s' if len(v) != 1 else ''}" for k, v in data["ids"].items()
         )
+    return None
+
+
+_pools: dict[str, Ledger] = {}
+_pools_guard = threading.Lock()
+
+
+def _shared_ledger(location: str, url: LedgerUrl) -> Ledger | None:
+    """A PostgreSQL ledger opened once per process (its connection pool serves every
+    request and thread; connecting and checking the schema per request would cost more than
+    the evaluation); None for SQLite, whose connection belongs to one thread."""
+    if url.backend == "sqlite":
+        return None
+    with _pools_guard:
+        if location not in _pools:  # keyed by the URL as given (str(url) is redacted)
+            _pools[location] = open_ledger(url)
+        return _pools[location]
+
+
+def named_session(name: str, *, ledger: str | None, sessions_dir: str) -> SessionRef:
+    """A server's session ``name`` (checked by ``session_name_problem`` first): in
+    ``ledger`` when the server has one (a PostgreSQL ledger's pool is shared by every
+    request), else the folder ``sessions_dir/name``."""
+    if ledger is None:
+        return SessionRef(Path(sessions_dir) / name)
+    url = parse_url(ledger)
+    return SessionRef(Place(url, name, None), opened=_shared_ledger(ledger, url))
+
+
+def ledger_problem(ledger: str | None, sessions_dir: str) -> str | None:
+    """Why sessions cannot be recorded now (the ledger unreachable, the sessions folder not
+    writable), or None when they can."""
+    if ledger is None:
+        return sessions_writable(sessions_dir)
+    try:
+        open_ledger(ledger).close()
+    except LedgerError as exc:
+        return str(exc)
+    return None
+
+
+READY_SECONDS = 5.0
+"""The longest a readiness probe waits for the ledger (a connection of the pool, a query)."""
+
+
+def ready_problem(ledger: str | None, sessions_dir: str) -> str | None:
+    """Why this process cannot record sessions now, found with what it records them with: a
+    PostgreSQL ledger through the process's own pool (a probe that opened a pool of its own
+    failed under load when the server's connections were all taken, and took two
+    connections of the server per probe)."""
+    if ledger is None:
+        return sessions_writable(sessions_dir)
+    try:
+        url = parse_url(ledger)
+        shared = _shared_ledger(ledger, url)
+        if shared is None:  # SQLite: a connection belongs to one thread, opened per use
+            return ledger_problem(ledger, sessions_dir)
+        with deadline.within(READY_SECONDS):
+            shared.read(lambda tx: tx.one("SELECT 1"))
+    except LedgerError as exc:
+        return str(exc)
+    return None
+
+
+def sessions_writable(folder: str) -> str | None:
+    """Why sessions cannot be recorded under ``folder``, or None when they can."""
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".ready-"):
+            pass
+    except OSError as exc:
+        return f"{folder}: sessions cannot be recorded here: {exc.strerror or exc}"
     return None

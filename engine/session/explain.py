@@ -1,0 +1,80 @@
+"""The explain use case: a pack's trigger table, guards, failure types and actions as data,
+once: `rules explain` writes them as tables (engine.report), GET /v1/packs/{name} answers
+them as its document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.format.actions import STANDARD_ACTIONS
+from engine.format.model import Rulepack
+from engine.pack.compiled import Pack
+from engine.policy.triggers.model import Trigger
+
+
+@dataclass(frozen=True)
+class Explained:
+    """A pack's tables (``tables``: the document of GET /v1/packs/{name} without the
+    pack's name) and its model, whose menus and rounds the text adds."""
+
+    model: Rulepack
+    tables: dict[str, Any]
+
+
+def explain(pack: Pack, block: str | None = None) -> Explained:
+    """The tables of ``pack`` (only ``block``'s row of the trigger table, when given: an
+    EngineError naming the blocks when the pack has no such block)."""
+    if block is not None:
+        pack.contract(block)
+    return Explained(pack.model, explain_tables(pack.model, block))
+
+
+def explain_tables(model: Rulepack, block: str | None = None) -> dict[str, Any]:
+    """A row per block of the trigger table, the guards, the failure types and the
+    actions."""
+    names = [block] if block else list(model.contracts)
+    rows, guards = [], {}
+    for name in names:
+        trigger = model.triggers.get(name) or Trigger()
+        after = trigger.after_failure
+        rows.append(
+            {
+                "block": name,
+                "repair_on": list(trigger.on),
+                "action": trigger.action if trigger.on else None,
+                "max_attempts": trigger.max_attempts if trigger.on else 0,
+                "template": trigger.template,
+                "skip_when": [g.name for g in trigger.skip_when],
+                "after_failure": {
+                    "action": after.action,
+                    "default": after.default,
+                    "log": after.log,
+                },
+            }
+        )
+        for guard in trigger.skip_when:
+            guards[guard.name] = {"name": guard.name, "when": guard.when, "reason": guard.reason}
+    return {
+        "description": model.description or None,
+        "blocks": rows,
+        "guards": list(guards.values()),
+        "failure_types": [
+            {
+                "name": name,
+                "severity": ft.severity,
+                "retriable": ft.retriable,
+                "explain": ft.explain,
+            }
+            for name, ft in model.failure_types.items()
+        ],
+        "actions": [
+            {
+                "name": name,
+                "exit_code": spec.exit_code,
+                "final": spec.final,
+                "description": spec.description or None,
+            }
+            for name, spec in {**STANDARD_ACTIONS, **model.actions}.items()
+        ],
+    }

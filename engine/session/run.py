@@ -1,0 +1,243 @@
+"""The run use case: the repair/retry loop, written once. Send a prompt, evaluate the output
+as the next attempt of its item, decide, record, render the next prompt, until the pack's
+final decision.
+
+How an output is obtained for a prompt is the caller's step: a model command
+(``engine.session.command``: `rules run`), a Python callable or a coroutine function
+(``engine.session.callable``: ``engine.run``, ``engine.arun``). ``run_with`` and
+``arun_with`` start a run (``RunRequest``: its inputs split and checked, its session opened,
+its first prompt) and feed it from a plain or an async step. ``attempts`` is the loop as a
+generator that yields each prompt and receives the ``Execution`` it led to. Every attempt is
+recorded (verdict and decision in one row, in one transaction) before the next prompt is
+asked for, so an interrupted step leaves no half-recorded attempt.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
+from contextlib import closing, contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from engine.core.verdict import Verdict
+from engine.pack.compiled import Pack
+from engine.pack.inputs import OutputInput
+from engine.policy.triggers.decide import Decision
+from engine.session.evaluation import InputRefused
+from engine.session.items import sha256
+from engine.session.recording import DEFAULT_SESSION, EXECUTION_FAILURE, Outcome, Session
+from engine.session.session_ref import SessionRef
+from engine.session.tracing import record_run, run_span
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What one step gave for a prompt: the model's output, or why there is none."""
+
+    output: str | bytes
+    error: str | None  # why the step failed (an EXECUTION_FAILED attempt), None when it ran
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a run: the prompt sent, the output it got, its verdict and decision."""
+
+    prompt: str
+    output: str | bytes
+    verdict: Verdict
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The end of a run: the final verdict and decision, the data to continue with, and
+    every attempt in order."""
+
+    verdict: Verdict
+    decision: Decision
+    attempts: tuple[Attempt, ...]
+
+    @property
+    def output(self) -> str | bytes:
+        """The last attempt's output."""
+        return self.attempts[-1].output
+
+    @property
+    def data(self) -> Any:
+        """The accepted data, or the pack's degraded default; None after a final failure
+        without a default (as `rules run` prints)."""
+        if self.decision.exit_code == 0 and self.verdict.data is not None:
+            return self.verdict.data
+        return self.decision.default
+
+
+Step = Callable[[str], Execution]
+AsyncStep = Callable[[str], Awaitable[Execution]]
+Progress = Callable[[Outcome], None]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A run to start: its block, its first prompt (None: the pack's first prompt for the
+    block), the block's nonce, the caller's ``vars`` (block params and context strings
+    together), the context, the model's name, the item its attempts are counted under,
+    and the session that records them (``keep_outputs``: keep the outputs there)."""
+
+    block: str
+    prompt: str | None = None
+    nonce: str | None = None
+    vars: Mapping[str, str] = field(default_factory=dict)
+    context: Mapping[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    item: str | None = None
+    session: SessionRef = field(default_factory=lambda: SessionRef(DEFAULT_SESSION))
+    keep_outputs: bool = False
+
+
+class NoFirstPrompt(InputRefused):
+    """The run has no first prompt: the caller gave none and the pack declares none."""
+
+    def __init__(self, pack: str, block: str) -> None:
+        super().__init__(
+            "pack {pack} declares no first prompt for block {block}: pass {0} (or declare "
+            "one in the pack's `prompts:` section)",
+            ("prompt",),
+            pack=repr(pack),
+            block=repr(block),
+        )
+
+
+@dataclass(frozen=True)
+class Run:
+    """A started run: its session, its inputs and its first prompt."""
+
+    session: Session
+    given: OutputInput
+    prompt: str
+
+    def attempts(self, progress: Progress) -> Generator[str, Execution, RunResult]:
+        return attempts(self.session, self.given, prompt=self.prompt, progress=progress)
+
+
+@contextmanager
+def started(pack: Pack, request: RunRequest) -> Iterator[Run]:
+    """The run ``request`` asks for: its vars split into params and context (EngineError
+    when they do not fit the pack), its first prompt checked (``NoFirstPrompt``), its
+    session opened (and closed after)."""
+    block = request.block
+    params, context = pack.split_inputs(block, request.context, request.vars)
+    if request.prompt is None and block not in pack.model.prompts:
+        raise NoFirstPrompt(pack.name, block)
+    prompt_key = pack.model.session.prompt
+    if request.prompt and prompt_key:
+        context.setdefault(prompt_key, request.prompt)
+    with Session(pack, request.session, keep_outputs=request.keep_outputs) as session:
+        prompt = request.prompt
+        if prompt is None:
+            decided = session.with_decisions(context)
+            prompt = str(
+                pack.initial_prompt(block, vars=params, context=decided, nonce=request.nonce)
+            )
+        given = OutputInput(
+            block,
+            nonce=request.nonce,
+            vars=params,
+            context=context,
+            model=request.model,
+            item=request.item,
+        )
+        yield Run(session, given, prompt)
+
+
+def run_with(
+    pack: Pack, request: RunRequest, step: Step, progress: Progress = lambda outcome: None
+) -> RunResult:
+    """Run ``request`` with ``step`` giving the output for each prompt, in a run span."""
+    with started(pack, request) as run, _span(pack, request) as span:
+        result = drive(run.attempts(progress), step)
+        record_run(span, result)
+    return result
+
+
+async def arun_with(pack: Pack, request: RunRequest, step: AsyncStep) -> RunResult:
+    """``run_with`` with an async step."""
+    with started(pack, request) as run, _span(pack, request) as span:
+        result = await adrive(run.attempts(lambda outcome: None), step)
+        record_run(span, result)
+    return result
+
+
+def _span(pack: Pack, request: RunRequest) -> Any:
+    return run_span(pack, request.block, item=request.item, model=request.model)
+
+
+def attempts(
+    session: Session,
+    given: OutputInput,
+    *,
+    prompt: str,
+    progress: Progress = lambda outcome: None,
+) -> Generator[str, Execution, RunResult]:
+    """The loop: yields each prompt, receives its ``Execution``, returns the ``RunResult``.
+
+    ``given`` holds the loop's inputs: each execution's output and error replace its own.
+    Each output is an attempt of one item: the one ``given.item`` names, else the pack's
+    ``session.item`` parts; without a nonce and a name those parts and a fresh run id, so
+    separate runs never share a count."""
+    run = uuid.uuid4().hex if given.nonce is None and given.item is None else None
+    done: list[Attempt] = []
+    current = prompt
+    while True:
+        execution = yield current
+        attempt = replace(
+            given,
+            output=execution.output,
+            error=execution.error,
+            failure_type=EXECUTION_FAILURE,
+        )
+        outcome = session.evaluate(attempt, run=run)
+        progress(outcome)
+        decision = outcome.decision
+        done.append(Attempt(current, execution.output, outcome.verdict, decision))
+        if decision.final:
+            return RunResult(outcome.verdict, decision, tuple(done))
+        if execution.error is None and decision.template is not None:
+            rendered = session.render_prompt(
+                outcome.verdict, decision, attempt, outcome.user_context
+            )
+            current = rendered.text
+            session.ledger.note_prompt(
+                outcome.attempt_id,
+                {**asdict(rendered), "prompt_sha256": sha256(rendered.text)},
+            )
+        # an execution failure that the pack retries sends the same prompt again
+
+
+def drive(loop: Generator[str, Execution, RunResult], step: Step) -> RunResult:
+    """Run ``loop`` with ``step`` giving the output for each prompt."""
+    with closing(loop):
+        sent: str | RunResult = next(loop)
+        while isinstance(sent, str):
+            sent = _send(loop, step(sent))
+        return sent
+
+
+async def adrive(loop: Generator[str, Execution, RunResult], step: AsyncStep) -> RunResult:
+    """``drive`` with an async step (the evaluation and the ledger stay synchronous: no
+    await between an attempt's record and its prompt, so a cancellation falls between
+    attempts)."""
+    with closing(loop):
+        sent: str | RunResult = next(loop)
+        while isinstance(sent, str):
+            sent = _send(loop, await step(sent))
+        return sent
+
+
+def _send(loop: Generator[str, Execution, RunResult], execution: Execution) -> str | RunResult:
+    """The loop's next prompt after ``execution``, or its result when it is done."""
+    try:
+        return loop.send(execution)
+    except StopIteration as stop:
+        result: RunResult = stop.value
+        return result
