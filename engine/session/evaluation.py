@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from engine.core.errors import EngineError
+from engine.core.errors import EngineError, ParamError
 from engine.core.textio import MAX_OUTPUT_BYTES, too_large_message
 from engine.pack.inputs import OutputInput
 from engine.session.next_prompt import render_after
@@ -125,6 +125,8 @@ def prepare(pack: Pack, request: EvaluationRequest) -> OutputInput:
         error, failure_type = too_large_message(cap), "OUTPUT_TOO_LARGE"
     try:
         variables, context = pack.split_inputs(given.block, given.context, given.vars)
+    except ParamError:
+        raise  # names its field (vars.NAME), which each front door says in its own words
     except EngineError as exc:
         raise ContextRefused(str(exc)) from None
     missing = pack.missing_inputs(given.block, given.nonce, variables) if error is None else []

@@ -19,7 +19,7 @@ from typing import Any
 from engine.core.errors import UsageError
 from engine.core.numbers import INT64_MAX
 from engine.core.textio import MAX_OUTPUT_BYTES
-from engine.session.loop import Execution
+from engine.session.run import Execution
 
 _CHUNK = 1 << 20
 """Characters encoded at a time when measuring a text's size in UTF-8."""
