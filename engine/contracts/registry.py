@@ -74,7 +74,7 @@ def _check_model(kind: Any) -> None:
     ):
         raise EngineError(
             f"contract kind {kind.name!r}: its `model` must be a subclass of "
-            f'engine.contracts.model.ContractModel with `kind: Literal["{kind.name}"]`'
+            f'engine.plugins.ContractModel with `kind: Literal["{kind.name}"]`'
         )
 
 
