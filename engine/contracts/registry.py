@@ -190,6 +190,24 @@ def check_contracts(pack: Rulepack, checker: PackChecker) -> None:
         kind.check(name, contract, checker)
 
 
+def needs_nonce(contract: Any) -> bool:
+    """Whether a caller must give a nonce to evaluate outputs of ``contract`` (its kind's
+    ``needs_nonce``; False for a kind that does not say)."""
+    return bool(getattr(kind_of(contract), "needs_nonce", False))
+
+
+def parser_data(contract: Any, pack: Rulepack) -> Any:
+    """The plain data the contract's parser is rebuilt from (``parser_from_data``), or None
+    when its kind keeps no parser in the cache."""
+    method = getattr(kind_of(contract), "parser_data", None)
+    return None if method is None else method(contract, pack)
+
+
+def parser_from_data(kind: str, name: str, data: Any) -> Any:
+    """The parser of block ``name`` (a contract of ``kind``) rebuilt from ``parser_data``."""
+    return contract_kind(kind).parser_from_data(name, data)  # type: ignore[attr-defined]
+
+
 def compile_contract(
     name: str, contract: Any, pack: Rulepack, folder_of: Callable[[KeyPath], Path]
 ) -> CompiledContract:

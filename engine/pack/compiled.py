@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import CompiledContract, EvaluationInput
+from engine.contracts.registry import needs_nonce
 from engine.core.clock import now as clock_now
 from engine.core.errors import EngineError, unknown_block_error
 from engine.core.lazy import BuiltOnUse
@@ -123,8 +124,14 @@ class Pack(Parsing):
             # Deferred for start-up time: a command that evaluates one output renders nothing.
             from engine.prompts.compiled import compile_prompts
 
-            self._prompts = compile_prompts(self.model, self.root, self.folder_of)
+            self._prompts = compile_prompts(
+                self.model, self.root, self._id_patterns, self.folder_of
+            )
         return self._prompts
+
+    def _id_patterns(self, block: str) -> Mapping[str, str]:
+        """The kinds of id outputs of ``block`` reference, as its compiled contract says."""
+        return self.contracts[block].id_patterns if block in self.contracts else {}
 
     def section(self, key: str) -> Any:
         """The section ``key`` compiled by its registered ``Section.compile`` (once, on first
@@ -199,7 +206,7 @@ class Pack(Parsing):
         """What the caller must give for ``block`` and did not: the nonce of a delimited
         block, its required params (as the command-line options that give them)."""
         contract = self.model.contracts.get(block)
-        if contract is None or contract.kind != "sentinel":
+        if contract is None or not needs_nonce(contract):
             return []
         missing = ["--nonce"] if nonce is None else []
         missing += [

@@ -94,6 +94,7 @@ def _holes(template: str) -> set[str]:
 
 class SentinelKind:
     name = "sentinel"
+    needs_nonce = True
 
     @property
     def model(self) -> type[SentinelContract]:
@@ -186,6 +187,16 @@ class SentinelKind:
                     (*base, "warnings", index, "section"),
                     {k: v for k, v in fields.items() if v.form == "section"},
                 )
+
+    def parser_data(self, contract: SentinelContract, pack: Rulepack) -> dict[str, Any]:
+        """What ``parser_from_data`` rebuilds the contract's parser from, as plain data."""
+        return {
+            "contract": contract.model_dump(mode="json"),
+            "grammar": pack.sentinel.model_dump(mode="json"),
+        }
+
+    def parser_from_data(self, name: str, data: Mapping[str, Any]) -> SentinelParser:
+        return SentinelParser.from_data(name, data["contract"], data["grammar"])
 
     def compile(
         self,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import jinja2
 from pydantic import Field
 
-from engine.contracts.json.schema import INVALID_SCHEMA, read_schema_file, schema_problems
+from engine.contracts.json_schemas import INVALID_SCHEMA, read_schema_file, schema_problems
 from engine.core.files import path_problem
 from engine.core.suggest import did_you_mean
 from engine.format.fields import Ref
