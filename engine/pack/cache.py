@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         param_names: frozenset[str]
         required_params: tuple[str, ...]
 
+
 FORMAT = 4
 MAX_FILES = 500
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
