@@ -41,13 +41,14 @@ from engine.format.fields import (
 )
 from engine.format.findings import FindingRule
 from engine.format.model import Rulepack
-from engine.format.section import Section
+from engine.format.section import Compiling, Section
 from engine.format.semantics import PackChecker
 from engine.format.sourcemap import KeyPath
 from engine.pack.sections import register_section, unregister_section
 
 __all__ = [
     "CompiledContract",
+    "Compiling",
     "ContractKind",
     "ContractModel",
     "ContractRef",

@@ -76,7 +76,7 @@ _IMAGE_MEANING = (
     *(
         f"{layer}/{name}"
         for layer in ("policy", "prompts")
-        for name in ("*/model.py", "*/section.py")
+        for name in ("*/model.py", "*/section.py", "*/checks.py")
     ),
     "pack/sections.py",
     "pack/cases.py",

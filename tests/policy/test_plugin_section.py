@@ -22,7 +22,7 @@ from engine.pack.sections import rulepack_model
 from engine.plugins import FindingRule, register_section, unregister_section
 
 if TYPE_CHECKING:
-    from engine.plugins import PackChecker, Rulepack
+    from engine.plugins import Compiling, PackChecker, Rulepack
 
 
 UNKNOWN_OWNED_BLOCK = FindingRule(
@@ -51,7 +51,7 @@ class OwnersSection:
                     is_key=True,
                 )
 
-    def compile(self, pack: Rulepack, root: Path) -> Any:
+    def compile(self, pack: Rulepack, compiling: Compiling) -> Any:
         return dict(getattr(pack, "owners", {}))
 
 
@@ -159,7 +159,7 @@ class OwnersSection:
             if block not in pack.contracts:
                 checker.add(UNOWNED, f"owners names {block!r}", ("owners", block))
 
-    def compile(self, pack, root):
+    def compile(self, pack, compiling):
         return dict(pack.owners)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.sentinel.parser import SentinelParser
+from engine.contracts.sentinel.parser import SentinelParser, parser_from_data
 from engine.core.errors import EvaluationError
 from engine.core.results import Failure
 from engine.core.textio import output_problem
@@ -196,7 +196,7 @@ class SentinelKind:
         }
 
     def parser_from_data(self, name: str, data: Mapping[str, Any]) -> SentinelParser:
-        return SentinelParser.from_data(name, data["contract"], data["grammar"])
+        return parser_from_data(name, data)
 
     def compile(
         self,
