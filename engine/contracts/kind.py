@@ -84,6 +84,9 @@ class ContractKind(Protocol):
 
     * ``needs_nonce = True``: a caller must give a nonce to evaluate its outputs (its
       delimiters carry one); `rules eval` and the server then ask for it.
+    * ``pack_inputs(contract, pack)``: what of the pack besides the contract evaluating
+      its outputs reads (as plain data), so a backtest knows when two packs' contracts
+      give the same verdicts.
     * ``parser_data(contract, pack)`` and ``parser_from_data(name, data)``: the plain JSON
       data of a contract's deterministic parser, and the parser rebuilt from it without
       pydantic (an object with ``parse``, ``param_names`` and ``required_params``). A pack

@@ -181,6 +181,13 @@ def needs_nonce(contract: Any) -> bool:
     return bool(getattr(kind_of(contract), "needs_nonce", False))
 
 
+def pack_inputs(contract: Any, pack: Rulepack) -> Any:
+    """What of the pack besides ``contract`` its kind reads to evaluate outputs, as plain
+    data (None when the kind reads nothing else or does not say)."""
+    method = getattr(kind_of(contract), "pack_inputs", None)
+    return None if method is None else method(contract, pack)
+
+
 def parser_data(contract: Any, pack: Rulepack) -> Any:
     """The plain data the contract's parser is rebuilt from (``parser_from_data``), or None
     when its kind keeps no parser in the cache."""

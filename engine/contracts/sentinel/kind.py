@@ -188,6 +188,11 @@ class SentinelKind:
                     {k: v for k, v in fields.items() if v.form == "section"},
                 )
 
+    def pack_inputs(self, contract: SentinelContract, pack: Rulepack) -> dict[str, Any]:
+        """The grammar the pack's sentinel contracts share (``sentinel:``)."""
+        grammar: dict[str, Any] = pack.sentinel.model_dump(mode="json")
+        return grammar
+
     def parser_data(self, contract: SentinelContract, pack: Rulepack) -> dict[str, Any]:
         """What ``parser_from_data`` rebuilds the contract's parser from, as plain data."""
         return {
