@@ -7,6 +7,7 @@ searching the engine's source, comments and docstrings included.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -107,3 +108,107 @@ def test_the_import_contracts_hold() -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stdout[-4000:]
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every engine module → the engine modules it imports: at the top, inside functions and
+    under ``if TYPE_CHECKING:`` alike (a name imported from a package counts as its module
+    when it is one, else as the package)."""
+    modules = {}
+    for path in ENGINE_DIR.rglob("*.py"):
+        parts = ("engine", *path.relative_to(ENGINE_DIR).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                found = known(target) if target.startswith("engine") else None
+                if found is not None and found != name:
+                    graph[name].add(found)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+# The one circle left (pyproject.toml's ignore_imports says the same): the session package,
+# which issue 34's application layer rewrites.
+KNOWN_CIRCLES = [["engine.session.loop", "engine.session.session", "engine.session.tracing"]]
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No circle of imports between engine modules, type-only and deferred imports
+    included: a circle closed only under ``if TYPE_CHECKING:`` is a circle still."""
+    circles = [c for c in _circles(_module_graph()) if c not in KNOWN_CIRCLES]
+    assert circles == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(graph) == [["a", "b", "c"]]
+
+
+def test_every_kind_package_is_registered_and_kept_private() -> None:
+    """A kind is a package of engine/contracts/; adding one means registering it
+    (``_ENGINE_KINDS``) and naming it in the import-linter contracts that keep kinds
+    apart and private (pyproject.toml), which this keeps from being forgotten."""
+    import pytest
+
+    from engine.contracts import registry
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+
+    packages = sorted(path.parent.name for path in (ENGINE_DIR / "contracts").glob("*/__init__.py"))
+    assert packages == sorted(registry._ENGINE_KINDS)
+    config = tomllib.loads((ENGINE_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = {c["name"]: c for c in config["tool"]["importlinter"]["contracts"]}
+    named = [f"engine.contracts.{name}" for name in packages]
+    assert sorted(contracts["Contract kinds do not import each other"]["modules"]) == named
+    private = contracts["Contract kinds are private: others reach them through engine.contracts"]
+    assert sorted(private["forbidden_modules"]) == named

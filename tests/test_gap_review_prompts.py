@@ -18,7 +18,7 @@ from engine.prompts.examples.select import earlier_rounds, select_example, trunc
 
 PACK = engine.load_pack("gap-review")
 EXAMPLES = PACK.model.examples
-IDS = PACK.model.contracts["engineer"].ids  # type: ignore[union-attr]
+IDS = PACK.contract("engineer").id_patterns
 GAPS = ["GAP-FLOW-001", "GAP-FLOW-002"]
 
 FAILING = {

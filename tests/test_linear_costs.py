@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PackMaker, run_script, script
-from engine.contracts.json.keywords import schema_pattern
+from engine.contracts.json_keywords import schema_pattern
 from engine.core.patterns import PatternError
 
 JSON_PACK = """

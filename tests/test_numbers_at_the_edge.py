@@ -18,7 +18,7 @@ import pytest
 
 from conftest import REPO, SCRIPTS, PackMaker, run_cli
 from engine.cli.types import BoundedInt, FiniteFloat
-from engine.contracts.json.document import JsonDocumentError, read_documents
+from engine.contracts.json_documents import JsonDocumentError, read_documents
 from engine.core.errors import ContextError
 from engine.core.numbers import INT64_MAX, strict_loads
 from engine.format.context import build_context

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from engine.contracts.registry import pack_inputs
 from engine.core.errors import EngineError
 from engine.pack.compiled import prepared_output
 from engine.pack.loaded import load_pack
@@ -49,9 +50,10 @@ class Outcome(NamedTuple):
 
 
 def evaluation_key(pack: Pack, block: str) -> str | None:
-    """What a verdict of ``block`` depends on under ``pack`` (its contract, the sentinel
-    grammar, failure types, severities and context keys): two packs with the same key give
-    the same verdict for every record, so it is computed once. None: no such block."""
+    """What a verdict of ``block`` depends on under ``pack`` (its contract, what else of the
+    pack its kind reads, failure types, severities and context keys): two packs with the
+    same key give the same verdict for every record, so it is computed once. None: no such
+    block."""
     model = pack.model
     contract = model.contracts.get(block)
     if contract is None:
@@ -59,7 +61,7 @@ def evaluation_key(pack: Pack, block: str) -> str | None:
     spec = contract.model_dump(mode="json")
     parts = [
         spec,
-        model.sentinel.model_dump(mode="json"),
+        pack_inputs(contract, model),
         {k: v.model_dump(mode="json") for k, v in model.failure_types.items()},
         model.severities,
         {k: v.model_dump(mode="json") for k, v in model.context.items()},

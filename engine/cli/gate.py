@@ -29,7 +29,7 @@ from engine.cli.options import (
     var_option,
 )
 from engine.cli.types import BoundedInt
-from engine.contracts.json.document import MAX_CHARS, output_documents
+from engine.contracts.json_documents import MAX_CHARS, output_documents
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import decode_output, read_capped

@@ -78,7 +78,20 @@ class CompiledContract(Protocol):
 
 
 class ContractKind(Protocol):
-    """A kind of contract (``kind:`` in a pack): its model, its checks and its compiler."""
+    """A kind of contract (``kind:`` in a pack): its model, its checks and its compiler.
+
+    A kind may also say, by attributes the engine reads when they are there:
+
+    * ``needs_nonce = True``: a caller must give a nonce to evaluate its outputs (its
+      delimiters carry one); `rules eval` and the server then ask for it.
+    * ``pack_inputs(contract, pack)``: what of the pack besides the contract evaluating
+      its outputs reads (as plain data), so a backtest knows when two packs' contracts
+      give the same verdicts.
+    * ``parser_data(contract, pack)`` and ``parser_from_data(name, data)``: the plain JSON
+      data of a contract's deterministic parser, and the parser rebuilt from it without
+      pydantic (an object with ``parse``, ``param_names`` and ``required_params``). A pack
+      whose kinds say so is parsed by a warm `rules parse` from the compiled-pack cache.
+    """
 
     name: str
 

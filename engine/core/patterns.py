@@ -66,5 +66,11 @@ def compile_pattern(pattern: str) -> CompiledPattern:
     return _compile_re2(pattern)
 
 
+def extract_ids(text: str, pattern: str) -> list[str]:
+    """The distinct matches of ``pattern`` in ``text``, sorted (the ids an output
+    references)."""
+    return sorted({m.group(0) for m in compile_pattern(pattern).finditer(text)})
+
+
 def search(pattern: str, text: str) -> bool:
     return compile_pattern(pattern).search(text) is not None

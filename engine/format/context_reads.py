@@ -6,19 +6,13 @@ key read inside a declared value fits its declared type (a string or a number ha
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from jinja2 import nodes
 
-from engine.core.errors import Position
 from engine.core.suggest import did_you_mean
 from engine.format.findings import FindingRule
 from engine.format.vocabulary import ContextKey
 from engine.sandbox.static import context_reads
-
-if TYPE_CHECKING:
-    from engine.format.semantics import PackChecker
-    from engine.format.sourcemap import KeyPath
 
 UNDECLARED_CONTEXT_READ = FindingRule(
     "undeclared-context-read",
@@ -62,21 +56,3 @@ def context_problems(
                 )
             )
     return out
-
-
-def check_context_reads(
-    checker: PackChecker,
-    tree: nodes.Template,
-    what: str,
-    path: KeyPath,
-    position: Position | None = None,
-    line_offset: int = 0,
-) -> None:
-    """A finding for each read of ``context`` in ``tree`` (the template or expression
-    ``what`` names, declared at ``path``) the pack's declared context does not allow;
-    ``position``: the template file, whose line each finding takes."""
-    for message, hint, line in context_problems(checker.pack.context, tree):
-        where = None
-        if position is not None:
-            where = Position(position.file, line + line_offset, 1)
-        checker.add(UNDECLARED_CONTEXT_READ, f"{what} {message}", path, hint, position=where)

@@ -1,29 +1,64 @@
-"""What a section of the rulepack format provides: the protocol every policy section (a
-top-level key of pack.yaml such as ``triggers:`` or ``gates:``) implements, so the root model
-composes sections it does not know.
+"""What a section of the rulepack format provides: the protocol every section (a top-level
+key of pack.yaml such as ``triggers:`` or ``gates:``) implements, so the root model is
+composed of sections it does not know.
 
-A section lives in the layer that owns its behaviour (``policy/``, ``prompts/``) or outside
-the engine (an entry point of group ``rules_engine.sections``); ``engine.pack.sections`` is
-the registry that collects them.
+A section lives in the layer that owns its behaviour (``policy/``, ``prompts/``,
+``contracts/``, the format's own vocabulary here) or outside the engine (an entry point of
+group ``rules_engine.sections``); ``engine.pack.sections`` holds the one table of the
+engine's sections and the registry of the others.
+
+A section of the engine is light to import: its model and checks (pydantic, Jinja2's
+analysis) are imported when the root model is composed or a pack checked, never when a
+pack read back from its image (engine.pack.image) is compiled for `rules eval`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import GenericAlias
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import Field
-
 if TYPE_CHECKING:
+    from engine.core.errors import Position
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
+    from engine.format.sourcemap import KeyPath
+
+
+class Compiling:
+    """What a section is compiled with, besides the validated pack (a plain class: the
+    module is on the start-up path of every command, and a dataclass costs more to define).
+    """
+
+    __slots__ = ("folder_of", "lazy", "locate", "root", "section")
+
+    def __init__(
+        self,
+        root: Path,
+        folder_of: Callable[[KeyPath], Path],
+        locate: Callable[[KeyPath], Position],
+        lazy: bool,
+        section: Callable[[str], Any],
+    ) -> None:
+        self.root = root
+        """The folder of the pack's own pack.yaml."""
+        self.folder_of = folder_of
+        """The folder of the pack file that declared a key path (``extends`` merges packs
+        of several folders; a file a pack names is relative to the pack that names it)."""
+        self.locate = locate
+        """Where a key path was written (for errors a compiled section raises later)."""
+        self.lazy = lazy
+        """Compile what the section holds when it is first used, not now (a command that
+        evaluates or renders one output)."""
+        self.section = section
+        """The compiled form of another section (gates render with the pack's templates)."""
 
 
 class Section(Protocol):
-    """One top-level section of a rulepack: its model, its checks, its compiled form."""
+    """One top-level section of a rulepack: its model, its checks, its compiled form and the
+    variables the templates of its purposes see."""
 
     @property
     def key(self) -> str:
@@ -42,51 +77,138 @@ class Section(Protocol):
 
     @property
     def types(self) -> Mapping[str, Any]:
-        """The names the root model's annotation of this section uses (its model classes)."""
+        """Names a string annotation of the section uses (its model classes)."""
         ...
 
     def check(self, pack: Rulepack, checker: PackChecker) -> None:
         """Checks beyond the model's own validation; findings go to ``checker``."""
         ...
 
-    def compile(self, pack: Rulepack, root: Path) -> Any:
-        """The section ready for use at run time (None when there is nothing to compile);
-        ``root`` is the folder of the pack's own pack.yaml."""
+    def compile(self, pack: Rulepack, compiling: Compiling) -> Any:
+        """The section ready for use at run time (None when there is nothing to compile)."""
         ...
 
 
-@dataclass(frozen=True)
-class BuiltinSection:
-    """A section of the engine (implements ``format.section.Section``). The root model
-    declares the engine's sections itself (their order and descriptions are the format's),
-    so ``annotation`` and ``default`` serve only a root that lacks the key."""
+class Declared:
+    """What a section of the engine declares in the root model, and its checks."""
 
-    key: str
-    annotation: Any
-    default: Any
-    types: Mapping[str, Any] = field(default_factory=dict)
-    checks: Callable[[Rulepack, PackChecker], None] | None = None
-    compiler: Callable[[Rulepack, Path], Any] | None = None
+    __slots__ = ("annotation", "checks", "default", "types")
+
+    def __init__(
+        self,
+        annotation: Any,
+        default: Any,
+        types: Mapping[str, Any] | None = None,
+        checks: Callable[[Rulepack, PackChecker], None] | None = None,
+    ) -> None:
+        self.annotation = annotation
+        self.default = default
+        self.types: Mapping[str, Any] = types or {}
+        self.checks = checks
+
+
+class BuiltinSection:
+    """A section of the engine (implements ``Section``). ``declare`` gives its model and
+    checks when asked for (it imports them: see the module's text); ``compiler`` its
+    compiled form; ``template_variables`` what templates of each purpose it defines see
+    (templates may also use every context key their pack declares)."""
+
+    __slots__ = ("compiler", "declare", "key", "template_variables")
+
+    def __init__(
+        self,
+        key: str,
+        declare: Callable[[], Declared],
+        compiler: Callable[[Rulepack, Compiling], Any] | None = None,
+        template_variables: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
+        self.key = key
+        self.declare = declare
+        self.compiler = compiler
+        self.template_variables: Mapping[str, frozenset[str]] = template_variables or {}
+
+    def __repr__(self) -> str:
+        return f"BuiltinSection({self.key!r})"
+
+    @property
+    def declared(self) -> Declared:
+        """Asked afresh each time: what ``contracts:`` holds changes as kinds register."""
+        return self.declare()
+
+    @property
+    def annotation(self) -> Any:
+        return self.declared.annotation
+
+    @property
+    def default(self) -> Any:
+        return self.declared.default
+
+    @property
+    def types(self) -> Mapping[str, Any]:
+        return self.declared.types
 
     def check(self, pack: Rulepack, checker: PackChecker) -> None:
-        if self.checks is not None:
-            self.checks(pack, checker)
+        checks = self.declared.checks
+        if checks is not None:
+            checks(pack, checker)
 
-    def compile(self, pack: Rulepack, root: Path) -> Any:
-        return None if self.compiler is None else self.compiler(pack, root)
+    def compile(self, pack: Rulepack, compiling: Compiling) -> Any:
+        return None if self.compiler is None else self.compiler(pack, compiling)
 
-    @classmethod
-    def mapping(
-        cls,
-        key: str,
-        keys: Any,
-        model: type[Any],
-        checks: Callable[[Rulepack, PackChecker], None] | None = None,
-        compiler: Callable[[Rulepack, Path], Any] | None = None,
-    ) -> BuiltinSection:
-        """A section whose value maps names (of type ``keys``) to ``model``s, empty when a
-        pack leaves it out."""
-        annotation = GenericAlias(dict, (keys, model))
-        return cls(
-            key, annotation, Field(default_factory=dict), {model.__name__: model}, checks, compiler
-        )
+
+def mapping(
+    keys: Any,
+    model: type[Any],
+    checks: Callable[[Rulepack, PackChecker], None] | None = None,
+    **field_options: Any,
+) -> Declared:
+    """A section whose value maps names (of type ``keys``) to ``model``s, empty when a pack
+    leaves it out."""
+    # Deferred with the section's model (see the module's text): only composing needs it.
+    from pydantic import Field
+
+    return Declared(
+        dict[keys, model],  # type: ignore[valid-type]
+        Field(default_factory=dict, **field_options),
+        {model.__name__: model},
+        checks,
+    )
+
+
+def single(
+    model: Any, checks: Callable[[Rulepack, PackChecker], None] | None = None, **field_options: Any
+) -> Declared:
+    """A section whose value is one ``model`` (or None, or a list: ``model`` is then the
+    annotation and ``field_options`` say the default)."""
+    # Deferred with the section's model (see the module's text): only composing needs it.
+    from pydantic import Field
+
+    if not field_options:
+        field_options = {"default_factory": model}
+    named = model if isinstance(model, type) and not isinstance(model, GenericAlias) else None
+    return Declared(model, Field(**field_options), {named.__name__: named} if named else {}, checks)
+
+
+# ------------------------------------------------------------- the format's own vocabulary
+# The sections every other section refers to; their models are in vocabulary.py.
+
+
+def _vocabulary(key: str) -> Declared:
+    # Deferred with the sections' models (see the module's text).
+    from engine.format import vocabulary
+
+    declared = {
+        "severities": lambda: single(dict[str, int], default_factory=dict),
+        "failure_types": lambda: mapping(str, vocabulary.FailureType),
+        "actions": lambda: mapping(str, vocabulary.ActionSpec),
+        "context": lambda: mapping(str, vocabulary.ContextKey),
+        "session": lambda: single(vocabulary.SessionKeys),
+    }
+    return declared[key]()
+
+
+SEVERITIES = BuiltinSection("severities", partial(_vocabulary, "severities"))
+FAILURE_TYPES = BuiltinSection("failure_types", partial(_vocabulary, "failure_types"))
+ACTIONS = BuiltinSection("actions", partial(_vocabulary, "actions"))
+CONTEXT = BuiltinSection("context", partial(_vocabulary, "context"))
+SESSION = BuiltinSection("session", partial(_vocabulary, "session"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from engine.core.patterns import PatternError, compile_pattern
 from engine.core.suggest import did_you_mean
 from engine.core.version import VERSION
 from engine.format.actions import STANDARD_ACTIONS
-from engine.format.context_reads import check_context_reads
+from engine.format.context_reads import UNDECLARED_CONTEXT_READ, context_problems
 from engine.format.fields import ITEM_PARTS, Ref
 from engine.format.findings import Finding, FindingRule, Level
 from engine.format.model import Rulepack
@@ -189,9 +189,16 @@ ITEM_VARIABLES: frozenset[str] = frozenset({"item", "context"})
 class PackChecker:
     """Collects the semantic findings of one pack."""
 
-    def __init__(self, pack: Rulepack, source: SourceMap) -> None:
+    def __init__(
+        self,
+        pack: Rulepack,
+        source: SourceMap,
+        template_variables: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
         self.pack = pack
         self.source = source
+        self.template_variables: Mapping[str, frozenset[str]] = template_variables or {}
+        """What templates of each purpose see, as the sections defining the purposes say."""
         self.findings: list[Finding] = []
         self.context_names = set(pack.context)
 
@@ -207,6 +214,23 @@ class PackChecker:
     ) -> None:
         where = position or self.source.locate(path, prefer_key=is_key)
         self.findings.append(rule.at(message, where, hint, level))
+
+    def context_reads(
+        self,
+        tree: jinja2.nodes.Template,
+        what: str,
+        path: KeyPath,
+        position: Position | None = None,
+        line_offset: int = 0,
+    ) -> None:
+        """A finding for each read of ``context`` in ``tree`` (the template or expression
+        ``what`` names, declared at ``path``) the pack's declared context does not allow;
+        ``position``: the template file, whose line each finding takes."""
+        for message, hint, line in context_problems(self.pack.context, tree):
+            where = None
+            if position is not None:
+                where = Position(position.file, line + line_offset, 1)
+            self.add(UNDECLARED_CONTEXT_READ, f"{what} {message}", path, hint, position=where)
 
     def run(self) -> list[Finding]:
         checks: dict[Ref, Callable[[Reference], None]] = {
@@ -413,7 +437,7 @@ class PackChecker:
             self.add(UNKNOWN_VARIABLE, f"expression uses unknown variable {name!r}", ref.path, hint)
         if "context" in variables:
             tree = ENVIRONMENT.parse(expression_source(ref.value))
-            check_context_reads(self, tree, f"expression {ref.value!r}", ref.path)
+            self.context_reads(tree, f"expression {ref.value!r}", ref.path)
 
     def template_purpose(
         self,

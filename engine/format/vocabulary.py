@@ -2,8 +2,8 @@
 failure types, actions, context keys, session keys), their models, and the actions every
 pack can use without declaring them.
 
-They are sections of the format like the others (``engine.pack.sections`` registers them);
-the checks of the references to them are the format's generic walk (semantics.py).
+They are sections of the format like the others (their entries are in section.py); the
+checks of the references to them are the format's generic walk (semantics.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any, Literal
 from pydantic import Field
 
 from engine.format.fields import ContextKeyRef, ItemPartRef, SeverityRef, Strict
-from engine.format.section import BuiltinSection
 
 
 class FailureType(Strict):
@@ -88,21 +87,3 @@ class SessionKeys(Strict):
         description="keep every output a session evaluates with this pack in its ledger, "
         "compressed, as `--keep-outputs` does: `rules export` and `rules backtest` replay them",
     )
-
-
-SEVERITIES = BuiltinSection("severities", dict[str, int], Field(default_factory=dict))
-FAILURE_TYPES = BuiltinSection(
-    "failure_types",
-    dict[str, FailureType],
-    Field(default_factory=dict),
-    {"FailureType": FailureType},
-)
-ACTIONS = BuiltinSection(
-    "actions", dict[str, ActionSpec], Field(default_factory=dict), {"ActionSpec": ActionSpec}
-)
-CONTEXT = BuiltinSection(
-    "context", dict[str, ContextKey], Field(default_factory=dict), {"ContextKey": ContextKey}
-)
-SESSION = BuiltinSection(
-    "session", SessionKeys, Field(default_factory=SessionKeys), {"SessionKeys": SessionKeys}
-)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from engine.ledger.errors import LedgerError
 from engine.ledger.url import LedgerUrl
 
-if TYPE_CHECKING:  # connection imports this module
-    from engine.ledger.connection import Tx
+if TYPE_CHECKING:
+    from engine.ledger.tx import Tx
 
 MIGRATIONS: list[list[str]] = [
     # 1: attempts with their decision, and warnings

@@ -2,10 +2,10 @@
 
 Loading a pack validates its YAML with pydantic and checks its templates with Jinja2: right
 the first time, too slow for a command that parses one block or re-checks unchanged packs.
-After a pack loads cleanly, the plain data of its sentinel grammars is written to the user
-cache folder, and the next `rules parse` builds its parsers from it without importing YAML,
-pydantic or Jinja2. After `rules check` finds a pack clean, that is remembered too; a pack
-with findings is always checked afresh.
+After a pack loads cleanly, the plain data of its parsers (as each kind gives it) is written
+to the user cache folder, and the next `rules parse` builds its parsers from it without
+importing YAML, pydantic or Jinja2. After `rules check` finds a pack clean, that is
+remembered too; a pack with findings is always checked afresh.
 
 An entry is keyed by purpose, the pack file's path, the engine version and the Python
 version. It is used only while every file in the folders of the pack's YAML files (the pack
@@ -36,9 +36,9 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.contracts.sentinel.parser import SentinelParser
+from engine.contracts.registry import parser_data, parser_from_data
 from engine.core.errors import EngineError, unknown_block_error
 from engine.core.files import read_own_file, remove_quietly, written_beside
 from engine.core.numbers import strict_loads
@@ -53,13 +53,20 @@ if TYPE_CHECKING:
     from engine.pack.parsing import BlockParser
     from engine.pack.result import CheckResult
 
-FORMAT = 3
+    class CachedParser(BlockParser, Protocol):
+        """A block's parser as its kind rebuilds it from plain data (``parser_from_data``)."""
+
+        param_names: frozenset[str]
+        required_params: tuple[str, ...]
+
+
+FORMAT = 4
 MAX_FILES = 500
 MAX_ENTRY_BYTES = 16 * 1024 * 1024
 MAX_BYTES = 16 * 1024 * 1024
 _ENGINE_DIR = Path(__file__).resolve().parent.parent
 # The modules whose code gives the cached parse data its meaning (a check depends on all).
-_PARSE_MEANING = ("format/model.py", "contracts/sentinel", "pack/cache.py")
+_PARSE_MEANING = ("format/model.py", "contracts", "pack/cache.py")
 # ... and a pack's image: what turns its YAML into model data and finds it clean (the file
 # format, the sections' models and checks, the kinds), and the image's own encoding. The
 # code that compiles and runs the image is the engine's of the moment.
@@ -69,7 +76,7 @@ _IMAGE_MEANING = (
     *(
         f"{layer}/{name}"
         for layer in ("policy", "prompts")
-        for name in ("*/model.py", "*/section.py")
+        for name in ("*/model.py", "*/section.py", "*/checks.py")
     ),
     "pack/sections.py",
     "pack/cases.py",
@@ -81,7 +88,7 @@ _IMAGE_MEANING = (
 
 class ParsingPack(Parsing):
     """The parse side of a pack, built from plain data: ``parse`` is ``Pack.parse`` (both are
-    ``Parsing.parse``), over the sentinel parsers the cache holds (guarded by a fresh load
+    ``Parsing.parse``), over the parsers the cache holds (guarded by a fresh load
     when they come from a cache entry: ``_Reloading``)."""
 
     def __init__(
@@ -92,10 +99,9 @@ class ParsingPack(Parsing):
         self.name: str = data["name"]
         self.kinds: dict[str, str] = dict(data["kinds"])
         self.max_output_bytes: int | None = data.get("max_output_bytes")
-        grammar = data["grammar"]
-        self.parsers = {
-            block: SentinelParser.from_data(block, contract, grammar)
-            for block, contract in data["sentinel"].items()
+        self.parsers: dict[str, CachedParser] = {
+            block: parser_from_data(kind, block, parser)
+            for block, (kind, parser) in data["parsers"].items()
         }
         self._guarded: dict[str, BlockParser] = (
             dict(self.parsers)
@@ -133,7 +139,7 @@ class _Reloading:
     pack afresh and parses with the fresh parser instead. An error of the fresh pack
     stands."""
 
-    def __init__(self, pack: ParsingPack, block: str, parser: SentinelParser) -> None:
+    def __init__(self, pack: ParsingPack, block: str, parser: CachedParser) -> None:
         self.pack, self.block, self.parser = pack, block, parser
 
     def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult:
@@ -155,11 +161,10 @@ def parsing_data(pack: Pack) -> dict[str, Any]:
         "name": model.rulepack,
         "kinds": {name: contract.kind for name, contract in model.contracts.items()},
         "max_output_bytes": model.limits.max_output_bytes,
-        "grammar": model.sentinel.model_dump(mode="json"),
-        "sentinel": {
-            name: contract.model_dump(mode="json")
+        "parsers": {
+            name: [contract.kind, data]
             for name, contract in model.contracts.items()
-            if contract.kind == "sentinel"
+            if (data := parser_data(contract, model)) is not None
         },
     }
 

@@ -1,5 +1,6 @@
-"""The pack's own tests (`rules test`) as the format reads them: the ``tests:`` section, its
-models (a case and what it must give) and its registration; running them is selftests.py."""
+"""The pack's own tests (`rules test`) as the format reads them: the models of the
+``tests:`` section (a case and what it must give); its entry in the table of sections is in
+sections.py, running them is selftests.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from engine.format.fields import ActionRef, ContractRef, FailureRef, PackPath, Strict
-from engine.format.section import BuiltinSection
 
 
 class Expectation(Strict):
@@ -67,6 +67,3 @@ class PackTest(Strict):
         if (self.block is None) == (self.gate is None):
             raise ValueError("give exactly one of `block` or `gate`")
         return self
-
-
-TESTS = BuiltinSection("tests", list[PackTest], Field(default_factory=list), {"PackTest": PackTest})

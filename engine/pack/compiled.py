@@ -15,17 +15,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import CompiledContract, EvaluationInput
+from engine.contracts.registry import needs_nonce
 from engine.core.clock import now as clock_now
 from engine.core.errors import ContextError, EngineError, ParamError, unknown_block_error
-from engine.core.lazy import BuiltOnUse
 from engine.core.patterns import compile_pattern
 from engine.core.suggest import did_you_mean
 from engine.core.textio import clean_text, decode_output, holds_lone_surrogate
 from engine.core.verdict import Verdict, verdict_from_error
 from engine.format.context import build_context
+from engine.format.section import Compiling
 from engine.pack.arguments import check
 from engine.pack.parsing import Parsing
 from engine.pack.revision import pack_revision
+from engine.pack.sections import BUILTIN, section
+from engine.policy.triggers.section import TRIGGERS
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -76,71 +79,54 @@ class Pack(Parsing):
     prompts' files then, instead of all at load: for a command that evaluates or renders
     one output."""
 
-    policy: CompiledPolicy = field(init=False, repr=False)
-    _prompts: CompiledPrompts | None = field(default=None, init=False, repr=False)
-    gates: CompiledGates | None = field(init=False, repr=False)
-    """The quality gates, compiled (None when the pack declares none)."""
-    conflicts: CompiledConflicts | None = field(init=False, repr=False)
-    """The conflict rules, compiled (None when the pack declares none)."""
     _sections: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        # Deferred for start-up time: `rules check` imports this module and validates packs
-        # without building their policy or templates (here and in the methods below).
-        from engine.contracts.registry import compile_contract
-        from engine.policy.triggers.decide import compile_policy
+        if self.contracts:
+            self._sections["contracts"] = self.contracts
+        self.contracts = self.section("contracts")
+        # Eager sections build everything now; a lazy pack builds each when first used,
+        # the trigger policy now (its guards still on first use).
+        for builtin in BUILTIN if not self.lazy else (TRIGGERS,):
+            self.section(builtin.key)
 
-        if not self.contracts:
-            contracts = self.model.contracts
-
-            def compiled(name: str) -> CompiledContract:
-                return compile_contract(name, contracts[name], self.model, self.folder_of)
-
-            self.contracts = BuiltOnUse(contracts, compiled)
-            if not self.lazy:
-                self.contracts.build_all()
-        self.policy = compile_policy(self.model, self.source.locate, lazy=self.lazy)
-        if not self.lazy:
-            self.prompts.build_all()
-        self.gates = None
-        if self.model.gates.steps:
-            # Deferred for start-up time: `rules check` imports this module and builds no Pack.
-            from engine.policy.gates.runtime import compile_gates
-
-            self.gates = compile_gates(
-                self.model, self.folder_of, self.prompts.templates, self.source.locate
+    def section(self, key: str) -> Any:
+        """The section ``key`` compiled by its ``Section.compile`` (once, on first use):
+        the engine's own sections and those registered from outside alike."""
+        if key not in self._sections:
+            found = section(key)
+            if found is None:
+                raise EngineError(f"no rulepack section {key!r} is registered")
+            compiling = Compiling(
+                self.root, self.folder_of, self.source.locate, self.lazy, self.section
             )
-        self.conflicts = None
-        if self.model.conflicts is not None:
-            # Deferred for start-up time: `rules check` imports this module and builds no Pack.
-            from engine.policy.conflicts.runtime import compile_conflicts
+            self._sections[key] = found.compile(self.model, compiling)
+        return self._sections[key]
 
-            self.conflicts = compile_conflicts(self.model.conflicts, self.source.locate)
+    @property
+    def policy(self) -> CompiledPolicy:
+        """The triggers and rate limits, compiled: what ``decide`` runs."""
+        policy: CompiledPolicy = self.section("triggers")
+        return policy
 
     @property
     def prompts(self) -> CompiledPrompts:
         """Everything rendering needs from the pack: templates, contract texts, hints and
         example files, read (and compiled) once."""
-        if self._prompts is None:
-            # Deferred for start-up time: a command that evaluates one output renders nothing.
-            from engine.prompts.compiled import compile_prompts
+        prompts: CompiledPrompts = self.section("templates")
+        return prompts
 
-            self._prompts = compile_prompts(self.model, self.root, self.folder_of)
-        return self._prompts
+    @property
+    def gates(self) -> CompiledGates | None:
+        """The quality gates, compiled (None when the pack declares none)."""
+        gates: CompiledGates | None = self.section("gates")
+        return gates
 
-    def section(self, key: str) -> Any:
-        """The section ``key`` compiled by its registered ``Section.compile`` (once, on first
-        use): how a section registered from outside the engine gets its runtime form. The
-        engine's own sections are compiled above, with the pack's source positions."""
-        if key not in self._sections:
-            # Deferred for start-up time: the registered sections import their models.
-            from engine.pack.sections import sections
-
-            found = [s for s in sections() if s.key == key]
-            if not found:
-                raise EngineError(f"no rulepack section {key!r} is registered")
-            self._sections[key] = found[0].compile(self.model, self.root)
-        return self._sections[key]
+    @property
+    def conflicts(self) -> CompiledConflicts | None:
+        """The conflict rules, compiled (None when the pack declares none)."""
+        conflicts: CompiledConflicts | None = self.section("conflicts")
+        return conflicts
 
     def folder_of(self, path: tuple[str | int, ...]) -> Path:
         """The folder of the pack file that declared ``path`` (packs it extends included)."""
@@ -171,7 +157,8 @@ class Pack(Parsing):
 
     def contract_kind(self, block: str) -> str:
         self.contract(block)
-        return self.model.contracts[block].kind
+        kind: str = self.model.contracts[block].kind
+        return kind
 
     def block_parser(self, block: str) -> CompiledContract:
         """The parser of ``block`` for ``parse``: its compiled contract."""
@@ -233,7 +220,7 @@ class Pack(Parsing):
         input: ``nonce`` for a delimited block, ``vars.NAME`` for each required param. Each
         front door says them in its own words (`--nonce`, `--var NAME=...`)."""
         contract = self.model.contracts.get(block)
-        if contract is None or contract.kind != "sentinel":
+        if contract is None or not needs_nonce(contract):
             return []
         missing = ["nonce"] if nonce is None else []
         missing += [

@@ -27,6 +27,7 @@ from engine.core.frozen import Place, thaw
 from engine.format.locate import display_path
 from engine.format.sourcemap import SourceMap
 from engine.pack.compiled import Pack
+from engine.pack.sections import from_engine_alone
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
@@ -43,9 +44,7 @@ def pack_image(pack: Pack) -> dict[str, Any] | None:
     # Deferred for start-up time: only writing an image (after a full load) needs them.
     from pydantic import BaseModel
 
-    from engine.format.model import Rulepack
-
-    if type(model) is not Rulepack:  # composed with a kind or section from outside
+    if not from_engine_alone(type(model)):  # composed with a kind or section from outside
         return None
     places: list[Place] = []
 

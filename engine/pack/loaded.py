@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.contracts.registry import check_contracts, resolve_contracts
+from engine.contracts.registry import resolve_contracts
 from engine.core.errors import PackError, Position
 from engine.format.findings import Finding, FindingRule
 from engine.format.loader import load_pack_tree
@@ -13,7 +13,7 @@ from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
 from engine.pack.compiled import Pack
 from engine.pack.result import CheckResult
-from engine.pack.sections import rulepack_model, sections
+from engine.pack.sections import rulepack_model, sections, template_variables
 
 PACK_INVALID = FindingRule(
     "pack-invalid",
@@ -33,10 +33,10 @@ def check_pack_file(pack_file: Path, locked: bool | None = None) -> CheckResult:
         findings.extend(invalid)
         if model is not None:
             model = resolve_contracts(model)
-            checker = PackChecker(model, tree.source)
+            every = sections()
+            checker = PackChecker(model, tree.source, template_variables(every))
             checker.run()
-            check_contracts(model, checker)
-            for section in sections():
+            for section in every:
                 section.check(model, checker)
             findings.extend(checker.findings)
     unique = sorted(set(findings), key=Finding.sort_key)

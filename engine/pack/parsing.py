@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # a Protocol class costs start-up time; type checkers alone n
     from engine.core.results import ParseResult
 
     class BlockParser(Protocol):
-        """What parses one block: a compiled contract, or a sentinel parser from cache."""
+        """What parses one block: a compiled contract, or a parser rebuilt from cache."""
 
         def parse(self, text: str, nonce: str | None, params: Mapping[str, str]) -> ParseResult: ...
 

@@ -1,23 +1,33 @@
-"""The registry of rulepack sections: the engine's own, those registered with
-``register_section``, and those of installed distributions (entry point group
-``rules_engine.sections``, each naming an object that implements ``format.section.Section``).
+"""The one table of the engine's rulepack sections, and the registry of the others: those
+registered with ``register_section`` and those of installed distributions (entry point
+group ``rules_engine.sections``, each naming an object that implements
+``format.section.Section``).
 
-``rulepack_model()`` is the root model composed of every registered section and contract kind;
-everything that validates a pack or describes the format asks it for the model.
+A section declares its model, checks, compiled form and template variables in its own
+home; this table only lists them, in the order of the format's keys. ``rulepack_model()``
+is the root model composed of every registered section (contract kinds included, through
+``contracts:``); everything that validates a pack or describes the format asks it for the
+model. ``Pack`` compiles each section through the same table.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from engine.contracts import registry as kinds
+from engine.contracts.section import SECTIONS as CONTRACT_SECTIONS
 from engine.core.registry import Registry
-from engine.format.model import Rulepack, compose_rulepack
-from engine.format.section import Section
-from engine.format.vocabulary import ACTIONS, CONTEXT, FAILURE_TYPES, SESSION, SEVERITIES
-from engine.pack.cases import TESTS
+from engine.format.section import (
+    ACTIONS,
+    CONTEXT,
+    FAILURE_TYPES,
+    SESSION,
+    SEVERITIES,
+    BuiltinSection,
+    Declared,
+    Section,
+    single,
+)
 from engine.policy.choices.section import MENUS
 from engine.policy.conflicts.section import CONFLICTS
 from engine.policy.gates.section import GATES
@@ -30,15 +40,30 @@ from engine.prompts.templates.section import PROMPTS, TEMPLATES
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
+    from engine.format.model import Rulepack
+
 ENTRY_POINT_GROUP = "rules_engine.sections"
 
+
+def _tests() -> Declared:
+    # Deferred for start-up time: the model imports pydantic, which compiling a pack read
+    # back from its image never needs (engine.format.section).
+    from engine.pack.cases import PackTest
+
+    return single(list[PackTest], default_factory=list)
+
+
+TESTS = BuiltinSection("tests", _tests)
+"""The pack's own tests: the models in cases.py, running them in selftests.py."""
+
 # The engine's own sections, in the order of the format's keys.
-_BUILTIN: tuple[Section, ...] = (
+BUILTIN: tuple[BuiltinSection, ...] = (
     SEVERITIES,
     FAILURE_TYPES,
     ACTIONS,
     CONTEXT,
     SESSION,
+    *CONTRACT_SECTIONS,
     TRIGGERS,
     HINTS,
     TEMPLATES,
@@ -52,13 +77,16 @@ _BUILTIN: tuple[Section, ...] = (
     LIMITS,
     TESTS,
 )
+_BUILTIN_KEYS = {section.key: section for section in BUILTIN}
 
 _sections: Registry[Section] = Registry(
-    ENTRY_POINT_GROUP, "rulepack section", lambda key: any(s.key == key for s in _BUILTIN)
+    ENTRY_POINT_GROUP, "rulepack section", _BUILTIN_KEYS.__contains__
 )
 _composed: type[Rulepack] | None = None
 # the versions of this registry and of the contract registry _composed was composed with
 _composed_with = (-1, -1)
+_engine_only: type[Rulepack] | None = None
+"""The root last composed of the engine's own sections and kinds alone."""
 
 
 def register_section(section: Section) -> None:
@@ -80,29 +108,48 @@ def sections() -> tuple[Section, ...]:
     """Every registered section: the engine's own first, then the others by name."""
     _sections.load_entry_points(_accept)
     registered = _sections.registered
-    return _BUILTIN + tuple(registered[k] for k in sorted(registered))
+    return BUILTIN + tuple(registered[k] for k in sorted(registered))
+
+
+def section(key: str) -> Section | None:
+    """The section of ``key``: the engine's own without reading entry points (a pack read
+    back from its image compiles only those), else a registered one."""
+    found = _BUILTIN_KEYS.get(key)
+    if found is not None:
+        return found
+    return next((s for s in sections() if s.key == key), None)
+
+
+def template_variables(every: tuple[Section, ...]) -> dict[str, frozenset[str]]:
+    """What templates of each purpose see, as the sections that define the purposes say."""
+    variables: dict[str, frozenset[str]] = {}
+    for each in every:
+        variables.update(getattr(each, "template_variables", {}))
+    return variables
 
 
 def rulepack_model() -> type[Rulepack]:
     """The root model of the sections and contract kinds registered now (composed once)."""
-    global _composed, _composed_with
+    global _composed, _composed_with, _engine_only
     if _composed is None or _composed_with != (_sections.version, kinds.version()):
+        # Deferred for start-up time: composing needs pydantic; compiling a pack does not.
+        from engine.format.model import compose_rulepack
+
         every = sections()
-        types: dict[str, Any] = dict(kinds.contract_types())
-        extra: dict[str, tuple[Any, Any]] = {}
-        # The root resolves its annotations once, in place: there `contracts:` holds the
-        # engine's own kinds; kinds registered from outside are a field of a composed subclass
-        # (so a kind registered, or unregistered, after a first load is seen).
-        engine_kinds = kinds.contract_models(engine_only=True)
-        if len(engine_kinds) != len(kinds.kind_names()):
-            every_kind = types["Contract"]
-            extra["contracts"] = (dict[str, every_kind], Field(default_factory=dict))  # type: ignore[valid-type]
-        types["Contract"] = kinds.contract_union(engine_kinds)
-        for section in every:
-            types.update(section.types)
-            if section.key not in Rulepack.model_fields:
-                extra[section.key] = (section.annotation, section.default)
-        _composed = compose_rulepack(types, extra)
-        # after sections and contract_types: they may load entry points
+        types: dict[str, Any] = {}
+        for each in every:
+            types.update(each.types)
+        fields = {each.key: (each.annotation, each.default) for each in every}
+        _composed = compose_rulepack(fields, types)
+        # after sections and the contracts' types: they may load entry points
         _composed_with = (_sections.version, kinds.version())
+        if every == BUILTIN and len(kinds.kind_names()) == len(kinds.contract_models(True)):
+            _engine_only = _composed
     return _composed
+
+
+def from_engine_alone(model: type[Any]) -> bool:
+    """Whether ``model`` is a root composed of the engine's own sections and kinds alone
+    (a pack validated by one composed with others may read its data other than by its
+    fields: engine.pack.image writes no image of it)."""
+    return model is _engine_only

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.contracts.json.document import output_documents
+from engine.contracts.json_documents import output_documents
 from engine.core.errors import EngineError, Position
 from engine.core.files import path_problem, read_file_capped, read_file_text
 from engine.core.textio import decode_output

@@ -26,7 +26,6 @@ from engine.prompts.examples.select import PackFiles, example_files
 from engine.sandbox.environment import ENVIRONMENT
 
 if TYPE_CHECKING:
-    from engine.contracts.markdown.model import IdKind
     from engine.format.model import Rulepack
 
 
@@ -53,7 +52,9 @@ class CompiledPrompts:
     """Compiled in the sandbox once: all at load (``build_all``), or each on first use."""
     log_sources: Mapping[str, str]
     contract_texts: Mapping[str, str]
-    id_kinds: Mapping[str, Mapping[str, IdKind]]
+    id_patterns: Callable[[str], Mapping[str, str]]
+    """The kinds of id a block's outputs reference (name → pattern), as its compiled
+    contract says (``CompiledContract.id_patterns``)."""
     hints: tuple[CompiledHint, ...]
     files: PackFiles
 
@@ -85,12 +86,6 @@ def contract_text_file(contract: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def contract_id_kinds(contract: Any) -> Mapping[str, IdKind]:
-    """The kinds of id a contract declares (none for kinds without ids)."""
-    value = getattr(contract, "ids", None)
-    return value if isinstance(value, Mapping) else {}
-
-
 FolderOf = Callable[[tuple[str | int, ...]], Path]
 """The folder of the pack file that declared the value at a key path (``extends`` merges
 packs from several folders; a file a pack names is relative to the pack that names it)."""
@@ -104,10 +99,13 @@ def _read_text(root: Path, file: str, what: str) -> str:
 
 
 def compile_prompts(
-    pack: Rulepack, root: Path, folder_of: FolderOf | None = None
+    pack: Rulepack,
+    root: Path,
+    id_patterns: Callable[[str], Mapping[str, str]],
+    folder_of: FolderOf | None = None,
 ) -> CompiledPrompts:
     """Compile every prompt template, read every log template, contract text and example
-    file of ``pack``.
+    file of ``pack``; ``id_patterns`` gives the kinds of id of a block's outputs.
 
     Files are relative to ``folder_of(key path)`` when given, else to ``root``.
     """
@@ -146,7 +144,7 @@ def compile_prompts(
         templates=BuiltOnUse(sources, compile_template),
         log_sources=log_sources,
         contract_texts=contract_texts,
-        id_kinds={block: contract_id_kinds(c) for block, c in pack.contracts.items()},
+        id_patterns=id_patterns,
         hints=tuple(CompiledHint(frozenset(h.blocks), h.match, h.hint) for h in pack.hints),
         files=PackFiles(
             root, {file: folder(*where) for file, where in example_files(pack.examples).items()}

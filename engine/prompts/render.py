@@ -257,7 +257,7 @@ def _fitted_example(
     """The example the tiers choose for ``block`` and ``failure`` (a failure type, "" for a
     first prompt), and the template variables that show it, cut to ``tokens``."""
     rounds = earlier_rounds(pack.session, context, accepted_rounds)
-    ids = prompts.id_kinds.get(block, {})
+    ids = prompts.id_patterns(block)
     chosen = select_example(pack.examples, prompts.files, block, failure, context, ids, rounds)
     text, cut = chosen.fitted(
         tokens * pack.examples.budgets.chars_per_token,

@@ -143,7 +143,7 @@ def record_gate(
             ),
             None if result.action == "PROCEED" else line,
         )
-    log = pack.model.gates.log
+    log: str = pack.model.gates.log
     if result.action == "PROCEED" or not log or place.folder is None:
         return None
     path = place.folder / log

@@ -11,12 +11,19 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from engine.contracts.kind import EvaluationInput, no_parser_error
-from engine.contracts.model import ContractModel, declared_default_failures
-from engine.core.results import Failure, ParseResult
-from engine.core.verdict import Verdict, verdict_from_checks
-from engine.format.fields import FailureRef, Message
-from engine.format.findings import FindingRule
+from engine.plugins import (
+    ContractModel,
+    EvaluationInput,
+    Failure,
+    FailureRef,
+    FindingRule,
+    Message,
+    ParseResult,
+    Verdict,
+    declared_default_failures,
+    no_parser_error,
+    verdict_from_checks,
+)
 
 MAX_COUNT = 1000
 

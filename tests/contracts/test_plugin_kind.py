@@ -180,7 +180,7 @@ def test_a_broken_entry_point_is_named(make_pack: PackMaker, tmp_path: Path) -> 
 def test_a_kind_redefining_a_rule_of_the_engine_is_named(tmp_path: Path) -> None:
     env = _with_distribution(tmp_path, "clash = clash_kind:KIND")
     (tmp_path / "site" / "clash_kind.py").write_text(
-        "from engine.format.findings import FindingRule\n\n"
+        "from engine.plugins import FindingRule\n\n"
         'CLASH = FindingRule("unknown-key", "Another meaning.", "Another fix.")\n'
         "KIND = None\n"
     )

@@ -16,14 +16,13 @@ from pydantic import Field
 
 from conftest import PackMaker, run_cli
 from engine.core.errors import EngineError
-from engine.format.findings import FindingRule
 from engine.pack import sections as registry
 from engine.pack.loaded import load_pack
-from engine.pack.sections import register_section, rulepack_model, unregister_section
+from engine.pack.sections import rulepack_model
+from engine.plugins import FindingRule, register_section, unregister_section
 
 if TYPE_CHECKING:
-    from engine.format.model import Rulepack
-    from engine.format.semantics import PackChecker
+    from engine.plugins import Compiling, PackChecker, Rulepack
 
 
 UNKNOWN_OWNED_BLOCK = FindingRule(
@@ -52,7 +51,7 @@ class OwnersSection:
                     is_key=True,
                 )
 
-    def compile(self, pack: Rulepack, root: Path) -> Any:
+    def compile(self, pack: Rulepack, compiling: Compiling) -> Any:
         return dict(getattr(pack, "owners", {}))
 
 
@@ -144,7 +143,7 @@ def test_without_the_section_the_key_is_unknown(make_pack: PackMaker) -> None:
 DISTRIBUTED_MODULE = """\
 from pydantic import Field
 
-from engine.format.findings import FindingRule
+from engine.plugins import FindingRule
 
 UNOWNED = FindingRule("owners-unknown-block", "An owner of no block.", "Name a block.")
 
@@ -160,7 +159,7 @@ class OwnersSection:
             if block not in pack.contracts:
                 checker.add(UNOWNED, f"owners names {block!r}", ("owners", block))
 
-    def compile(self, pack, root):
+    def compile(self, pack, compiling):
         return dict(pack.owners)
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.json.document import JsonDocumentError, read_documents
 from engine.contracts.json.model import JsonContract
-from engine.contracts.json.schema import (
+from engine.contracts.json_documents import JsonDocumentError, read_documents
+from engine.contracts.json_schemas import (
     INVALID_SCHEMA,
     compile_schema,
     read_schema_file,

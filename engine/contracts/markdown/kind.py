@@ -29,7 +29,6 @@ from engine.contracts.markdown.sections import (
     GROUP,
     MAX_SECTIONS,
     Section,
-    extract_ids,
     find_sections,
     group_count,
     keywords,
@@ -37,7 +36,7 @@ from engine.contracts.markdown.sections import (
     soft_match,
 )
 from engine.core.errors import ConditionError, ContextError
-from engine.core.patterns import compile_pattern
+from engine.core.patterns import compile_pattern, extract_ids
 from engine.core.placeholders import fill, render_list
 from engine.core.results import Failure
 from engine.core.textio import EMPTY_OUTPUT, output_problem

@@ -100,11 +100,6 @@ def group_count(pattern: str) -> int | None:
         return None
 
 
-def extract_ids(text: str, pattern: str) -> list[str]:
-    """Distinct matches of ``pattern``, sorted."""
-    return sorted({m.group(0) for m in compile_pattern(pattern).finditer(text)})
-
-
 def section_of(text: str, heading: str, ident: str) -> str | None:
     """The text after ``heading`` + whitespace + ``ident``, up to the next ``\\n## ``."""
     start = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.sentinel.parser import SentinelParser
+from engine.contracts.sentinel.parser import SentinelParser, parser_from_data
 from engine.core.errors import EvaluationError
 from engine.core.results import Failure
 from engine.core.textio import output_problem
@@ -94,6 +94,7 @@ def _holes(template: str) -> set[str]:
 
 class SentinelKind:
     name = "sentinel"
+    needs_nonce = True
 
     @property
     def model(self) -> type[SentinelContract]:
@@ -186,6 +187,21 @@ class SentinelKind:
                     (*base, "warnings", index, "section"),
                     {k: v for k, v in fields.items() if v.form == "section"},
                 )
+
+    def pack_inputs(self, contract: SentinelContract, pack: Rulepack) -> dict[str, Any]:
+        """The grammar the pack's sentinel contracts share (``sentinel:``)."""
+        grammar: dict[str, Any] = pack.sentinel.model_dump(mode="json")
+        return grammar
+
+    def parser_data(self, contract: SentinelContract, pack: Rulepack) -> dict[str, Any]:
+        """What ``parser_from_data`` rebuilds the contract's parser from, as plain data."""
+        return {
+            "contract": contract.model_dump(mode="json"),
+            "grammar": pack.sentinel.model_dump(mode="json"),
+        }
+
+    def parser_from_data(self, name: str, data: Mapping[str, Any]) -> SentinelParser:
+        return parser_from_data(name, data)
 
     def compile(
         self,

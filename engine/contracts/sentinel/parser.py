@@ -274,3 +274,9 @@ class SentinelParser:
                         warnings.append(fill(spec["message"], {**item, "word": word}))
                         break
         return warnings
+
+
+def parser_from_data(name: str, data: Mapping[str, Any]) -> SentinelParser:
+    """The parser of block ``name`` rebuilt from what ``SentinelKind.parser_data`` wrote
+    down (the compiled-pack cache of `rules parse`)."""
+    return SentinelParser.from_data(name, data["contract"], data["grammar"])

@@ -1,42 +1,20 @@
 """The ``menus:`` section: the options a final decision offers the user (``rules choose``);
-the model in ``model.py``, recording a choice in ``engine.session.choice_book``."""
+its model in ``model.py``, its checks in ``checks.py``, recording a choice in
+``engine.session.choice_book``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from pydantic import Field
-
-from engine.format.fields import Name
-from engine.format.findings import FindingRule
-from engine.format.section import BuiltinSection
-from engine.policy.choices.model import Menu
-
-if TYPE_CHECKING:
-    from engine.format.model import Rulepack
-    from engine.format.semantics import PackChecker
+from engine.format.section import BuiltinSection, Declared, mapping
 
 
-UNKNOWN_MENU = FindingRule(
-    "unknown-menu",
-    "An after-failure menu that is not declared.",
-    "Declare it under `menus:`.",
-)
+def _declared() -> Declared:
+    # Deferred for start-up time: the model and checks import pydantic, which compiling a
+    # pack read back from its image never needs (engine.format.section).
+    from engine.format.fields import Name
+    from engine.policy.choices.checks import check_menus
+    from engine.policy.choices.model import Menu
+
+    return mapping(Name, Menu, check_menus)
 
 
-def check_menus(pack: Rulepack, checker: PackChecker) -> None:
-    """Every `after_failure.menu` names a menu of `menus:`."""
-    for block, trigger in pack.triggers.items():
-        menu = trigger.after_failure.menu
-        if menu is not None and menu not in pack.menus:
-            checker.add(
-                UNKNOWN_MENU,
-                f"trigger {block!r} offers menu {menu!r}, which is not declared",
-                ("triggers", block, "after_failure", "menu"),
-                f"declare it under `menus:` (menus: {', '.join(pack.menus) or 'none'})",
-            )
-
-
-MENUS = BuiltinSection(
-    "menus", dict[Name, Menu], Field(default_factory=dict), {"Menu": Menu}, check_menus
-)
+MENUS = BuiltinSection("menus", _declared)

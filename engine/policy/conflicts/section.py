@@ -1,42 +1,16 @@
-"""The ``conflicts:`` section: the models in ``model.py``, which conflicts a verdict holds
-and their options in ``runtime.py`` (recording them is ``engine.session.conflicts``); here
-what conflict templates see and the checks."""
+"""The ``conflicts:`` section: its models in ``model.py``, its checks in ``checks.py``,
+which conflicts a verdict holds and their options in ``runtime.py`` (recording them is
+``engine.session.conflicts``); here what conflict templates see and how the rules compile."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import Field
-
-from engine.format.findings import FindingRule
-from engine.format.section import BuiltinSection
-from engine.format.semantics import NO_BEHAVIOUR, UNKNOWN_SEVERITY
-from engine.format.sourcemap import KeyPath
-from engine.policy.conflicts.model import ConflictRules
+from engine.format.section import BuiltinSection, Compiling, Declared, single
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
-    from engine.format.semantics import PackChecker
-
-
-DUPLICATE_OPTION = FindingRule(
-    "duplicate-option",
-    "Two options with the same label.",
-    "Rename one of them.",
-)
-
-UNKNOWN_CHECK = FindingRule(
-    "unknown-check",
-    "A check refers to a check that does not exist.",
-    "Fix the name.",
-)
-
-UNKNOWN_STATE = FindingRule(
-    "unknown-state",
-    "A termination rule names a state that is not declared.",
-    "Add it to `termination.states`.",
-)
+    from engine.policy.conflicts.runtime import CompiledConflicts
 
 # Variables the engine provides to the conflict presentation and the decisions record.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
@@ -44,70 +18,23 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 }
 
 
-def check_conflicts(pack: Rulepack, checker: PackChecker) -> None:
-    """Conflict templates have the right purpose; the conflict rules name checks of their
-    block, unique option labels, known severities."""
-    spec = pack.conflicts
-    if spec is None:
-        return
-    base: KeyPath = ("conflicts",)
-    checker.template_purpose(spec.presentation, "conflicts", (*base, "presentation"))
-    checker.template_purpose(spec.decisions, "conflicts", (*base, "decisions"))
-    contract = pack.contracts.get(spec.block)
-    named = contract.named_checks() if contract is not None else {}
-    for key, kind in (("explicit", "sections"), ("implicit", "coverage")):
-        value = getattr(spec, key)
-        if value is not None and contract is not None and named.get(value) != kind:
-            checker.add(
-                UNKNOWN_CHECK,
-                f"conflicts.{key} names {value!r}, which is no {kind} check of "
-                f"block {spec.block!r}",
-                (*base, key),
-                f"name the `name:` of a `check: {kind}` of that block's contract",
-            )
-    labels = [option.label for option in spec.options]
-    for label in sorted({x for x in labels if labels.count(x) > 1}):
-        checker.add(DUPLICATE_OPTION, f"option {label} is declared twice", (*base, "options"))
-    if spec.synthesis and not any(option.synthesis for option in spec.options):
-        checker.add(
-            NO_BEHAVIOUR,
-            "synthesis rules are declared but no option has `synthesis: true`",
-            (*base, "synthesis"),
-            "add an option with `synthesis: true`",
-            level="warning",
-        )
-    if spec.termination is not None:
-        for index, rule in enumerate(spec.termination.rules):
-            if rule.severity not in spec.severity_order:
-                checker.add(
-                    UNKNOWN_SEVERITY,
-                    f"termination rule for {rule.severity!r}, which is not in severity_order",
-                    (*base, "termination", "rules", index, "severity"),
-                    f"severities: {', '.join(spec.severity_order)}",
-                )
-            for state in sorted({*rule.blocks, *rule.warns} - set(spec.termination.states)):
-                checker.add(
-                    UNKNOWN_STATE,
-                    f"termination state {state!r} is not in termination.states",
-                    (*base, "termination", "rules", index),
-                    f"states: {', '.join(spec.termination.states)}",
-                )
+def _declared() -> Declared:
+    # Deferred for start-up time: the model and checks import pydantic, which compiling a
+    # pack read back from its image never needs (engine.format.section).
+    from engine.policy.conflicts.checks import check_conflicts
+    from engine.policy.conflicts.model import ConflictRules
+
+    return single(ConflictRules | None, check_conflicts, default=None)
 
 
-def _compile_conflicts(pack: Rulepack, root: Path) -> Any:
+def _compile(pack: Rulepack, compiling: Compiling) -> CompiledConflicts | None:
+    """The conflict rules compiled (None when the pack declares none)."""
     if pack.conflicts is None:
         return None
-    # Imported here for start-up time: `rules check` loads the sections, not the runtime.
+    # Deferred for start-up time: a pack without conflict rules never runs them.
     from engine.policy.conflicts.runtime import compile_conflicts
 
-    return compile_conflicts(pack.conflicts)
+    return compile_conflicts(pack.conflicts, compiling.locate)
 
 
-CONFLICTS = BuiltinSection(
-    "conflicts",
-    ConflictRules | None,
-    Field(default=None),
-    {"ConflictRules": ConflictRules},
-    check_conflicts,
-    _compile_conflicts,
-)
+CONFLICTS = BuiltinSection("conflicts", _declared, _compile, TEMPLATE_VARIABLES)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from engine.contracts.json.schema import compile_schema, read_schema_file, schema_violations
+from engine.contracts.json_schemas import compile_schema, read_schema_file, schema_violations
 from engine.core.clock import compact, iso
 from engine.core.errors import ConditionError, EngineError, Locate, PackError, RenderError
 from engine.core.suggest import did_you_mean

@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from engine.format.section import BuiltinSection
-from engine.policy.rounds.model import Rounds
+from engine.format.section import BuiltinSection, Declared, single
 
 # Variables the engine provides to log templates (the session's views of its ledger).
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     "log": frozenset({"entries", "rounds", "session", "gate_results", "failed_gates"}),
 }
 
-ROUNDS = BuiltinSection("rounds", Rounds | None, Field(default=None), {"Rounds": Rounds})
+
+def _declared() -> Declared:
+    # Deferred for start-up time: the model imports pydantic, which compiling a pack read
+    # back from its image never needs (engine.format.section).
+    from engine.policy.rounds.model import Rounds
+
+    return single(Rounds | None, default=None)
+
+
+ROUNDS = BuiltinSection("rounds", _declared, template_variables=TEMPLATE_VARIABLES)

@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from engine.format.section import BuiltinSection
-from engine.prompts.examples.model import Examples
+from engine.format.section import BuiltinSection, Declared, single
 
 # Variables the engine provides to example templates (tier 3).
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     "example": frozenset({"block", "context"}),
 }
 
-EXAMPLES = BuiltinSection(
-    "examples", Examples, Field(default_factory=Examples), {"Examples": Examples}
-)
+
+def _declared() -> Declared:
+    # Deferred for start-up time: the model imports pydantic, which compiling a pack read
+    # back from its image never needs (engine.format.section).
+    from engine.prompts.examples.model import Examples
+
+    return single(Examples)
+
+
+EXAMPLES = BuiltinSection("examples", _declared, template_variables=TEMPLATE_VARIABLES)

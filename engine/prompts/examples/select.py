@@ -19,11 +19,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.markdown.sections import extract_ids
+from engine.core.patterns import extract_ids
 from engine.core.placeholders import fill
 
 if TYPE_CHECKING:
-    from engine.contracts.markdown.model import IdKind
     from engine.format.vocabulary import SessionKeys
     from engine.prompts.examples.model import Examples, ScoreRule, SelectionStep, SessionExamples
 
@@ -183,7 +182,7 @@ def score(
     rules: list[ScoreRule],
     text: str,
     failure_type: str,
-    ids: Mapping[str, IdKind],
+    ids: Mapping[str, str],
     context: Mapping[str, Any],
 ) -> int:
     total = 0
@@ -193,7 +192,7 @@ def score(
         if rule.contains is not None:
             total += rule.points if rule.contains in text else 0
         elif rule.per_id is not None:
-            count = len(extract_ids(text, ids[rule.per_id].pattern)) if rule.per_id in ids else 0
+            count = len(extract_ids(text, ids[rule.per_id])) if rule.per_id in ids else 0
             points = count * rule.points
             total += min(points, rule.max) if rule.max is not None else points
         elif rule.length_min is not None or rule.length_max is not None:
@@ -202,8 +201,8 @@ def score(
             total += rule.points if low <= len(text) <= high else 0
         elif rule.references_any_of is not None:
             wanted = {str(x) for x in context.get(rule.references_any_of) or []}
-            kind = ids.get(rule.ids or "")
-            found = set(extract_ids(text, kind.pattern)) if kind else set()
+            pattern = ids.get(rule.ids or "")
+            found = set(extract_ids(text, pattern)) if pattern else set()
             total += rule.points if found & wanted else 0
     return total
 
@@ -217,7 +216,7 @@ class _Wanted:
     block: str
     failure_type: str
     context: Mapping[str, Any]
-    ids: Mapping[str, IdKind]
+    ids: Mapping[str, str]
     rounds: EarlierRounds | None
     warnings: list[str] = field(default_factory=list)
 
@@ -304,8 +303,8 @@ def _step(
         if not candidates:
             return None
         best = candidates[0]
-        kind = wanted.ids.get(spec.provenance_ids or "")
-        referenced = extract_ids(best.text, kind.pattern) if kind else []
+        pattern = wanted.ids.get(spec.provenance_ids or "")
+        referenced = extract_ids(best.text, pattern) if pattern else []
         header = fill(
             spec.provenance,
             {"round": best.round, "ids": ", ".join(referenced) or spec.provenance_no_ids},
@@ -339,7 +338,7 @@ def select_example(
     block: str,
     failure_type: str,
     context: Mapping[str, Any],
-    ids: Mapping[str, IdKind],
+    ids: Mapping[str, str],
     rounds: EarlierRounds | None = None,
 ) -> Example:
     """The first tier of the failure type's selection order that has an example.

@@ -1,72 +1,24 @@
-"""The ``templates:`` and ``prompts:`` sections: the model in ``model.py``, compiling and
-rendering in ``engine.prompts.compiled`` and ``render``; here what each purpose sees and
-the checks.
-
-What a template of each purpose may use is declared by the section that defines the
-purpose (triggers: repair, retry, escalation; gates: reprompt, artifact; ...), gathered
-here so `rules check` can name a variable the engine will never provide.
-"""
+"""The ``templates:`` and ``prompts:`` sections: the model in ``model.py``, the checks in
+``checks.py``, compiling and rendering in ``engine.prompts.compiled`` and ``render``; here
+what a first prompt sees and how the templates compile (with the contract texts, hints
+and example files rendering reads)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
-import jinja2
-from pydantic import Field
-
-from engine.core.errors import Position
-from engine.core.suggest import did_you_mean
-from engine.format.context_reads import check_context_reads
-from engine.format.fields import ContractRef, TemplateRef
-from engine.format.findings import FindingRule
-from engine.format.section import BuiltinSection
-from engine.format.semantics import TEMPLATE_SYNTAX, UNKNOWN_TEMPLATE_VARIABLE, display
-from engine.format.sourcemap import KeyPath
-from engine.policy.conflicts import section as conflicts
-from engine.policy.gates import section as gates
-from engine.policy.limits import section as limits
-from engine.policy.rounds import section as rounds
-from engine.policy.triggers import section as triggers
-from engine.prompts.examples import section as examples
-from engine.prompts.templates.model import TemplateSpec
-from engine.sandbox.environment import (
-    ENVIRONMENT,
-    first_use,
-    undeclared_names,
-    unsafe_constructs,
-)
+from engine.format.section import BuiltinSection, Compiling, Declared, mapping, single
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from engine.format.model import Rulepack
-    from engine.format.semantics import PackChecker
+    from engine.prompts.compiled import CompiledPrompts
 
-
-TEMPLATE_ENCODING = FindingRule(
-    "template-encoding",
-    "A template file is not text (NUL bytes, not UTF-8).",
-    "Save it as UTF-8 text.",
-)
-
-TEMPLATE_TOO_LARGE = FindingRule(
-    "template-too-large",
-    "A template file is over 1 MiB.",
-    "Split it or move text out of it.",
-)
-
-UNSAFE_TEMPLATE = FindingRule(
-    "unsafe-template",
-    "A template does something the sandbox refuses at render.",
-    "Remove `_` attributes, includes and huge constant ranges.",
-)
-
-MAX_TEMPLATE_BYTES = 1024 * 1024
-
-# Variables the engine provides to a template, by the template's purpose. Generic only:
-# templates may also use every context key their pack declares.
+# Variables the engine provides to a block's first prompt (``prompts:``), with the
+# decisions of the previous round and the block's contract text.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
-    **conflicts.TEMPLATE_VARIABLES,
-    # a block's first prompt (``prompts:``), with the decisions of the previous round and
-    # the block's contract text
     "initial": frozenset(
         {
             "block",
@@ -81,103 +33,46 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
             "example_truncated",
         }
     ),
-    **triggers.TEMPLATE_VARIABLES,
-    **gates.TEMPLATE_VARIABLES,
-    **examples.TEMPLATE_VARIABLES,
-    **rounds.TEMPLATE_VARIABLES,
-    **limits.TEMPLATE_VARIABLES,
 }
 
 
-def check_templates(pack: Rulepack, checker: PackChecker) -> None:
-    """Every template file is small, UTF-8, compiles, is safe, and uses only the variables
-    its purpose sees (and the pack's context keys)."""
-    for name, spec in pack.templates.items():
-        path: KeyPath = ("templates", name, "file")
-        target = checker.quiet_resolve(spec.file, path)
-        if target is None:
-            continue
-        shown = display(target)
-        if target.stat().st_size > MAX_TEMPLATE_BYTES:
-            checker.add(
-                TEMPLATE_TOO_LARGE,
-                f"template {name!r} is over {MAX_TEMPLATE_BYTES} bytes",
-                path,
-                "shorten the template",
-            )
-            continue
-        try:
-            source = target.read_text(encoding="utf-8")
-            names = undeclared_names(source)
-        except RecursionError:
-            checker.add(
-                TEMPLATE_SYNTAX,
-                f"template {name!r} is nested too deeply to compile",
-                path,
-                "flatten the template",
-            )
-            continue
-        except UnicodeDecodeError:
-            checker.add(
-                TEMPLATE_ENCODING,
-                f"template {name!r} is not valid UTF-8",
-                path,
-                "save it as UTF-8",
-            )
-            continue
-        except jinja2.TemplateSyntaxError as exc:
-            checker.add(
-                TEMPLATE_SYNTAX,
-                f"template {name!r}: {exc.message}",
-                path,
-                "fix the Jinja2 syntax",
-                position=Position(shown, exc.lineno or 1, 1),
-            )
-            continue
-        if "\x00" in source:
-            before = source[: source.index("\x00")]
-            checker.add(
-                TEMPLATE_ENCODING,
-                f"template {name!r} holds a NUL byte",
-                path,
-                "remove it (a NUL byte often means a binary or UTF-16 file)",
-                position=Position(shown, before.count("\n") + 1, len(before) - before.rfind("\n")),
-            )
-            continue
-        for line, problem in unsafe_constructs(source):
-            checker.add(
-                UNSAFE_TEMPLATE,
-                f"template {name!r}: {problem}",
-                path,
-                "use only the variables the engine provides, and bounded loops",
-                position=Position(shown, line, 1),
-            )
-        if "context" in TEMPLATE_VARIABLES[spec.purpose]:
-            tree = ENVIRONMENT.parse(source)
-            check_context_reads(checker, tree, f"template {name!r}", path, Position(shown, 1, 1))
-        allowed = TEMPLATE_VARIABLES[spec.purpose] | checker.context_names
-        for unknown in sorted(names - allowed):
-            line, column = first_use(source, unknown)
-            hint = did_you_mean(
-                unknown, allowed, f"{spec.purpose} templates may use: {', '.join(sorted(allowed))}"
-            )
-            checker.add(
-                UNKNOWN_TEMPLATE_VARIABLE,
-                f"template {name!r} uses {unknown!r}, which the engine does not "
-                f"provide to {spec.purpose} templates",
-                path,
-                hint,
-                position=Position(shown, line, column),
-            )
+def _declared(key: str) -> Declared:
+    # Deferred for start-up time: the model and checks import pydantic, which compiling a
+    # pack read back from its image never needs (engine.format.section).
+    from engine.format.fields import ContractRef, TemplateRef
+    from engine.prompts.templates.checks import check_prompts, check_templates
+    from engine.prompts.templates.model import TemplateSpec
+
+    if key == "prompts":
+        return single(
+            dict[ContractRef, TemplateRef],
+            check_prompts,
+            default_factory=dict,
+            description="per block: the template (purpose `initial`) of its first prompt, "
+            "which `rules prompt` renders with the decisions of the previous round",
+        )
+    return mapping(str, TemplateSpec, check_templates)
 
 
-def check_prompts(pack: Rulepack, checker: PackChecker) -> None:
-    """First prompts are templates of purpose ``initial``."""
-    for block, name in pack.prompts.items():
-        checker.template_purpose(name, "initial", ("prompts", block))
+def _compile(pack: Rulepack, compiling: Compiling) -> CompiledPrompts:
+    """Everything rendering needs from the pack: its templates (all compiled now, or each
+    when first used), contract texts, hints and example files."""
+    # Deferred for start-up time: a command that evaluates one output renders nothing
+    # (`rules eval` from a pack's image: 8 ms of its 0.13 s, measured with -X importtime).
+    from engine.prompts.compiled import compile_prompts
+
+    contracts = compiling.section("contracts")
+
+    def id_patterns(block: str) -> Mapping[str, str]:
+        return contracts[block].id_patterns if block in contracts else {}
+
+    prompts = compile_prompts(pack, compiling.root, id_patterns, compiling.folder_of)
+    if not compiling.lazy:
+        prompts.build_all()
+    return prompts
 
 
-TEMPLATES = BuiltinSection.mapping("templates", str, TemplateSpec, check_templates)
+TEMPLATES = BuiltinSection("templates", partial(_declared, "templates"), _compile)
 PROMPTS = BuiltinSection(
-    "prompts", dict[ContractRef, TemplateRef], Field(default_factory=dict), {}, check_prompts
+    "prompts", partial(_declared, "prompts"), template_variables=TEMPLATE_VARIABLES
 )

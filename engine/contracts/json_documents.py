@@ -1,5 +1,5 @@
 """JSON documents in model outputs: finding them and reading them within bounds (checking
-them against JSON Schemas: ``engine.contracts.json.schema``).
+them against JSON Schemas: ``engine.contracts.json_schemas``).
 
 Used by the ``json`` contract kind and by quality gates. Nothing here raises for anything an
 output can contain: a document that cannot be read is a ``JsonDocumentError`` carrying the

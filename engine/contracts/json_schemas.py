@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from engine.contracts.json.document import decode_bounded, dotted
-from engine.contracts.json.keywords import linear_keywords, pattern_problems
+from engine.contracts.json_documents import decode_bounded, dotted
+from engine.contracts.json_keywords import linear_keywords, pattern_problems
 from engine.core.files import read_file_capped
 from engine.format.findings import FindingRule
 

@@ -1,0 +1,139 @@
+"""The checks of the ``templates:`` and ``prompts:`` sections (section.py declares them).
+
+What a template of each purpose may use is declared by the section that defines the
+purpose (triggers: repair, retry, escalation; gates: reprompt, artifact; ...); the checker
+holds them all (``PackChecker.template_variables``), so `rules check` can name a variable
+the engine will never provide.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import jinja2
+
+from engine.core.errors import Position
+from engine.core.suggest import did_you_mean
+from engine.format.findings import FindingRule
+from engine.format.semantics import TEMPLATE_SYNTAX, UNKNOWN_TEMPLATE_VARIABLE, display
+from engine.format.sourcemap import KeyPath
+from engine.sandbox.environment import (
+    ENVIRONMENT,
+    first_use,
+    undeclared_names,
+    unsafe_constructs,
+)
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
+
+
+TEMPLATE_ENCODING = FindingRule(
+    "template-encoding",
+    "A template file is not text (NUL bytes, not UTF-8).",
+    "Save it as UTF-8 text.",
+)
+
+TEMPLATE_TOO_LARGE = FindingRule(
+    "template-too-large",
+    "A template file is over 1 MiB.",
+    "Split it or move text out of it.",
+)
+
+UNSAFE_TEMPLATE = FindingRule(
+    "unsafe-template",
+    "A template does something the sandbox refuses at render.",
+    "Remove `_` attributes, includes and huge constant ranges.",
+)
+
+MAX_TEMPLATE_BYTES = 1024 * 1024
+
+
+def check_templates(pack: Rulepack, checker: PackChecker) -> None:
+    """Every template file is small, UTF-8, compiles, is safe, and uses only the variables
+    its purpose sees (and the pack's context keys)."""
+    for name, spec in pack.templates.items():
+        path: KeyPath = ("templates", name, "file")
+        target = checker.quiet_resolve(spec.file, path)
+        if target is None:
+            continue
+        shown = display(target)
+        if target.stat().st_size > MAX_TEMPLATE_BYTES:
+            checker.add(
+                TEMPLATE_TOO_LARGE,
+                f"template {name!r} is over {MAX_TEMPLATE_BYTES} bytes",
+                path,
+                "shorten the template",
+            )
+            continue
+        try:
+            source = target.read_text(encoding="utf-8")
+            names = undeclared_names(source)
+        except RecursionError:
+            checker.add(
+                TEMPLATE_SYNTAX,
+                f"template {name!r} is nested too deeply to compile",
+                path,
+                "flatten the template",
+            )
+            continue
+        except UnicodeDecodeError:
+            checker.add(
+                TEMPLATE_ENCODING,
+                f"template {name!r} is not valid UTF-8",
+                path,
+                "save it as UTF-8",
+            )
+            continue
+        except jinja2.TemplateSyntaxError as exc:
+            checker.add(
+                TEMPLATE_SYNTAX,
+                f"template {name!r}: {exc.message}",
+                path,
+                "fix the Jinja2 syntax",
+                position=Position(shown, exc.lineno or 1, 1),
+            )
+            continue
+        if "\x00" in source:
+            before = source[: source.index("\x00")]
+            checker.add(
+                TEMPLATE_ENCODING,
+                f"template {name!r} holds a NUL byte",
+                path,
+                "remove it (a NUL byte often means a binary or UTF-16 file)",
+                position=Position(shown, before.count("\n") + 1, len(before) - before.rfind("\n")),
+            )
+            continue
+        for line, problem in unsafe_constructs(source):
+            checker.add(
+                UNSAFE_TEMPLATE,
+                f"template {name!r}: {problem}",
+                path,
+                "use only the variables the engine provides, and bounded loops",
+                position=Position(shown, line, 1),
+            )
+        purposes = checker.template_variables
+        if "context" in purposes[spec.purpose]:
+            tree = ENVIRONMENT.parse(source)
+            checker.context_reads(tree, f"template {name!r}", path, Position(shown, 1, 1))
+        allowed = purposes[spec.purpose] | checker.context_names
+        for unknown in sorted(names - allowed):
+            line, column = first_use(source, unknown)
+            hint = did_you_mean(
+                unknown, allowed, f"{spec.purpose} templates may use: {', '.join(sorted(allowed))}"
+            )
+            checker.add(
+                UNKNOWN_TEMPLATE_VARIABLE,
+                f"template {name!r} uses {unknown!r}, which the engine does not "
+                f"provide to {spec.purpose} templates",
+                path,
+                hint,
+                position=Position(shown, line, column),
+            )
+
+
+def check_prompts(pack: Rulepack, checker: PackChecker) -> None:
+    """First prompts are templates of purpose ``initial``."""
+    for block, name in pack.prompts.items():
+        checker.template_purpose(name, "initial", ("prompts", block))
