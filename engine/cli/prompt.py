@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
-from engine.cli.common import UsageFailure, block_inputs, open_pack
+from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
 from engine.cli.options import (
     block_option,
     context_option,
@@ -17,7 +15,8 @@ from engine.cli.options import (
     var_option,
 )
 from engine.core.errors import EngineError
-from engine.session.recording import Session
+from engine.session.run import PromptRequest, first_prompt
+from engine.session.session_ref import SessionRef
 
 
 @click.command("prompt")
@@ -52,11 +51,10 @@ def prompt_command(
     """
     pack = open_pack(pack_ref)
     try:
-        variables, context = block_inputs(pack, block, context_file, var_pairs)
-        if session_dir is not None:
-            with Session(pack, session_dir, ledger=ledger_url) as session:
-                context = session.with_decisions(context)
-        text: Any = pack.initial_prompt(block, vars=variables, context=context, nonce=nonce)
+        context = load_context(context_file)
+        session = SessionRef(session_dir, ledger_url) if session_dir is not None else None
+        request = PromptRequest(block, nonce, parse_vars(var_pairs), context, session)
+        text = first_prompt(pack, request)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     click.echo(text, nl=False)

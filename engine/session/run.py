@@ -135,10 +135,7 @@ def started(pack: Pack, request: RunRequest) -> Iterator[Run]:
     with Session(pack, request.session, keep_outputs=request.keep_outputs) as session:
         prompt = request.prompt
         if prompt is None:
-            decided = session.with_decisions(context)
-            prompt = str(
-                pack.initial_prompt(block, vars=params, context=decided, nonce=request.nonce)
-            )
+            prompt = _initial(pack, block, params, context, request.nonce, session)
         given = OutputInput(
             block,
             nonce=request.nonce,
@@ -148,6 +145,42 @@ def started(pack: Pack, request: RunRequest) -> Iterator[Run]:
             item=request.item,
         )
         yield Run(session, given, prompt)
+
+
+@dataclass(frozen=True)
+class PromptRequest:
+    """A block's first prompt to render (`rules prompt`): its nonce, the caller's ``vars``
+    (block params and context strings together), the context, and the session whose
+    resolved conflicts fill the pack's ``session.decided`` key, if any."""
+
+    block: str
+    nonce: str | None = None
+    vars: Mapping[str, str] = field(default_factory=dict)
+    context: Mapping[str, Any] = field(default_factory=dict)
+    session: SessionRef | None = None
+
+
+def first_prompt(pack: Pack, request: PromptRequest) -> str:
+    """The pack's first prompt for the block (its `prompts:` template), as a run sends
+    it."""
+    params, context = pack.split_inputs(request.block, request.context, request.vars)
+    if request.session is None:
+        return _initial(pack, request.block, params, context, request.nonce, None)
+    with Session(pack, request.session) as session:
+        return _initial(pack, request.block, params, context, request.nonce, session)
+
+
+def _initial(
+    pack: Pack,
+    block: str,
+    params: dict[str, str],
+    context: dict[str, Any],
+    nonce: str | None,
+    session: Session | None,
+) -> str:
+    """The first prompt, with the session's decisions in its context when there is one."""
+    decided = session.with_decisions(context) if session is not None else context
+    return str(pack.initial_prompt(block, vars=params, context=decided, nonce=nonce))
 
 
 def run_with(
