@@ -9,6 +9,7 @@ from engine.core.errors import PackError, Position
 from engine.format.findings import Finding, FindingRule
 from engine.format.loader import load_pack_tree
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
+from engine.format.packfolder import folder_findings
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
 from engine.pack.compiled import Pack
@@ -27,6 +28,7 @@ def check_pack_file(pack_file: Path, locked: bool | None = None) -> CheckResult:
     ``locked``: every git reference needs a rules.lock entry (default: when CI=true)."""
     tree = load_pack_tree(pack_file, locked)
     findings = list(tree.findings)
+    findings.extend(folder_findings(tree.files, display_path))  # links out, size: no reads
     model = None
     if tree.data:
         model, invalid = validate_tree(tree.data, tree.source, rulepack_model())
