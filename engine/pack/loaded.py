@@ -13,6 +13,7 @@ from engine.format.packfolder import folder_findings
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
 from engine.pack.compiled import Pack
+from engine.pack.plugin_use import plugin_findings
 from engine.pack.result import CheckResult
 from engine.pack.sections import rulepack_model, sections
 
@@ -41,6 +42,7 @@ def check_pack_file(pack_file: Path, locked: bool | None = None) -> CheckResult:
             for section in sections():
                 section.check(model, checker)
             findings.extend(checker.findings)
+        findings = plugin_findings(tree.data, tree.source, findings)  # after the entry points
     unique = sorted(set(findings), key=Finding.sort_key)
     return CheckResult(
         display_path(pack_file),
