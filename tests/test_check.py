@@ -157,7 +157,7 @@ def test_symlink_escape_is_refused(make_pack: PackMaker, tmp_path: Path) -> None
     outside.write_text("secret")
     folder = make_pack(HEADER + "contracts:\n  doc: {kind: text, contract_text: link.md}\n")
     (folder / "link.md").symlink_to(outside)
-    assert [r for r, _ in findings(folder)] == ["path-escape"]
+    assert {r for r, _ in findings(folder)} == {"path-escape"}  # the reference and the link
 
 
 def test_patterns_must_run_on_the_linear_time_engine(make_pack: PackMaker) -> None:

@@ -75,3 +75,20 @@ def test_a_log_record_and_its_traceback_are_scrubbed() -> None:
         log.removeHandler(handler)
     assert "Log-Secret-66" not in sink.getvalue()
     assert "ValueError: bad ***" in sink.getvalue()
+
+
+def test_scrubbing_a_hostile_text_takes_linear_time() -> None:
+    """Everything the command prints goes through ``scrub``: a model's output of any shape
+    must not make it quadratic."""
+    import time
+
+    redaction.register("Linear-Secret-77")
+    for text in (
+        "a.:" * 300_000 + "@" + "://" * 300_000,
+        "x://u:" + "@" * 1_000_000,
+        "?password=" * 200_000,
+        "://a@" * 300_000,
+    ):
+        started = time.perf_counter()
+        redaction.scrub(text)
+        assert time.perf_counter() - started < 2, text[:20]

@@ -51,14 +51,19 @@ def lock_command(pack_ref: str | None, upgrade: bool) -> None:
         if more:
             raise UsageFailure(f"{pack_ref}: lock one pack at a time (found {1 + len(more)})")
         lock_file = pack_file.parent / LOCK_FILE
-        locking = start_locking(upgrade, read_lock(lock_file))
+        locking = start_locking(upgrade, {} if upgrade else read_lock(lock_file))
         try:
             tree = load_pack_tree(pack_file)
         finally:
             stop_locking()
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
-    errors = [f for f in tree.findings if f.level == "error" and f.rule.startswith("git-")]
+    git_rules = ("path-escape", "pack-too-large")  # a fetched pack's content refused
+    errors = [
+        f
+        for f in tree.findings
+        if f.level == "error" and (f.rule.startswith("git-") or f.rule in git_rules)
+    ]
     for finding in errors:
         click.echo(f"{finding.position}: [error] {finding.message} ({finding.rule})", err=True)
     if errors:

@@ -22,7 +22,9 @@ from engine.cli.common import (
     remember_locked,
 )
 from engine.core.errors import EngineError
+from engine.core.plugins import foreign_exit
 from engine.core.redaction import guard_streams
+from engine.core.registry import broken_plugins, plugin_of
 from engine.core.telemetry import configure_from_environment
 from engine.core.version import VERSION
 from engine.report import formats, render
@@ -164,6 +166,7 @@ def _list_rules(output_format: str) -> None:
         RULES = rule_catalogue()
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
+    _refuse_broken_plugins()
 
     shown = (
         output_format if output_format in formats("rules") else "text"
@@ -183,7 +186,16 @@ def schema_command() -> None:
     from engine.format.schema import rulepack_schema_text
     from engine.pack.sections import rulepack_model
 
-    click.echo(rulepack_schema_text(rulepack_model()), nl=False)
+    model = rulepack_model()
+    _refuse_broken_plugins()
+    click.echo(rulepack_schema_text(model), nl=False)
+
+
+def _refuse_broken_plugins() -> None:
+    """What shows every plugin (the format's schema, the rule catalogue) is not shown
+    without one that could not be loaded: exit 2 naming each."""
+    if broken := broken_plugins():
+        raise UsageFailure("; ".join(broken.values()))
 
 
 def _allow_long_integers() -> None:
@@ -231,10 +243,18 @@ def _run(command: click.Command, prog_name: str) -> None:
     guard_streams()  # no secret a command read (a ledger password, a token) is ever printed
     try:
         command(prog_name=prog_name)
+    except SystemExit as exc:
+        _exit_of_foreign_code(exc)
+        raise
     except OSError as exc:  # what the commands do not name themselves: mostly the output
         if os.environ.get("RULES_DEBUG"):
             raise
         _os_error(exc)
+    except EngineError as exc:  # a known error no command named: said as one, not internal
+        if os.environ.get("RULES_DEBUG"):
+            raise
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
     except Exception as exc:
         if os.environ.get("RULES_DEBUG"):
             raise
@@ -243,6 +263,23 @@ def _run(command: click.Command, prog_name: str) -> None:
             err=True,
         )
         sys.exit(EXIT_USAGE)
+
+
+def _exit_of_foreign_code(exc: SystemExit) -> None:
+    """A ``SystemExit`` raised by code that is neither the engine's nor its libraries' (a
+    plugin's check or evaluation calling ``sys.exit``) would make the command's outcome a
+    lie (`rules check` exiting 0 with no output): it is an error naming that code, exit 2."""
+    where = foreign_exit(exc)
+    if where is None:
+        return
+    plugin = plugin_of(where.split(" ")[0])
+    named = f"{plugin}: {where}" if plugin else where
+    click.echo(
+        f"error: {named} called sys.exit({exc.code!r}) while the command ran; a plugin may "
+        "not end a command (raise an exception instead), and its outcome is unknown",
+        err=True,
+    )
+    sys.exit(EXIT_USAGE)
 
 
 def _os_error(exc: OSError) -> NoReturn:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -114,24 +114,16 @@ def unknown_block_error(pack: str, block: str, known: list[str]) -> EngineError:
 
 @contextlib.contextmanager
 def plugin_errors(what: str, point: EntryPoint) -> Iterator[None]:
-    """Any error within the block, which loads or registers the entry point ``point`` of an
+    """Any error within the block, which registers the entry point ``point`` of an
     installed distribution (a ``what``: contract kind, rulepack section), is an EngineError
-    naming it: a broken plugin is named, not a traceback."""
+    naming it: a broken plugin is named, not a traceback. A ``SystemExit`` is one too (a
+    plugin must not end the command); a Ctrl-C is the user's and passes."""
     try:
         yield
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        reason = f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else exc
         raise EngineError(
-            f"the {what} {point.name!r} ({point.value}) cannot be loaded: {exc}"
+            f"the {what} {point.name!r} ({point.value}) cannot be loaded: {reason}"
         ) from exc
-
-
-def load_plugins(group: str, what: str) -> Iterator[tuple[EntryPoint, Any]]:
-    """Each entry point of ``group`` with the object it names, loaded when the loop reaches
-    it; an error loading one is an EngineError naming it (``plugin_errors``)."""
-    # Deferred for start-up time: only a registry asked for a name it does not know reads these.
-    from importlib.metadata import entry_points
-
-    for point in entry_points(group=group):
-        with plugin_errors(what, point):
-            plugin = point.load()
-        yield point, plugin

@@ -33,11 +33,8 @@ MIN_SECRET = 4
 MASK = "***"
 
 _CUTS = re.compile(r"[@:/?#&=]")
-# scheme://user:password@host: the password runs to the last "@" before the host's end
-_URL_PASSWORD = re.compile(
-    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*:(?://)?[^\s:/@'\"<>]*:)"
-    r"(?P<password>[^\s/'\"<>]*)(?P<tail>@[^\s@/'\"<>]*)"
-)
+_SCHEME_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}$")
+_AUTHORITY_END = re.compile(r"[\s/'\"<>?#]")
 _QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:password|access_token|token)=)[^&#\s'\"]*", re.I)
 
 _lock = threading.Lock()
@@ -73,17 +70,35 @@ def scrub(text: str) -> str:
     pattern = _pattern
     if pattern is not None:
         text = pattern.sub(MASK, text)
-    if "@" in text:
-        text = _URL_PASSWORD.sub(_masked, text)
+    if "@" in text and "://" in text:
+        text = _url_passwords_masked(text)
     if "=" in text:
         text = _QUERY_PASSWORD.sub(lambda m: m["head"] + MASK, text)
     return text
 
 
-def _masked(found: re.Match[str]) -> str:
-    if found["password"].lower() in ("password", MASK):  # a form shown in help: no secret
-        return found[0]
-    return found["head"] + MASK + found["tail"]
+def _url_passwords_masked(text: str) -> str:
+    """``text`` with the password of each ``scheme://user:password@host`` masked: the
+    user part ends at the last ``@`` before the host's end. In linear time: the part after
+    one ``://`` ends at a ``/``, so no two are read twice."""
+    pieces: list[str] = []
+    done = 0
+    start = text.find("://")
+    while start >= 0:
+        after = start + 3
+        end_match = _AUTHORITY_END.search(text, after)
+        end = end_match.start() if end_match else len(text)
+        authority = text[after:end]
+        at, colon = authority.rfind("@"), authority.find(":")
+        if (
+            _SCHEME_BEFORE.search(text, max(0, start - 32), start)
+            and 0 <= colon < at
+            and authority[colon + 1 : at].lower() not in ("", "password", MASK)  # help text
+        ):
+            pieces.append(text[done : after + colon + 1] + MASK)
+            done = after + at
+        start = text.find("://", max(end, after))
+    return "".join(pieces) + text[done:]
 
 
 class ScrubbingStream:

@@ -27,6 +27,15 @@ from pathlib import Path
 
 from engine.core.errors import EngineError
 from engine.format.findings import FindingRule
+from engine.format.packfolder import (
+    MAX_PACK_BYTES,
+    PACK_TOO_LARGE,
+    PATH_ESCAPE,
+    PackTooLarge,
+    bounded,
+    read_bounded,
+    walk_pack_folder,
+)
 
 GIT_REF_INVALID = FindingRule(
     "git-ref-invalid",
@@ -68,6 +77,7 @@ GIT_PREFIX = "git+"
 LOCK_FILE = "rules.lock"
 GIT_TIMEOUT_SECONDS = 120
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 class GitPackError(EngineError):
@@ -185,6 +195,10 @@ def resolve_revision(ref: GitRef) -> str:
 
 
 def _folder_for(url: str, sha: str) -> Path:
+    """The cache folder of commit ``sha`` of ``url``: a name made of hex digits only, so
+    it is always a folder two levels under the cache, whatever a lock file said."""
+    if not _SHA.match(sha):
+        raise GitPackError(GIT_LOCK_INVALID, f"{url}: commit {sha[:80]!r} is not 40 hex digits")
     return cache_root() / hashlib.sha256(url.encode("utf-8")).hexdigest()[:16] / sha
 
 
@@ -209,12 +223,14 @@ def fetch(url: str, sha: str) -> Path:
 
 
 def _read_only(folder: Path) -> None:
+    """Files and folders of a checkout made read-only; a symlink is never followed (one
+    to a folder outside would have that folder's mode changed)."""
     for path in sorted(folder.rglob("*"), reverse=True):
         mode = path.lstat().st_mode
         if stat.S_ISREG(mode):
             path.chmod(stat.S_IMODE(mode) & ~0o222)
-    for path in [*(p for p in folder.rglob("*") if p.is_dir()), folder]:
-        path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o222)
+    for path in [*(p for p in folder.rglob("*") if stat.S_ISDIR(p.lstat().st_mode)), folder]:
+        path.chmod(stat.S_IMODE(path.lstat().st_mode) & ~0o222)
 
 
 def _writable(folder: Path) -> None:
@@ -224,27 +240,69 @@ def _writable(folder: Path) -> None:
 
 
 def content_hash(folder: Path) -> str:
-    """sha256 over the pack folder's files: sorted relative paths and their bytes."""
+    """sha256 over the pack folder's files: sorted relative paths and their bytes. A
+    symlink out of the folder is refused (``path-escape``) and nothing is read past
+    ``MAX_PACK_BYTES`` (``pack-too-large``)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(folder).as_posix().encode("utf-8") + b"\0")
-        digest.update(path.read_bytes() + b"\0")
+    try:
+        files = list(bounded(walk_pack_folder(folder, lambda name: False), folder))
+    except PackTooLarge as exc:
+        raise GitPackError(PACK_TOO_LARGE, str(exc)) from None
+    budget = MAX_PACK_BYTES
+    for found in sorted(files, key=lambda f: f.relative.split("/")):
+        if found.outside is not None:
+            raise GitPackError(
+                PATH_ESCAPE,
+                f"{folder.name}/{found.relative}: a symlink out of the git pack "
+                f"({found.outside}); nothing is read through it",
+            )
+        content = read_bounded(found, budget)
+        budget -= len(content)
+        if budget < 0:
+            raise GitPackError(PACK_TOO_LARGE, f"{folder}: grew past the bound while read")
+        digest.update(found.relative.encode("utf-8") + b"\0")
+        digest.update(content + b"\0")
     return "sha256:" + digest.hexdigest()
 
 
 def read_lock(lock_file: Path) -> dict[str, dict[str, str]]:
-    """The entries of a lock file (an empty table when there is none)."""
+    """The entries of a lock file (an empty table when there is none), each checked
+    before anything uses it: its key a git reference, its commit 40 hex digits, its hash
+    ``sha256:`` and 64 hex digits (a commit is a cache folder's name)."""
     if not lock_file.is_file():
         return {}
     try:
         data = json.loads(lock_file.read_text(encoding="utf-8"))
         packs = data["packs"]
         assert isinstance(packs, dict)
-        return {str(k): dict(v) for k, v in packs.items()}
+        entries = {str(k): dict(v) for k, v in packs.items()}
     except (ValueError, KeyError, AssertionError, TypeError, AttributeError):
         raise GitPackError(
             GIT_LOCK_INVALID, f"{lock_file}: not a rules lock file; run `rules lock` again"
         ) from None
+    for ref, entry in entries.items():
+        problem = _entry_problem(ref, entry)
+        if problem is not None:
+            raise GitPackError(
+                GIT_LOCK_INVALID,
+                f"{lock_file}: the entry {ref[:200]!r}: {problem}; run "
+                "`rules lock --upgrade` to write it afresh (and look at who changed it)",
+            )
+    return entries
+
+
+def _entry_problem(ref: str, entry: dict[str, object]) -> str | None:
+    """Why a lock file's entry cannot be used, or None."""
+    try:
+        parse_git_ref(ref)
+    except GitPackError as exc:
+        return str(exc)
+    commit, found = entry.get("commit"), entry.get("hash")
+    if not isinstance(commit, str) or not _SHA.match(commit):
+        return f"its commit {str(commit)[:80]!r} is not 40 lowercase hex digits"
+    if not isinstance(found, str) or not _HASH.match(found):
+        return f"its hash {str(found)[:80]!r} is not sha256: and 64 hex digits"
+    return None
 
 
 def write_lock(lock_file: Path, entries: dict[str, dict[str, str]]) -> None:
@@ -289,7 +347,7 @@ def resolve_git_pack(ref: str, top_pack_file: Path, locked: bool | None = None) 
                 f"{ref} has no entry in {lock_file.name} (--locked, or CI=true): run "
                 "`rules lock` and commit the lock file",
             )
-        sha = resolve_revision(git)
+        sha = resolve_revision(git)  # a SHA ls-remote gave, checked as a folder name by fetch
         folder = fetch(git.url, sha)
         entry = {"commit": sha, "hash": content_hash(_pack_folder(folder, git))}
     if locking is not None:

@@ -17,6 +17,7 @@ from engine.core.resources import builtin_pack_names, data_dir
 from engine.format.findings import Finding
 from engine.format.gitpacks import (
     GIT_HASH_MISMATCH,
+    GIT_LOCK_INVALID,
     GIT_UNLOCKED,
     GitPackError,
     checkout_root,
@@ -38,6 +39,7 @@ from engine.format.locate import (
     display_path,
     resolve_pack_file,
 )
+from engine.format.packfolder import PACK_TOO_LARGE, PATH_ESCAPE
 from engine.format.sourcemap import KeyPath, SourceMap
 from engine.format.yamldoc import read_yaml
 
@@ -200,6 +202,9 @@ class _Loading:
                 hint = {
                     GIT_UNLOCKED: "run `rules lock` beside the top pack and commit rules.lock",
                     GIT_HASH_MISMATCH: "run `rules lock --upgrade` if the change is intended",
+                    GIT_LOCK_INVALID: "run `rules lock --upgrade` to write rules.lock afresh",
+                    PATH_ESCAPE: "a git pack holds its files: remove the link from the repository",
+                    PACK_TOO_LARGE: "keep only the pack's own files in its folder",
                 }.get(exc.rule, "write git+URL@REV#path/to/pack; the path stays in the repository")
                 findings.append(exc.rule.at(str(exc), where, hint))
                 return None

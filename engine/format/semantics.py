@@ -35,6 +35,7 @@ from engine.format.context_reads import UNDECLARED_CONTEXT_READ, context_problem
 from engine.format.fields import ITEM_PARTS, Ref
 from engine.format.findings import Finding, FindingRule, Level
 from engine.format.model import Rulepack
+from engine.format.packfolder import PATH_ESCAPE as PATH_ESCAPE  # re-exported
 from engine.format.references import Reference, _refs_in
 from engine.format.references import walk_references as walk_references  # re-exported
 from engine.format.sourcemap import KeyPath, SourceMap
@@ -123,12 +124,6 @@ PATH_ABSOLUTE = FindingRule(
 PATH_TRAVERSAL = FindingRule(
     "path-traversal",
     "A pack path climbs out with `..`.",
-    "Keep files inside the pack folder.",
-)
-
-PATH_ESCAPE = FindingRule(
-    "path-escape",
-    "A pack path resolves outside the pack (e.g. a symlink).",
     "Keep files inside the pack folder.",
 )
 

@@ -44,6 +44,7 @@ from engine.core.files import read_own_file, remove_quietly, written_beside
 from engine.core.numbers import strict_loads
 from engine.core.version import VERSION
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
+from engine.format.packfolder import read_bounded, walk_pack_folder
 from engine.pack.cache_key import folder_key, signature
 from engine.pack.parsing import Parsing
 
@@ -202,31 +203,29 @@ _NOT_THE_PACKS = frozenset(
 
 
 def _fingerprint(folders: list[str]) -> dict[str, str] | None:
-    """SHA-256 of every file under ``folders`` (and where a symlink points); None when there
-    are too many files or too many bytes to be worth it, or a file cannot be read (a stray
-    file of another user, a file deleted while the folder is read): such a pack is loaded
-    every time."""
+    """SHA-256 of every file under ``folders`` (and where a symlink points; one out of its
+    folder is never read, its target's path is its fingerprint); None when there are too
+    many files or too many bytes to be worth it, or a file cannot be read (a stray file of
+    another user, a file deleted while the folder is read): such a pack is loaded every
+    time."""
     digests: dict[str, str] = {}
     total = 0
     for folder in folders:
-        for directory, subdirs, names in os.walk(folder):
-            subdirs[:] = sorted(d for d in subdirs if d not in _NOT_THE_PACKS)
-            for name in sorted(names):
-                path = os.path.join(directory, name)
-                if len(digests) >= MAX_FILES or not os.path.isfile(path):
-                    return None
-                try:
-                    with open(path, "rb") as handle:
-                        content = handle.read(MAX_BYTES + 1 - total)
-                except OSError:  # unreadable, or gone since the folder was listed
-                    return None
-                total += len(content)
-                if total > MAX_BYTES:
-                    return None
-                digest = hashlib.sha256(content).hexdigest()
-                if os.path.islink(path):
-                    digest += " -> " + os.path.realpath(path)
-                digests[path] = digest
+        for found in walk_pack_folder(Path(folder), lambda name: name in _NOT_THE_PACKS):
+            path = str(found.path)
+            if len(digests) >= MAX_FILES or found.size > MAX_BYTES - total:
+                return None
+            try:
+                content = read_bounded(found, MAX_BYTES - total)
+            except OSError:  # unreadable, or gone since the folder was listed
+                return None
+            total += len(content)
+            if total > MAX_BYTES:
+                return None
+            digest = hashlib.sha256(content).hexdigest()
+            if os.path.islink(path):
+                digest += " -> " + os.path.realpath(path)
+            digests[path] = digest
     return digests
 
 

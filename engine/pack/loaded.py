@@ -9,9 +9,11 @@ from engine.core.errors import PackError, Position
 from engine.format.findings import Finding, FindingRule
 from engine.format.loader import load_pack_tree
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
+from engine.format.packfolder import folder_findings
 from engine.format.semantics import PackChecker
 from engine.format.validate import validate_tree
 from engine.pack.compiled import Pack
+from engine.pack.plugin_use import plugin_findings
 from engine.pack.result import CheckResult
 from engine.pack.sections import rulepack_model, sections, template_variables
 
@@ -27,6 +29,7 @@ def check_pack_file(pack_file: Path, locked: bool | None = None) -> CheckResult:
     ``locked``: every git reference needs a rules.lock entry (default: when CI=true)."""
     tree = load_pack_tree(pack_file, locked)
     findings = list(tree.findings)
+    findings.extend(folder_findings(tree.files, display_path))  # links out, size: no reads
     model = None
     if tree.data:
         model, invalid = validate_tree(tree.data, tree.source, rulepack_model())
@@ -39,6 +42,7 @@ def check_pack_file(pack_file: Path, locked: bool | None = None) -> CheckResult:
             for section in every:
                 section.check(model, checker)
             findings.extend(checker.findings)
+        findings = plugin_findings(tree.data, tree.source, findings)  # after the entry points
     unique = sorted(set(findings), key=Finding.sort_key)
     return CheckResult(
         display_path(pack_file),

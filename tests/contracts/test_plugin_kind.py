@@ -168,12 +168,15 @@ def test_without_the_kind_its_rules_are_not_listed(tmp_path: Path) -> None:
 
 
 def test_a_broken_entry_point_is_named(make_pack: PackMaker, tmp_path: Path) -> None:
+    """A pack using the kind gets a `plugin-broken` finding naming the entry point (exit 1,
+    as for any pack with errors; issue 35)."""
     env = _with_distribution(tmp_path, "lines = lines_kind:NO_SUCH_KIND")
     result = _rules(env, "check", str(make_pack(PACK)))
-    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
     assert "the contract kind 'lines' (lines_kind:NO_SUCH_KIND) cannot be loaded" in (
         result.stdout + result.stderr
     )
+    assert "(plugin-broken)" in result.stdout
     assert "Traceback" not in result.stderr
 
 
