@@ -96,3 +96,47 @@ def test_a_misspelt_param_is_named_as_the_block_parameter(my_pack: Path, out: Pa
     assert "did you mean the block parameter 'question'?" in result.stderr, result.stderr
     with pytest.raises(engine.EngineError, match="did you mean the block parameter 'question'"):
         engine.load_pack(str(my_pack)).split_inputs("ANSWER", None, {"qestion": "Q1"})
+
+
+# ------------------------------------------------------------ vars in a pack's test case
+
+
+def _with_ticket(my_pack: Path, case_vars: str) -> None:
+    """my-pack with a required context key `ticket_id` and a case giving `vars`."""
+    text = (my_pack / "pack.yaml").read_text(encoding="utf-8")
+    text += "\ncontext:\n  ticket_id: {type: string, required: true}\n"
+    (my_pack / "pack.yaml").write_text(text, encoding="utf-8")
+    (my_pack / "tests" / "ticket.yaml").write_text(
+        "- name: the ticket is a var, as on the command line\n"
+        "  block: ANSWER\n"
+        "  input_file: ANSWER/good.txt\n"
+        "  nonce: 4F2C9A\n"
+        f"  vars: {case_vars}\n"
+        "  expect: {status: pass, action: PROCEED}\n",
+        encoding="utf-8",
+    )
+
+
+def test_vars_of_a_test_case_are_split_as_on_the_command_line(my_pack: Path) -> None:
+    _with_ticket(my_pack, "{question: Q1, ticket_id: T1}")
+    for case in (my_pack / "tests").rglob("*.yaml"):
+        text = case.read_text(encoding="utf-8")
+        case.write_text(text.replace("{question: Q1}", "{question: Q1, ticket_id: T1}"))
+    assert run_cli("check", str(my_pack)).exit_code == 0
+    tested = run_cli("test", str(my_pack))
+    assert tested.exit_code == 0, tested.output
+    evaluated = run_cli(
+        "eval", "--pack", str(my_pack), "--block", "ANSWER", "--nonce", "4F2C9A",
+        "--var", "question=Q1", "--var", "ticket_id=T1",
+        str(my_pack / "tests" / "ANSWER" / "good.txt"),
+    )  # fmt: skip
+    assert evaluated.exit_code == 0, evaluated.output
+
+
+def test_check_reports_a_test_case_that_cannot_run(my_pack: Path) -> None:
+    _with_ticket(my_pack, "{question: Q1, ticket: T1}")
+    checked = run_cli("check", str(my_pack))
+    assert checked.exit_code == 1, checked.output
+    assert "ticket.yaml:1:3:" in checked.stdout, checked.stdout
+    assert "cannot run" in checked.stdout and "'ticket'" in checked.stdout
+    assert "(pack-test-cannot-run)" in checked.stdout
