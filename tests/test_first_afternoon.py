@@ -140,3 +140,35 @@ def test_check_reports_a_test_case_that_cannot_run(my_pack: Path) -> None:
     assert "ticket.yaml:1:3:" in checked.stdout, checked.stdout
     assert "cannot run" in checked.stdout and "'ticket'" in checked.stdout
     assert "(pack-test-cannot-run)" in checked.stdout
+
+
+# ------------------------------------------------------------ the declared after-failure reason
+
+DECLARED = "this criterion needs a human; other criteria continue"
+
+
+def test_the_declared_after_failure_reason_is_printed_everywhere(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text(
+        '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER="YES"\nREASON="it holds and holds"\n'
+        "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>\n",
+        encoding="utf-8",
+    )
+    given = ("--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A")
+    given += ("--var", "criterion=AC1")
+    text = run_cli("eval", *given, "--attempt", "2", str(bad))
+    assert text.exit_code == 1, text.output
+    assert f"reason   {DECLARED} (1 repair attempt used)" in text.stdout
+    document = json.loads(
+        run_cli("eval", *given, "--attempt", "2", "--format", "json", str(bad)).stdout
+    )
+    assert document["decision"]["reason"].startswith(DECLARED)
+    session = str(tmp_path / "s")
+    for _ in range(2):
+        run_cli("eval", *given, "--session", session, str(bad))
+    log = run_cli("log", "--session", session)
+    assert f"- **VERDICT:** NEEDS_HUMAN: {DECLARED} (1 repair attempt used)" in log.stdout
+    jsonl = run_cli("log", "--session", session, "--format", "jsonl").stdout.splitlines()
+    assert json.loads(jsonl[-1])["reason"].startswith(DECLARED)
+    explained = run_cli("explain", "--pack", "sentinel", "VERDICT")
+    assert f"  VERDICT: NEEDS_HUMAN: {DECLARED}\n" in explained.stdout

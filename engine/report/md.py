@@ -53,6 +53,14 @@ def explain(pack: Rulepack, block: str | None = None) -> str:
         out += "".join(
             f"  {g.name}: {g.when}  ({g.reason or 'no reason given'})\n" for g in guards.values()
         )
+    reasons = [
+        (name, pack.triggers[name].after_failure)
+        for name in blocks
+        if name in pack.triggers and pack.triggers[name].after_failure.reason
+    ]
+    if reasons:
+        out += "\nAfter-failure reasons (printed with the final decision):\n"
+        out += "".join(f"  {name}: {after.action}: {after.reason}\n" for name, after in reasons)
     types = [
         [n, ft.severity, "yes" if ft.retriable else "no", ft.explain]
         for n, ft in pack.failure_types.items()
