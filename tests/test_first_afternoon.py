@@ -172,3 +172,16 @@ def test_the_declared_after_failure_reason_is_printed_everywhere(tmp_path: Path)
     assert json.loads(jsonl[-1])["reason"].startswith(DECLARED)
     explained = run_cli("explain", "--pack", "sentinel", "VERDICT")
     assert f"  VERDICT: NEEDS_HUMAN: {DECLARED}\n" in explained.stdout
+
+
+# ------------------------------------------------------------ a misspelt kind
+
+
+def test_a_misspelt_kind_is_one_finding_with_the_kind_it_meant(my_pack: Path) -> None:
+    text = (my_pack / "pack.yaml").read_text(encoding="utf-8")
+    (my_pack / "pack.yaml").write_text(text.replace("kind: sentinel", "kind: jsn"), "utf-8")
+    checked = run_cli("check", str(my_pack))
+    assert checked.exit_code == 1
+    findings = [line for line in checked.stdout.splitlines() if "[error]" in line]
+    assert len(findings) == 1, checked.stdout
+    assert "unknown contract kind 'jsn' (did you mean 'json'?) (unknown-kind)" in findings[0]

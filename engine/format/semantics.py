@@ -189,9 +189,14 @@ ITEM_VARIABLES: frozenset[str] = frozenset({"item", "context"})
 class PackChecker:
     """Collects the semantic findings of one pack."""
 
-    def __init__(self, pack: Rulepack, source: SourceMap) -> None:
+    def __init__(
+        self, pack: Rulepack, source: SourceMap, written_contracts: typing.Collection[str] = ()
+    ) -> None:
+        """``written_contracts``: the contract names the file holds, also those validation
+        dropped (an unknown kind): a reference to one is not reported again."""
         self.pack = pack
         self.source = source
+        self.contract_names = {**dict.fromkeys(written_contracts), **pack.contracts}
         self.findings: list[Finding] = []
         self.context_names = set(pack.context)
 
@@ -223,7 +228,7 @@ class PackChecker:
                 UNKNOWN_TEMPLATE, self.pack.templates, "template", "declare it under `templates:`"
             ),
             Ref.CONTRACT: self._named(
-                UNKNOWN_CONTRACT, self.pack.contracts, "contract", "declare it under `contracts:`"
+                UNKNOWN_CONTRACT, self.contract_names, "contract", "declare it under `contracts:`"
             ),
             Ref.ACTION: self._named(
                 UNKNOWN_ACTION,

@@ -33,7 +33,8 @@ def check_pack_file(pack_file: Path, locked: bool | None = None) -> CheckResult:
         findings.extend(invalid)
         if model is not None:
             model = resolve_contracts(model)
-            checker = PackChecker(model, tree.source)
+            written = tree.data.get("contracts") if isinstance(tree.data, dict) else None
+            checker = PackChecker(model, tree.source, written if isinstance(written, dict) else ())
             checker.run()
             check_contracts(model, checker)
             for section in sections():
