@@ -96,3 +96,92 @@ def test_a_misspelt_param_is_named_as_the_block_parameter(my_pack: Path, out: Pa
     assert "did you mean the block parameter 'question'?" in result.stderr, result.stderr
     with pytest.raises(engine.EngineError, match="did you mean the block parameter 'question'"):
         engine.load_pack(str(my_pack)).split_inputs("ANSWER", None, {"qestion": "Q1"})
+
+
+# ------------------------------------------------------------ vars in a pack's test case
+
+
+def _with_ticket(my_pack: Path, case_vars: str) -> None:
+    """my-pack with a required context key `ticket_id` and a case giving `vars`."""
+    text = (my_pack / "pack.yaml").read_text(encoding="utf-8")
+    text += "\ncontext:\n  ticket_id: {type: string, required: true}\n"
+    (my_pack / "pack.yaml").write_text(text, encoding="utf-8")
+    (my_pack / "tests" / "ticket.yaml").write_text(
+        "- name: the ticket is a var, as on the command line\n"
+        "  block: ANSWER\n"
+        "  input_file: ANSWER/good.txt\n"
+        "  nonce: 4F2C9A\n"
+        f"  vars: {case_vars}\n"
+        "  expect: {status: pass, action: PROCEED}\n",
+        encoding="utf-8",
+    )
+
+
+def test_vars_of_a_test_case_are_split_as_on_the_command_line(my_pack: Path) -> None:
+    _with_ticket(my_pack, "{question: Q1, ticket_id: T1}")
+    for case in (my_pack / "tests").rglob("*.yaml"):
+        text = case.read_text(encoding="utf-8")
+        case.write_text(text.replace("{question: Q1}", "{question: Q1, ticket_id: T1}"))
+    assert run_cli("check", str(my_pack)).exit_code == 0
+    tested = run_cli("test", str(my_pack))
+    assert tested.exit_code == 0, tested.output
+    evaluated = run_cli(
+        "eval", "--pack", str(my_pack), "--block", "ANSWER", "--nonce", "4F2C9A",
+        "--var", "question=Q1", "--var", "ticket_id=T1",
+        str(my_pack / "tests" / "ANSWER" / "good.txt"),
+    )  # fmt: skip
+    assert evaluated.exit_code == 0, evaluated.output
+
+
+def test_check_reports_a_test_case_that_cannot_run(my_pack: Path) -> None:
+    _with_ticket(my_pack, "{question: Q1, ticket: T1}")
+    checked = run_cli("check", str(my_pack))
+    assert checked.exit_code == 1, checked.output
+    assert "ticket.yaml:1:3:" in checked.stdout, checked.stdout
+    assert "cannot run" in checked.stdout and "'ticket'" in checked.stdout
+    assert "(pack-test-cannot-run)" in checked.stdout
+
+
+# ------------------------------------------------------------ the declared after-failure reason
+
+DECLARED = "this criterion needs a human; other criteria continue"
+
+
+def test_the_declared_after_failure_reason_is_printed_everywhere(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text(
+        '<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER="YES"\nREASON="it holds and holds"\n'
+        "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>\n",
+        encoding="utf-8",
+    )
+    given = ("--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A")
+    given += ("--var", "criterion=AC1")
+    text = run_cli("eval", *given, "--attempt", "2", str(bad))
+    assert text.exit_code == 1, text.output
+    assert f"reason   {DECLARED} (1 repair attempt used)" in text.stdout
+    document = json.loads(
+        run_cli("eval", *given, "--attempt", "2", "--format", "json", str(bad)).stdout
+    )
+    assert document["decision"]["reason"].startswith(DECLARED)
+    session = str(tmp_path / "s")
+    for _ in range(2):
+        run_cli("eval", *given, "--session", session, str(bad))
+    log = run_cli("log", "--session", session)
+    assert f"- **VERDICT:** NEEDS_HUMAN: {DECLARED} (1 repair attempt used)" in log.stdout
+    jsonl = run_cli("log", "--session", session, "--format", "jsonl").stdout.splitlines()
+    assert json.loads(jsonl[-1])["reason"].startswith(DECLARED)
+    explained = run_cli("explain", "--pack", "sentinel", "VERDICT")
+    assert f"  VERDICT: NEEDS_HUMAN: {DECLARED}\n" in explained.stdout
+
+
+# ------------------------------------------------------------ a misspelt kind
+
+
+def test_a_misspelt_kind_is_one_finding_with_the_kind_it_meant(my_pack: Path) -> None:
+    text = (my_pack / "pack.yaml").read_text(encoding="utf-8")
+    (my_pack / "pack.yaml").write_text(text.replace("kind: sentinel", "kind: jsn"), "utf-8")
+    checked = run_cli("check", str(my_pack))
+    assert checked.exit_code == 1
+    findings = [line for line in checked.stdout.splitlines() if "[error]" in line]
+    assert len(findings) == 1, checked.stdout
+    assert "unknown contract kind 'jsn' (did you mean 'json'?) (unknown-kind)" in findings[0]

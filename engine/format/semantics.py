@@ -189,11 +189,15 @@ class PackChecker:
         pack: Rulepack,
         source: SourceMap,
         template_variables: Mapping[str, frozenset[str]] | None = None,
+        written_contracts: typing.Collection[str] = (),
     ) -> None:
+        """``written_contracts``: the contract names the file holds, also those validation
+        dropped (an unknown kind): a reference to one is not reported again."""
         self.pack = pack
         self.source = source
         self.template_variables: Mapping[str, frozenset[str]] = template_variables or {}
         """What templates of each purpose see, as the sections defining the purposes say."""
+        self.contract_names = {**dict.fromkeys(written_contracts), **pack.contracts}
         self.findings: list[Finding] = []
         self.context_names = set(pack.context)
 
@@ -242,7 +246,7 @@ class PackChecker:
                 UNKNOWN_TEMPLATE, self.pack.templates, "template", "declare it under `templates:`"
             ),
             Ref.CONTRACT: self._named(
-                UNKNOWN_CONTRACT, self.pack.contracts, "contract", "declare it under `contracts:`"
+                UNKNOWN_CONTRACT, self.contract_names, "contract", "declare it under `contracts:`"
             ),
             Ref.ACTION: self._named(
                 UNKNOWN_ACTION,

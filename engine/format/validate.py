@@ -10,12 +10,14 @@ round's errors are reported, the later rounds only serve to obtain a model.
 from __future__ import annotations
 
 import copy
+import re
 import types
 import typing
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from engine.core.errors import Position
 from engine.core.suggest import did_you_mean
 from engine.format.findings import Finding, FindingRule
 from engine.format.model import Rulepack
@@ -170,7 +172,9 @@ def _finding_for(
             f"add `{missing}:`",
         )
     message = str(error["msg"]).removeprefix("Value error, ")
-    if kind == "union_tag_invalid" or kind == "union_tag_not_found":
+    if kind == "union_tag_invalid":
+        return path, _unknown_kind(error, where, source.locate(path, prefer_key=False))
+    if kind == "union_tag_not_found":
         rule = UNKNOWN_KIND
     elif kind in _RANGE_ERRORS:
         rule = OUT_OF_RANGE
@@ -178,6 +182,19 @@ def _finding_for(
         rule = INVALID_VALUE
     hint = "see `rules schema` for what this key accepts"
     return path, rule.at(f"{where}: {message}", source.locate(path, prefer_key=False), hint)
+
+
+def _unknown_kind(error: Any, where: str, position: Position) -> Finding:
+    """``unknown contract kind 'jsn' (did you mean 'json'?)``, naming the kinds there are."""
+    context = error.get("ctx") or {}
+    tag = str(context.get("tag", ""))
+    kinds = re.findall(r"'([^']*)'", str(context.get("expected_tags", "")))
+    listed = f"the kinds are: {', '.join(kinds)}"
+    return UNKNOWN_KIND.at(
+        f"{where}: unknown contract kind {tag!r} ({did_you_mean(tag, kinds, listed)})",
+        position,
+        f"use one of: {', '.join(kinds)}",
+    )
 
 
 def _collapse(entries: list[tuple[KeyPath, str, Finding]]) -> list[Finding]:

@@ -406,6 +406,22 @@ def open_pack(ref: str, locked: bool | None = None) -> Pack:
     return pack
 
 
+def _with_case_findings(result: CheckResult, pack_file: Path) -> CheckResult:
+    """The result with a finding for each of the pack's test cases that cannot run."""
+    # Deferred for start-up time: a remembered `rules check` imports no pack machinery.
+    from dataclasses import replace
+
+    from engine.pack.compiled import Pack
+    from engine.pack.selftests import unrunnable_cases
+
+    assert result.model is not None and result.tree is not None
+    pack = Pack(
+        result.model, pack_file.resolve().parent, result.tree.source, files=tuple(result.tree.files)
+    )
+    findings = unrunnable_cases(pack)
+    return replace(result, findings=[*result.findings, *findings]) if findings else result
+
+
 def check_packs_remembered(targets: list[str], locked: bool | None = None) -> list[CheckResult]:
     """``engine.pack.loaded.check_packs`` with a memory: a pack that was found clean is not
     loaded again while its files and the engine are unchanged. Packs with findings are
@@ -443,6 +459,8 @@ def _check_one(
     if entry_path is not None:
         _seen_before_loading(seen, pack_file.resolve())
     result = check_pack_file(pack_file, locked)
+    if result.ok and result.model is not None and result.tree is not None:
+        result = _with_case_findings(result, pack_file)
     if entry_path is not None and not result.findings and result.tree is not None:
         data = {"name": result.name, "version": result.version}
         _write_entry(entry_path, stamp, result.tree.files, data, seen)

@@ -37,7 +37,13 @@ def check_pack_file(pack_file: Path, locked: bool | None = None) -> CheckResult:
         if model is not None:
             model = resolve_contracts(model)
             every = sections()
-            checker = PackChecker(model, tree.source, template_variables(every))
+            written = tree.data.get("contracts") if isinstance(tree.data, dict) else None
+            checker = PackChecker(
+                model,
+                tree.source,
+                template_variables(every),
+                written if isinstance(written, dict) else (),
+            )
             checker.run()
             for section in every:
                 section.check(model, checker)

@@ -33,7 +33,7 @@ from engine.contracts.json_documents import output_documents
 from engine.core.errors import EngineError, Position
 from engine.core.files import path_problem, read_file_capped, read_file_text
 from engine.core.textio import decode_output
-from engine.format.findings import FindingRule
+from engine.format.findings import Finding, FindingRule
 from engine.format.locate import display_path
 from engine.format.yamldoc import read_yaml
 from engine.pack.cases import PackTest
@@ -51,6 +51,14 @@ PACK_TEST_UNREADABLE = FindingRule(
     "pack-test-unreadable",
     "A case of the pack's own tests cannot be read.",
     "Fix the case file at the position shown.",
+)
+
+PACK_TEST_CANNOT_RUN = FindingRule(
+    "pack-test-cannot-run",
+    "A case of the pack's own tests gives inputs the pack refuses (an unknown or missing "
+    "context key, a param that fails its pattern), so `rules test` cannot run it.",
+    "Give the case the inputs the command line would need: `vars` as `--var` (block "
+    "params and context keys), `context` as `--context`.",
 )
 
 PACK_NO_CASES = FindingRule(
@@ -293,6 +301,13 @@ def run_gate_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
     return result
 
 
+def case_inputs(pack: Pack, spec: PackTest) -> tuple[dict[str, str], dict[str, Any]]:
+    """The case's block params and checked context: its ``vars`` split as the command
+    line splits ``--var`` (block params, the rest context keys), its ``context`` typed."""
+    assert spec.block is not None
+    return pack.split_inputs(spec.block, spec.context, spec.vars)
+
+
 def run_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
     """Evaluate, decide and (when a prompt is due) render the case's output; compare."""
     spec, expect = case.spec, case.spec.expect
@@ -300,17 +315,18 @@ def run_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
         return run_gate_case(pack, case, update)
     assert spec.block is not None
     result = CaseResult(spec.name, spec.block, case.position)
+    params, context = case_inputs(pack, spec)
     given = OutputInput(
         spec.block,
         _input(case),
         spec.nonce,
-        spec.vars,
-        spec.context,
+        params,
+        context,
         path=spec.input_file,
         error=spec.error,
     )
-    verdict = given.verdict(pack, spec.context)
-    decision = given.decide(pack, verdict, spec.context, attempt=spec.attempt)
+    verdict = given.verdict(pack, context)
+    decision = given.decide(pack, verdict, context, attempt=spec.attempt)
     text = decode_output(given.output) if given.output is not None else ""
     _compare(
         result,
@@ -340,11 +356,31 @@ def run_case(pack: Pack, case: Case, update: bool = False) -> CaseResult:
                 decision,
                 output=text,
                 nonce=spec.nonce,
-                vars=spec.vars,
-                context=spec.context,
+                vars=params,
+                context=context,
             )
         _golden(case, prompt, result, update)
     return result
+
+
+def unrunnable_cases(pack: Pack) -> list[Finding]:
+    """A finding for each case whose inputs the pack refuses, and for case files that
+    cannot be read: what `rules test` would stop at, found without running a case."""
+    try:
+        cases = collect_cases(pack)
+    except EngineError as exc:
+        return [PACK_TEST_UNREADABLE.at(str(exc), Position(display_path(pack.root / "tests")))]
+    findings = []
+    for case in cases:
+        if case.spec.block is None:
+            continue  # a gate case: its documents are checked when it runs
+        try:
+            case_inputs(pack, case.spec)
+        except EngineError as exc:
+            findings.append(
+                PACK_TEST_CANNOT_RUN.at(f"case {case.spec.name!r} cannot run: {exc}", case.position)
+            )
+    return findings
 
 
 def run_pack_tests(pack: Pack, update: bool = False) -> list[CaseResult]:

@@ -45,6 +45,14 @@ def explain(explained: Explained) -> str:
             f"  {g['name']}: {g['when']}  ({g['reason'] or 'no reason given'})\n"
             for g in tables["guards"]
         )
+    reasons = [
+        (name, pack.triggers[name].after_failure)
+        for name in blocks
+        if name in pack.triggers and pack.triggers[name].after_failure.reason
+    ]
+    if reasons:
+        out += "\nAfter-failure reasons (printed with the final decision):\n"
+        out += "".join(f"  {name}: {after.action}: {after.reason}\n" for name, after in reasons)
     types = [
         [t["name"], t["severity"], "yes" if t["retriable"] else "no", t["explain"]]
         for t in tables["failure_types"]

@@ -98,8 +98,8 @@ def test_without_the_kind_a_pack_using_it_is_an_unknown_kind(make_pack: PackMake
     result = run_cli("check", str(make_pack(PACK)))
     assert result.exit_code == 1
     assert (
-        "contracts.haiku: Input tag 'lines' found using 'kind' does not match any of the "
-        "expected tags: 'sentinel', 'markdown', 'json', 'text' (unknown-kind)"
+        "contracts.haiku: unknown contract kind 'lines' (the kinds are: sentinel, markdown, "
+        "json, text) (unknown-kind)"
     ) in result.output
 
 

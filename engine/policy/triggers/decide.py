@@ -307,6 +307,9 @@ def decide(
         ends the item (its template, default and log); else ``template`` and ``hint`` are
         those of the next attempt."""
         spec = actions[action]
+        if ending is not None and ending.reason and ending.action == action:
+            # The pack's own words first (`after_failure.reason`), then what led there.
+            reason = f"{ending.reason} ({reason})"
         return Decision(
             action=action,
             reason=reason,
