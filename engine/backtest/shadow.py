@@ -5,7 +5,7 @@ live pack as the baseline), with the flips counted by the backtest's own compari
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.backtest.judge import Judge, Outcome
 from engine.backtest.run import Report
@@ -89,8 +89,19 @@ def _side(outcome: Outcome, error: str | None) -> Side:
     return Side(outcome.status, outcome.failure_type, outcome.action, outcome.further, error)
 
 
+class LivePack(Protocol):
+    """The live pack as a shadow evaluation names it (a Pack, or its name and revision
+    where the pack itself is in another process)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def revision(self) -> str: ...
+
+
 def shadow_evaluation(
-    pack: Pack, candidate_ref: str, candidate: Pack, live: LiveOutput
+    pack: LivePack, candidate_ref: str, candidate: Pack, live: LiveOutput
 ) -> ShadowEvaluation:
     """The row recorded of ``live`` under ``candidate``; whether it flipped is the backtest's
     comparison of the candidate (the pack) with the live pack (the baseline)."""
