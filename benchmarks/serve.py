@@ -17,6 +17,13 @@ pack repairs, the input of ``benchmarks/bench.py``'s pipeline latency):
   orchestrator calls the engine without a server; ``--subprocesses`` runs (bounded: each
   costs a process start), one at a time and 8 at a time.
 
+- **shadow**: the server at 8 clients without `--shadow` and with `--shadow
+  sentinel=CANDIDATE`, alternated twice in the same run, where CANDIDATE is the sentinel
+  pack made ``--shadow-slowdown`` times slower to judge this output (guards that search the
+  output and never match, added until the in-process cost is that many times the live
+  decision's): the live p99 with the slow candidate against the live p99 without it
+  (target: within 1.2x), and the outputs the shadow dropped.
+
 It prints decisions per second and p50/p99 latency for each, the server's CPU time per
 decision (from /proc: what a decision costs whatever else the machine runs; latency on a
 shared machine is not the server's alone), and the issue's targets as
@@ -47,6 +54,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 P99_TARGET_MS = 10.0
 RATIO_TARGET = 50.0
+SHADOW_TARGET = 1.2
 
 
 def _bench_module() -> Any:
@@ -93,12 +101,12 @@ def _free_port() -> int:
         return port
 
 
-def start_server(folder: Path, workers: int) -> tuple[subprocess.Popen[bytes], int]:
+def start_server(folder: Path, workers: int, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
     port = _free_port()
     log = open(folder / "server.log", "wb")  # noqa: SIM115 - the server's lifetime
     process = subprocess.Popen(
         [sys.executable, "-m", "engine", "serve", "--pack", "sentinel", "--port", str(port),
-         "--sessions-dir", str(folder / "sessions"), "--workers", str(workers)],
+         "--sessions-dir", str(folder / "sessions"), "--workers", str(workers), *extra],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=folder,
@@ -198,6 +206,103 @@ def check_answer(port: int) -> str:
     return action
 
 
+# -------------------------------------------------------------------------------- shadow
+
+
+def _live_and_candidate_costs(candidate_folder: Path) -> float:
+    """How many times the live decision's in-process cost judging this output under the
+    candidate costs (the shadow process's work per output)."""
+    from engine.backtest.shadow import LiveOutput, judge_candidate
+    from engine.pack.inputs import OutputInput
+    from engine.pack.loaded import load_pack
+    from engine.session.evaluation import evaluate_output
+
+    live, candidate = load_pack("sentinel"), load_pack(candidate_folder)
+    variables, context = live.split_inputs("VERDICT", {}, REQUEST["vars"])
+    given = OutputInput("VERDICT", OUTPUT.encode(), BENCH.NONCE, variables, context)
+    decided = evaluate_output(live, given)
+    output = LiveOutput(given, 1, (), decided.verdict, decided.decision)
+
+    def timed(work: Any, runs: int = 200) -> float:
+        for _ in range(20):
+            work()
+        started = time.perf_counter()
+        for _ in range(runs):
+            work()
+        return (time.perf_counter() - started) / runs
+
+    return timed(lambda: judge_candidate(candidate, output)) / timed(
+        lambda: evaluate_output(live, given)
+    )
+
+
+def slow_candidate(folder: Path, slowdown: float) -> tuple[Path, float]:
+    """The sentinel pack with VERDICT guards that search the output and never match, as
+    many as make judging this output ``slowdown`` times the live decision's cost; the
+    candidate's folder and its measured slowdown."""
+    import shutil
+
+    guards = 16
+    while True:
+        target = folder / f"sentinel-slow-{guards}"
+        shutil.copytree(REPO / "rules" / "sentinel", target)
+        pack_file = target / "pack.yaml"
+        text = pack_file.read_text(encoding="utf-8")
+        anchor = "  VERDICT:\n    on: [PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT]\n"
+        start = text.index(anchor)
+        at = text.index("    skip_when:\n", start) + len("    skip_when:\n")
+        added = "".join(
+            f"      - {{name: never_{n}, when: \"output is search('q{n}z[0-9]{{3}}x$')\", "
+            f"reason: never}}\n"
+            for n in range(guards)
+        )
+        pack_file.write_text(text[:at] + added + text[at:], encoding="utf-8")
+        measured = _live_and_candidate_costs(target)
+        if measured >= slowdown or guards >= 4096:
+            return target, measured
+        guards = max(guards * 2, int(guards * slowdown / max(measured, 1.0)) + 1)
+
+
+def dropped_by_shadow(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("rules_shadow_dropped_total{")
+    )
+
+
+def shadow_rows(folder: Path, workers: int, total: int, slowdown: float) -> dict[str, Any]:
+    """Live p99 at 8 clients without and with the slow candidate, alternated twice."""
+    candidate, measured = slow_candidate(folder, slowdown)
+    runs: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
+    dropped = 0.0
+    for _ in range(2):
+        for side in ("without", "with"):
+            extra = ("--shadow", f"sentinel={candidate}") if side == "with" else ()
+            process, port = start_server(folder, workers, *extra)
+            try:
+                check_answer(port)
+                runs[side].append(asyncio.run(_level(port, 8, total, process.pid)))
+                if side == "with":
+                    dropped += dropped_by_shadow(port)
+            finally:
+                stop_server(process)
+    without = sum(r["p99_ms"] for r in runs["without"]) / len(runs["without"])
+    with_shadow = sum(r["p99_ms"] for r in runs["with"]) / len(runs["with"])
+    return {
+        "candidate_slowdown": measured,
+        "p99_ms_without": without,
+        "p99_ms_with": with_shadow,
+        "decisions_per_s_without": sum(r["decisions_per_s"] for r in runs["without"]) / 2,
+        "decisions_per_s_with": sum(r["decisions_per_s"] for r in runs["with"]) / 2,
+        "ratio": with_shadow / without,
+        "met": with_shadow / without <= SHADOW_TARGET,
+        "dropped": dropped,
+    }
+
+
 # ---------------------------------------------------------------------- the other routes
 
 
@@ -263,6 +368,10 @@ def main() -> int:
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--workers", type=int, default=1, help="rules serve --workers")
     parser.add_argument("--subprocesses", type=int, default=20, help="rules eval runs")
+    parser.add_argument(
+        "--shadow-slowdown", type=float, default=15.0, help="the candidate's cost, times live"
+    )
+    parser.add_argument("--no-shadow", action="store_true", help="skip the shadow rows")
     parser.add_argument("--format", choices=["text", "json"], default="text")
     args = parser.parse_args()
     levels = [int(n) for n in args.clients.split(",")]
@@ -282,6 +391,10 @@ def main() -> int:
                 results["server"][str(clients)] = asyncio.run(level)
         finally:
             stop_server(process)
+        if not args.no_shadow:
+            results["shadow"] = shadow_rows(
+                folder, args.workers, args.requests, args.shadow_slowdown
+            )
         results["in_process"] = in_process(args.requests)
         results["subprocess"] = {
             "1": subprocesses(folder, args.subprocesses, 1),
@@ -316,6 +429,17 @@ def main() -> int:
     for parallel, r in results["subprocess"].items():
         label = f"rules eval, {parallel} at a time"
         print(f"{label:<28}{r['decisions_per_s']:>12.1f}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}")
+    shadow = results.get("shadow")
+    if shadow:
+        for side, label in (("without", "without shadow"), ("with", "with a slow shadow")):
+            print(f"{'server, 8, ' + label:<28}{shadow['decisions_per_s_' + side]:>12.0f}"
+                  f"{'':>9}{shadow['p99_ms_' + side]:>9.2f}")  # fmt: skip
+        print(
+            f"shadow: a candidate {shadow['candidate_slowdown']:.1f}x slower than the live "
+            f"decision; live p99 with it / without {shadow['ratio']:.2f} (<= {SHADOW_TARGET:g}: "
+            f"{'met' if shadow['met'] else 'missed'}); {shadow['dropped']:.0f} outputs dropped "
+            "by the shadow"
+        )
     targets = results["targets"]
     if targets:
         print(

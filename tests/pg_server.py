@@ -14,6 +14,7 @@ run on both. Without server binaries the PostgreSQL cases skip, saying why.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -158,6 +159,23 @@ class PostgresServer:
     def restart(self) -> None:
         """``pg_ctl restart`` (fast: open connections are cut)."""
         self._pg_ctl("restart")
+
+    def frozen_for(self, seconds: float) -> None:
+        """Stop every process of the server (SIGSTOP: the postmaster and its backends, by
+        their PIDs) for ``seconds``, then let them go on (SIGCONT): a database that stops
+        answering, with its connections open, and then carries on with what it was sent."""
+        postmaster = self.pid
+        children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+        pids = [postmaster, *(int(child) for child in children)]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     def stop(self) -> None:
         """Stop the server by its PID (SIGINT: fast shutdown), then remove its folder."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.backtest.judge import Judge, Outcome
 from engine.backtest.run import Report
@@ -95,8 +95,19 @@ def _side(outcome: Outcome, error: str | None) -> Side:
     return Side(outcome.status, outcome.failure_type, outcome.action, outcome.further, error)
 
 
+class LivePack(Protocol):
+    """The live pack as a shadow evaluation names it (a Pack, or its name and revision
+    where the pack itself is in another process)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def revision(self) -> str: ...
+
+
 def shadow_evaluation(
-    pack: Pack, candidate_ref: str, candidate: Pack, live: LiveOutput
+    pack: LivePack, candidate_ref: str, candidate: Pack, live: LiveOutput
 ) -> ShadowEvaluation:
     """The row recorded of ``live`` under ``candidate``; whether it flipped is the backtest's
     comparison of the candidate (the pack) with the live pack (the baseline)."""
@@ -126,7 +137,7 @@ ShadowRow = ShadowEvaluation
 
 
 def failed_evaluation(
-    pack: Pack, candidate_ref: str, candidate: Pack, live: LiveOutput, exc: BaseException
+    pack: LivePack, candidate_ref: str, candidate: Pack, live: LiveOutput, exc: BaseException
 ) -> ShadowEvaluation:
     """The row recorded of ``live`` when ``candidate`` raised ``exc`` judging it: a
     candidate that cannot evaluate the output (a flip)."""
@@ -137,7 +148,7 @@ def failed_evaluation(
 
 
 def _row(
-    pack: Pack, candidate_ref: str, candidate: Pack, live: LiveOutput, **fields: Any
+    pack: LivePack, candidate_ref: str, candidate: Pack, live: LiveOutput, **fields: Any
 ) -> ShadowEvaluation:
     """The row of ``live`` under ``candidate``: the packs, the block, the live side, and
     the ``fields`` of the candidate's side."""

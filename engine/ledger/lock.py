@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from engine.core.deadline import remaining
 from engine.ledger.errors import LedgerError
 
 BUSY_TIMEOUT_MS = 8_000
@@ -36,7 +37,11 @@ def opening_lock(
             + advice.format(folder=lock_path.parent)
         ) from None
     try:
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        wait = BUSY_TIMEOUT_MS / 1000
+        left = remaining()  # a caller's deadline (a server request's) may be sooner
+        if left is not None:
+            wait = max(0.0, min(wait, left))
+        deadline = time.monotonic() + wait
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -45,7 +50,7 @@ def opening_lock(
                 if time.monotonic() > deadline:
                     raise LedgerError(
                         f"{lock_path}: another process has held the ledger lock for "
-                        f"{BUSY_TIMEOUT_MS // 1000} s; try again when it is done"
+                        f"{wait:g} s; try again when it is done"
                     ) from None
                 time.sleep(0.005)
         yield

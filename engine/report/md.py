@@ -47,7 +47,7 @@ def explain(explained: Explained) -> str:
         )
     reasons = [
         (name, pack.triggers[name].after_failure)
-        for name in blocks
+        for name in (row["block"] for row in tables["blocks"])
         if name in pack.triggers and pack.triggers[name].after_failure.reason
     ]
     if reasons:

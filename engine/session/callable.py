@@ -199,8 +199,6 @@ def _text(name: str, key: str, value: Any, optional: bool = False) -> None:
     raise UsageError(f"{name}: {key}= takes text (str), not {type(value).__name__}")
 
 
-
-
 def raised(exc: BaseException) -> str:
     """An exception as an EXECUTION_FAILED error: its type and message on one line."""
     try:

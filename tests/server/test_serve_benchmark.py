@@ -33,6 +33,10 @@ def test_a_short_benchmark_run_reports_every_route() -> None:
         assert row["decisions_per_s"] > 0
         assert 0 < row["p50_ms"] <= row["p99_ms"]
     assert report["subprocess"]["1"]["count"] == 2
+    shadow = report["shadow"]  # live p99 without and with a candidate 15 times slower
+    assert shadow["candidate_slowdown"] >= 15
+    assert shadow["p99_ms_without"] > 0 and shadow["p99_ms_with"] > 0
+    assert set(shadow) >= {"ratio", "met", "dropped"}
     assert set(report["targets"]) == {
         "p99_ms_at_8_clients", "p99_met", "ratio_to_subprocess_at_8_clients", "ratio_met",
     }  # fmt: skip
