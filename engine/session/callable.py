@@ -27,10 +27,9 @@ from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.pack.compiled import Pack
 from engine.pack.loaded import load_pack
 from engine.session.evaluation import InputRefused
-from engine.session.recording import DEFAULT_SESSION
 from engine.session.returned import option_cap, option_seconds, returned_output
 from engine.session.run import Execution, RunRequest, RunResult, arun_with, run_with
-from engine.session.session_ref import SessionRef
+from engine.session.session_ref import DEFAULT_SESSION, SessionRef
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

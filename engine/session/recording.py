@@ -37,28 +37,12 @@ from engine.session.choice_book import ChoiceBook, ensure_not_paused, round_fail
 from engine.session.conflicts import ConflictBook, decision_items
 from engine.session.items import item_key, sha256
 from engine.session.next_prompt import render_after
-from engine.session.session_ref import SessionRef
+from engine.session.session_ref import SessionRef, item_name_problem
 from engine.session.tracing import traced_evaluation
 
 KEEP_OUTPUTS = "keep_outputs"
 
 EXECUTION_FAILURE = "EXECUTION_FAILED"
-DEFAULT_SESSION = Path(".rules-session")
-MAX_ITEM_CHARS = 1000
-"""The longest item name a caller may give (`--item`, ``item=``)."""
-
-
-def item_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot name an item, or None when it can."""
-    if not name.strip():
-        return "an item name must not be empty"
-    if len(name) > MAX_ITEM_CHARS:
-        return f"an item name has at most {MAX_ITEM_CHARS} characters, not {len(name)}"
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return "an item name must be text (it holds bytes that are not UTF-8)"
-    return None
 
 
 def not_text(given: OutputInput) -> str | None:

@@ -26,8 +26,8 @@ from engine.pack.inputs import OutputInput
 from engine.policy.triggers.decide import Decision
 from engine.session.evaluation import InputRefused
 from engine.session.items import sha256
-from engine.session.recording import DEFAULT_SESSION, EXECUTION_FAILURE, Outcome, Session
-from engine.session.session_ref import SessionRef
+from engine.session.recording import EXECUTION_FAILURE, Outcome, Session
+from engine.session.session_ref import DEFAULT_SESSION, SessionRef
 from engine.session.tracing import record_run, run_span
 
 

@@ -2,7 +2,8 @@
 folder (`--session DIR`, its own ledger), a session named in the ledger a URL gives
 (`--ledger URL`), or a server's session by name (under its sessions folder, or in its
 ledger). A use case opens it (``engine.session.recording.Session``), so front doors name
-sessions and never open a ledger themselves.
+sessions and never open a ledger themselves. The names a caller may give a session or an
+item are checked here, without importing the ledger.
 """
 
 from __future__ import annotations
@@ -15,6 +16,26 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from engine.ledger.connection import Ledger
     from engine.ledger.store import Place
+
+DEFAULT_SESSION = Path(".rules-session")
+"""The session folder of `rules run`, `rules log` and ``engine.run`` by default."""
+
+MAX_ITEM_CHARS = 1000
+"""The longest item name a caller may give (`--item`, ``item=``)."""
+
+
+def item_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an item, or None when it can."""
+    if not name.strip():
+        return "an item name must not be empty"
+    if len(name) > MAX_ITEM_CHARS:
+        return f"an item name has at most {MAX_ITEM_CHARS} characters, not {len(name)}"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "an item name must be text (it holds bytes that are not UTF-8)"
+    return None
+
 
 SESSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """A session name: a safe folder name (no separator, no leading dot, at most 128 chars)."""
