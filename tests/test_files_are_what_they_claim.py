@@ -153,8 +153,11 @@ def _cached_parse(cache: Path, output: Path) -> subprocess.CompletedProcess[str]
 @pytest.mark.parametrize(
     "edit",
     [
-        lambda data: data["sentinel"].update({name: 5 for name in data["sentinel"]}),
-        lambda data: data.update({"grammar": []}),
+        lambda data: [
+            parser["contract"].update({name: 5 for name in parser["contract"]})
+            for _, parser in data["parsers"].values()
+        ],
+        lambda data: [parser.update({"grammar": []}) for _, parser in data["parsers"].values()],
         lambda data: data.update({"kinds": "x"}),
     ],
 )
@@ -243,7 +246,7 @@ def test_a_forged_cache_entry_with_its_digest_recomputed_falls_back_to_a_fresh_l
     [entry_path] = list(cache.glob("parse-*.json"))
     entry = json.loads(entry_path.read_text(encoding="utf-8"))
     data = json.loads(entry["data"])
-    data["sentinel"]["VERDICT"]["warnings"] = "x"
+    data["parsers"]["VERDICT"][1]["contract"]["warnings"] = "x"
     entry["data"] = json.dumps(data)
     entry["digest"] = hashlib.sha256(entry["data"].encode()).hexdigest()
     entry_path.write_text(json.dumps(entry), encoding="utf-8")

@@ -22,7 +22,7 @@ from engine.contracts.json_documents import JsonDocumentError, read_documents
 from engine.core.errors import ContextError
 from engine.core.numbers import INT64_MAX, strict_loads
 from engine.format.context import build_context
-from engine.format.model import ContextKey
+from engine.format.vocabulary import ContextKey
 from engine.pack.batch import parse_record
 from engine.session.choose import ChoiceError, parse_item
 

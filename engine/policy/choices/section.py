@@ -10,11 +10,10 @@ from engine.format.section import BuiltinSection, Declared, mapping
 def _declared() -> Declared:
     # Deferred for start-up time: the model and checks import pydantic, which compiling a
     # pack read back from its image never needs (engine.format.section).
-    from engine.format.fields import Name
-    from engine.policy.choices.checks import check_menus
-    from engine.policy.choices.model import Menu
+    from engine.format import fields
+    from engine.policy.choices import checks, model
 
-    return mapping(Name, Menu, check_menus)
+    return mapping(fields.Name, model.Menu, checks.check_menus)
 
 
 MENUS = BuiltinSection("menus", _declared)

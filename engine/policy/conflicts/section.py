@@ -21,10 +21,9 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 def _declared() -> Declared:
     # Deferred for start-up time: the model and checks import pydantic, which compiling a
     # pack read back from its image never needs (engine.format.section).
-    from engine.policy.conflicts.checks import check_conflicts
-    from engine.policy.conflicts.model import ConflictRules
+    from engine.policy.conflicts import checks, model
 
-    return single(ConflictRules | None, check_conflicts, default=None)
+    return single(model.ConflictRules | None, checks.check_conflicts, default=None)
 
 
 def _compile(pack: Rulepack, compiling: Compiling) -> CompiledConflicts | None:

@@ -40,10 +40,9 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 def _declared() -> Declared:
     # Deferred for start-up time: the model and checks import pydantic, which compiling a
     # pack read back from its image never needs (engine.format.section).
-    from engine.policy.gates.checks import check_gates
-    from engine.policy.gates.model import Gates
+    from engine.policy.gates import checks, model
 
-    return single(Gates, check_gates)
+    return single(model.Gates, checks.check_gates)
 
 
 def _compile(pack: Rulepack, compiling: Compiling) -> Any:

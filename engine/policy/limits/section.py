@@ -19,16 +19,15 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 def _declared(key: str) -> Declared:
     # Deferred for start-up time: the models and checks import pydantic, which compiling a
     # pack read back from its image never needs (engine.format.section).
-    from engine.format.fields import ContractRef
-    from engine.policy.limits.checks import check_rate_limits
-    from engine.policy.limits.model import Limits, RateLimits
+    from engine.format import fields
+    from engine.policy.limits import checks, model
 
     if key == "limits":
-        return single(Limits)
+        return single(model.Limits)
     return mapping(
-        ContractRef,
-        RateLimits,
-        check_rate_limits,
+        fields.ContractRef,
+        model.RateLimits,
+        checks.check_rate_limits,
         description="per block: limits on counts in its outputs, "
         "per round and over a window of rounds",
     )

@@ -59,13 +59,12 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 def _declared(key: str) -> Declared:
     # Deferred for start-up time: the models and checks import pydantic, which compiling a
     # pack read back from its image never needs (engine.format.section).
-    from engine.format.fields import ContractRef
-    from engine.policy.triggers.checks import check_triggers
-    from engine.policy.triggers.model import Hint, Trigger
+    from engine.format import fields
+    from engine.policy.triggers import checks, model
 
     if key == "hints":
-        return single(list[Hint], default_factory=list)
-    return mapping(ContractRef, Trigger, check_triggers)
+        return single(list[model.Hint], default_factory=list)
+    return mapping(fields.ContractRef, model.Trigger, checks.check_triggers)
 
 
 def _compile(pack: Rulepack, compiling: Compiling) -> CompiledPolicy:

@@ -39,19 +39,18 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 def _declared(key: str) -> Declared:
     # Deferred for start-up time: the model and checks import pydantic, which compiling a
     # pack read back from its image never needs (engine.format.section).
-    from engine.format.fields import ContractRef, TemplateRef
-    from engine.prompts.templates.checks import check_prompts, check_templates
-    from engine.prompts.templates.model import TemplateSpec
+    from engine.format import fields
+    from engine.prompts.templates import checks, model
 
     if key == "prompts":
         return single(
-            dict[ContractRef, TemplateRef],
-            check_prompts,
+            dict[fields.ContractRef, fields.TemplateRef],
+            checks.check_prompts,
             default_factory=dict,
             description="per block: the template (purpose `initial`) of its first prompt, "
             "which `rules prompt` renders with the decisions of the previous round",
         )
-    return mapping(str, TemplateSpec, check_templates)
+    return mapping(str, model.TemplateSpec, checks.check_templates)
 
 
 def _compile(pack: Rulepack, compiling: Compiling) -> CompiledPrompts:
