@@ -174,3 +174,15 @@ def test_a_git_pack_with_a_link_out_of_it_is_refused_without_reading_it(
     assert locked.exit_code == 1 and "(path-escape)" in locked.output
     assert checked.exit_code == 1 and "(path-escape)" in checked.output
     assert target.stat().st_mode == mode  # the checkout's read-only pass left it alone
+
+
+def test_a_git_url_that_would_run_a_command_is_refused(tmp_path: Path) -> None:
+    """git's ext:: transport runs a command: only the transports that fetch are allowed."""
+    made = tmp_path / "made-by-ext"
+    command = tmp_path / "command.sh"
+    command.write_text(f"#!/bin/sh\ntouch {made}\n")
+    command.chmod(0o755)
+    pack = my_pack(tmp_path, f"git+ext::{command}@main#p")
+    checked = run_cli("check", str(pack))
+    assert checked.exit_code == 1 and "git-fetch-failed" in checked.output
+    assert not made.exists()

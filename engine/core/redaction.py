@@ -33,13 +33,20 @@ MIN_SECRET = 4
 MASK = "***"
 
 _CUTS = re.compile(r"[@:/?#&=]")
-_SCHEME_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}$")
-_AUTHORITY_END = re.compile(r"[\s/'\"<>?#]")
+# scheme://user:password@host, found from its "://" (a literal: the search is fast); the
+# password runs to the last "@" before the host's end
+_URL_WITH_PASSWORD = re.compile(
+    r"://(?<=[A-Za-z0-9+.-]://)(?P<user>[^\s/'\"<>?#:@]*):"
+    r"(?P<password>[^\s/'\"<>?#]+)(?P<tail>@[^\s/'\"<>?#@]*)"
+)
 _QUERY_PASSWORD = re.compile(r"(?P<head>[?&](?:password|access_token|token)=)[^&#\s'\"]*", re.I)
+
+_QUERY_NAMES = ("password=", "token=", "PASSWORD=", "TOKEN=", "Password=", "Token=")
 
 _lock = threading.Lock()
 _forms: set[str] = set()
 _pattern: re.Pattern[str] | None = None
+_ordered: tuple[str, ...] = ()
 
 
 def forms(secret: str) -> set[str]:
@@ -53,7 +60,7 @@ def forms(secret: str) -> set[str]:
 
 def register(secret: str | None) -> None:
     """Scrub ``secret`` from every text from now on, in this process."""
-    global _pattern
+    global _pattern, _ordered
     if not secret:
         return
     new = forms(secret) - _forms
@@ -63,42 +70,33 @@ def register(secret: str | None) -> None:
         _forms.update(new)
         ordered = sorted(_forms, key=len, reverse=True)  # no piece of a longer form is left
         _pattern = re.compile("|".join(re.escape(form) for form in ordered))
+        _ordered = tuple(ordered)
 
 
 def scrub(text: str) -> str:
     """``text`` without any registered secret and without a password a URL in it shows."""
     pattern = _pattern
-    if pattern is not None:
+    if pattern is not None and any(form in text for form in _ordered):  # fast: most have none
         text = pattern.sub(MASK, text)
     if "@" in text and "://" in text:
         text = _url_passwords_masked(text)
-    if "=" in text:
-        text = _QUERY_PASSWORD.sub(lambda m: m["head"] + MASK, text)
+    if any(name in text for name in _QUERY_NAMES):  # a fast test: most texts have none
+        text = _QUERY_PASSWORD.sub(r"\g<head>" + MASK, text)
     return text
 
 
 def _url_passwords_masked(text: str) -> str:
     """``text`` with the password of each ``scheme://user:password@host`` masked: the
-    user part ends at the last ``@`` before the host's end. In linear time: the part after
-    one ``://`` ends at a ``/``, so no two are read twice."""
-    pieces: list[str] = []
-    done = 0
-    start = text.find("://")
-    while start >= 0:
-        after = start + 3
-        end_match = _AUTHORITY_END.search(text, after)
-        end = end_match.start() if end_match else len(text)
-        authority = text[after:end]
-        at, colon = authority.rfind("@"), authority.find(":")
-        if (
-            _SCHEME_BEFORE.search(text, max(0, start - 32), start)
-            and 0 <= colon < at
-            and authority[colon + 1 : at].lower() not in ("", "password", MASK)  # help text
-        ):
-            pieces.append(text[done : after + colon + 1] + MASK)
-            done = after + at
-        start = text.find("://", max(end, after))
-    return "".join(pieces) + text[done:]
+    user part ends at the last ``@`` before the host's end. In linear time: a match is
+    tried at each ``://``, and the part after it ends at the first ``/``, so no two tries
+    read the same part."""
+    return _URL_WITH_PASSWORD.sub(_masked, text)
+
+
+def _masked(found: re.Match[str]) -> str:
+    if found["password"].lower() in ("password", MASK):  # a form shown in help: no secret
+        return found[0]
+    return f"://{found['user']}:{MASK}{found['tail']}"
 
 
 class ScrubbingStream:
