@@ -281,6 +281,11 @@ def judge_outputs(
     transaction, reporting ``(pack, candidate, result)`` of each; end at None, or when the
     worker that started it is gone (``parent``: its process id)."""
     if parent is not None:
+        # forked from a worker that was serving: its signal handlers and the event loop's
+        # wake-up pipe are the worker's, not this process's
+        with contextlib.suppress(ValueError):  # not the main thread: none was set
+            signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when it ends
         with contextlib.suppress(OSError, AttributeError):  # no nice() on Windows
             os.nice(NICENESS)
