@@ -424,6 +424,14 @@ def test_a_return_over_the_packs_output_cap_is_an_execution_failure(tmp_path: Pa
     )
     assert result.decision.action != "PROCEED"
     assert result.verdict.error == "model call returned more than 4096 bytes (UTF-8)"
+
+    async def abig(prompt: str) -> bytes:
+        return big(prompt).encode()
+
+    awaited = asyncio.run(
+        engine.arun(str(pack), "VERDICT", abig, session=tmp_path / "a", prompt=PROMPT, **VERDICT)
+    )
+    assert awaited.verdict.error == "model call returned more than 4096 bytes"
     # bytes are measured as bytes, text in UTF-8 (2000 two-byte characters are 4000 bytes)
     fits = engine.run(
         str(pack),
