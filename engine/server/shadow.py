@@ -255,7 +255,7 @@ class Shadows:
                 self.process.terminate()  # its own, by the object that started it
                 self.process.join(timeout)
             self.queue.cancel_join_thread()  # exit never waits on a feeder thread
-            self.results.put(None)  # ends the collector
+            self.results.put(None)  # ends the collector, should the process have been killed
         for thread in self.threads:
             thread.join(timeout)
         self.queue = self.process = None
@@ -315,8 +315,7 @@ def judge_outputs(
     finally:
         if ledger is not None:
             ledger.close()
-        if parent is not None:
-            results.put(None)
+        results.put(None)  # the worker's collector ends
 
 
 def _result(row: ShadowEvaluation) -> str:
