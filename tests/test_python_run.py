@@ -432,6 +432,14 @@ def test_a_return_over_the_packs_output_cap_is_an_execution_failure(tmp_path: Pa
     )
     assert result.decision.action != "PROCEED"
     assert result.verdict.error == "model call returned more than 4096 bytes (UTF-8)"
+
+    async def abig(prompt: str) -> bytes:
+        return big(prompt).encode()
+
+    awaited = asyncio.run(
+        engine.arun(str(pack), "VERDICT", abig, session=tmp_path / "a", prompt=PROMPT, **VERDICT)
+    )
+    assert awaited.verdict.error == "model call returned more than 4096 bytes"
     # bytes are measured as bytes, text in UTF-8 (2000 two-byte characters are 4000 bytes)
     fits = engine.run(
         str(pack),
@@ -551,12 +559,13 @@ def test_every_numeric_option_is_range_checked(
 
 
 def test_ledger_and_rules_ledger_record_as_rules_run_does(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ledger_url: str
 ) -> None:
     """engine.run took no ledger= and ignored RULES_LEDGER: two `rules run` and two
     engine.run on one item kept two counts. Now the four runs are attempts 1..4 of one item
-    in the one ledger the variable names, and ledger= wins over the variable."""
-    shared = tmp_path / "shared.sqlite3"
+    in the one ledger the variable names (SQLite or PostgreSQL), and ledger= wins over the
+    variable."""
+    shared = ledger_url
     monkeypatch.setenv("RULES_LEDGER", str(shared))
     monkeypatch.chdir(tmp_path)
     junk = tmp_path / "junk.py"

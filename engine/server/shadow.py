@@ -261,7 +261,7 @@ class Shadows:
                 self.process.terminate()  # its own, by the object that started it
                 self.process.join(timeout)
             self.queue.cancel_join_thread()  # exit never waits on a feeder thread
-            self.results.put(None)  # ends the collector
+            self.results.put(None)  # ends the collector, should the process have been killed
         for thread in self.threads:
             thread.join(timeout)
         self.queue = self.process = None
@@ -287,6 +287,11 @@ def judge_outputs(
     transaction, reporting ``(pack, candidate, result)`` of each; end at None, or when the
     worker that started it is gone (``parent``: its process id)."""
     if parent is not None:
+        # forked from a worker that was serving: its signal handlers and the event loop's
+        # wake-up pipe are the worker's, not this process's
+        with contextlib.suppress(ValueError):  # not the main thread: none was set
+            signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the worker decides when it ends
         with contextlib.suppress(OSError, AttributeError):  # no nice() on Windows
             os.nice(NICENESS)
@@ -315,8 +320,7 @@ def judge_outputs(
                 return
     finally:
         recorder.close()
-        if parent is not None:
-            results.put(None)
+        results.put(None)  # the worker's collector ends
 
 
 def _result(row: ShadowRow) -> str:

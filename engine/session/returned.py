@@ -39,7 +39,7 @@ def returned_output(value: Any, cap: int = MAX_OUTPUT_BYTES) -> Execution:
         if issubclass(kind, (bytes, bytearray)):
             data = bytes(memoryview(value))
             if len(data) > cap:
-                return Execution("", too_large(cap))
+                return Execution("", too_large(cap, text=False))
             return Execution(data, None)
         awaitable = inspect.isawaitable(value)
     except Exception as exc:  # a hostile return value: the call failed to give an output
@@ -56,8 +56,9 @@ def returned_output(value: Any, cap: int = MAX_OUTPUT_BYTES) -> Execution:
     return Execution("", f"model call returned {_name(value)}, not the output text")
 
 
-def too_large(cap: int) -> str:
-    return f"model call returned more than {cap} bytes (UTF-8)"
+def too_large(cap: int, text: bool = True) -> str:
+    """The error of an attempt whose call returned more than ``cap`` bytes."""
+    return f"model call returned more than {cap} bytes" + (" (UTF-8)" if text else "")
 
 
 def _utf8_size_over(text: str, cap: int) -> bool:
