@@ -4,12 +4,13 @@ the caller's, at every front door, and the pack's own promises hold where docs s
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import engine
-from conftest import run_cli
+from conftest import SCRIPTS, run_cli
 
 BAD = (
     '<<<ANSWER:V1:Q1:NONCE=4F2C9A>>>\nDECISION="YES"\nREASON="it holds"\n'
@@ -185,3 +186,55 @@ def test_a_misspelt_kind_is_one_finding_with_the_kind_it_meant(my_pack: Path) ->
     findings = [line for line in checked.stdout.splitlines() if "[error]" in line]
     assert len(findings) == 1, checked.stdout
     assert "unknown contract kind 'jsn' (did you mean 'json'?) (unknown-kind)" in findings[0]
+
+
+# ------------------------------------------------------------ packs elsewhere; [tool.rules]
+
+
+def _script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPTS / name), *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
+
+
+def test_check_without_packs_says_where_it_looked_and_how_to_name_them(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "packs").mkdir(parents=True)
+    assert run_cli("init", "my-pack", "--dir", str(project / "packs")).exit_code == 0
+    for name, args in (("rules", ["check"]), ("rules-check", []), ("rules", ["test"])):
+        done = _script(name, *args, cwd=project)
+        assert done.returncode == 2, done.stderr
+        assert "rules reads ./rules/" in done.stderr, done.stderr
+        assert "`args: [packs/]`" in done.stderr and "[tool.rules]" in done.stderr
+
+
+def test_a_tool_rules_table_gives_every_command_its_defaults(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "packs").mkdir(parents=True)
+    (project / "src").mkdir()
+    assert run_cli("init", "my-pack", "--dir", str(project / "packs")).exit_code == 0
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.rules]\npacks = ["packs/"]\n'
+        'session = "runs/main"\nformat = "json"\n',
+        encoding="utf-8",
+    )
+    checked = _script("rules", "check", cwd=project / "src")  # from a folder below
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["packs"][0]["name"] == "my-pack"
+    assert _script("rules-check", cwd=project / "src").stdout.lstrip().startswith("{")
+    texted = _script("rules", "check", "--format", "text", cwd=project)  # the option wins
+    assert texted.stdout == "1 pack checked: 0 errors, 0 warnings\n"
+    assert _script("rules", "test", "--format", "text", cwd=project).returncode == 0
+    good = project / "packs" / "my-pack" / "tests" / "ANSWER" / "good.txt"
+    ran = _script(
+        "rules", "run", "--pack", "packs/my-pack", "--block", "ANSWER", "--nonce", "4F2C9A",
+        "--var", "question=Q1", "--", "cat", str(good), cwd=project,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert (project / "runs" / "main").is_dir() and not (project / ".rules-session").exists()
+    (project / "pyproject.toml").write_text('[tool.rules]\npack = ["packs/"]\n')
+    wrong = _script("rules", "check", cwd=project)
+    assert wrong.returncode == 2
+    assert "pyproject.toml: [tool.rules]: unknown key 'pack' (did you mean 'packs'?)" in (
+        wrong.stderr
+    )
