@@ -238,3 +238,23 @@ def test_a_tool_rules_table_gives_every_command_its_defaults(tmp_path: Path) -> 
     assert "pyproject.toml: [tool.rules]: unknown key 'pack' (did you mean 'packs'?)" in (
         wrong.stderr
     )
+
+
+# ------------------------------------------------------------ the column of a Jinja error
+
+
+def test_a_template_syntax_error_is_reported_at_its_column(my_pack: Path) -> None:
+    template = my_pack / "templates" / "repair.md.j2"
+    text = template.read_text(encoding="utf-8")
+    broken = "({{ failure_type }}):"
+    assert broken in text.splitlines()[0]
+    template.write_text(text.replace(broken, "({{ failure_type }):", 1), encoding="utf-8")
+    column = text.splitlines()[0].index(broken) + len("({{ failure_type ") + 1
+    checked = run_cli("check", str(my_pack))
+    assert checked.exit_code == 1
+    assert f"repair.md.j2:1:{column}: [error] template 'repair': unexpected '}}'" in (
+        checked.stdout
+    ), checked.stdout
+    lines = "x\n{% for a in b %}\n  {{ a.b( }}\n{% endfor %}\n"
+    template.write_text(lines, encoding="utf-8")
+    assert "repair.md.j2:3:11: [error]" in run_cli("check", str(my_pack)).stdout
