@@ -258,3 +258,21 @@ def test_a_template_syntax_error_is_reported_at_its_column(my_pack: Path) -> Non
     lines = "x\n{% for a in b %}\n  {{ a.b( }}\n{% endfor %}\n"
     template.write_text(lines, encoding="utf-8")
     assert "repair.md.j2:3:11: [error]" in run_cli("check", str(my_pack)).stdout
+
+
+# ------------------------------------------------------------ a ledger's folder outside
+
+
+def test_a_ledger_folder_outside_the_working_folder_is_not_created(
+    tmp_path: Path, out: Path, my_pack: Path
+) -> None:
+    missing = tmp_path / "nowhere" / "deeper"
+    given = ("--pack", str(my_pack), "--block", "ANSWER", "--nonce", "4F2C9A")
+    given += ("--var", "question=Q1", "--session", "s")
+    result = run_cli("eval", *given, "--ledger", f"sqlite://{missing}/x.db", str(out))
+    assert result.exit_code == 2, result.output
+    assert f"the ledger's folder {missing} does not exist" in result.stderr, result.stderr
+    assert not (tmp_path / "nowhere").exists()
+    inside = run_cli("eval", *given, "--ledger", "ledgers/x.db", str(out))  # under the cwd
+    assert inside.exit_code == 3, inside.output
+    assert (Path.cwd() / "ledgers" / "x.db").is_file()
