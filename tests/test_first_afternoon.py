@@ -276,3 +276,20 @@ def test_a_ledger_folder_outside_the_working_folder_is_not_created(
     inside = run_cli("eval", *given, "--ledger", "ledgers/x.db", str(out))  # under the cwd
     assert inside.exit_code == 3, inside.output
     assert (Path.cwd() / "ledgers" / "x.db").is_file()
+
+
+# ------------------------------------------------------------ a wrong type in a --context file
+
+
+def test_a_wrong_type_in_a_context_file_names_the_file_and_line(
+    my_pack: Path, out: Path, tmp_path: Path
+) -> None:
+    text = (my_pack / "pack.yaml").read_text(encoding="utf-8")
+    text += "\ncontext:\n  ticket_id: {type: string}\n"
+    (my_pack / "pack.yaml").write_text(text, encoding="utf-8")
+    context = tmp_path / "ctx.yaml"
+    context.write_text("# the ticket\nticket_id: 42\n", encoding="utf-8")
+    given = ("--pack", str(my_pack), "--block", "ANSWER", "--nonce", "4F2C9A")
+    result = run_cli("eval", *given, "--var", "question=Q1", "--context", str(context), str(out))
+    assert result.exit_code == 2
+    assert "ctx.yaml:2:12: context key 'ticket_id' must be a string" in result.stderr, result.stderr
