@@ -208,7 +208,7 @@ def test_template_syntax_error_points_into_the_template(make_pack: PackMaker) ->
         HEADER + "templates:\n  r: {file: r.j2, purpose: repair}\n",
         files={"r.j2": "line one\n{{ nonce }\n"},
     )
-    assert findings(folder) == [("template-syntax", "r.j2:2:1")]
+    assert findings(folder) == [("template-syntax", "r.j2:2:10")]  # the lone }
 
 
 def test_template_variables_depend_on_the_purpose(make_pack: PackMaker) -> None:

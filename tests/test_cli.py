@@ -22,7 +22,7 @@ def test_check_without_arguments_checks_rules_in_the_cwd(tmp_path: Path) -> None
 def test_check_without_rules_folder_is_a_usage_error() -> None:
     result = run_cli("check")
     assert result.exit_code == 2
-    assert "rules: no such file, folder, builtin or installed pack" in result.stderr
+    assert "no packs to check: with no pack named, rules reads ./rules/" in result.stderr
 
 
 def test_exit_codes(tmp_path: Path) -> None:

@@ -4,12 +4,13 @@ the caller's, at every front door, and the pack's own promises hold where docs s
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import engine
-from conftest import run_cli
+from conftest import SCRIPTS, run_cli
 
 BAD = (
     '<<<ANSWER:V1:Q1:NONCE=4F2C9A>>>\nDECISION="YES"\nREASON="it holds"\n'
@@ -185,3 +186,110 @@ def test_a_misspelt_kind_is_one_finding_with_the_kind_it_meant(my_pack: Path) ->
     findings = [line for line in checked.stdout.splitlines() if "[error]" in line]
     assert len(findings) == 1, checked.stdout
     assert "unknown contract kind 'jsn' (did you mean 'json'?) (unknown-kind)" in findings[0]
+
+
+# ------------------------------------------------------------ packs elsewhere; [tool.rules]
+
+
+def _script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPTS / name), *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
+
+
+def test_check_without_packs_says_where_it_looked_and_how_to_name_them(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "packs").mkdir(parents=True)
+    assert run_cli("init", "my-pack", "--dir", str(project / "packs")).exit_code == 0
+    for name, args in (("rules", ["check"]), ("rules-check", []), ("rules", ["test"])):
+        done = _script(name, *args, cwd=project)
+        assert done.returncode == 2, done.stderr
+        assert "rules reads ./rules/" in done.stderr, done.stderr
+        assert "`args: [packs/]`" in done.stderr and "[tool.rules]" in done.stderr
+
+
+def test_a_tool_rules_table_gives_every_command_its_defaults(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "packs").mkdir(parents=True)
+    (project / "src").mkdir()
+    assert run_cli("init", "my-pack", "--dir", str(project / "packs")).exit_code == 0
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.rules]\npacks = ["packs/"]\n'
+        'session = "runs/main"\nformat = "json"\n',
+        encoding="utf-8",
+    )
+    checked = _script("rules", "check", cwd=project / "src")  # from a folder below
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["packs"][0]["name"] == "my-pack"
+    assert _script("rules-check", cwd=project / "src").stdout.lstrip().startswith("{")
+    texted = _script("rules", "check", "--format", "text", cwd=project)  # the option wins
+    assert texted.stdout == "1 pack checked: 0 errors, 0 warnings\n"
+    assert _script("rules", "test", "--format", "text", cwd=project).returncode == 0
+    good = project / "packs" / "my-pack" / "tests" / "ANSWER" / "good.txt"
+    ran = _script(
+        "rules", "run", "--pack", "packs/my-pack", "--block", "ANSWER", "--nonce", "4F2C9A",
+        "--var", "question=Q1", "--", "cat", str(good), cwd=project,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert (project / "runs" / "main").is_dir() and not (project / ".rules-session").exists()
+    (project / "pyproject.toml").write_text('[tool.rules]\npack = ["packs/"]\n')
+    wrong = _script("rules", "check", cwd=project)
+    assert wrong.returncode == 2
+    assert "pyproject.toml: [tool.rules]: unknown key 'pack' (did you mean 'packs'?)" in (
+        wrong.stderr
+    )
+
+
+# ------------------------------------------------------------ the column of a Jinja error
+
+
+def test_a_template_syntax_error_is_reported_at_its_column(my_pack: Path) -> None:
+    template = my_pack / "templates" / "repair.md.j2"
+    text = template.read_text(encoding="utf-8")
+    broken = "({{ failure_type }}):"
+    assert broken in text.splitlines()[0]
+    template.write_text(text.replace(broken, "({{ failure_type }):", 1), encoding="utf-8")
+    column = text.splitlines()[0].index(broken) + len("({{ failure_type ") + 1
+    checked = run_cli("check", str(my_pack))
+    assert checked.exit_code == 1
+    assert f"repair.md.j2:1:{column}: [error] template 'repair': unexpected '}}'" in (
+        checked.stdout
+    ), checked.stdout
+    lines = "x\n{% for a in b %}\n  {{ a.b( }}\n{% endfor %}\n"
+    template.write_text(lines, encoding="utf-8")
+    assert "repair.md.j2:3:11: [error]" in run_cli("check", str(my_pack)).stdout
+
+
+# ------------------------------------------------------------ a ledger's folder outside
+
+
+def test_a_ledger_folder_outside_the_working_folder_is_not_created(
+    tmp_path: Path, out: Path, my_pack: Path
+) -> None:
+    missing = tmp_path / "nowhere" / "deeper"
+    given = ("--pack", str(my_pack), "--block", "ANSWER", "--nonce", "4F2C9A")
+    given += ("--var", "question=Q1", "--session", "s")
+    result = run_cli("eval", *given, "--ledger", f"sqlite://{missing}/x.db", str(out))
+    assert result.exit_code == 2, result.output
+    assert f"the ledger's folder {missing} does not exist" in result.stderr, result.stderr
+    assert not (tmp_path / "nowhere").exists()
+    inside = run_cli("eval", *given, "--ledger", "ledgers/x.db", str(out))  # under the cwd
+    assert inside.exit_code == 3, inside.output
+    assert (Path.cwd() / "ledgers" / "x.db").is_file()
+
+
+# ------------------------------------------------------------ a wrong type in a --context file
+
+
+def test_a_wrong_type_in_a_context_file_names_the_file_and_line(
+    my_pack: Path, out: Path, tmp_path: Path
+) -> None:
+    text = (my_pack / "pack.yaml").read_text(encoding="utf-8")
+    text += "\ncontext:\n  ticket_id: {type: string}\n"
+    (my_pack / "pack.yaml").write_text(text, encoding="utf-8")
+    context = tmp_path / "ctx.yaml"
+    context.write_text("# the ticket\nticket_id: 42\n", encoding="utf-8")
+    given = ("--pack", str(my_pack), "--block", "ANSWER", "--nonce", "4F2C9A")
+    result = run_cli("eval", *given, "--var", "question=Q1", "--context", str(context), str(out))
+    assert result.exit_code == 2
+    assert "ctx.yaml:2:12: context key 'ticket_id' must be a string" in result.stderr, result.stderr

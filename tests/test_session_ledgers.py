@@ -38,6 +38,7 @@ def log_rows(*args: str, env: dict[str, str] | None = None) -> list[dict[str, ob
 
 def test_a_sqlite_ledger_anywhere_holds_the_session(tmp_path: Path) -> None:
     other = tmp_path / "elsewhere" / "shared.db"
+    other.parent.mkdir()  # a folder outside the working folder is never created silently
     first = run_cli(*EVAL, "--session", "s", "--ledger", str(other), BAD)
     second = run_cli(*EVAL, "--session", "s", "--ledger", f"sqlite:///{other}", BAD)
     assert (action(first.stdout), action(second.stdout)) == ("REPAIR", "NEEDS_HUMAN")

@@ -121,6 +121,7 @@ def load_context(path: str | None) -> dict[str, Any]:
     # imports no pathlib), and YAML only for a --context file.
     from pathlib import Path
 
+    from engine.format.context import ContextFile
     from engine.format.yamldoc import read_yaml
 
     document = read_yaml(Path(path))
@@ -131,7 +132,7 @@ def load_context(path: str | None) -> dict[str, Any]:
         return {}
     if not isinstance(document.data, dict):
         raise UsageFailure(f"{path}:1:1: a context file must hold a mapping of keys")
-    return document.data
+    return ContextFile.of(document)  # errors about its keys name the file and line
 
 
 def block_inputs(

@@ -9,7 +9,7 @@ import contextlib
 import importlib
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -76,7 +76,8 @@ class LazyGroup(click.Group):
     help="Every git pack reference must have an entry in rules.lock [default: locked when "
     "CI=true].",
 )
-def cli(locked: bool | None) -> None:
+@click.pass_context
+def cli(ctx: click.Context, locked: bool | None) -> None:
     """Declarative rules for LLM outputs: check packs, parse, evaluate, decide, render.
 
     \b
@@ -86,8 +87,18 @@ def cli(locked: bool | None) -> None:
       rules init my-pack && rules test my-pack
       rules --locked check rules/      # git packs only at their locked commits
       rules schema > rulepack.schema.json
+
+    A `[tool.rules]` table in pyproject.toml gives defaults to every command (packs,
+    session, ledger, format); the command line wins.
     """
     remember_locked(locked)
+    name = ctx.invoked_subcommand
+    command = cli.get_command(ctx, name) if name else None
+    if name and command is not None:
+        # Deferred for start-up time: `rules --version` reads no pyproject.toml.
+        from engine.cli.project import default_map, project_settings
+
+        ctx.default_map = {name: default_map(name, command, project_settings())}
 
 
 def _default_format() -> str:
@@ -145,6 +156,11 @@ def check_command(
     # Deferred for start-up time: `rules --version` and `rules parse` import this module.
     from engine.pack.cache import check_packs_remembered as check_packs
 
+    if not paths and not os.path.exists("rules"):
+        # Deferred for start-up time: only this message reads it.
+        from engine.format.project import no_default_packs
+
+        raise UsageFailure(no_default_packs("check"))
     try:
         results = check_packs(list(paths) or ["rules"], locked=locked_setting())
     except EngineError as exc:
@@ -229,7 +245,7 @@ def _undecodable_argument(argv: list[str]) -> str | None:
     return None
 
 
-def _run(command: click.Command, prog_name: str) -> None:
+def _run(command: click.Command, prog_name: str, **extra: Any) -> None:
     """Run a script's command: what it does not turn into a message itself (a refused read
     or write, an internal error) is said on stderr with exit status 2."""
     if (undecodable := _undecodable_argument(sys.argv[1:])) is not None:
@@ -242,7 +258,15 @@ def _run(command: click.Command, prog_name: str) -> None:
         sys.exit(EXIT_USAGE)
     guard_streams()  # no secret a command read (a ledger password, a token) is ever printed
     try:
-        command(prog_name=prog_name)
+        if prog_name == "rules-check":
+            # Deferred for start-up time: `rules` reads the table in its group instead.
+            from engine.cli.project import default_map, project_settings
+
+            extra["default_map"] = default_map("check", command, project_settings())
+        command(prog_name=prog_name, **extra)
+    except click.ClickException as exc:  # the project's settings, read before the command
+        exc.show()
+        sys.exit(exc.exit_code)
     except SystemExit as exc:
         _exit_of_foreign_code(exc)
         raise

@@ -13,6 +13,7 @@ from engine.cli.options import format_option
 from engine.cli.types import FiniteFloat
 from engine.core.errors import EngineError, Position
 from engine.format.locate import display_path, find_pack_files
+from engine.format.project import no_default_packs
 from engine.pack.loaded import load_pack
 from engine.pack.result import CheckResult
 from engine.pack.selftests import PACK_TEST_UNREADABLE, compare_with_bases, run_pack_tests
@@ -93,6 +94,8 @@ def test_command(
     pack without cases or a changed base case), 2 usage or pack error.
     """
     try:
+        if not paths and not os.path.exists("rules"):
+            raise UsageFailure(no_default_packs("test"))
         runs = _run_packs(list(paths) or ["rules"], update, with_base, strict)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None

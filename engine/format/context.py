@@ -12,7 +12,31 @@ from engine.core.numbers import MAX_INT_CHARS, first_out_of_range
 from engine.core.suggest import did_you_mean
 
 if TYPE_CHECKING:
+    from engine.core.errors import Position
     from engine.format.vocabulary import ContextKey
+    from engine.format.yamldoc import Document
+
+
+class ContextFile(dict[str, Any]):
+    """The mapping of a --context file, knowing where each key's value is written, so an
+    error about a key names the file and line."""
+
+    def __init__(self, data: Mapping[str, Any], positions: Mapping[str, Position]) -> None:
+        super().__init__(data)
+        self.positions = dict(positions)
+
+    @classmethod
+    def of(cls, document: Document) -> ContextFile:
+        data = document.data
+        assert isinstance(data, dict)
+        return cls(data, {key: document.source.locate((key,)) for key in data})
+
+
+def _placed(given: Mapping[str, Any] | None, name: str, error: ContextError) -> ContextError:
+    """``error`` about key ``name``, prefixed with where ``given`` (a ContextFile) has it."""
+    where = given.positions.get(name) if isinstance(given, ContextFile) else None
+    return ContextError(f"{where}: {error}") if where is not None else error
+
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -108,7 +132,8 @@ def build_context(
             hint = did_you_mean(
                 name, declared, f"the pack reads: {', '.join(declared) or 'no context keys'}"
             )
-            raise ContextError(f"unknown context key {name!r} ({hint})")
+            error = ContextError(f"unknown context key {name!r} ({hint})")
+            raise (error if from_string else _placed(given, name, error))
         context[name] = _coerce(name, spec, value) if from_string else value
     for name, spec in declared.items():
         if name not in context and spec.env is not None:
@@ -123,6 +148,9 @@ def build_context(
             if spec.default is not None:
                 context[name] = spec.default
         if name in context:
-            _check_numbers(name, context[name])
-            _check_type(name, spec, context[name])
+            try:
+                _check_numbers(name, context[name])
+                _check_type(name, spec, context[name])
+            except ContextError as exc:
+                raise (exc if name in (strings or {}) else _placed(given, name, exc)) from None
     return context

@@ -64,12 +64,30 @@ def locate(folder: str | Path | None, ledger: str | Path | None = None) -> Place
         return Place(parse_url(Path(folder) / LEDGER_FILE), "", Path(folder))
     url = parse_url(ledger)
     if url.backend == "sqlite":  # one file may hold many sessions: by name, as on a server
+        _check_folder(url)
         return Place(
             url, "" if folder is None else str(folder), None if folder is None else Path(folder)
         )
     if folder is None or not str(folder).strip():
         raise LedgerError(f"{url}: a server ledger holds sessions by name: give --session NAME")
     return Place(url, str(folder), None)
+
+
+def _check_folder(url: LedgerUrl) -> None:
+    """A ledger file's missing folder is created only inside the working folder: a URL such
+    as sqlite:///runs/x.db (an absolute path, three slashes) must not create /runs silently."""
+    assert url.path is not None
+    folder = url.path.parent
+    if folder.is_dir():
+        return
+    here = Path.cwd().resolve()
+    if not folder.resolve().is_relative_to(here):
+        raise LedgerError(
+            f"{url}: the ledger's folder {folder} does not exist, and rules creates a missing "
+            f"folder only inside the working folder ({here}): create it first, or give a "
+            "path inside the working folder (sqlite:/// takes an absolute path; a relative "
+            "one is written without the scheme: runs/x.db)"
+        )
 
 
 class SessionLedger:

@@ -23,6 +23,7 @@ from engine.sandbox.environment import (
     undeclared_names,
     unsafe_constructs,
 )
+from engine.sandbox.syntax import syntax_error_position
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
@@ -92,7 +93,7 @@ def check_templates(pack: Rulepack, checker: PackChecker) -> None:
                 f"template {name!r}: {exc.message}",
                 path,
                 "fix the Jinja2 syntax",
-                position=Position(shown, exc.lineno or 1, 1),
+                position=Position(shown, *syntax_error_position(source, exc)),
             )
             continue
         if "\x00" in source:
