@@ -147,8 +147,8 @@ def _loop(
             else _first_prompt(name, opened, block, nonce, params, checked)
         )
         prompt_key = loaded.model.session.prompt
-        if prompt and prompt_key:
-            checked.setdefault(prompt_key, prompt)
+        if first and prompt_key:  # the pack's own first prompt too: repairs carry the task
+            checked.setdefault(prompt_key, first)
         given = OutputInput(
             block, nonce=nonce, vars=params, context=checked, model=model, item=item
         )

@@ -60,6 +60,10 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
             "max_attempts",
             "params",
             "context",
+            "example",
+            "example_source",
+            "example_tier",
+            "example_truncated",
         }
     ),
     "retry": _DECISION_VARIABLES
