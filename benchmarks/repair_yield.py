@@ -201,7 +201,7 @@ def task_set(json_pack: str) -> tuple[Block, ...]:
         for i, (task_id, goal, path) in enumerate(_PLANS)
     )
     answers = tuple(
-        Task(name=f"Q{i + 1}", answer=answer, context={"question": question})
+        Task(name=f"Q{i + 1}", answer=answer, context={"task": question})
         for i, (question, answer) in enumerate(_QUESTIONS)
     )
     engineers = tuple(
@@ -220,7 +220,7 @@ def task_set(json_pack: str) -> tuple[Block, ...]:
             "VERDICT",
             verdicts,
             _verdict_answer,
-            example_values=("The tests pass on CI", "0A0A0A"),
+            example_values=("two failing tests", "0A0A0A", "AC0"),
         ),
         Block(
             "sentinel PLAN",
@@ -244,7 +244,7 @@ def task_set(json_pack: str) -> tuple[Block, ...]:
             "ANSWER",
             answers,
             _json_answer,
-            example_values=("The tests pass on CI",),
+            example_values=("The tests pass on CI", "two failing tests"),
         ),
     )
 
@@ -541,10 +541,10 @@ def main(argv: list[str] | None = None) -> int:
             calls = 1 + pack.model.triggers[block.block].max_attempts
             tasks = block.tasks[: args.tasks] if args.tasks else block.tasks
             for task in tasks:
-                if "question" in task.context and "question" not in pack.model.context:
-                    # a pack made before `rules init` declared the question: the caller
+                if "task" in task.context and "task" not in pack.model.context:
+                    # a pack made before `rules init` declared the task: the caller
                     # writes the whole first prompt, as the issue's own run did
-                    question = task.context["question"]
+                    question = task.context["task"]
                     task = Task(task.name, task.answer, prompt=_JSON_FORM.format(question))
                 ours = run_engine(pack, block, task, model, Path(temp) / "session")
                 first = ours.attempts[0]["prompt"]
