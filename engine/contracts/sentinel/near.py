@@ -41,8 +41,10 @@ def near_miss(text: str, expected: str, keyword: str, skip: frozenset[int]) -> N
         end = len(text) if end < 0 else end
         seen += 1
         if start not in skip:
-            line = text[start:end].rstrip()
-            if 0 < len(line) <= 2 * len(expected):
+            # a line that runs on past the delimiter (a model that writes the whole block on
+            # one line) is compared by its start, as long as the delimiter and a little more
+            line = text[start : min(end, start + len(expected) + _CONTEXT)].rstrip()
+            if line:
                 ratio = difflib.SequenceMatcher(None, line, expected, autojunk=False).ratio()
                 if ratio >= MIN_RATIO and (best is None or ratio > best[0]):
                     best = ratio, start, line
