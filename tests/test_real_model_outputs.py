@@ -160,9 +160,11 @@ def test_a_copied_placeholder_fails(answers: Any, sentinel: Any) -> None:
     """7 of the issue's 20 JSON outputs copied the contract's placeholder and passed."""
     verdict = answers.evaluate("ANSWER", '{"decision": "YES", "reason": "<one line>"}')
     assert verdict.status == "fail"
-    assert verdict.error == "`reason` is still the placeholder `<one line>`: write the reason itself"
+    assert verdict.error == (
+        "`reason` is still the placeholder `<one line>`: write the reason itself"
+    )
     block = (
-        "<<<VERDICT:V1:AC1:NONCE=1A2B3C>>>\nANSWER=<YES|NO>\nREASON=\"<one line>\"\n"
+        '<<<VERDICT:V1:AC1:NONCE=1A2B3C>>>\nANSWER=<YES|NO>\nREASON="<one line>"\n'
         "<<<END_VERDICT:AC1:NONCE=1A2B3C>>>\n"
     )
     verdict = sentinel.evaluate("VERDICT", block, nonce="1A2B3C", vars={"criterion": "AC1"})
