@@ -85,6 +85,11 @@ extends: [builtin:core]
 """
 
 _TAIL = """
+# The question or task the model answers: the first prompt shows it, and so do repairs.
+# `rules run --var task=...` or engine.run(context={{"task": ...}}) gives it.
+context:
+  task: {{type: string, default: "", description: the question or task the model answers}}
+
 templates:
   first: {{file: templates/first.md.j2, purpose: initial}}
   repair: {{file: templates/repair.md.j2, purpose: repair}}
@@ -92,15 +97,28 @@ templates:
 # The first prompt of each block: what `rules run` and engine.run send when given no prompt.
 prompts:
   ANSWER: first
+
+# An example of a valid answer (to another question), shown in repair prompts.
+examples:
+  canonical:
+    ANSWER: [{{file: examples/{example}}}]
+  selection:
+    default:
+      - {{tier: canonical, source: a valid answer to another question}}
 """
 
 _FIRST = """\
-Answer the question you are given (add it here: the pack's context keys can hold it).
+{{ task | trim }}
+
 Write your answer so that it follows this contract exactly:
 {{ format_contract }}
 """
 
 _REPAIR = """\
+{% if task %}
+The task: {{ task | trim }}
+
+{% endif %}
 Your previous {{ block_type }} output broke its contract ({{ failure_type }}):
 {% for failure in failures %}
 - {{ failure.message }}{{ " (at " ~ failure.path ~ ")" if failure.path else "" }}
@@ -111,7 +129,25 @@ Your previous output:
 
 Write it again so that it follows this contract exactly:
 {{ format_contract }}
+{% if example %}
+
+A valid answer to another question, for its form only (write your own answer):
+{{ example | replace("0A0A0A", nonce) | trim }}
+{% endif %}
 """
+
+_EXAMPLES = {
+    "sentinel": (
+        "answer.txt",
+        '<<<ANSWER:V1:Q0:NONCE=0A0A0A>>>\nDECISION=NO\nREASON="The log shows two failing '
+        'tests"\n<<<END_ANSWER:Q0:NONCE=0A0A0A>>>\n',
+    ),
+    "markdown": (
+        "answer.md",
+        "## Summary\nThe log shows two failing tests.\n\n**Decision:** fix them first\n",
+    ),
+    "json": ("answer.json", '{"decision": "NO", "reason": "The log shows two failing tests"}\n'),
+}
 
 _CONTRACT_TEXT = {
     "sentinel": """\
@@ -209,11 +245,12 @@ def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
         "pack.yaml": _HEADER.format(schema=SCHEMA_FILE, name=name, kind=kind)
         + body.format()
         + _TRIGGERS.format(failures=_REPAIRED[kind])
-        + _TAIL.format(),
+        + _TAIL.format(example=_EXAMPLES[kind][0]),
         SCHEMA_FILE: rulepack_schema_text(rulepack_model()),
         "templates/first.md.j2": _FIRST,
         "templates/repair.md.j2": _REPAIR,
         "contracts/answer.v1.md": _CONTRACT_TEXT[kind],
+        f"examples/{_EXAMPLES[kind][0]}": _EXAMPLES[kind][1],
         f"tests/ANSWER/{good_name}": good_text,
         f"tests/ANSWER/{good_name}.yaml": good_expect,
         "tests/cases.yaml": _BAD[kind],

@@ -145,18 +145,51 @@ def _decode(text: str, start: int, end: int, whole: str, decoder: json.JSONDecod
     """The one JSON value in ``text[start:end]`` (whitespace around it allowed). Only that
     part is copied: one line of JSON lines costs its own length, not the text before it."""
     part = text[start:end]
+    first = _skip_space(part, 0, len(part))
     try:
-        value, stop = decoder.raw_decode(part, _skip_space(part, 0, len(part)))
+        value, stop = decoder.raw_decode(part, first)
     except json.JSONDecodeError as exc:
-        raise JsonDocumentError(exc.msg, *_line_column(whole, start + exc.pos)) from None
+        if _no_json(whole, part, first):
+            raise JsonDocumentError(_NO_JSON) from None
+        raise JsonDocumentError(_whole(exc), *_line_column(whole, start + exc.pos)) from None
     except RecursionError:
         raise JsonDocumentError("JSON nested too deeply") from None
     rest = _skip_space(part, stop, len(part))
     if rest < len(part):
+        if _no_json(whole, part, first):
+            raise JsonDocumentError(_NO_JSON) from None
         raise JsonDocumentError(
             "extra data after the JSON value", *_line_column(whole, start + rest)
         )
     return value
+
+
+_NO_JSON = "no JSON found: the output is text, with no JSON object or array in it"
+
+
+def _no_json(whole: str, part: str, first: int) -> bool:
+    """Whether an output whose ``part`` failed to read as JSON holds none at all: no object
+    or array anywhere in the output, and the part is not a string either (prose such as
+    ``2 + 2 = 5`` starts like a number)."""
+    return not part.startswith('"', first) and "{" not in whole and "[" not in whole
+
+
+_CONTROL_NAMES = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab"}
+
+
+def _whole(exc: json.JSONDecodeError) -> str:
+    """The decoder's message as a whole sentence: two of Python's end in "at" and name
+    nothing after it, which reads as cut off."""
+    if exc.msg == "Invalid control character at":
+        char = exc.doc[exc.pos] if exc.pos < len(exc.doc) else ""
+        name = _CONTROL_NAMES.get(char, f"U+{ord(char):04X}" if char else "a control character")
+        escape = "\\n" if char == "\n" else "escaped"
+        return (
+            f"invalid control character ({name}) inside a string: write it {escape} or leave it out"
+        )
+    if exc.msg == "Unterminated string starting at":
+        return 'unterminated string: the string that starts here has no closing "'
+    return exc.msg
 
 
 def _skip_space(text: str, start: int, end: int) -> int:

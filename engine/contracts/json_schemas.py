@@ -34,6 +34,9 @@ class SchemaViolation(NamedTuple):
     message: str
     summary: bool = False
     """True for the last entry of a cut list: how many more violations there are."""
+    sentence: str = ""
+    """The violation as a sentence a model can act on (what is wrong, what to write);
+    ``message`` keeps the validator's own words for reports that quote them."""
 
 
 MAX_SCHEMA_BYTES = 4 * 1024 * 1024
@@ -139,15 +142,21 @@ def schema_violations(
             path = list(error.absolute_path)
             if error.validator == "required":
                 missing = _missing_key(error)
+                key = dotted([*path, missing])
                 violations.append(
                     SchemaViolation(
-                        _pointer([*path, missing]), f"Missing: {dotted([*path, missing])}"
+                        _pointer([*path, missing]),
+                        f"Missing: {key}",  # seed 004's wording, whole as it is
                     )
                 )
             else:
                 where = dotted(path) or "(root)"
                 violations.append(
-                    SchemaViolation(_pointer(path), _short(f"{where}: {error.message}"))
+                    SchemaViolation(
+                        _pointer(path),
+                        _short(f"{where}: {error.message}"),
+                        sentence=_short(_sentence(error, where)),
+                    )
                 )
             if len(violations) >= 10 * limit:
                 stopped = True
@@ -166,6 +175,68 @@ def schema_violations(
     more = len(found) - limit
     counted = f"more than {more}" if stopped else str(more)
     return [*found[:limit], SchemaViolation("", f"and {counted} more schema errors", summary=True)]
+
+
+_TYPE_NAMES = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+def _type_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null"
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _sentence(error: Any, where: str) -> str:
+    """A violation said so that a model can fix it: the key, what it holds, what it must."""
+    name = "the document" if where == "(root)" else f"`{where}`"
+    kind, expected, value = error.validator, error.validator_value, error.instance
+    if kind == "enum" and isinstance(expected, list):
+        allowed = ", ".join(_shown(v) for v in expected)
+        return f"{name} is {_shown(value)}: it must be one of {allowed}"
+    if kind == "const":
+        return f"{name} is {_shown(value)}: it must be {_shown(expected)}"
+    if kind == "type":
+        wanted = expected if isinstance(expected, list) else [expected]
+        names = " or ".join(_TYPE_NAMES.get(str(t), str(t)) for t in wanted)
+        return f"{name} is {_type_of(value)}: it must be {names}"
+    if kind == "minLength" and value == "":
+        return f"{name} is empty: write it"
+    if kind == "minLength":
+        return f"{name} is too short: write at least {expected} characters"
+    if kind == "maxLength":
+        return f"{name} is too long: shorten it to {expected} characters at most"
+    if kind == "pattern":
+        return f"{name} is {_shown(value)}, which does not match the pattern {expected}"
+    if kind == "additionalProperties" and isinstance(value, dict):
+        known = error.schema.get("properties") or {}
+        extra = ", ".join(f"`{k}`" for k in value if k not in known)
+        return f"{name} has keys the contract does not allow: remove {extra or 'them'}"
+    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        return f"{name} is {_shown(value)}: {error.message}"
+    if kind == "minItems":
+        return f"{name} has too few items: give at least {expected}"
+    return f"{where}: {error.message}"
 
 
 def _missing_key(error: Any) -> str:

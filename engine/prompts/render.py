@@ -92,7 +92,7 @@ def render_prompt(
         raise RenderError(f"no prompt is due: the decision is {decision.action}")
     purpose = prompts.pack.templates[decision.template].purpose
     if purpose == "repair":
-        return RenderedPrompt(repair_prompt(prompts, verdict, decision, inputs))
+        return repair_prompt_with_example(prompts, verdict, decision, inputs)
     if purpose == "retry":
         return render_retry(prompts, verdict, decision, inputs)
     if purpose == "escalation":
@@ -203,10 +203,44 @@ def render_retry(
     )
 
 
-def repair_prompt(
+def repair_prompt_with_example(
     prompts: CompiledPrompts, verdict: Verdict, decision: Decision, inputs: PromptInputs
+) -> RenderedPrompt:
+    """The repair prompt, with what went into its example (for the ledger's example log)."""
+    pack = prompts.pack
+    budgets = pack.examples.budgets
+    chosen, example = _fitted_example(
+        prompts,
+        pack,
+        verdict.block,
+        verdict.failure_type or "",
+        inputs.context,
+        inputs.accepted_rounds,
+        budgets.retry_tokens,
+    )
+    text = example["example"]
+    return RenderedPrompt(
+        repair_prompt(prompts, verdict, decision, inputs, example),
+        example_tier=chosen.tier,
+        example_source=chosen.source,
+        example_chars=len(text),
+        example_tokens=-(-len(text) // budgets.chars_per_token),
+        example_original_chars=len(chosen.header) + len(chosen.text) + len(chosen.footer),
+        example_truncated=example["example_truncated"],
+        warnings=chosen.warnings,
+    )
+
+
+def repair_prompt(
+    prompts: CompiledPrompts,
+    verdict: Verdict,
+    decision: Decision,
+    inputs: PromptInputs,
+    example: Mapping[str, Any] | None = None,
 ) -> str:
-    """The P10-style format-repair prompt."""
+    """The P10-style format-repair prompt. Besides the output, the error and the contract it
+    sees the pack's context (the first prompt, where the pack names a key for it) and the
+    example the tiers choose for the failure, so a repair can carry the task."""
     assert decision.template is not None
     output, nonce, params = inputs.output, inputs.nonce, inputs.params
     trigger = prompts.pack.triggers[verdict.block]
@@ -215,19 +249,26 @@ def repair_prompt(
     if is_not_text(output):  # never pasted raw: its size and first characters, escaped
         original = not_text_description(output)
     error = verdict.error or ""
+    if example is None:
+        example = {"example": "", "example_source": "", "example_tier": "none"}
+        example["example_truncated"] = False
     return prompts.templates[decision.template].render(
-        block_type=verdict.block,
-        nonce=nonce,
-        parser_error=error,
-        failures=failure_variables(verdict),
-        micro_hint=prompts.micro_hint(verdict.block, error) if decision.hint else "",
-        original_output=original,
-        format_contract=prompts.contract_text(verdict.block, nonce, params),
-        failure_type=verdict.failure_type or "",
-        attempt=decision.attempt,
-        max_attempts=decision.max_attempts,
-        params=dict(params),
-        context={},
+        {
+            **inputs.context,
+            **example,
+            "block_type": verdict.block,
+            "nonce": nonce,
+            "parser_error": error,
+            "failures": failure_variables(verdict),
+            "micro_hint": prompts.micro_hint(verdict.block, error) if decision.hint else "",
+            "original_output": original,
+            "format_contract": prompts.contract_text(verdict.block, nonce, params),
+            "failure_type": verdict.failure_type or "",
+            "attempt": decision.attempt,
+            "max_attempts": decision.max_attempts,
+            "params": dict(params),
+            "context": dict(inputs.context),
+        }
     )
 
 

@@ -129,13 +129,13 @@ def started(pack: Pack, request: RunRequest) -> Iterator[Run]:
     params, context = pack.split_inputs(block, request.context, request.vars)
     if request.prompt is None and block not in pack.model.prompts:
         raise NoFirstPrompt(pack.name, block)
-    prompt_key = pack.model.session.prompt
-    if request.prompt and prompt_key:
-        context.setdefault(prompt_key, request.prompt)
     with Session(pack, request.session, keep_outputs=request.keep_outputs) as session:
         prompt = request.prompt
         if prompt is None:
             prompt = _initial(pack, block, params, context, request.nonce, session)
+        prompt_key = pack.model.session.prompt
+        if prompt and prompt_key:  # the pack's own first prompt too: repairs carry the task
+            context.setdefault(prompt_key, prompt)
         given = OutputInput(
             block,
             nonce=request.nonce,

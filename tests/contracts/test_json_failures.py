@@ -21,8 +21,8 @@ def test_two_schema_errors_are_both_in_the_repair_prompt_with_their_paths(tmp_pa
     assert rendered.exit_code == 0, rendered.output
     assert rendered.stdout.startswith(
         "Your previous task output broke its contract (SCHEMA_ERROR):\n"
-        "- id: 'X1' does not match '^T[0-9]+$' (at /id)\n"
-        "- status: 'finished' is not one of ['todo', 'doing', 'done'] (at /status)\n"
+        '- `id` is "X1", which does not match the pattern ^T[0-9]+$ (at /id)\n'
+        '- `status` is "finished": it must be one of "todo", "doing", "done" (at /status)\n'
         "\nYour previous output:\n"
     )
 
@@ -35,7 +35,7 @@ def test_the_verdict_carries_the_pointer_of_each_failure(tmp_path: Path) -> None
     )
     failures = json.loads(evaluated.stdout)["verdict"]["failures"]
     assert [(f["message"], f["path"]) for f in failures] == [
-        ("item 2: status: 3 is not one of ['todo', 'doing', 'done']", "/1/status"),
+        ('item 2: `status` is 3: it must be one of "todo", "doing", "done"', "/1/status"),
     ]
 
 
@@ -74,8 +74,8 @@ def test_repair_and_retry_templates_see_every_failure(make_pack: PackMaker) -> N
     decision = pack.decide(verdict, output=text)
     prompt = pack.render_prompt(verdict, decision, output=text).text
     assert prompt == (
-        "SCHEMA_ERROR /a a: 'x' is not of type 'integer'\n"
-        "SCHEMA_ERROR /b~1c b/c: 'y' is not of type 'integer'\n"
+        "SCHEMA_ERROR /a `a` is a string: it must be an integer\n"
+        "SCHEMA_ERROR /b~1c `b/c` is a string: it must be an integer\n"
     )
     short = pack.evaluate("note", "abc")
     retry = pack.render_prompt(short, pack.decide(short, output="abc"), output="abc").text

@@ -65,4 +65,8 @@ def test_size_cap_is_measured_after_cr_removal() -> None:
 def test_cr_only_text_has_no_lines() -> None:
     text = _padded_verdict(10).replace("\n", "\r")
     result = PACK.parse("VERDICT", text, nonce=NONCE, vars={"criterion": "AC1"})
-    assert result.error == "expected exactly 1 <<<VERDICT: block, found 0"
+    # the opener runs on into the payload on what is now one line: named as a near miss
+    assert result.error == (
+        "expected exactly 1 <<<VERDICT: block, found 0; line 1 nearly matches the opener "
+        "<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>: `>>>ANS` where it should be `>>>`"
+    )

@@ -44,8 +44,12 @@ def test_table_rows_after_the_one_repair() -> None:
 
 
 def test_guards() -> None:
-    _, short = evaluate("VERDICT", "ANSWER=YES", criterion="AC1")
+    _, short = evaluate("VERDICT", "Sure, here it is:", criterion="AC1")
     assert (short.action, short.rule) == ("NEEDS_HUMAN", "guard:short_output")
+    # a short output that still carries the answer is worth a retry (issue 36)
+    for answer in ("The change is not valid.", "ANSWER=YES"):
+        _, carried = evaluate("VERDICT", answer, criterion="AC1")
+        assert (carried.action, carried.rule) == ("REPAIR", "attempt:1")
 
 
 def test_repair_prompt_for_a_20000_char_verdict() -> None:
@@ -54,6 +58,7 @@ def test_repair_prompt_for_a_20000_char_verdict() -> None:
     assert decision.action == "REPAIR"
     prompt = PACK.render(verdict, decision, output=text, nonce=NONCE, vars={"criterion": "AC1"})
     expected_original = "a" * 4000 + "[...truncated...]" + "b" * 4000
-    assert f"ORIGINAL OUTPUT (verbatim, may be truncated)\n{expected_original}\n" in prompt
-    assert "expected exactly 1 <<<VERDICT: block, found 0\n\nEnsure exactly one" in prompt
-    assert "- Criterion ID (if VERDICT): AC1\n" in prompt
+    # no part of a block was found: the prompt is a retry that shows what the output said
+    assert "had no VERDICT block (expected exactly 1 <<<VERDICT: block, found 0)" in prompt
+    assert f"It said:\n{expected_original}\n" in prompt
+    assert "<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=NO\n" in prompt  # the example

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.json.model import JsonContract
-from engine.contracts.json_documents import JsonDocumentError, read_documents
+from engine.contracts.json_documents import JsonDocumentError, dotted, read_documents
 from engine.contracts.json_schemas import (
     INVALID_SCHEMA,
     compile_schema,
@@ -27,6 +27,7 @@ from engine.contracts.kind import (
     WithoutParser,
     readable_text,
 )
+from engine.contracts.placeholder import is_placeholder, placeholder_message
 from engine.core.errors import PackError
 from engine.core.results import Failure
 from engine.core.verdict import verdict_from_checks
@@ -72,12 +73,21 @@ class CompiledJson(WithoutParser):
         for index, document in enumerate(documents):
             many = contract.many != "one"
             prefix = f"item {index + 1}: " if many else ""
+            copied = placeholders(document)
+            for pointer_of, message in copied:
+                pointer = f"/{index}{pointer_of}" if many else pointer_of
+                failures.append(Failure(contract.schema_failure, prefix + message, path=pointer))
+            named = {pointer for pointer, _ in copied}
             for violation in schema_violations(self.validator, document, contract.max_errors):
-                pointer: str | None = f"/{index}{violation.pointer}" if many else violation.pointer
-                if violation.summary:
-                    pointer = None
+                if violation.pointer in named:
+                    continue  # the placeholder says it better than the schema's own words
+                pointer = f"/{index}{violation.pointer}" if many else violation.pointer
                 failures.append(
-                    Failure(contract.schema_failure, prefix + violation.message, path=pointer)
+                    Failure(
+                        contract.schema_failure,
+                        prefix + (violation.sentence or violation.message),
+                        path=None if violation.summary else pointer,
+                    )
                 )
         data = documents[0] if contract.many == "one" else documents
         return verdict_from_checks(self.name, failures, [], data, dict(self.severities))
@@ -125,3 +135,20 @@ class JsonKind(StandaloneKind):
 
 
 KIND = JsonKind()
+
+
+def placeholders(document: Any, limit: int = 10) -> list[tuple[str, str]]:
+    """``(JSON Pointer, message)`` of each string in ``document`` that is still a template
+    placeholder (``"<one line>"``), at most ``limit``, in document order."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[list[Any], Any]] = [([], document)]
+    while stack and len(found) < limit:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((([*path, k], v) for k, v in reversed(list(value.items()))))
+        elif isinstance(value, list):
+            stack.extend((([*path, i], v) for i, v in reversed(list(enumerate(value)))))
+        elif is_placeholder(value):
+            pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+            found.append((pointer, placeholder_message(dotted(path) or "(root)", value)))
+    return found

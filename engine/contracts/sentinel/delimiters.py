@@ -34,11 +34,18 @@ class DelimiterLine:
     pattern (group 1 = the nonce) is searched.
     """
 
-    __slots__ = ("nonce_of", "prefix", "source")
+    __slots__ = ("nonce_of", "pieces", "prefix", "source")
 
-    def __init__(self, prefix: str, source: str, literal: tuple[str, str] | None) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        source: str,
+        literal: tuple[str, str] | None,
+        pieces: tuple[tuple[str, ...], tuple[int, ...]] = ((), ()),
+    ) -> None:
         self.prefix = prefix
         self.source = source  # the full pattern of the line (RE2 syntax)
+        self.pieces = pieces  # the line's literal text, and where in it the nonce goes
         if literal is None:
             search = compile_pattern(source).search
 
@@ -56,6 +63,14 @@ class DelimiterLine:
                 return None if nonce.strip(_HEX) else nonce
 
         self.nonce_of = nonce_of
+
+    def line(self, nonce: str) -> str:
+        """The delimiter line itself for ``nonce``: what a near miss is compared with."""
+        texts, nonce_at = self.pieces
+        parts = list(texts)
+        for index in reversed(nonce_at):
+            parts.insert(index, nonce)
+        return "".join(parts)
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """``(line start, line end, nonce)`` of every line of ``text`` that is this delimiter;
@@ -139,4 +154,9 @@ class DelimiterTemplate:
         head_tail: tuple[str, str] | None = None
         if self.nonce_token == _DEFAULT_NONCE_TOKEN and len(nonce_at) == 1:
             head_tail = "".join(pieces[: nonce_at[0]]), "".join(pieces[nonce_at[0] :])
-        return DelimiterLine(prefix or "", "^" + "".join(pattern) + "$", head_tail)
+        return DelimiterLine(
+            prefix or "",
+            "^" + "".join(pattern) + "$",
+            head_tail,
+            (tuple(pieces), tuple(nonce_at)),
+        )

@@ -10,6 +10,9 @@ DEFAULT_MESSAGES: dict[str, str] = {
     "opener_count": "expected exactly 1 opener, found {count}",
     "closer_count": "expected exactly 1 closer, found {count}",
     "order": "opener must appear before closer",
+    "near_opener": "line {line} nearly matches the opener {expected}: {difference}",
+    "near_closer": "line {line} nearly matches the closer {expected}: {difference}",
+    "closer_first": "line {line} is the closer, but no opener {expected} comes before it",
     "nonce_pair": "nonce mismatch: opener={opener}, closer={closer}",
     "nonce_expected": "nonce mismatch: block={found}, expected={expected}",
     "payload_too_large": "block content exceeds {max} chars ({size})",
@@ -38,6 +41,7 @@ DEFAULT_MESSAGES: dict[str, str] = {
     "must_be_unquoted": "{key} must be unquoted",
     "unrecognized_line": "unrecognized line content",
     "missing_fields": "missing required fields: {fields}",
+    "placeholder": "{name} is still the placeholder {value}: write the {name} itself",
     # values
     "unmatched_quote": "unmatched quote in value",
     "unescaped_quote": "unescaped quote inside quoted value",

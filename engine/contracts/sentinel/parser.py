@@ -15,12 +15,15 @@ data of ``model_dump()``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from engine.contracts.placeholder import is_placeholder
 from engine.contracts.sentinel.compiler import CompiledContract
 from engine.contracts.sentinel.delimiters import DelimiterLine
 from engine.contracts.sentinel.failures import Reject
+from engine.contracts.sentinel.near import near_miss
 from engine.contracts.sentinel.rules import ABSENT, to_int
 from engine.contracts.sentinel.runtime import read_fields
 from engine.core.placeholders import fill
@@ -29,6 +32,8 @@ from engine.core.textio import find_word
 
 if TYPE_CHECKING:
     from engine.contracts.sentinel.model import SentinelContract, SentinelGrammar
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 
 Reading = dict[str, Any] | Failure
 """What ``SentinelParser.read`` gives: the payload's fields, or the failure that stopped it."""
@@ -172,6 +177,9 @@ class SentinelParser:
         if not contract.required <= fields.keys():
             missing = sorted(contract.required - fields.keys())
             raise report.fail("missing_fields", fields=", ".join(missing))
+        copied = _placeholder(fields)
+        if copied is not None:
+            raise report.fail("placeholder", name=copied[0], value=copied[1])
         for name, check in contract.rules:
             message = check(fields.get(name, ABSENT), fields)
             if message is not None:
@@ -209,9 +217,9 @@ class SentinelParser:
         openers = opener.find(text)
         closers = closer.find(text)
         if len(openers) != 1:
-            raise report.fail("opener_count", count=len(openers))
+            raise self._count_failure("opener_count", openers, text, nonce, opener, closers)
         if len(closers) != 1:
-            raise report.fail("closer_count", count=len(closers))
+            raise self._count_failure("closer_count", closers, text, nonce, closer, openers)
         (open_start, open_end, open_nonce), (close_start, _, close_nonce) = openers[0], closers[0]
         if open_start >= close_start:
             raise report.fail("order")
@@ -225,6 +233,38 @@ class SentinelParser:
         if size > contract.max_payload_chars:
             raise report.fail("payload_too_large", max=contract.max_payload_chars, size=size)
         return text[open_end + 1 : close_start - 1].split("\n")
+
+    def _count_failure(
+        self,
+        code: str,
+        found: list[tuple[int, int, str]],
+        text: str,
+        nonce: str,
+        wanted: DelimiterLine,
+        others: list[tuple[int, int, str]],
+    ) -> Reject:
+        """A delimiter found other than once; when it is absent, the line that nearly is it
+        (or, for an opener, the closer that came first) is named, so a repair can fix it."""
+        contract = self._compiled
+        message = fill(
+            contract.messages[code], {"block": contract.report.block, "count": len(found)}
+        )
+        if not found:
+            expected = wanted.line(nonce)
+            skip = frozenset(start for start, _, _ in others)
+            miss = near_miss(text, expected, _keyword(expected), skip)
+            role = "opener" if code == "opener_count" else "closer"
+            if miss is not None:
+                values = {"line": miss.line, "found": miss.found, "expected": expected}
+                near = fill(
+                    contract.messages[f"near_{role}"], {**values, "difference": miss.difference}
+                )
+                message = f"{message}; {near}"
+            elif role == "opener" and others:
+                line = text.count("\n", 0, others[0][0]) + 1
+                near = fill(contract.messages["closer_first"], {"line": line, "expected": expected})
+                message = f"{message}; {near}"
+        return contract.report.reject(message)
 
     # ------------------------------------------------------------------ output
 
@@ -280,3 +320,26 @@ def parser_from_data(name: str, data: Mapping[str, Any]) -> SentinelParser:
     """The parser of block ``name`` rebuilt from what ``SentinelKind.parser_data`` wrote
     down (the compiled-pack cache of `rules parse`)."""
     return SentinelParser.from_data(name, data["contract"], data["grammar"])
+
+
+def _placeholder(fields: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first field (or section item key) whose value is still a template placeholder
+    such as ``<one line>``: the model copied the contract's form instead of answering."""
+    for name, value in fields.items():
+        if is_placeholder(value):
+            return name, str(value).strip()
+        if isinstance(value, list):
+            for number, item in enumerate(value, 1):
+                pairs = item.items() if isinstance(item, dict) else [("", item)]
+                for key, part in pairs:
+                    if is_placeholder(part):
+                        where = f"{name} item {number}" + (f" {key}" if key else "")
+                        return where, str(part).strip()
+    return None
+
+
+def _keyword(line: str) -> str:
+    """The block's name in a delimiter line (its first word of three or more characters):
+    the lines that hold it are the candidates for a near miss."""
+    match = _WORD.search(line)
+    return match.group(0) if match else ""

@@ -48,6 +48,10 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
             "max_attempts",
             "params",
             "context",
+            "example",
+            "example_source",
+            "example_tier",
+            "example_truncated",
         }
     ),
     "retry": _DECISION_VARIABLES
