@@ -20,9 +20,9 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
-from engine.server.middleware import HttpMiddleware
+from engine.server.middleware import HttpMiddleware, ResponseStatus
 from engine.server.problems import TOKEN_MISPLACED, problem_response
 
 ACCESS_LOGGER = "rules.serve.access"
@@ -96,20 +96,18 @@ class AccessLog(HttpMiddleware):
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        status = 500
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
+        sending = ResponseStatus(send)
 
         try:
             await self.app(scope, receive, sending)
         finally:
             elapsed = (time.perf_counter() - started) * 1000
             access_log.info(
-                "%s %s %d %.1f ms", scope.get("method", ""), logged_path(scope), status, elapsed
+                "%s %s %d %.1f ms",
+                scope.get("method", ""),
+                logged_path(scope),
+                sending.code,
+                elapsed,
             )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from engine.core import telemetry
 from engine.core.version import VERSION
@@ -29,7 +29,7 @@ from engine.server import admin, catalogue, evaluation, gate, metrics, shadow
 from engine.server.access import AccessLog, TokenPlacement
 from engine.server.documents import Problem as ProblemDocument
 from engine.server.limits import BodyLimit
-from engine.server.middleware import HttpMiddleware
+from engine.server.middleware import HttpMiddleware, ResponseStatus
 from engine.server.packs import LivePacks, PackLoadFailed, PackSet
 from engine.server.problems import install_problem_handlers
 from engine.server.settings import ServerSettings
@@ -50,13 +50,7 @@ class RequestTiming(HttpMiddleware):
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        status = 500
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
+        sending = ResponseStatus(send)
 
         method = scope.get("method", "")
         try:
@@ -67,13 +61,13 @@ class RequestTiming(HttpMiddleware):
                         await self.app(scope, receive, sending)
                     finally:  # the route is known once routed: the span is named after it
                         route = getattr(scope.get("route"), "path", None) or "unmatched"
-                        telemetry.record_response(span, status, route)
+                        telemetry.record_response(span, sending.code, route)
             else:
                 await self.app(scope, receive, sending)
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None) or "unmatched"
-            metrics.REQUESTS.labels(path, method, str(status)).observe(
+            metrics.REQUESTS.labels(path, method, str(sending.code)).observe(
                 time.perf_counter() - started
             )
 

@@ -3,7 +3,7 @@ scope (the lifespan) passes straight to the application."""
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class HttpMiddleware:
@@ -20,3 +20,17 @@ class HttpMiddleware:
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         raise NotImplementedError
+
+
+class ResponseStatus:
+    """A ``send`` that remembers the status the response started with: what a middleware
+    that logs or measures a request reports (500 when the application never answered)."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.code = 500
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.code = message["status"]
+        await self.send(message)
