@@ -47,6 +47,14 @@ WRITE_ADVICE = "writing a ledger needs write access to {folder}"
 T = TypeVar("T")
 
 
+def write_timed_out(ledger: object) -> LedgerTimeout:
+    """The error of a write whose caller's deadline passed first (``ledger``: its path or
+    redacted URL): rolled back, nothing written."""
+    return LedgerTimeout(
+        f"{ledger}: the request's time limit passed before the write committed; nothing was written"
+    )
+
+
 class Ledger:
     """An open ledger. ``write`` and ``read`` run a function in a transaction."""
 
@@ -284,10 +292,7 @@ class SQLiteLedger(Ledger):
         return result
 
     def timeout(self) -> LedgerTimeout:
-        return LedgerTimeout(
-            f"{self.path}: the request's time limit passed before the write committed; "
-            "nothing was written"
-        )
+        return write_timed_out(self.path)
 
     def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
         """Run ``work`` holding the write lock from the start (no lost update)."""
@@ -453,10 +458,7 @@ class PostgresLedger(Ledger):
             return result
 
     def timeout(self) -> LedgerTimeout:
-        return LedgerTimeout(
-            f"{self.url}: the request's time limit passed before the write committed; "
-            "nothing was written"
-        )
+        return write_timed_out(self.url)
 
     def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
         """Run ``work`` in a transaction; once more on a fresh connection when the first

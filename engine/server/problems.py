@@ -33,9 +33,7 @@ class ProblemType:
 
 
 MALFORMED_JSON = ProblemType("malformed-json", 400, "The request body is not valid JSON")
-TOKEN_MISPLACED = ProblemType(
-    "token-misplaced", 400, "A token goes in the Authorization header, never in the URL"
-)
+TOKEN_MISPLACED = ProblemType("token-misplaced", 400, "The token goes in the Authorization header")
 UNAUTHORIZED = ProblemType("unauthorized", 401, "A valid bearer token is required")
 FORBIDDEN = ProblemType("forbidden", 403, "This route is not open to this client")
 NOT_FOUND = ProblemType("not-found", 404, "No such resource")
@@ -44,9 +42,7 @@ SESSION_PAUSED = ProblemType("session-paused", 409, "The session is paused")
 REQUEST_TIMEOUT = ProblemType("request-timeout", 408, "The request body did not arrive in time")
 BODY_TOO_LARGE = ProblemType("body-too-large", 413, "The request body is over the limit")
 UNSUPPORTED_MEDIA = ProblemType("unsupported-media-type", 415, "The body must be JSON")
-HEADERS_TOO_LARGE = ProblemType(
-    "headers-too-large", 431, "The request line and headers are over the limit"
-)
+HEADERS_TOO_LARGE = ProblemType("headers-too-large", 431, "The request's head is over the limit")
 INVALID_REQUEST = ProblemType("invalid-request", 422, "The request does not fit the schema")
 UNKNOWN_PACK = ProblemType("unknown-pack", 422, "No pack of that name is served")
 UNKNOWN_BLOCK = ProblemType("unknown-block", 422, "The pack has no such block")

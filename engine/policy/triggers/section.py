@@ -32,6 +32,12 @@ _DECISION_VARIABLES = frozenset(
     }
 )
 
+EXAMPLE_VARIABLES = frozenset(
+    {"params", "context", "example", "example_source", "example_tier", "example_truncated"}
+)
+"""What a template that may show an example sees besides its purpose's own variables: the
+block's params, the pack's context, and the example the ``examples:`` tiers chose."""
+
 # Variables the engine provides to the templates of the purposes triggers use.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
     "repair": frozenset(
@@ -46,14 +52,9 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
             "failure_type",
             "attempt",
             "max_attempts",
-            "params",
-            "context",
-            "example",
-            "example_source",
-            "example_tier",
-            "example_truncated",
         }
-    ),
+    )
+    | EXAMPLE_VARIABLES,
     "retry": _DECISION_VARIABLES
     | {"modification", "example", "example_source", "example_tier", "example_truncated"},
     "escalation": _DECISION_VARIABLES,

@@ -9,6 +9,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from engine.format.section import BuiltinSection, Compiling, Declared, mapping, single
+from engine.policy.triggers.section import EXAMPLE_VARIABLES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -25,14 +26,9 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
             "nonce",
             "format_contract",
             "resolutions",
-            "params",
-            "context",
-            "example",
-            "example_source",
-            "example_tier",
-            "example_truncated",
         }
-    ),
+    )
+    | EXAMPLE_VARIABLES,
 }
 
 
