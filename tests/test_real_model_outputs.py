@@ -130,7 +130,21 @@ def test_prose_without_json_says_no_json_found(answers: Any, snapshot: SnapshotA
     assert text.startswith("```python")
     error, prompt = repair_prompt(answers, "ANSWER", text, None, {}, "Is Tokyo in Japan?")
     assert error == "no JSON found: the output is text, with no JSON object or array in it"
-    assert prompt.startswith("The task: Is Tokyo in Japan?\n")
+    assert prompt.startswith("Is Tokyo in Japan?\n\nYour previous ANSWER output broke")
+    assert prompt.endswith('Write only your JSON object for the question "Is Tokyo in Japan?":\n')
+    assert prompt == snapshot
+
+
+def test_json_with_text_around_it_is_named(answers: Any, snapshot: SnapshotAssertion) -> None:
+    """The first prompt of the rules init pack, with the task, got a JSON object wrapped in
+    prose (run after-step3): the decoder's complaint about the prose misled."""
+    text = output("after-step3", "init json ANSWER", "Q1", "engine", 1)
+    assert text.startswith('"One JSON object:\n{')
+    error, prompt = repair_prompt(answers, "ANSWER", text, None, {}, "Is Tokyo in Japan?")
+    assert error == (
+        "line 2 column 1: the JSON object that starts here has text around it: write only "
+        "the JSON object, with nothing before or after it"
+    )
     assert prompt == snapshot
 
 

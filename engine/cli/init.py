@@ -116,7 +116,7 @@ Write your answer so that it follows this contract exactly:
 
 _REPAIR = """\
 {% if task %}
-The task: {{ task | trim }}
+{{ task | trim }}
 
 {% endif %}
 Your previous {{ block_type }} output broke its contract ({{ failure_type }}):
@@ -124,17 +124,24 @@ Your previous {{ block_type }} output broke its contract ({{ failure_type }}):
 - {{ failure.message }}{{ " (at " ~ failure.path ~ ")" if failure.path else "" }}
 {% endfor %}
 
+{% if example %}
+Example of a valid answer to another question:
+{{ example | replace("0A0A0A", nonce) | trim }}
+{% else %}
 Your previous output:
 {{ original_output }}
 
 Write it again so that it follows this contract exactly:
 {{ format_contract }}
-{% if example %}
-
-A valid answer to another question, for its form only (write your own answer):
-{{ example | replace("0A0A0A", nonce) | trim }}
 {% endif %}
+
+Write only your WHAT{{ ' for the question "' ~ (task | trim) ~ '"' if task else "" }}:
 """
+"""The repair prompt of a new pack. Measured on a small model (benchmarks/repair_yield.py):
+the task, what was wrong and an example to copy the form of work; the previous output and the
+contract's placeholders in the same prompt get copied back instead."""
+
+_WHAT = {"sentinel": "ANSWER block", "markdown": "report", "json": "JSON object"}
 
 _EXAMPLES = {
     "sentinel": (
@@ -248,7 +255,7 @@ def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
         + _TAIL.format(example=_EXAMPLES[kind][0]),
         SCHEMA_FILE: rulepack_schema_text(rulepack_model()),
         "templates/first.md.j2": _FIRST,
-        "templates/repair.md.j2": _REPAIR,
+        "templates/repair.md.j2": _REPAIR.replace("WHAT", _WHAT[kind]),
         "contracts/answer.v1.md": _CONTRACT_TEXT[kind],
         f"examples/{_EXAMPLES[kind][0]}": _EXAMPLES[kind][1],
         f"tests/ANSWER/{good_name}": good_text,

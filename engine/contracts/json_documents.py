@@ -151,6 +151,7 @@ def _decode(text: str, start: int, end: int, whole: str, decoder: json.JSONDecod
     except json.JSONDecodeError as exc:
         if _no_json(whole, part, first):
             raise JsonDocumentError(_NO_JSON) from None
+        _text_around(part, start, whole, decoder)
         raise JsonDocumentError(_whole(exc), *_line_column(whole, start + exc.pos)) from None
     except RecursionError:
         raise JsonDocumentError("JSON nested too deeply") from None
@@ -158,10 +159,34 @@ def _decode(text: str, start: int, end: int, whole: str, decoder: json.JSONDecod
     if rest < len(part):
         if _no_json(whole, part, first):
             raise JsonDocumentError(_NO_JSON) from None
+        if not isinstance(value, (dict, list)):
+            _text_around(part, start, whole, decoder)
         raise JsonDocumentError(
             "extra data after the JSON value", *_line_column(whole, start + rest)
         )
     return value
+
+
+def _text_around(part: str, start: int, whole: str, decoder: json.JSONDecoder) -> None:
+    """When prose wraps a whole JSON object or array, say so (the near miss of a JSON
+    output) instead of the decoder's first complaint about the prose."""
+    tried = 0
+    for match in re.finditer(r"[{\[]", part):
+        try:
+            value, _ = decoder.raw_decode(part, match.start())
+        except (json.JSONDecodeError, RecursionError):
+            tried += 1
+            if tried >= _MAX_CANDIDATES:
+                return
+            continue
+        kind = "object" if isinstance(value, dict) else "array"
+        line, column = _line_column(whole, start + match.start())
+        raise JsonDocumentError(
+            f"the JSON {kind} that starts here has text around it: write only the JSON "
+            f"{kind}, with nothing before or after it",
+            line,
+            column,
+        )
 
 
 _NO_JSON = "no JSON found: the output is text, with no JSON object or array in it"
