@@ -293,3 +293,19 @@ def test_a_wrong_type_in_a_context_file_names_the_file_and_line(
     result = run_cli("eval", *given, "--var", "question=Q1", "--context", str(context), str(out))
     assert result.exit_code == 2
     assert "ctx.yaml:2:12: context key 'ticket_id' must be a string" in result.stderr, result.stderr
+
+
+# ------------------------------------------------------------ rules serve with a broken pack
+
+
+def test_serve_prints_a_broken_pack_s_findings_as_check_does(my_pack: Path) -> None:
+    pytest.importorskip("fastapi", reason="the server extra is not installed")
+    text = (my_pack / "pack.yaml").read_text(encoding="utf-8")
+    (my_pack / "pack.yaml").write_text(
+        text.replace("after_failure: NEEDS_HUMAN", "after_failure: DEGRAD"), encoding="utf-8"
+    )
+    checked = run_cli("check", str(my_pack)).stdout.splitlines()[:-1]  # without the summary
+    assert len(checked) == 1 and "[fix: did you mean 'DEGRADE'?]" in checked[0]
+    served = run_cli("serve", "--pack", str(my_pack), "--port", "0")
+    assert served.exit_code == 2
+    assert served.stderr.splitlines()[: len(checked)] == checked
