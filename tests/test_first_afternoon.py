@@ -309,3 +309,31 @@ def test_serve_prints_a_broken_pack_s_findings_as_check_does(my_pack: Path) -> N
     served = run_cli("serve", "--pack", str(my_pack), "--port", "0")
     assert served.exit_code == 2
     assert served.stderr.splitlines()[: len(checked)] == checked
+
+
+# ------------------------------------------------------------ the pre-commit hooks' files
+
+
+@pytest.mark.parametrize("hook", ["rules-check", "rules-test"])
+def test_the_hooks_run_on_pack_files_only_by_default(hook: str) -> None:
+    import re
+
+    import yaml
+
+    from conftest import REPO
+
+    hooks = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    files = re.compile(hooks[hook]["files"])  # pre-commit matches with re.search
+    for path in (
+        "rules/my-pack/pack.yaml",
+        "rules/my-pack/templates/repair.md.j2",
+        "rules/my-pack/contracts/answer.v1.md",
+        "rules/my-pack/tests/ANSWER/good.txt",
+        "rules/my-pack/schemas/a.schema.json",
+        "packs/other/pack.yaml",
+        "rules.lock",
+        "pyproject.toml",
+    ):
+        assert files.search(path), path
+    for path in ("README.md", "docs/guide.md", "src/data.json", "notes.txt", "app/x.yaml"):
+        assert not files.search(path), path
