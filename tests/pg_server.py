@@ -213,6 +213,7 @@ def postgres_server() -> Iterator[PostgresServer]:
 def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh ledger location on each backend: a file, or a new database on the server."""
     if request.param == "sqlite":
+        (tmp_path / "ledger").mkdir()  # outside the working folder: never created silently
         return str(tmp_path / "ledger" / "ledger.db")
     server: PostgresServer = request.getfixturevalue("postgres_server")
     return server.create_database()

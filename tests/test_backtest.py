@@ -512,7 +512,7 @@ def test_previous_errors_let_stop_on_repeat_decide(tmp_path: Path) -> None:
     records.write_text(
         "".join(
             json.dumps({**base, "attempt": 2, "previous_errors": previous}) + "\n"
-            for previous in (["line 1: ANSWER must be unquoted"], ["another error"], [])
+            for previous in (["line 2: ANSWER must be unquoted"], ["another error"], [])
         )
         + json.dumps({**base, "previous_errors": "not a list"})
         + "\n"

@@ -293,3 +293,47 @@ def test_a_wrong_type_in_a_context_file_names_the_file_and_line(
     result = run_cli("eval", *given, "--var", "question=Q1", "--context", str(context), str(out))
     assert result.exit_code == 2
     assert "ctx.yaml:2:12: context key 'ticket_id' must be a string" in result.stderr, result.stderr
+
+
+# ------------------------------------------------------------ rules serve with a broken pack
+
+
+def test_serve_prints_a_broken_pack_s_findings_as_check_does(my_pack: Path) -> None:
+    pytest.importorskip("fastapi", reason="the server extra is not installed")
+    text = (my_pack / "pack.yaml").read_text(encoding="utf-8")
+    (my_pack / "pack.yaml").write_text(
+        text.replace("after_failure: NEEDS_HUMAN", "after_failure: DEGRAD"), encoding="utf-8"
+    )
+    checked = run_cli("check", str(my_pack)).stdout.splitlines()[:-1]  # without the summary
+    assert len(checked) == 1 and "[fix: did you mean 'DEGRADE'?]" in checked[0]
+    served = run_cli("serve", "--pack", str(my_pack), "--port", "0")
+    assert served.exit_code == 2
+    assert served.stderr.splitlines()[: len(checked)] == checked
+
+
+# ------------------------------------------------------------ the pre-commit hooks' files
+
+
+@pytest.mark.parametrize("hook", ["rules-check", "rules-test"])
+def test_the_hooks_run_on_pack_files_only_by_default(hook: str) -> None:
+    import re
+
+    import yaml
+
+    from conftest import REPO
+
+    hooks = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    files = re.compile(hooks[hook]["files"])  # pre-commit matches with re.search
+    for path in (
+        "rules/my-pack/pack.yaml",
+        "rules/my-pack/templates/repair.md.j2",
+        "rules/my-pack/contracts/answer.v1.md",
+        "rules/my-pack/tests/ANSWER/good.txt",
+        "rules/my-pack/schemas/a.schema.json",
+        "packs/other/pack.yaml",
+        "rules.lock",
+        "pyproject.toml",
+    ):
+        assert files.search(path), path
+    for path in ("README.md", "docs/guide.md", "src/data.json", "notes.txt", "app/x.yaml"):
+        assert not files.search(path), path

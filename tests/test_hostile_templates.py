@@ -179,7 +179,7 @@ def test_a_derived_pack_finds_the_base_packs_files(tmp_path: Path) -> None:
         cwd=folder,
     )
     assert code == 0, output
-    assert output.startswith("MINE line 1: ANSWER must be unquoted\nVERDICT block")
+    assert output.startswith("MINE line 2: ANSWER must be unquoted\nVERDICT block")
 
 
 # ---------------------------------------------------------------- pack bytes and expressions

@@ -86,7 +86,7 @@ def test_cli_parse_eval_render_of_plans(tmp_path: Path) -> None:
     assert rendered.exit_code == 0
     assert "Produce the corrected PLAN blocks (one per task, same NONCE)" in rendered.stdout
     assert "PLANS: several PLAN blocks, version 1" in rendered.stdout  # its contract text
-    assert "block 2: line 7: invalid action 'remove'" in rendered.stdout
+    assert "block 2: line 21: invalid action 'remove'" in rendered.stdout
     second = run_cli("eval", "--format", "json", *args, "--attempt", "2", str(bad))
     assert second.exit_code == 1
     assert json.loads(second.stdout)["decision"]["action"] == "CYCLE_FAIL"

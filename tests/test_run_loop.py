@@ -51,7 +51,7 @@ def test_readme_run_then_log(tmp_path: Path) -> None:
         "reason": "All acceptance criteria are satisfied",
     }
     assert done.stderr.decode().splitlines() == [
-        "rules run: attempt 1: fail PARSE_ERROR (line 1: ANSWER must be unquoted) -> REPAIR",
+        "rules run: attempt 1: fail PARSE_ERROR (line 2: ANSWER must be unquoted) -> REPAIR",
         "rules run: attempt 2: pass -> PROCEED",
     ]
     log = run_script(script("rules"), "log", "--format", "json", cwd=tmp_path)

@@ -116,7 +116,7 @@ def test_rules_run_is_one_span_with_its_attempts_as_children(tmp_path: Path) -> 
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [  # no console exporter output on stderr
-        "rules run: attempt 1: fail PARSE_ERROR (line 1: ANSWER must be unquoted) -> REPAIR",
+        "rules run: attempt 1: fail PARSE_ERROR (line 2: ANSWER must be unquoted) -> REPAIR",
         "rules run: attempt 2: pass -> PROCEED",
     ]
     result = json.loads(done.stdout.splitlines()[-1])

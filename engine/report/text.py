@@ -14,6 +14,7 @@ from engine.report.table import pairs, text_columns
 
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
+    from engine.format.findings import Finding
     from engine.format.model import Rulepack
     from engine.pack.compiled import Pack
     from engine.pack.selftests import BaseRun
@@ -26,12 +27,16 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
 
 
+def finding_line(f: Finding) -> str:
+    """One finding as `rules check` prints it (and `rules serve` when a pack is broken)."""
+    hint = f" [fix: {f.hint}]" if f.hint else ""
+    return f"{f.position}: [{f.level}] {f.message} ({f.rule}){hint}"
+
+
 def check(results: list[CheckResult]) -> str:
     lines = []
     for result in results:
-        for f in result.findings:
-            hint = f" [fix: {f.hint}]" if f.hint else ""
-            lines.append(f"{f.position}: [{f.level}] {f.message} ({f.rule}){hint}")
+        lines += [finding_line(f) for f in result.findings]
     errors = sum(1 for r in results for f in r.findings if f.level == "error")
     warnings = sum(1 for r in results for f in r.findings if f.level == "warning")
     summary = (

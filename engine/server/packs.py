@@ -18,6 +18,7 @@ from engine.format.findings import Finding
 from engine.pack.compiled import Pack
 from engine.pack.loaded import load_pack
 from engine.report.json import finding
+from engine.report.text import finding_line
 
 
 class PackLoadFailed(Exception):
@@ -37,10 +38,9 @@ class PackLoadFailed(Exception):
         """The findings as `rules check` prints them, one a line."""
         lines = []
         for ref, message, findings in self.failures:
-            shown = [f for f in findings if f.level == "error"]
-            if not shown:
+            if not any(f.level == "error" for f in findings):
                 lines.append(f"{ref}: {message}")
-            lines += [f"{f.position}: [{f.level}] {f.message} ({f.rule})" for f in shown]
+            lines += [finding_line(f) for f in findings]
         return "\n".join(lines)
 
 

@@ -168,12 +168,12 @@ def test_micro_hint_line_disappears_when_empty(snapshot: SnapshotAssertion) -> N
     opener, closer = delimiters("VERDICT")
     no_hint = "\n".join([opener, "answer=YES", 'REASON="the reason is long enough"', closer])
     prompt = render("VERDICT", no_hint, criterion="AC1")
-    assert "line 1: unrecognized line content\n\nORIGINAL OUTPUT" in prompt
+    assert "line 2: unrecognized line content\n\nORIGINAL OUTPUT" in prompt
     assert prompt == snapshot(name="empty hint")
     hinted = no_hint.replace("answer=YES", 'ANSWER="YES"')
     prompt = render("VERDICT", hinted, criterion="AC1")
     assert (
-        "line 1: ANSWER must be unquoted\n\nRemove the quotes around ANSWER.\n\nORIGINAL OUTPUT"
+        "line 2: ANSWER must be unquoted\n\nRemove the quotes around ANSWER.\n\nORIGINAL OUTPUT"
     ) in prompt
     assert prompt == snapshot(name="with hint")
 
@@ -289,7 +289,7 @@ def test_repeated_error_stops_early(pack_copy: Path) -> None:
     edit(pack_copy, "    max_attempts: 1\n", "    max_attempts: 3\n    stop_on_repeat: true\n")
     first = decide_with(pack_copy, "PLAN", junk, 1)
     assert first["action"] == "REPAIR"
-    error = "line 1: unrecognized line content"
+    error = "line 2: unrecognized line content"
     again = decide_with(pack_copy, "PLAN", junk, 2, "--previous-error", error)
     assert (again["action"], again["rule"]) == ("CYCLE_FAIL", "repeat")
     other = decide_with(pack_copy, "PLAN", junk, 2, "--previous-error", "something else")

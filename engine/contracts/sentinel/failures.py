@@ -11,9 +11,10 @@ from engine.core.results import Failure
 class Reject(Exception):
     """Stops a parse at its first failing check, carrying the failure."""
 
-    def __init__(self, failure: Failure) -> None:
+    def __init__(self, failure: Failure, unprefixed: str | None = None) -> None:
         super().__init__(failure.message)
         self.failure = failure
+        self.unprefixed = unprefixed  # the message before its line prefix, to renumber it
 
 
 class Reporter:
@@ -42,6 +43,17 @@ class Reporter:
 
     def reject(self, message: str, line: int | None = None, kind: str = "parse") -> Reject:
         """A finished message, with the line prefix when ``line`` is given."""
-        if line is not None:
-            message = fill(self.messages["line_prefix"], {"line": line, "message": message})
-        return Reject(Failure(self.failure_types[kind], message, line))
+        if line is None:
+            return Reject(Failure(self.failure_types[kind], message, line))
+        prefixed = fill(self.messages["line_prefix"], {"line": line, "message": message})
+        return Reject(Failure(self.failure_types[kind], prefixed, line), message)
+
+    def shifted(self, rejected: Reject, lines: int) -> Reject:
+        """``rejected`` with its line number moved down by ``lines``: a payload line counted
+        from the block's body becomes the output's own line."""
+        failure = rejected.failure
+        if failure.line is None or rejected.unprefixed is None or not lines:
+            return rejected
+        line = failure.line + lines
+        message = fill(self.messages["line_prefix"], {"line": line, "message": rejected.unprefixed})
+        return Reject(Failure(failure.type, message, line), rejected.unprefixed)

@@ -153,7 +153,8 @@ class SentinelParser:
             try:
                 data, found = self._parse(text[start:close_end], nonce, params)
             except Reject as rejected:
-                failure = rejected.failure
+                # the block's lines counted in the whole output, not in its own text
+                failure = report.shifted(rejected, text.count("\n", 0, start)).failure
                 message = fill(prefix, {"index": index, "message": failure.message})
                 raise Reject(Failure(failure.type, message, failure.line)) from None
             blocks.append(data)
@@ -167,7 +168,11 @@ class SentinelParser:
 
     def _read(self, text: str, nonce: str, params: Mapping[str, str]) -> dict[str, Any]:
         delimiters = self._delimiters(nonce, params)
-        return read_fields(self._payload(text, nonce, *delimiters), self._compiled)
+        payload, opener_line = self._payload(text, nonce, *delimiters)
+        try:
+            return read_fields(payload, self._compiled)
+        except Reject as rejected:  # payload line N is the output's line opener_line + N
+            raise self._compiled.report.shifted(rejected, opener_line) from None
 
     def _finish(
         self, fields: Mapping[str, Any], params: Mapping[str, str]
@@ -208,8 +213,9 @@ class SentinelParser:
 
     def _payload(
         self, text: str, nonce: str, opener: DelimiterLine, closer: DelimiterLine
-    ) -> list[str]:
-        """The payload lines; the text is scanned for delimiters, never split whole."""
+    ) -> tuple[list[str], int]:
+        """The payload lines and the output's line number of the opener; the text is
+        scanned for delimiters, never split whole."""
         contract = self._compiled
         report = contract.report
         if "\r" in text:  # CRLF -> LF and a lone CR deleted: both just drop the CR
@@ -227,12 +233,13 @@ class SentinelParser:
             raise report.fail("nonce_pair", opener=open_nonce, closer=close_nonce)
         if open_nonce != nonce:
             raise report.fail("nonce_expected", kind="nonce", found=open_nonce, expected=nonce)
+        opener_line = text.count("\n", 0, open_start) + 1
         if close_start == open_end + 1:  # adjacent lines: no payload line at all
-            return []
+            return [], opener_line
         size = close_start - 1 - (open_end + 1)  # the payload lines joined with LF
         if size > contract.max_payload_chars:
             raise report.fail("payload_too_large", max=contract.max_payload_chars, size=size)
-        return text[open_end + 1 : close_start - 1].split("\n")
+        return text[open_end + 1 : close_start - 1].split("\n"), opener_line
 
     def _count_failure(
         self,
