@@ -112,13 +112,23 @@ def too_large(where: Path) -> str:
     )
 
 
+_READ_CHUNK = 1 << 20
+
+
 def read_bounded(found: PackFile, budget: int) -> bytes:
     """The bytes of ``found``, at most ``budget`` + 1 (the caller's bound tells a file
     that grew since it was listed); a link out of the folder is its target's path."""
     if found.outside is not None:
         return f"-> {found.outside}".encode()
+    chunks: list[bytes] = []
+    left = budget + 1
     with open(found.path, "rb") as handle:
-        return handle.read(budget + 1)
+        # in chunks: read(n) sets aside n bytes before it reads, and the budget is the whole
+        # pack's (64 MiB), so each small file of a revision cost that much memory at once
+        while left > 0 and (chunk := handle.read(min(left, _READ_CHUNK))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    return b"".join(chunks)
 
 
 def pack_folders(pack_files: Iterable[Path]) -> list[Path]:
