@@ -105,7 +105,9 @@ def test_a_misspelt_param_is_named_as_the_block_parameter(my_pack: Path, out: Pa
 def _with_ticket(my_pack: Path, case_vars: str) -> None:
     """my-pack with a required context key `ticket_id` and a case giving `vars`."""
     text = (my_pack / "pack.yaml").read_text(encoding="utf-8")
-    text += "\ncontext:\n  ticket_id: {type: string, required: true}\n"
+    text = text.replace(
+        "\ncontext:\n", "\ncontext:\n  ticket_id: {type: string, required: true}\n", 1
+    )
     (my_pack / "pack.yaml").write_text(text, encoding="utf-8")
     (my_pack / "tests" / "ticket.yaml").write_text(
         "- name: the ticket is a var, as on the command line\n"
@@ -247,12 +249,12 @@ def test_a_template_syntax_error_is_reported_at_its_column(my_pack: Path) -> Non
     template = my_pack / "templates" / "repair.md.j2"
     text = template.read_text(encoding="utf-8")
     broken = "({{ failure_type }}):"
-    assert broken in text.splitlines()[0]
+    number, line = next((n, t) for n, t in enumerate(text.splitlines(), 1) if broken in t)
     template.write_text(text.replace(broken, "({{ failure_type }):", 1), encoding="utf-8")
-    column = text.splitlines()[0].index(broken) + len("({{ failure_type ") + 1
+    column = line.index(broken) + len("({{ failure_type ") + 1
     checked = run_cli("check", str(my_pack))
     assert checked.exit_code == 1
-    assert f"repair.md.j2:1:{column}: [error] template 'repair': unexpected '}}'" in (
+    assert f"repair.md.j2:{number}:{column}: [error] template 'repair': unexpected '}}'" in (
         checked.stdout
     ), checked.stdout
     lines = "x\n{% for a in b %}\n  {{ a.b( }}\n{% endfor %}\n"
@@ -285,7 +287,7 @@ def test_a_wrong_type_in_a_context_file_names_the_file_and_line(
     my_pack: Path, out: Path, tmp_path: Path
 ) -> None:
     text = (my_pack / "pack.yaml").read_text(encoding="utf-8")
-    text += "\ncontext:\n  ticket_id: {type: string}\n"
+    text = text.replace("\ncontext:\n", "\ncontext:\n  ticket_id: {type: string}\n", 1)
     (my_pack / "pack.yaml").write_text(text, encoding="utf-8")
     context = tmp_path / "ctx.yaml"
     context.write_text("# the ticket\nticket_id: 42\n", encoding="utf-8")
