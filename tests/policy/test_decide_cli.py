@@ -158,7 +158,7 @@ def test_repair_prompt_20000_chars_is_head_marker_tail(snapshot: SnapshotAsserti
     text = "<" + "a" * 9_999 + "“middle”" + "b" * 9_992
     prompt = render("VERDICT", text, criterion="AC1")
     original = prompt.split("It said:\n", 1)[1]  # no block found: a retry (issue 36)
-    original = original.split("\n\nEXAMPLE:", 1)[0]
+    original = original.split("\n\nFORMAT CONTRACT", 1)[0]
     assert original == text[:4000] + "[...truncated...]" + text[-4000:]
     assert len(original) == 4000 + len("[...truncated...]") + 4000
     assert prompt == snapshot
