@@ -337,3 +337,27 @@ def test_the_hooks_run_on_pack_files_only_by_default(hook: str) -> None:
         assert files.search(path), path
     for path in ("README.md", "docs/guide.md", "src/data.json", "notes.txt", "app/x.yaml"):
         assert not files.search(path), path
+
+
+# ------------------------------------------------------------ installing from a team's URL
+
+
+def test_every_install_line_names_the_one_url_a_team_sets() -> None:
+    import re
+
+    from conftest import REPO
+
+    files = [
+        REPO / "README.md",
+        *sorted((REPO / "docs").rglob("*.md")),
+        REPO / "examples" / "ci" / "github-actions.yml",
+        REPO / ".pre-commit-hooks.yaml",
+        REPO / "mkdocs.yml",
+    ]
+    urls = set()
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert "OWNER" not in text, path
+        urls |= set(re.findall(r"rules-engine @ git\+(https?://[^\s\"'@]+)", text))
+        urls |= set(re.findall(r"repo: (https?://[^\s\"'@]+)", text))
+    assert urls == {"https://git.example.com/your-team/rules-engine"}, urls
