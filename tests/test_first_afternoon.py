@@ -339,3 +339,47 @@ def test_the_hooks_run_on_pack_files_only_by_default(hook: str) -> None:
         assert files.search(path), path
     for path in ("README.md", "docs/guide.md", "src/data.json", "notes.txt", "app/x.yaml"):
         assert not files.search(path), path
+
+
+# ------------------------------------------------------------ installing from a team's URL
+
+
+def test_every_install_line_names_the_one_url_a_team_sets() -> None:
+    import re
+
+    from conftest import REPO
+
+    files = [
+        REPO / "README.md",
+        *sorted((REPO / "docs").rglob("*.md")),
+        REPO / "examples" / "ci" / "github-actions.yml",
+        REPO / ".pre-commit-hooks.yaml",
+        REPO / "mkdocs.yml",
+    ]
+    urls = set()
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert "OWNER" not in text, path
+        urls |= set(re.findall(r"rules-engine @ git\+(https?://[^\s\"'@]+)", text))
+        urls |= set(re.findall(r"repo: (https?://[^\s\"'@]+)", text))
+    assert urls == {"https://git.example.com/your-team/rules-engine"}, urls
+
+
+# ------------------------------------------------------------ max_attempts: one meaning
+
+
+def test_the_prompt_and_the_terminal_count_attempts_alike(tmp_path: Path) -> None:
+    """gap-review's engineer may be retried twice (`max_attempts: 2`): three attempts in
+    all. The terminal says attempt 1 of 3 and the next output is attempt 2 of 3; the retry
+    prompt asks for attempt 2 of 3, not "1 of 2"."""
+    bad = tmp_path / "engineer.md"
+    bad.write_text("# nothing useful\n", encoding="utf-8")
+    context = tmp_path / "ctx.yaml"
+    context.write_text("known_gaps: [GAP-FLOW-001]\nround: 1\n", encoding="utf-8")
+    given = ("--pack", "gap-review", "--block", "engineer", "--context", str(context), str(bad))
+    evaluated = run_cli("eval", *given)
+    assert evaluated.exit_code == 3, evaluated.output
+    assert "attempt 1 of 3;" in evaluated.stdout
+    assert "the next output is attempt 2 of 3" in evaluated.stdout
+    rendered = run_cli("render", *given)
+    assert "RETRY ATTEMPT 2 of 3" in rendered.stdout, rendered.stdout

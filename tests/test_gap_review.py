@@ -141,7 +141,7 @@ def test_attempts_are_counted_per_round_in_a_session(tmp_path: Path) -> None:
         return shown["action"], shown["attempt"]
 
     first = decision(1)
-    assert "RETRY ATTEMPT 1 of 2" in run("render", 1).stdout  # attempt 1's retry prompt
+    assert "RETRY ATTEMPT 2 of 3" in run("render", 1).stdout  # attempt 1's retry prompt
     assert [first, decision(1), decision(1)] == [("RETRY", 1), ("RETRY", 2), ("ESCALATE", 3)]
     assert decision(2) == ("RETRY", 1)
     log = json.loads(run_cli("log", "--session", str(tmp_path / "s"), "--format", "json").stdout)

@@ -175,7 +175,7 @@ def test_an_unreadable_example_source_is_a_warning_in_the_ledger(tmp_path: Path)
     assert run_cli("eval", *common, "--session", session_dir, str(out)).exit_code == 3
     shown = run_cli("render", *common, "--session", session_dir, str(out))
     assert shown.exit_code == 0, shown.output
-    assert "RETRY ATTEMPT 1 of 2" in shown.stdout
+    assert "RETRY ATTEMPT 2 of 3" in shown.stdout
     assert "warning: context key 'spec_path': cannot read" in shown.stderr
     rows = json.loads(run_cli("log", "--session", session_dir, "--format", "json").stdout)
     assert len(rows) == 1 and any("gone.md" in w for w in rows[0]["warnings"])
@@ -401,7 +401,7 @@ def test_render_cli_with_context_file(tmp_path: Path) -> None:
         str(bad),
     )
     assert result.exit_code == 0, result.output
-    assert "RETRY ATTEMPT 2 of 2" in result.stdout
+    assert "RETRY ATTEMPT 3 of 3" in result.stdout
     assert result.stdout.endswith("\n\nDo the work.")
 
 

@@ -152,8 +152,11 @@ def _retry_variables(
         "context": dict(context),
         "block": verdict.block,
         "block_type": verdict.block,
+        # Attempts count outputs, the original being attempt 1, as `rules run` and
+        # `rules eval` print them: `max_attempts` is how many the item may have in all.
         "attempt": decision.attempt,
-        "max_attempts": decision.max_attempts,
+        "next_attempt": decision.attempt + 1,
+        "max_attempts": decision.max_attempts + 1,
         "retries_left": decision.attempts_left,
         "reason": decision.reason,
         "rule": decision.rule,
@@ -265,7 +268,8 @@ def repair_prompt(
             "format_contract": prompts.contract_text(verdict.block, nonce, params),
             "failure_type": verdict.failure_type or "",
             "attempt": decision.attempt,
-            "max_attempts": decision.max_attempts,
+            "next_attempt": decision.attempt + 1,
+            "max_attempts": decision.max_attempts + 1,  # outputs in all, as the terminal counts
             "params": dict(params),
             "context": dict(inputs.context),
         }

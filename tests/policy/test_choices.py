@@ -91,7 +91,7 @@ def test_context_allows_exactly_one_more_retry_with_the_text(tmp_path: Path) -> 
     text = "The flow diagram is in docs/flow.md"
     chosen = round_4.choose("engineer@4", "3", "--text", text)
     assert chosen.exit_code == 0, chosen.output
-    assert text in chosen.stdout and "RETRY ATTEMPT 3 of 3" in chosen.stdout
+    assert text in chosen.stdout and "RETRY ATTEMPT 4 of 4" in chosen.stdout
     retried = round_4.eval("engineer", BAD)
     assert (retried["action"], retried["attempt"], retried["rule"]) == ("ESCALATE", 4, "exhausted")
     log = run_cli("log", "--session", round_4.session, "--view", "rounds").stdout
@@ -110,7 +110,7 @@ def test_render_after_provide_context_sends_the_text(tmp_path: Path) -> None:
         str(round_3.context), "--session", round_3.session, str(tmp_path / "engineer.md"),
     )  # fmt: skip
     assert rendered.exit_code == 0, rendered.output
-    assert "RETRY ATTEMPT 3 of 3" in rendered.stdout
+    assert "RETRY ATTEMPT 4 of 4" in rendered.stdout
     assert text in rendered.stdout
 
 

@@ -212,7 +212,7 @@ def guard_variables(
         "failure_type": verdict.failure_type or "",
         "failures": [f.to_json() for f in verdict.failures],
         "attempt": attempt,
-        "max_attempts": cap,
+        "max_attempts": cap + 1,  # outputs in all, as templates and the terminal count
         "block": verdict.block,
         "previous_errors": list(previous_errors),
         "status": verdict.status,

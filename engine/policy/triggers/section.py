@@ -19,6 +19,7 @@ _DECISION_VARIABLES = frozenset(
         "block",
         "block_type",
         "attempt",
+        "next_attempt",
         "max_attempts",
         "retries_left",
         "reason",
@@ -51,6 +52,7 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
             "format_contract",
             "failure_type",
             "attempt",
+            "next_attempt",
             "max_attempts",
         }
     )
