@@ -166,6 +166,8 @@ class Session:
             self.pack.policy.measure(block, text, context) if verdict.status != "fail" else None
         )
         grant = choices.grant(block, key)
+        # a choice that granted more attempts resumes the run it was made in
+        continuing = continue_run or (grant.attempts > 0 and choices.resumes(block, key))
         session = self.ledger.session
         if reuse_latest:
             history = _latest_run(self.ledger.history(block, key))
@@ -203,7 +205,7 @@ class Session:
                     return decided[0], done
             # the item's next number first: it holds the item until this transaction ends
             run_number, number = attempt_rows.next_attempt(
-                tx, session, block, key, continuing=continue_run
+                tx, session, block, key, continuing=continuing
             )
             history = attempt_rows.item_history(tx, session, block, key)
             previous = [
