@@ -115,15 +115,19 @@ def test_runs_without_a_nonce_are_items_of_their_own(tmp_path: Path, model: Path
 
 def test_runs_with_the_same_item_share_its_count(tmp_path: Path, model: Path) -> None:
     assert rules_run(tmp_path, *ENGINEER, "--item", "job-7", model=model) == (0, RETRIED)
-    code, lines = rules_run(tmp_path, *ENGINEER, "--item", "job-7", model=model)
+    # the first run ended (PROCEED): the next run of the item starts again at attempt 1
+    assert rules_run(tmp_path, *ENGINEER, "--item", "job-7", model=model) == (0, RETRIED)
+    # --continue goes on counting the ended run: its cap is spent
+    code, lines = rules_run(tmp_path, *ENGINEER, "--item", "job-7", "--continue", model=model)
     assert code == 1
     assert lines[0].startswith("rules run: attempt 3: fail WRONG_FORMAT")
     assert lines[0].endswith("-> ESCALATE")  # the pack's after-failure action, as one item
     assert rules_run(tmp_path, *ENGINEER, "--item", "job-8", model=model) == (0, RETRIED)
     rows = logged(tmp_path)
-    assert [item for item, _, _ in rows] == [json.dumps({"item": "job-7"})] * 3 + [
+    assert [item for item, _, _ in rows] == [json.dumps({"item": "job-7"})] * 5 + [
         json.dumps({"item": "job-8"})
     ] * 2
+    assert [number for _, number, _ in rows] == [1, 2, 1, 2, 3, 1, 2]
 
 
 def test_an_item_names_one_across_nonces(tmp_path: Path) -> None:
@@ -145,7 +149,8 @@ def test_an_item_names_one_across_nonces(tmp_path: Path) -> None:
     assert run("4F2C9A") == (0, ["REPAIR", "PROCEED"])
     assert run("5B3D1E") == (0, ["REPAIR", "PROCEED"])  # another nonce: another item
     assert run("4F2C9A", "--item", "cycle-1") == (0, ["REPAIR", "PROCEED"])
-    assert run("5B3D1E", "--item", "cycle-1") == (1, ["NEEDS_HUMAN"])
+    assert run("5B3D1E", "--item", "cycle-1") == (0, ["REPAIR", "PROCEED"])  # a new run
+    assert run("5B3D1E", "--item", "cycle-1", "--continue") == (1, ["NEEDS_HUMAN"])
 
 
 @pytest.mark.parametrize("command", ["run", "eval", "render"])

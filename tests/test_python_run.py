@@ -562,15 +562,15 @@ def test_ledger_and_rules_ledger_record_as_rules_run_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ledger_url: str
 ) -> None:
     """engine.run took no ledger= and ignored RULES_LEDGER: two `rules run` and two
-    engine.run on one item kept two counts. Now the four runs are attempts 1..4 of one item
-    in the one ledger the variable names (SQLite or PostgreSQL), and ledger= wins over the
-    variable."""
+    engine.run on one item kept two counts. Now the four runs, each continuing the item's
+    run, are attempts 1..4 of one item in the one ledger the variable names (SQLite or
+    PostgreSQL), and ledger= wins over the variable."""
     shared = ledger_url
     monkeypatch.setenv("RULES_LEDGER", str(shared))
     monkeypatch.chdir(tmp_path)
     junk = tmp_path / "junk.py"
     junk.write_text("print('no verdict here')\n", encoding="utf-8")
-    args = [*VERDICT_ARGS, "--item", "one", "--prompt", str(tmp_path / "p.txt")]
+    args = [*VERDICT_ARGS, "--item", "one", "--continue", "--prompt", str(tmp_path / "p.txt")]
     (tmp_path / "p.txt").write_text(PROMPT, encoding="utf-8")
     for _ in range(2):
         run_script(script("rules"), "run", *args, "--", sys.executable, str(junk))
@@ -581,6 +581,7 @@ def test_ledger_and_rules_ledger_record_as_rules_run_does(
             prompt=PROMPT,
             item="one",
             timeout=10**3,
+            continue_run=True,
             **VERDICT,
         )
     ledger = SessionLedger(locate(".rules-session", str(shared)))

@@ -98,6 +98,13 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="Keep the outputs in the session's ledger from now on (compressed), for "
             "`rules export` and `rules backtest`.",
         ),
+        click.option(
+            "--continue",
+            "continue_run",
+            is_flag=True,
+            help="With --session: count this output in the item's latest run even when it "
+            "ended (PROCEED or a final action); by default it starts a new run at attempt 1.",
+        ),
         click.option("--model", help="The model that produced the output (carried along)."),
         click.option(
             "--previous-error",
@@ -132,6 +139,8 @@ def _flag(field: str) -> str:
     """A field of the evaluation's input as the option that gives it."""
     if field.startswith("vars."):
         return f"--var {field.removeprefix('vars.')}=..."
+    if field == "continue_run":
+        return "--continue"
     return "--" + field.replace("_", "-")
 
 
@@ -146,6 +155,7 @@ def _request(
     ledger_url: str | None,
     item: str | None,
     keep_outputs: bool,
+    continue_run: bool,
     model: str | None,
     previous_errors: tuple[str, ...],
     external_error: str | None,
@@ -181,6 +191,7 @@ def _request(
         session=SessionRef(session_dir, ledger_url) if session_dir is not None else None,
         keep_outputs=keep_outputs,
         reuse_latest=reuse_latest,
+        continue_run=continue_run,
     )
 
 

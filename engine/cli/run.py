@@ -34,7 +34,7 @@ from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.format.yamldoc import read_text
 from engine.session.command import DEFAULT_TIMEOUT, run_with_command
 from engine.session.evaluation import InputRefused
-from engine.session.recording import Outcome
+from engine.session.recording import EXECUTION_FAILURE, Outcome
 from engine.session.run import RunRequest
 from engine.session.session_ref import SessionRef
 
@@ -146,6 +146,14 @@ def missing_command(command: tuple[str, ...]) -> str | None:
     help="Keep the outputs in the session's ledger from now on (compressed), for "
     "`rules export` and `rules backtest`.",
 )
+@click.option(
+    "--continue",
+    "continue_run",
+    is_flag=True,
+    help="Continue the item's latest run even when it ended (its attempt count and caps go "
+    "on); by default a run after a finished one (PROCEED or a final action) starts again "
+    "at attempt 1. Needs --nonce or --item.",
+)
 @click.option("--model", help="Model id, recorded and carried into repairs.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(
@@ -161,6 +169,7 @@ def run_command(
     timeout: float | None,
     max_output_bytes: int | None,
     keep_outputs: bool,
+    continue_run: bool,
     model: str | None,
     command: tuple[str, ...],
 ) -> None:
@@ -174,10 +183,12 @@ def run_command(
     they carry options); the first prompt is --prompt, else the pack's for the block.
     A one-line report per attempt goes to stderr. A command that crashes, exits non-zero
     or times out is an EXECUTION_FAILED attempt; its stderr never reaches a prompt.
-    The session counts the attempts of an item across runs: runs with the same --item KEY
-    continue one item, as do runs with a --nonce whose item parts (the pack's
-    `session.item`: by default the nonce and vars) are the same; a run with neither is an
-    item of its own.
+    The session counts the attempts of an item: runs with the same --item KEY are runs of
+    one item, as are runs with a --nonce whose item parts (the pack's `session.item`: by
+    default the nonce and vars) are the same; a run with neither is an item of its own.
+    A run ends at PROCEED or a final action; the item's next run starts at attempt 1
+    (--continue goes on counting the ended run instead). The last lines of the command's
+    stderr are kept with each attempt and shown after an EXECUTION_FAILED one.
 
     \b
     Examples:
@@ -202,6 +213,7 @@ def run_command(
             item,
             SessionRef(session_dir, ledger_url),
             keep_outputs,
+            continue_run,
         )
         with stopping_on_sigterm():
             result = run_with_command(
@@ -213,7 +225,7 @@ def run_command(
                 progress=_report,
             )
     except InputRefused as exc:
-        raise UsageFailure(exc.said(lambda field: f"--{field} FILE")) from None
+        raise UsageFailure(exc.said(_flag)) from None
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     except KeyboardInterrupt:
@@ -241,6 +253,11 @@ def _read_prompt(name: str) -> str:
     return text
 
 
+def _flag(field: str) -> str:
+    """A field of the run's request as the option that gives it."""
+    return {"prompt": "--prompt FILE", "continue_run": "--continue"}.get(field, f"--{field}")
+
+
 def _report(outcome: Outcome) -> None:
     verdict, decision = outcome.verdict, outcome.decision
     what = (
@@ -252,3 +269,10 @@ def _report(outcome: Outcome) -> None:
     click.echo(
         f"rules run: attempt {decision.attempt}: {first_line} -> {decision.action}", err=True
     )
+    if outcome.stderr is not None and verdict.failure_type == EXECUTION_FAILURE:
+        # what the operator needs to see (a key missing, a quota spent); the last lines only
+        lines = outcome.stderr.splitlines()
+        last = f"last {len(lines)} lines" if len(lines) > 1 else "last line"
+        click.echo(f"rules run: the model command's stderr ({last}):", err=True)
+        for line in lines:
+            click.echo(f"  {line}", err=True)

@@ -24,6 +24,7 @@ import logging
 import re
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Any, TextIO
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
@@ -71,6 +72,30 @@ def register(secret: str | None) -> None:
         ordered = sorted(_forms, key=len, reverse=True)  # no piece of a longer form is left
         _pattern = re.compile("|".join(re.escape(form) for form in ordered))
         _ordered = tuple(ordered)
+
+
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+"""The environment variables whose values are secrets (``OPENAI_API_KEY``, ``HF_TOKEN``)."""
+MIN_ENVIRONMENT_SECRET = 8
+"""The shortest such value scrubbed (shorter ones are flags and words: ``1``, ``true``)."""
+
+
+def scrub_environment(text: str, environ: Mapping[str, str]) -> str:
+    """``text`` scrubbed, and without the value of any variable of ``environ`` whose name
+    says it is a secret: a model command inherits them and may print one on its stderr.
+    The values are not registered: other texts of the process keep them."""
+    values = sorted(
+        (
+            value
+            for name, value in environ.items()
+            if SECRET_NAME.search(name) and len(value) >= MIN_ENVIRONMENT_SECRET
+        ),
+        key=len,
+        reverse=True,
+    )
+    for value in values:
+        text = text.replace(value, MASK)
+    return scrub(text)
 
 
 def scrub(text: str) -> str:

@@ -7,6 +7,12 @@ DO UPDATE ... RETURNING``; on PostgreSQL in the same statement as the insert). T
 stays locked until the transaction ends (on SQLite the whole ledger is, from
 ``BEGIN IMMEDIATE``), so writers on any number of machines recording the same item get
 distinct, consecutive numbers 1..k, and a transaction that fails gives its number back.
+
+An item's attempts come in runs: a final decision (PROCEED or an after-failure action)
+ends the item's run (``end_run``, in the transaction that records it), and the item's next
+attempt starts the next run at number 1, unless the caller continues the ended run
+(``next_attempt(..., continuing=True)``). The counter's row holds the run, its last number
+and whether it ended, so the numbering stays atomic across writers.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class Attempt:
     data_summary: str | None = None
     pack_version: str | None = None
     revision: str | None = None  # the pack's revision: a hash of its files and its bases
+    stderr: str | None = None  # the tail of the model command's stderr (bounded, scrubbed)
 
 
 @dataclass(frozen=True)
@@ -73,18 +80,36 @@ def now() -> str:
     return clock.iso(clock.now())
 
 
-_NEXT = (
-    "INSERT INTO item_counters (session, block, item, last) VALUES (?, ?, ?, 1)"
-    " ON CONFLICT (session, block, item) DO UPDATE SET last = item_counters.last + 1"
+_UPSERT = (
+    "INSERT INTO item_counters (session, block, item, last, run, ended)"
+    " VALUES (?, ?, ?, 1, 1, 0) ON CONFLICT (session, block, item) DO UPDATE SET "
 )
+# SET reads the row as it was: an ended run gives way to the next one, numbered from 1
+_NEXT = _UPSERT + (
+    "last = CASE WHEN item_counters.ended = 0 THEN item_counters.last + 1 ELSE 1 END,"
+    " run = item_counters.run + item_counters.ended, ended = 0"
+)
+_CONTINUE = _UPSERT + "last = item_counters.last + 1, ended = 0"
 
 
-def next_attempt(tx: Tx, session: str, block: str, item: str) -> int:
-    """The item's next attempt number, taken inside ``tx`` (the item stays locked until
-    ``tx`` ends)."""
-    row = tx.one(_NEXT + " RETURNING last", (session, block, item))
+def next_attempt(
+    tx: Tx, session: str, block: str, item: str, *, continuing: bool = False
+) -> tuple[int, int]:
+    """The item's run and next attempt number in it, taken inside ``tx`` (the item stays
+    locked until ``tx`` ends): the next run at 1 when the last one ended, unless
+    ``continuing``."""
+    sql = _CONTINUE if continuing else _NEXT
+    row = tx.one(sql + " RETURNING run, last", (session, block, item))
     assert row is not None
-    return int(row[0])
+    return int(row[0]), int(row[1])
+
+
+def end_run(tx: Tx, session: str, block: str, item: str) -> None:
+    """End the item's current run (its attempt just recorded had a final decision)."""
+    tx.execute(
+        "UPDATE item_counters SET ended = 1 WHERE session = ? AND block = ? AND item = ?",
+        (session, block, item),
+    )
 
 
 def _values(record: ItemAttempt, token: str | None) -> dict[str, Any]:
@@ -117,17 +142,20 @@ def _record_in_one_statement(tx: Tx, record: ItemAttempt, token: str) -> int:
     # is projected, after the counter row is locked, so ids follow attempt numbers
     marks = ", ".join(f"?::{'bigint' if name in _INTEGERS else 'text'}" for name in values)
     row = tx.one(
-        f"WITH n AS ({_NEXT} RETURNING last) INSERT INTO attempts ({columns}, attempt)"
-        f" SELECT {marks}, n.last FROM n RETURNING attempt",
+        f"WITH n AS ({_NEXT} RETURNING run, last) INSERT INTO attempts ({columns}, run,"
+        f" attempt) SELECT {marks}, n.run, n.last FROM n RETURNING attempt",
         (record.session, record.block, record.item, *values.values()),
     )
     assert row is not None
     return int(row[0])
 
 
-def insert_attempt(tx: Tx, record: ItemAttempt, number: int, token: str | None = None) -> int:
-    """Insert ``record`` as attempt ``number`` of its item inside ``tx``; its row id."""
-    values = {**_values(record, token), "attempt": number}
+def insert_attempt(
+    tx: Tx, record: ItemAttempt, number: int, token: str | None = None, run: int = 1
+) -> int:
+    """Insert ``record`` as attempt ``number`` of run ``run`` of its item inside ``tx``;
+    its row id."""
+    values = {**_values(record, token), "run": run, "attempt": number}
     columns = ", ".join(values)
     marks = ", ".join("?" for _ in values)
     row = tx.one(
@@ -168,10 +196,16 @@ class Attempts:
 
     def record_attempt(self, record: ItemAttempt) -> int:
         """Record ``record`` as its item's next attempt, with its warnings and kept
-        output, in one transaction; its attempt number. A write retried after a lost
-        connection is recorded once (a token marks it)."""
+        output, in one transaction; its attempt number in its run (a final attempt ends
+        the run). A write retried after a lost connection is recorded once (a token marks
+        it)."""
         token = uuid.uuid4().hex
-        single = self.ledger.dialect == "postgresql" and not record.warnings and record.kept is None
+        single = (
+            self.ledger.dialect == "postgresql"
+            and not record.warnings
+            and record.kept is None
+            and not record.attempt.final
+        )
 
         def work(tx: Tx) -> int:
             if tx.retry:  # the first run may have committed before its connection broke
@@ -180,8 +214,10 @@ class Attempts:
                     return int(done[0])
             elif single:
                 return _record_in_one_statement(tx, record, token)
-            number = next_attempt(tx, record.session, record.block, record.item)
-            insert_attempt(tx, record, number, token)
+            run, number = next_attempt(tx, record.session, record.block, record.item)
+            insert_attempt(tx, record, number, token, run)
+            if record.attempt.final:
+                end_run(tx, record.session, record.block, record.item)
             return number
 
         return self.ledger.write(work, single=single)

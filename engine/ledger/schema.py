@@ -236,6 +236,20 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE attempts ADD COLUMN pack_version TEXT",
         "ALTER TABLE attempts ADD COLUMN revision TEXT",
     ],
+    # 5: runs of an item. A final decision (PROCEED or an after-failure action) ends the
+    # item's run; its next output starts run + 1 at attempt 1 unless the caller continues
+    # the run (engine/ledger/attempts.py). Earlier attempts are run 1, as they were
+    # counted; an item whose latest attempt was final has ended its run. And the tail of
+    # a model command's stderr (bounded, secrets scrubbed), kept with its attempt.
+    [
+        "ALTER TABLE attempts ADD COLUMN run INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE attempts ADD COLUMN stderr TEXT",
+        "ALTER TABLE item_counters ADD COLUMN run INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE item_counters ADD COLUMN ended INTEGER NOT NULL DEFAULT 0",
+        "UPDATE item_counters SET ended = COALESCE((SELECT a.final FROM attempts a"
+        " WHERE a.session = item_counters.session AND a.block = item_counters.block"
+        " AND a.item = item_counters.item ORDER BY a.id DESC LIMIT 1), 0)",
+    ],
 ]
 
 VERSION = len(MIGRATIONS)

@@ -32,6 +32,7 @@ th{background:#eee;text-align:left}td.n{text-align:right;font-variant-numeric:ta
 .a{border:2px solid #555;padding:.1em .5em;border-radius:.3em;font-size:.9em;margin:0 .3em .3em 0}
 .pass,.warn{border-style:solid}.fail{border-style:dashed;background:#fbeaea}
 .warn{background:#fff6dc}.pass{background:#e6f4e6}
+.run{margin:.6em 0}.run .meta{color:#444;font-size:.9em}
 svg text{font:12px system-ui,sans-serif}
 """
 
@@ -56,7 +57,9 @@ def _render(template: str, **values: Any) -> str:
 
 
 def session(rows: Iterable[Row], title: str) -> str:
-    """A session's attempts: per item a timeline, the pass rate by attempt number, the
+    """A session's attempts as a page a team shares: the packs and revisions that decided,
+    when, how each run ended (runs by final action), attempts per run, what repairs cost,
+    each run's timeline under its item's name, the pass rate by attempt number, the
     failures by type and the example tiers."""
     summary = session_summary(rows)
     figures = summary.figures
@@ -69,11 +72,23 @@ def session(rows: Iterable[Row], title: str) -> str:
         )
         for n, c in by_attempt.items()
     ]
+    accepted = [r for r in summary.runs.values() if r.final and r.action == "PROCEED"]
+    per_accepted = f"{sum(r.attempts for r in accepted) / len(accepted):.2f}" if accepted else "-"
     return _render(
         "session.html.j2",
         title=title,
         summary=summary,
         figures=figures,
+        packs=[[p, v, r, n] for (p, v, r), n in summary.packs.items()],
+        when=[["first attempt", summary.first or "-"], ["last attempt", summary.last or "-"]],
+        outcome_bars=[(a, n, str(n)) for a, n in figures["outcomes"].items()],
+        per_run_rows=[[n, runs] for n, runs in figures["attempts_per_run"].items()],
+        cost_rows=[
+            ["repair and retry attempts", figures["repairs"]],
+            ["runs accepted after a failure", figures["rescued"]],
+            ["example tokens in repair prompts", figures["example_tokens"]],
+        ],
+        per_accepted=per_accepted,
         rates=rates,
         by_attempt_rows=[[n, c["attempts"], c["accepted"]] for n, c in by_attempt.items()],
         failure_bars=[(t, n, str(n)) for t, n in figures["failures"].items()],

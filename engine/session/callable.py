@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from engine.core.errors import UsageError
 from engine.core.files import path_problem
+from engine.core.redaction import scrub
 from engine.core.suggest import did_you_mean
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.pack.compiled import Pack
@@ -66,6 +67,9 @@ class RunOptions(TypedDict, total=False):
     """The most a call may return, in bytes (UTF-8 for text); more is an EXECUTION_FAILED
     attempt, as `rules run --max-output-bytes` (default: the pack's
     ``limits.max_output_bytes``, else 64 MiB)."""
+    continue_run: bool | None
+    """Continue the item's latest run even when it ended (its count and caps go on), as
+    `rules run --continue`; by default a run after a finished one starts at attempt 1."""
     ledger: str | os.PathLike[str] | None
     """The ledger the session is recorded in, as `rules run --ledger`: a path or
     ``sqlite:///path``, or ``postgresql://...`` where ``session`` is the session's name
@@ -87,7 +91,7 @@ def run(
 
     The options (``RunOptions``, each optional, each None by default): ``session``,
     ``item``, ``prompt``, ``nonce``, ``vars``, ``context``, ``model``, ``timeout``,
-    ``max_output_bytes``, ``ledger``."""
+    ``max_output_bytes``, ``continue_run``, ``ledger``."""
     loaded, request, limit, cap = _request(run, pack, block, call, options)
     with _refusals(run):
         return run_with(loaded, request, lambda text: call_in_thread(call, text, limit, cap))
@@ -143,6 +147,9 @@ def _request(
         not isinstance(context, Mapping) or not all(isinstance(k, str) for k in context)
     ):
         raise UsageError(f"{name}: context= takes a dict with text keys")
+    continue_run = options.get("continue_run")
+    if continue_run is not None and not isinstance(continue_run, bool):
+        raise UsageError(f"{name}: continue_run= takes True or False")
     if session is not None and not isinstance(session, (str, os.PathLike)):
         raise UsageError(f"{name}: session= takes the path of a session folder")
     if isinstance(session, (str, os.PathLike)) and (problem := path_problem(str(session))):
@@ -167,6 +174,7 @@ def _request(
             Path(session) if session is not None else DEFAULT_SESSION,
             None if ledger is None else str(ledger),
         ),
+        continue_run=bool(continue_run),
     )
     return loaded, request, limit, cap
 
@@ -201,7 +209,7 @@ def _text(name: str, key: str, value: Any, optional: bool = False) -> None:
 def raised(exc: BaseException) -> str:
     """An exception as an EXECUTION_FAILED error: its type and message on one line."""
     try:
-        message = " ".join(str(exc).split())
+        message = scrub(" ".join(str(exc).split()))
     except Exception:  # an exception whose __str__ raises: its type alone
         message = ""
     if len(message) > MAX_MESSAGE_CHARS:

@@ -51,6 +51,17 @@ class ChoiceBook:
                 text = row_text or text
         return Grant(attempts, text)
 
+    def resumes(self, block: str, item: str) -> bool:
+        """Whether the item's latest attempt carries a choice that grants more attempts
+        (`rules choose`): the item's next output then goes on in that attempt's run, whose
+        cap the choice raised, instead of starting a new run."""
+        history = self.ledger.history(block, item)
+        chosen = self.chosen(int(history[-1]["id"])) if history else None
+        if chosen is None:
+            return False
+        effect = self.ledger.decoded(chosen["effect"], f"choices row {chosen['id']}")
+        return bool(effect.get("retry"))
+
     def chosen(self, attempt_id: int) -> dict[str, Any] | None:
         """The choice already made on attempt ``attempt_id``, if any."""
         return self.ledger.read(lambda tx: choice_rows.on_attempt(tx, attempt_id))

@@ -3,7 +3,9 @@ output; the loop (evaluate, repair or retry per the pack until its final decisio
 attempt recorded) is ``engine.session.run``.
 
 A command that crashes, exits non-zero or times out is an execution failure (its own
-failure type), never a parse error, and its stderr never goes into a prompt.
+failure type), never a parse error. The tail of its stderr (``STDERR_LINES`` lines, at most
+``STDERR_BYTES``, secrets scrubbed) is kept with the attempt and shown to the operator: an
+API key missing or a quota spent is said there; it never goes into a prompt.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from engine.core.redaction import scrub_environment
 from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
 from engine.pack.compiled import Pack
 from engine.session.evaluation import output_cap
@@ -23,6 +26,24 @@ from engine.session.run import Execution, Progress, RunRequest, RunResult, run_w
 DEFAULT_TIMEOUT = 600.0
 GRACE_SECONDS = 2.0
 _READ = 64 * 1024
+STDERR_LINES = 20
+"""The last lines of a model command's stderr kept with its attempt and shown."""
+STDERR_BYTES = 4096
+"""At most this much of them (the end)."""
+
+
+def stderr_tail(data: bytes) -> str | None:
+    """The last ``STDERR_LINES`` lines of ``data`` (at most ``STDERR_BYTES``, the end), as
+    text with secrets scrubbed (the values of secret-named environment variables, the
+    passwords of URLs); None when it holds nothing but blanks."""
+    lines = data.decode("utf-8", errors="replace").rstrip().splitlines()[-STDERR_LINES:]
+    text = "\n".join(line.rstrip() for line in lines)
+    if not text.strip():
+        return None
+    if len(text.encode("utf-8")) > STDERR_BYTES:
+        text = text.encode("utf-8")[-STDERR_BYTES:].decode("utf-8", errors="ignore")
+        text = "[...]" + text
+    return scrub_environment(text, os.environ)  # the command inherits its environment
 
 
 def _end_group(process: subprocess.Popen[bytes]) -> None:
@@ -52,8 +73,8 @@ def execute(
     max_output: int = MAX_OUTPUT_BYTES,
 ) -> Execution:
     """Run ``command`` in its own process group with ``prompt`` on stdin; stdout and stderr
-    are read at the same time (stdout kept up to ``max_output``, stderr drained and never
-    kept: it never goes into a prompt); on timeout or too much output the whole
+    are read at the same time (stdout kept up to ``max_output``; of stderr its tail,
+    ``stderr_tail``, never put in a prompt); on timeout or too much output the whole
     group is ended. Never raises for what the command does."""
     try:
         process = subprocess.Popen(
@@ -68,6 +89,7 @@ def execute(
     assert process.stdin and process.stdout and process.stderr
     stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
     out = bytearray()
+    err = bytearray()
     too_much = threading.Event()
 
     def read_stdout() -> None:
@@ -78,9 +100,11 @@ def execute(
                 too_much.set()
                 return
 
-    def read_stderr() -> None:  # drained so the command never blocks on it; not kept
-        while os.read(stderr.fileno(), _READ):
-            pass
+    def read_stderr() -> None:  # drained so the command never blocks on it; its end kept
+        while chunk := os.read(stderr.fileno(), _READ):
+            err.extend(chunk)
+            if len(err) > 4 * _READ:
+                del err[: len(err) - 2 * _READ]
 
     def write_stdin() -> None:
         try:
@@ -115,16 +139,17 @@ def execute(
         stream.close()
     if reason is None and too_much.is_set():
         reason = f"model command printed more than {max_output} bytes on stdout"
+    tail = stderr_tail(bytes(err))
     if reason is not None:
-        return Execution(b"", reason)
+        return Execution(b"", reason, tail)
     if process.returncode != 0:
         how = (
             f"was killed by signal {-process.returncode}"
             if process.returncode < 0
             else f"exited with status {process.returncode}"
         )
-        return Execution(bytes(out), f"model command {how}")
-    return Execution(bytes(out), None)
+        return Execution(bytes(out), f"model command {how}", tail)
+    return Execution(bytes(out), None, tail)
 
 
 def run_with_command(

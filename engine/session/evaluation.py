@@ -67,7 +67,8 @@ class EvaluationRequest:
     ``previous_errors`` count without a session; with ``session`` its ledger counts and
     records (``keep_outputs``: keep the output there; ``reuse_latest``: an output that is
     the item's latest recorded attempt is that attempt again, as `rules render` after
-    `rules eval` wants)."""
+    `rules eval` wants; ``continue_run``: count the output in the item's latest run even
+    when it ended, instead of starting a new run at attempt 1)."""
 
     given: OutputInput
     more: bool = False
@@ -77,6 +78,7 @@ class EvaluationRequest:
     session: SessionRef | None = None
     keep_outputs: bool = False
     reuse_latest: bool = False
+    continue_run: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,10 @@ def prepare(pack: Pack, request: EvaluationRequest) -> OutputInput:
         raise InputRefused(
             "{0} needs {1}: outputs are kept in its ledger", ("keep_outputs", "session")
         )
+    if request.session is None and request.continue_run:
+        raise InputRefused(
+            "{0} needs {1}: its ledger holds the item's runs", ("continue_run", "session")
+        )
     if request.session is None and given.item is not None:
         raise InputRefused(
             "{0} needs {1}: its ledger counts the item's attempts", ("item", "session")
@@ -163,7 +169,7 @@ def evaluate(pack: Pack, request: EvaluationRequest) -> Evaluated:
     if request.session is None:
         return _alone(pack, ready, request)
     with _opened(pack, request.session, request.keep_outputs) as session:
-        return _recorded(session, ready, request.reuse_latest)
+        return _recorded(session, ready, request.reuse_latest, request.continue_run)
 
 
 def render(
@@ -184,7 +190,7 @@ def render(
         decided(evaluated)
         return _due(pack, ready, evaluated, None, presentation)
     with _opened(pack, request.session, request.keep_outputs) as session:
-        evaluated = _recorded(session, ready, request.reuse_latest)
+        evaluated = _recorded(session, ready, request.reuse_latest, request.continue_run)
         decided(evaluated)
         rendered = _due(pack, ready, evaluated, session.place, presentation)
         if rendered.warnings and evaluated.attempt_id is not None:
@@ -217,9 +223,12 @@ def _alone(pack: Pack, ready: OutputInput, request: EvaluationRequest) -> Evalua
     return Evaluated(pack, verdict, decision, ready.output or b"", dict(ready.vars), context)
 
 
-def _recorded(session: Session, ready: OutputInput, reuse_latest: bool) -> Evaluated:
-    """``ready`` evaluated, decided and recorded as the next attempt of its item."""
-    outcome = session.evaluate(ready, reuse_latest=reuse_latest)
+def _recorded(
+    session: Session, ready: OutputInput, reuse_latest: bool, continue_run: bool = False
+) -> Evaluated:
+    """``ready`` evaluated, decided and recorded as the next attempt of its item (in its
+    latest run with ``continue_run``)."""
+    outcome = session.evaluate(ready, reuse_latest=reuse_latest, continue_run=continue_run)
     return Evaluated(
         session.pack,
         outcome.verdict,

@@ -23,3 +23,28 @@ def item_key(parts: Mapping[str, Any], *, name: str | None = None, run: str | No
         return json.dumps({"item": name}, ensure_ascii=False)
     values = dict(parts) if run is None else {**parts, "run": run}
     return json.dumps(values, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def item_label(key: str) -> str:
+    """An item's key as people name it: the name a caller gave (``job-7``), else its parts
+    (``nonce 4F2C9A, question=Q1``; a run of its own shows its id's first 8 characters,
+    ``run 10569d2e``). A key that is not such JSON is shown as it is."""
+    try:
+        parts = json.loads(key)
+    except ValueError:
+        return key
+    if not isinstance(parts, dict):
+        return key
+    if set(parts) == {"item"} and isinstance(parts["item"], str):
+        return parts["item"]
+    shown: list[str] = []
+    for name, value in parts.items():
+        if value is None or value == {}:
+            continue
+        if name == "params" and isinstance(value, dict):
+            shown += [f"{k}={v}" for k, v in value.items()]
+        elif name == "run" and isinstance(value, str):
+            shown.append(f"run {value[:8]}")
+        else:
+            shown.append(f"{name} {value}")
+    return ", ".join(shown) or "(no parts)"

@@ -3,7 +3,9 @@
 Repeated calls for the same item (block + the parts the pack's ``session.item`` names, by
 default nonce + params; or block + a name the caller gives, ``item=``) count as attempts of
 that item, so caps hold across processes: read history, decide and record happen in one
-write transaction.
+write transaction. An item's attempts come in runs: a final decision (PROCEED or an
+after-failure action) ends the run, and the item's next output starts a new run at
+attempt 1, unless the caller continues the run (``continue_run``).
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class Outcome:
     attempt_id: int
     user_context: str = ""
     """The user's text a choice added for this item's next prompt."""
+    stderr: str | None = None
+    """The tail of the model command's stderr recorded with the attempt (never prompted)."""
 
 
 class Session:
@@ -115,9 +119,20 @@ class Session:
 
     @traced_evaluation
     def evaluate(
-        self, given: OutputInput, *, reuse_latest: bool = False, run: str | None = None
+        self,
+        given: OutputInput,
+        *,
+        reuse_latest: bool = False,
+        run: str | None = None,
+        continue_run: bool = False,
+        stderr: str | None = None,
     ) -> Outcome:
         """Evaluate ``given`` as the next attempt of its item, decide, and record both.
+
+        The attempt is numbered in the item's run: after a final decision the next output
+        starts a new run at 1; ``continue_run`` continues the item's latest run instead
+        (its count and caps go on). ``stderr``: the tail of the model command's stderr,
+        recorded with the attempt and returned with the outcome, never put in a prompt.
 
         The item is the one ``given.item`` names, else the one the pack's ``session.item``
         parts make (with ``run``, a run id, added: one run's attempts, no one else's). With
@@ -151,9 +166,11 @@ class Session:
             self.pack.policy.measure(block, text, context) if verdict.status != "fail" else None
         )
         grant = choices.grant(block, key)
+        # a choice that granted more attempts resumes the run it was made in
+        continuing = continue_run or (grant.attempts > 0 and choices.resumes(block, key))
         session = self.ledger.session
         if reuse_latest:
-            history = self.ledger.history(block, key)
+            history = _latest_run(self.ledger.history(block, key))
             if (
                 history
                 and history[-1]["output_sha256"] == sha256(text)
@@ -187,9 +204,13 @@ class Session:
                 if done is not None:
                     return decided[0], done
             # the item's next number first: it holds the item until this transaction ends
-            number = attempt_rows.next_attempt(tx, session, block, key)
+            run_number, number = attempt_rows.next_attempt(
+                tx, session, block, key, continuing=continuing
+            )
             history = attempt_rows.item_history(tx, session, block, key)
-            previous = [row["error"] for row in history if row["error"]]
+            previous = [
+                row["error"] for row in history if row["error"] and row["run"] == run_number
+            ]
             earlier = (
                 None
                 if measure is None or measure.round is None
@@ -230,6 +251,7 @@ class Session:
                 data_summary=_summary(verdict),
                 pack_version=self.pack.model.version,
                 revision=self.pack.revision,
+                stderr=stderr,
             )
             warnings = list(verdict.warnings)
             if decision.default is not None and decision.log in ("warning", "error"):
@@ -242,12 +264,18 @@ class Session:
             )
             decided.append(decision)
             attempt_id = attempt_rows.insert_attempt(
-                tx, ItemAttempt(session, block, key, row, warnings, kept), decision.attempt, token
+                tx,
+                ItemAttempt(session, block, key, row, warnings, kept),
+                decision.attempt,
+                token,
+                run_number,
             )
+            if decision.final:
+                attempt_rows.end_run(tx, session, block, key)
             return decision, attempt_id
 
         decision, attempt_id = self.ledger.write(record)
-        return Outcome(verdict, decision, attempt_id, grant.text)
+        return Outcome(verdict, decision, attempt_id, grant.text, stderr)
 
     def _round_outcome(
         self, choices: ChoiceBook, block: str, round_number: int, decision: Decision, tx: Tx
@@ -304,6 +332,15 @@ class Session:
         if verdict.failure_type == EXECUTION_FAILURE:
             return "execution"
         return self.pack.contract(block).failure_tier(verdict.failure_type or "")
+
+
+def _latest_run(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The attempts of the item's latest run (``history``: all its attempts, oldest
+    first)."""
+    if not history:
+        return history
+    latest = history[-1]["run"]
+    return [row for row in history if row["run"] == latest]
 
 
 def _summary(verdict: Verdict) -> str | None:

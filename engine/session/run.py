@@ -37,6 +37,9 @@ class Execution:
 
     output: str | bytes
     error: str | None  # why the step failed (an EXECUTION_FAILED attempt), None when it ran
+    stderr: str | None = None
+    """The tail of a model command's stderr (bounded, secrets scrubbed): recorded with the
+    attempt and shown to the operator, never put in a prompt."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,9 @@ class RunRequest:
     """A run to start: its block, its first prompt (None: the pack's first prompt for the
     block), the block's nonce, the caller's ``vars`` (block params and context strings
     together), the context, the model's name, the item its attempts are counted under,
-    and the session that records them (``keep_outputs``: keep the outputs there)."""
+    and the session that records them (``keep_outputs``: keep the outputs there).
+    ``continue_run``: the first output continues the item's latest run even when it ended
+    (its count and caps go on) instead of starting a new run at attempt 1."""
 
     block: str
     prompt: str | None = None
@@ -93,6 +98,7 @@ class RunRequest:
     item: str | None = None
     session: SessionRef = field(default_factory=lambda: SessionRef(DEFAULT_SESSION))
     keep_outputs: bool = False
+    continue_run: bool = False
 
 
 class NoFirstPrompt(InputRefused):
@@ -108,16 +114,36 @@ class NoFirstPrompt(InputRefused):
         )
 
 
+class NoItemToContinue(InputRefused):
+    """A run asked to continue an item's run without naming the item: without a nonce
+    and an item name each run is an item of its own, so there is nothing to continue."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "{0} continues an item's latest run: name the item with {1} or {2} (without "
+            "them each run is an item of its own)",
+            ("continue_run", "item", "nonce"),
+        )
+
+
 @dataclass(frozen=True)
 class Run:
-    """A started run: its session, its inputs and its first prompt."""
+    """A started run: its session, its inputs, its first prompt and whether it continues
+    the item's latest run."""
 
     session: Session
     given: OutputInput
     prompt: str
+    continue_run: bool = False
 
     def attempts(self, progress: Progress) -> Generator[str, Execution, RunResult]:
-        return attempts(self.session, self.given, prompt=self.prompt, progress=progress)
+        return attempts(
+            self.session,
+            self.given,
+            prompt=self.prompt,
+            progress=progress,
+            continue_run=self.continue_run,
+        )
 
 
 @contextmanager
@@ -129,6 +155,8 @@ def started(pack: Pack, request: RunRequest) -> Iterator[Run]:
     params, context = pack.split_inputs(block, request.context, request.vars)
     if request.prompt is None and block not in pack.model.prompts:
         raise NoFirstPrompt(pack.name, block)
+    if request.continue_run and request.nonce is None and request.item is None:
+        raise NoItemToContinue()
     with Session(pack, request.session, keep_outputs=request.keep_outputs) as session:
         prompt = request.prompt
         if prompt is None:
@@ -144,7 +172,7 @@ def started(pack: Pack, request: RunRequest) -> Iterator[Run]:
             model=request.model,
             item=request.item,
         )
-        yield Run(session, given, prompt)
+        yield Run(session, given, prompt, request.continue_run)
 
 
 @dataclass(frozen=True)
@@ -211,13 +239,15 @@ def attempts(
     *,
     prompt: str,
     progress: Progress = lambda outcome: None,
+    continue_run: bool = False,
 ) -> Generator[str, Execution, RunResult]:
     """The loop: yields each prompt, receives its ``Execution``, returns the ``RunResult``.
 
     ``given`` holds the loop's inputs: each execution's output and error replace its own.
     Each output is an attempt of one item: the one ``given.item`` names, else the pack's
     ``session.item`` parts; without a nonce and a name those parts and a fresh run id, so
-    separate runs never share a count."""
+    separate runs never share a count. The run starts a new run of the item (numbered from
+    1) unless ``continue_run`` continues its latest one."""
     run = uuid.uuid4().hex if given.nonce is None and given.item is None else None
     done: list[Attempt] = []
     current = prompt
@@ -229,7 +259,9 @@ def attempts(
             error=execution.error,
             failure_type=EXECUTION_FAILURE,
         )
-        outcome = session.evaluate(attempt, run=run)
+        outcome = session.evaluate(
+            attempt, run=run, continue_run=continue_run, stderr=execution.stderr
+        )
         progress(outcome)
         decision = outcome.decision
         done.append(Attempt(current, execution.output, outcome.verdict, decision))

@@ -1,46 +1,90 @@
 """What a session's page shows (engine.report.html), gathered from the ledger's attempt
-rows: the figures of `rules log --format json` and the timelines drawn."""
+rows: the figures of `rules log --format json`, the runs of each item and how they ended,
+the packs and revisions that decided, and the timelines drawn."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from engine.session.items import item_label
 
 Row = Mapping[str, Any]
 
 TIMELINE_ITEMS = 500
-"""Items a session page draws as timelines (the first ones); its figures count them all."""
+"""Runs a session page draws as timelines (the first ones); its figures count them all."""
 TIMELINE_ATTEMPTS = 50
-"""Attempts drawn per item (the first ones)."""
+"""Attempts drawn per run (the first ones)."""
+
+OPEN = "open"
+"""How a run whose last attempt was not final is counted among the outcomes."""
+
+RunKey = tuple[str, str, int]
+"""(block, item, run): one run of one item."""
+
+
+@dataclass
+class RunSummary:
+    """One run of an item: its name, when it started and last moved, its attempts and how
+    it ended (its last attempt's action; ``final`` false: still open)."""
+
+    block: str
+    item: str
+    run: int
+    label: str
+    started: str
+    last: str
+    attempts: int = 0
+    action: str = ""
+    final: bool = False
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        return self.action if self.final else OPEN
 
 
 @dataclass
 class SessionSummary:
     """What a session page shows, gathered in one pass over the ledger's rows: memory
-    grows with the items, not the attempts, and the page draws a bounded number."""
+    grows with the runs, not the attempts, and the page draws a bounded number."""
 
     figures: dict[str, Any]
-    """As `rules log --format json` counts them: attempts, items, by_attempt, failures,
-    tiers."""
-    timeline: dict[tuple[str, str], list[Row]]
-    hidden_attempts: Counter[tuple[str, str]]
+    """As `rules log --format json` counts them: attempts, items, runs, by_attempt,
+    failures, tiers, outcomes (runs by final action, ``open`` for runs not ended),
+    attempts_per_run (runs by their number of attempts), repairs (attempts after the
+    first of a run: the repairs and retries), rescued (runs accepted after a failed
+    attempt) and example_tokens (the tokens of the examples repair prompts carried)."""
+    timeline: dict[RunKey, list[Row]]
+    hidden_attempts: Counter[RunKey]
+    runs: dict[RunKey, RunSummary]
+    packs: dict[tuple[str, str, str], int]
+    """(pack, version, revision) → attempts it decided (``-`` where not recorded)."""
+    first: str | None = None
+    last: str | None = None
 
 
 def session_summary(rows: Iterable[Row]) -> SessionSummary:
-    """The figures and timelines of a session's attempt rows (oldest first). A tier
+    """The figures, runs and timelines of a session's attempt rows (oldest first). A tier
     succeeded when the next attempt of its item was accepted."""
     by_attempt: dict[int, Counter[str]] = {}
     failures: Counter[str] = Counter()
     tiers: dict[str, Counter[str]] = {}
     pending_tier: dict[tuple[str, str], str | None] = {}  # every item seen: its last tier
-    timeline: dict[tuple[str, str], list[Row]] = {}
-    hidden: Counter[tuple[str, str]] = Counter()
+    timeline: dict[RunKey, list[Row]] = {}
+    hidden: Counter[RunKey] = Counter()
+    runs: dict[RunKey, RunSummary] = {}
+    packs: Counter[tuple[str, str, str]] = Counter()
+    first: str | None = None
+    last: str | None = None
     attempts = 0
+    example_tokens = 0
     for row in rows:
         attempts += 1
         key = (str(row["block"]), str(row["item"]))
+        run_key = (*key, int(row.get("run") or 1))
         accepted = row["status"] in ("pass", "warn")
         counts = by_attempt.setdefault(int(row["attempt"]), Counter())
         counts["attempts"] += 1
@@ -54,18 +98,42 @@ def session_summary(rows: Iterable[Row]) -> SessionSummary:
         if tier is not None:
             tiers.setdefault(tier, Counter())["used"] += 1
         pending_tier[key] = tier
-        shown = timeline.get(key)
-        if shown is None and len(pending_tier) <= TIMELINE_ITEMS:  # among the first items
-            shown = timeline[key] = []
+        example_tokens += int(row.get("example_tokens") or 0)
+        ts = str(row.get("ts") or "")
+        first = first or ts or None
+        last = ts or last
+        version, revision = row.get("pack_version") or "-", row.get("revision") or "-"
+        packs[(str(row.get("pack") or "-"), str(version), str(revision))] += 1
+        run = runs.get(run_key)
+        if run is None:
+            run = runs[run_key] = RunSummary(*run_key, item_label(key[1]), ts, ts)
+        run.attempts += 1
+        run.last = ts
+        run.action = str(row["action"])
+        run.final = bool(row.get("final", True))
+        if row["failure_type"]:
+            run.failures.append(str(row["failure_type"]))
+        shown = timeline.get(run_key)
+        if shown is None and len(runs) <= TIMELINE_ITEMS:  # among the first runs
+            shown = timeline[run_key] = []
         if shown is not None and len(shown) < TIMELINE_ATTEMPTS:
             shown.append(row)
         elif shown is not None:
-            hidden[key] += 1
+            hidden[run_key] += 1
+    outcomes = Counter(run.outcome for run in runs.values())
     figures = {
         "attempts": attempts,
         "items": len(pending_tier),
+        "runs": len(runs),
         "by_attempt": {n: dict(c) for n, c in sorted(by_attempt.items())},
         "failures": dict(failures.most_common()),
         "tiers": {t: {"used": 0, "succeeded": 0, **c} for t, c in sorted(tiers.items())},
+        "outcomes": dict(sorted(outcomes.items(), key=lambda pair: (-pair[1], pair[0]))),
+        "attempts_per_run": dict(sorted(Counter(r.attempts for r in runs.values()).items())),
+        "repairs": attempts - len(runs),
+        "rescued": sum(
+            1 for r in runs.values() if r.final and r.action == "PROCEED" and r.failures
+        ),
+        "example_tokens": example_tokens,
     }
-    return SessionSummary(figures, timeline, hidden)
+    return SessionSummary(figures, timeline, hidden, runs, dict(packs), first, last)

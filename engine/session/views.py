@@ -114,11 +114,12 @@ def decisions_record(session: SessionRef, pack_ref: str | None, open_pack: OpenP
 
 
 def _with_next(rows: list[Row]) -> list[Row]:
-    """The rows, each with ``next``: the next attempt of the same item among ``rows``."""
-    latest: dict[tuple[str, str], Row] = {}
+    """The rows, each with ``next``: the next attempt of the same run of the same item
+    among ``rows``."""
+    latest: dict[tuple[str, str, int], Row] = {}
     out: list[Row] = []
     for row in reversed(rows):
-        key = (row["block"], row["item"])
+        key = (row["block"], row["item"], row.get("run", 1))
         entry = {**row, "next": latest.get(key)}
         latest[key] = row
         out.append(entry)
@@ -129,7 +130,9 @@ def _with_next(rows: list[Row]) -> list[Row]:
 def _grouped(rows: Iterable[Row], *fields: str) -> dict[tuple[Any, ...], list[Row]]:
     groups: dict[tuple[Any, ...], list[Row]] = {}
     for row in rows:
-        groups.setdefault(tuple(row[f] for f in fields), []).append(row)
+        # a row without a run (given by a caller, not read from a ledger) is of run 1
+        key = tuple(row.get(f, 1) if f == "run" else row[f] for f in fields)
+        groups.setdefault(key, []).append(row)
     return groups
 
 
@@ -143,11 +146,12 @@ def log_variables(
 ) -> dict[str, Any]:
     """What a log template sees: ``entries`` (every row with ``next``), ``rounds`` (per
     round in order of first appearance: ``number``, ``entries`` with ``next`` inside the
-    round, ``by_item``: [{block, item, attempts}], ``choices`` (the user's choices in the
-    round) and ``statuses`` ({block: status} when the pack declares `rounds:`)),
-    ``session`` (the folder), ``gate_results`` (every recorded quality gate result,
-    oldest first) and ``failed_gates`` (the gate failure log's lines, ``{timestamp,
-    gate_result, reprompt_generated}``, oldest first)."""
+    round, ``by_item``: [{block, item, run, attempts}] (each run of an item apart: a
+    final decision ends a run, the item's next output starts the next), ``choices`` (the
+    user's choices in the round) and ``statuses`` ({block: status} when the pack
+    declares `rounds:`)), ``session`` (the folder), ``gate_results`` (every recorded
+    quality gate result, oldest first) and ``failed_gates`` (the gate failure log's
+    lines, ``{timestamp, gate_result, reprompt_generated}``, oldest first)."""
     rounds = []
     for (number,), round_rows in _grouped(rows, "round").items():
         rounds.append(
@@ -155,8 +159,10 @@ def log_variables(
                 "number": number,
                 "entries": _with_next(round_rows),
                 "by_item": [
-                    {"block": block, "item": item, "attempts": attempts}
-                    for (block, item), attempts in _grouped(round_rows, "block", "item").items()
+                    {"block": block, "item": item, "run": run, "attempts": attempts}
+                    for (block, item, run), attempts in _grouped(
+                        round_rows, "block", "item", "run"
+                    ).items()
                 ],
                 "choices": [c for c in choices or [] if c["round"] == number],
                 "statuses": (statuses or {}).get(number, {}),

@@ -100,7 +100,7 @@ def test_a_failed_transaction_gives_its_number_back(ledger_url: str) -> None:
             pass
 
         def fails(tx: Tx) -> None:
-            assert next_attempt(tx, "s", "B", "i") == 2
+            assert next_attempt(tx, "s", "B", "i") == (1, 2)
             raise Stop
 
         with pytest.raises(Stop):

@@ -177,7 +177,9 @@ def test_later_writes_on_postgresql_get_ids_past_the_copied_ones(
     copy(source, server)
     with open_ledger(server) as ledger:
         populate(ledger, "s2")  # every table written again: no id collides
-        assert Attempts(ledger).record_attempt(ItemAttempt("", "VERDICT", "i1", ATTEMPT)) == 3
+        assert (
+            Attempts(ledger).record_attempt(ItemAttempt("", "VERDICT", "i1", ATTEMPT)) == 1
+        )  # its run ended (PROCEED): the next starts run 2
         ids = ledger.read(lambda tx: tx.all("SELECT id FROM attempts ORDER BY id"))
     assert [i for (i,) in ids] == list(range(1, 8))
 
@@ -210,7 +212,9 @@ def test_a_renamed_copy_onto_taken_ids_keeps_its_references(ledger_url: str) -> 
             )
         )
         assert joined == [("s", "2", '{"criterion": "AC1"}'), ("t", "2", '{"criterion": "AC1"}')]
-        assert Attempts(ledger).record_attempt(ItemAttempt("t", "VERDICT", "i1", ATTEMPT)) == 3
+        assert (
+            Attempts(ledger).record_attempt(ItemAttempt("t", "VERDICT", "i1", ATTEMPT)) == 1
+        )  # its run ended (PROCEED): the next starts run 2
 
 
 def test_the_same_rows_copied_twice_under_two_names_get_distinct_write_tokens(

@@ -134,7 +134,9 @@ def test_a_session_folder_ledger_of_the_earlier_format_is_converted(tmp_path: Pa
     with open_ledger(path) as ledger:
         assert ledger.version() == ledger_schema.VERSION
         assert ledger.read(tables) == TABLES
-        assert Attempts(ledger).record_attempt(ItemAttempt("", "VERDICT", '{"i": 1}', ATTEMPT)) == 3
+        assert (
+            Attempts(ledger).record_attempt(ItemAttempt("", "VERDICT", '{"i": 1}', ATTEMPT)) == 1
+        )  # its run ended (PROCEED): the next starts run 2
     assert kept_rows(path, written) == {
         **expected(written),
         "attempts": [*expected(written)["attempts"], kept_rows(path, written)["attempts"][2]],

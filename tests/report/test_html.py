@@ -61,6 +61,27 @@ def _expected(session: Path) -> dict[str, str]:
         figures[f"by_attempt:{n}:accepted"] = str(accepted[n])
     for failure, count in Counter(r["failure_type"] for r in rows if r["failure_type"]).items():
         figures[f"failures:{failure}:attempts"] = str(count)
+    runs: dict[tuple[str, str, int], list[dict[str, object]]] = {}
+    for r in rows:
+        runs.setdefault((r["block"], r["item"], r["run"]), []).append(r)
+    figures["session:runs:value"] = str(len(runs))
+    for action, count in Counter(
+        found[-1]["action"] if found[-1]["final"] else "open" for found in runs.values()
+    ).items():
+        figures[f"outcomes:{action}:runs"] = str(count)
+    for n, count in Counter(len(found) for found in runs.values()).items():
+        figures[f"attempts_per_run:{n}:runs"] = str(count)
+    accepted = [f for f in runs.values() if f[-1]["final"] and f[-1]["action"] == "PROCEED"]
+    figures["cost:repair and retry attempts:value"] = str(len(rows) - len(runs))
+    figures["cost:runs accepted after a failure:value"] = str(
+        sum(1 for f in accepted if any(r["failure_type"] for r in f))
+    )
+    figures["cost:example tokens in repair prompts:value"] = str(
+        sum(int(r["example_tokens"] or 0) for r in rows)
+    )
+    figures["cost:attempts per accepted run"] = (
+        f"{sum(len(f) for f in accepted) / len(accepted):.2f}" if accepted else "-"
+    )
     return figures
 
 
@@ -139,7 +160,7 @@ def test_a_large_session_draws_the_first_items_and_counts_them_all() -> None:
     assert figures["session:attempts:value"] == str(len(rows))
     assert figures["session:items:value"] == str(len(items))
     assert html.count('<div class="tl">') == TIMELINE_ITEMS
-    assert f"The first {TIMELINE_ITEMS} of {len(items)} items are drawn" in html
+    assert f"The first {TIMELINE_ITEMS} of {len(items)} runs are drawn" in html
     long = session_page(one_item, "one item")
     assert long.count('class="a ') == TIMELINE_ATTEMPTS and "and 7 more" in long
 
