@@ -189,7 +189,7 @@ def run_command(
     """
     if problem := missing_command(command):
         raise UsageFailure(f"{problem}: nothing was run")
-    pack = open_pack(pack_ref)
+    pack = open_pack(pack_ref, cached=True)
     prompt = _read_prompt(prompt_file) if prompt_file else None
     try:
         request = RunRequest(

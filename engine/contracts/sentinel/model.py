@@ -15,6 +15,7 @@ from engine.format.fields import (
     Pattern,
     Strict,
 )
+from engine.format.section import Declared, single
 
 
 class Condition(Strict):
@@ -268,3 +269,9 @@ GRAMMAR_KEYS = frozenset(
 
 
 EachRule.model_rebuild()
+
+
+def declared_grammar() -> Declared:
+    """The ``sentinel:`` section in the root model (section.py names it); built from {}:
+    its defaults are the grammar's."""
+    return single(SentinelGrammar, default_factory=dict, validate_default=True)
