@@ -10,6 +10,7 @@ import click
 from engine.cli.common import UsageFailure, open_pack
 from engine.cli.options import ledger_option, pack_option, session_option
 from engine.core.errors import EngineError
+from engine.report import render
 from engine.session.evaluation import InputRefused
 from engine.session.session_ref import SessionRef
 from engine.session.views import VIEW_PACK, LogRequest, attempts_json, session_log
@@ -89,7 +90,6 @@ def _shadow(session_dir: str, ledger_url: str | None, output_format: str) -> str
     candidate (md: the backtest's markdown; json, jsonl: its documents)."""
     # Deferred for start-up time: the other views need no backtest.
     from engine.backtest.shadow import NoShadowLedger, recorded_shadows, shadow_location
-    from engine.report import render
 
     try:
         shadows = recorded_shadows(shadow_location(ledger_url, session_dir), existing=True)

@@ -10,6 +10,7 @@ import click
 from engine.cli.common import OutputFile
 from engine.cli.types import BoundedInt
 from engine.report import formats
+from engine.session.session_ref import DEFAULT_SESSION, item_name_problem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -67,13 +68,8 @@ def nonce_option(help: str) -> Callable[[F], F]:
 
 
 def _item_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None:
-        # Deferred for start-up time: every command module imports this one, and
-        # `rules --version` imports no pathlib (11 ms, -X importtime).
-        from engine.session.session_ref import item_name_problem
-
-        if problem := item_name_problem(value):
-            raise click.BadParameter(problem, ctx, param)
+    if value is not None and (problem := item_name_problem(value)):
+        raise click.BadParameter(problem, ctx, param)
     return value
 
 
@@ -90,9 +86,6 @@ def now_option(help: str) -> Callable[[F], F]:
 def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
     """The `--session DIR` option: the session folder, `.rules-session` by default (or no
     default, for commands where a session is optional)."""
-    # Deferred for start-up time: `rules parse` imports this module and opens no session.
-    from engine.session.session_ref import DEFAULT_SESSION
-
     return click.option(
         "--session",
         "session_dir",

@@ -28,6 +28,8 @@ from engine.pack.arguments import check
 from engine.pack.parsing import Parsing
 from engine.pack.revision import pack_revision
 from engine.pack.sections import BUILTIN, section
+from engine.policy.gates.runtime import GateError, GateInput
+from engine.policy.triggers.decide import decide
 from engine.policy.triggers.section import TRIGGERS
 
 if TYPE_CHECKING:
@@ -273,9 +275,6 @@ class Pack(Parsing):
     ) -> GateOutcome:
         """Run quality gate ``gate`` on ``outputs`` (JSON values): result, reprompt and
         artifact. ``now`` fixes the clock (else SOURCE_DATE_EPOCH, else the real time)."""
-        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
-        from engine.policy.gates.runtime import GateError, GateInput
-
         if self.gates is None:
             raise GateError(f"pack {self.name!r} declares no gates (`gates.steps`)")
         checked = build_context(self.model.context, context, strings)
@@ -328,8 +327,6 @@ class Pack(Parsing):
             extra_attempts=extra_attempts,
         )
         carry = {"nonce": nonce, "model": model}
-        # Deferred for start-up time: `rules check` imports this module and builds no Pack.
-        from engine.policy.triggers.decide import decide
 
         return decide(
             self.policy,
