@@ -12,14 +12,8 @@ from typing import Any
 
 import click
 
-from engine.cli.common import (
-    OUTPUT_CAP_HELP,
-    UsageFailure,
-    block_inputs,
-    open_pack,
-    output_cap,
-    parse_vars,
-)
+from engine.cli.common import OUTPUT_CAP_HELP, UsageFailure, output_cap, parse_vars
+from engine.cli.opening import block_inputs, open_pack
 from engine.cli.options import (
     F,
     context_option,

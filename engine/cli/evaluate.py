@@ -9,14 +9,8 @@ from typing import Any
 
 import click
 
-from engine.cli.common import (
-    OUTPUT_CAP_HELP,
-    UsageFailure,
-    load_context,
-    open_pack,
-    parse_vars,
-    refuse_terminal_stdin,
-)
+from engine.cli.common import OUTPUT_CAP_HELP, UsageFailure, parse_vars, refuse_terminal_stdin
+from engine.cli.opening import load_context, open_pack
 from engine.cli.options import (
     block_option,
     context_option,

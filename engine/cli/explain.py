@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from engine.cli.common import UsageFailure, open_pack
+from engine.cli.common import UsageFailure
+from engine.cli.opening import open_pack
 from engine.cli.options import format_option, pack_option
 from engine.core.errors import EngineError
 from engine.report import render

@@ -11,14 +11,8 @@ from typing import Any
 
 import click
 
-from engine.cli.common import (
-    EXIT_USAGE,
-    UsageFailure,
-    load_context,
-    open_pack,
-    parse_vars,
-    refuse_terminal_stdin,
-)
+from engine.cli.common import EXIT_USAGE, UsageFailure, parse_vars, refuse_terminal_stdin
+from engine.cli.opening import load_context, open_pack
 from engine.cli.options import (
     context_option,
     format_option,

@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from engine.cli.common import UsageFailure, open_pack
+from engine.cli.common import UsageFailure
+from engine.cli.opening import open_pack
 from engine.cli.options import ledger_option, pack_option, session_option
 from engine.core.errors import EngineError
 from engine.report import render

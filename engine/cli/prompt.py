@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.common import UsageFailure, parse_vars
+from engine.cli.opening import load_context, open_pack
 from engine.cli.options import (
     block_option,
     context_option,

@@ -10,14 +10,8 @@ from pathlib import Path
 
 import click
 
-from engine.cli.common import (
-    OUTPUT_CAP_HELP,
-    UsageFailure,
-    load_context,
-    open_pack,
-    parse_vars,
-    stopping_on_sigterm,
-)
+from engine.cli.common import OUTPUT_CAP_HELP, UsageFailure, parse_vars, stopping_on_sigterm
+from engine.cli.opening import load_context, open_pack
 from engine.cli.options import (
     block_option,
     context_option,
