@@ -3,7 +3,8 @@ and the pack's shared grammar settings (the root key ``sentinel:``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -243,6 +244,19 @@ class SentinelContract(ContractModel):
     warnings: list[WordWarning] = Field(default_factory=list)
     output: list[OutputKey] = Field(default_factory=list)
     messages: dict[str, Message] = Field(default_factory=dict)
+
+    def with_shared_grammar(self, contracts: Mapping[str, Any]) -> SentinelContract:
+        """The contract with its ``grammar:`` reference filled in from the contract it names
+        (when that is a sentinel contract with a grammar of its own; otherwise left for
+        the kind's check to report)."""
+        if self.grammar is None:
+            return self
+        base = contracts.get(self.grammar)
+        if not isinstance(base, SentinelContract) or base.grammar is not None:
+            return self
+        shared = {key: getattr(base, key) for key in GRAMMAR_KEYS}
+        shared["messages"] = {**base.messages, **self.messages}
+        return self.model_copy(update=shared)
 
     @model_validator(mode="after")
     def _own_or_shared_grammar(self) -> SentinelContract:
