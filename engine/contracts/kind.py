@@ -145,7 +145,8 @@ class StandaloneKind:
         return contract
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
-        # Deferred for start-up time: compiling and evaluating need no pydantic; checking does.
+        # Deferred: checking needs the models (pydantic), compiling and evaluating do not:
+        # 0.24 s of `rules eval` from a pack's image (python -X importtime).
         from engine.contracts.model import declared_default_failures
 
         return declared_default_failures(contract)

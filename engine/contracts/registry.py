@@ -58,8 +58,8 @@ def unregister_kind(name: str) -> None:
 def _check_model(kind: Any) -> None:
     """The kind's model is a ``ContractModel`` declaring ``kind: Literal[<its name>]`` (the
     union is told apart by it)."""
-    # Deferred for start-up time: compiling a pack's contracts (a command evaluating one
-    # output) imports no pydantic; registering a kind does.
+    # Deferred: registering a kind needs the models (pydantic), compiling a pack's
+    # contracts does not: 0.24 s of `rules eval` from an image (python -X importtime).
     from engine.contracts.model import ContractModel
 
     model = getattr(kind, "model", None)

@@ -12,7 +12,7 @@ and checks (``"engine.policy.gates.checks:declared"``), and that module (pydanti
 model, Jinja2's analysis) is imported when the root model is composed or a pack checked,
 never when a pack read back from its image (engine.pack.image) is compiled for `rules
 eval`. This is the engine's one lazy boundary between running a compiled pack and
-validating one: the declarations of all sections cost 0.2 s (measured with
+validating one: the declarations of all sections cost 0.3 s (measured with
 ``python -X importtime``, see ``BuiltinSection.declared``), `rules eval` from an image
 0.13 s in all.
 """
@@ -141,7 +141,7 @@ class BuiltinSection:
         """Asked afresh each time: what ``contracts:`` holds changes as kinds register."""
         if isinstance(self.declare, str):
             # The one lazy boundary (see the module's text): the declaring modules of all
-            # sections are 0.2 s of imports (pydantic, the models), which a pack compiled
+            # sections are 0.3 s of imports (pydantic, the models), which a pack compiled
             # from its image never needs. The table names them; the first use imports them.
             module, _, name = self.declare.partition(":")
             declare: Callable[[], Declared] = getattr(importlib.import_module(module), name)

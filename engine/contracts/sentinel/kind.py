@@ -98,7 +98,8 @@ class SentinelKind:
 
     @property
     def model(self) -> type[SentinelContract]:
-        # Deferred for start-up time: compiling and evaluating a contract need no pydantic.
+        # Deferred: the model (pydantic) is for composing and checking; compiling and
+        # evaluating a contract need none, 0.39 s saved (python -X importtime).
         from engine.contracts.sentinel.model import SentinelContract
 
         return SentinelContract
