@@ -22,9 +22,9 @@ from engine.cli.options import (
     max_output_bytes_option,
     now_option,
     pack_option,
-    session_option,
     var_option,
 )
+from engine.cli.session_options import session_option
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped

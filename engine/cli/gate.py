@@ -19,9 +19,9 @@ from engine.cli.options import (
     ledger_option,
     now_option,
     pack_option,
-    session_option,
     var_option,
 )
+from engine.cli.session_options import session_option
 from engine.cli.types import BoundedInt
 from engine.contracts.json_documents import MAX_CHARS, output_documents
 from engine.core.errors import EngineError

@@ -10,7 +10,6 @@ import click
 from engine.cli.common import OutputFile
 from engine.cli.types import BoundedInt
 from engine.report import formats
-from engine.session.session_ref import DEFAULT_SESSION, item_name_problem
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -67,33 +66,8 @@ def nonce_option(help: str) -> Callable[[F], F]:
     return click.option("--nonce", help=help)
 
 
-def _item_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and (problem := item_name_problem(value)):
-        raise click.BadParameter(problem, ctx, param)
-    return value
-
-
-def item_option(help: str) -> Callable[[F], F]:
-    """`--item KEY`: names the item whose attempts a session counts, instead of the parts
-    the pack's ``session.item`` declares (an empty KEY is a usage error)."""
-    return click.option("--item", metavar="KEY", callback=_item_name, help=help)
-
-
 def now_option(help: str) -> Callable[[F], F]:
     return click.option("--now", default=None, metavar="ISO8601", help=help)
-
-
-def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
-    """The `--session DIR` option: the session folder, `.rules-session` by default (or no
-    default, for commands where a session is optional)."""
-    return click.option(
-        "--session",
-        "session_dir",
-        type=click.Path(file_okay=False),
-        default=str(DEFAULT_SESSION) if default else None,
-        show_default=default,
-        help=help,
-    )
 
 
 def output_option(help: str = "File to write (default: stdout).") -> Callable[[F], F]:

@@ -12,9 +12,9 @@ from engine.cli.options import (
     ledger_option,
     nonce_option,
     pack_option,
-    session_option,
     var_option,
 )
+from engine.cli.session_options import session_option
 from engine.core.errors import EngineError
 from engine.session.run import PromptRequest, first_prompt
 from engine.session.session_ref import SessionRef

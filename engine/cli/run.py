@@ -15,13 +15,12 @@ from engine.cli.opening import load_context, open_pack
 from engine.cli.options import (
     block_option,
     context_option,
-    item_option,
     ledger_option,
     nonce_option,
     pack_option,
-    session_option,
     var_option,
 )
+from engine.cli.session_options import item_option, session_option
 from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES

@@ -44,9 +44,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.contracts.kind import no_parser_error
 from engine.contracts.registry import parser_data, parser_from_data
-from engine.core.errors import EngineError, unknown_block_error
+from engine.core.errors import EngineError, no_parser_error, unknown_block_error
 from engine.core.files import read_own_file, remove_quietly, written_beside
 from engine.core.numbers import strict_loads
 from engine.core.version import VERSION
