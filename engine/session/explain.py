@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.core.pattern_plan import pattern_engine
+from engine.core.patterns import pattern_engine
 from engine.format.actions import STANDARD_ACTIONS
 from engine.format.model import Ref, Rulepack
 from engine.format.semantics import walk_references
