@@ -12,6 +12,14 @@ engine has it; `PYTHONDONTWRITEBYTECODE` is dropped). The commands run interleav
 `rules parse` (from its cache) measured in the same run. `parse` starts from the pack's
 grammars in the compiled-pack cache, `eval`, `render` and `gate` from the pack's image there
 (engine.pack.image). It measures, it does not judge.
+
+It also times `rules run` of a one-attempt loop around a trivial model command (`cat` of the
+passing `examples/sentinel/verdict.txt`) against `rules eval` of that same output, as a ratio
+in the same run. The fair reference is `rules eval --session` with a fresh session folder,
+as the run has: both then open the pack from its image, create a session's ledger and record
+one attempt, and what is left is the run's own work (the loop, the prompt, the child
+process). Each timed call of either gets a session folder of its own, made before the clock
+starts; the ratio to `rules eval` without --session (nothing recorded) is printed too.
 """
 
 from __future__ import annotations
@@ -32,11 +40,21 @@ REPO = Path(__file__).resolve().parent.parent
 RULES = [sys.executable, "-m", "engine"]
 VERDICT = ["--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A"]
 BAD = str(REPO / "examples" / "sentinel" / "verdict_bad.txt")
+GOOD = str(REPO / "examples" / "sentinel" / "verdict.txt")
+SESSION = "{session}"
+"""Stands for a fresh session folder in a command: each timed call gets its own."""
 COMMANDS = {
     "parse": ["parse", *VERDICT, "--var", "criterion=AC1", BAD],
     "eval": ["eval", *VERDICT, "--var", "criterion=AC1", BAD],
     "render": ["render", *VERDICT, "--var", "criterion=AC1", BAD],
 }
+RUN_COMMANDS = {
+    "eval ok": ["eval", *VERDICT, "--var", "criterion=AC1", GOOD],
+    "eval ok session": ["eval", *VERDICT, "--var", "criterion=AC1", "--session", SESSION, GOOD],
+    "run": ["run", *VERDICT, "--var", "criterion=AC1", "--session", SESSION, "--", "cat", GOOD],
+}
+"""`rules run` of a one-attempt loop and `rules eval` of the same output (the module's
+docstring says which ratio is fair)."""
 
 
 def gate_command() -> list[str] | None:
@@ -51,6 +69,9 @@ def gate_command() -> list[str] | None:
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall time and CPU time (user + system) of one run of ``command``."""
+    if SESSION in command:
+        fresh = tempfile.mkdtemp(prefix="session-", dir=env["RULES_CACHE_DIR"])
+        command = [fresh if word == SESSION else word for word in command]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
@@ -91,7 +112,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--format", choices=("text", "json"), default="text")
     options = parser.parse_args()
-    commands = dict(COMMANDS)
+    commands = {**COMMANDS, **RUN_COMMANDS}
     gate = gate_command()
     if gate is not None:
         commands["gate"] = gate
@@ -111,16 +132,26 @@ def main() -> None:
         }
         for (label, name), (w, c) in medians.items()
     }
+    run = medians[("rules", "run")][0]
+    ratios = {
+        "run_x_eval_session": round(run / medians[("rules", "eval ok session")][0], 2),
+        "run_x_eval": round(run / medians[("rules", "eval ok")][0], 2),
+    }
     if options.format == "json":
-        print(json.dumps({"python": platform.python_version(), "results": results}, indent=2))
+        document = {"python": platform.python_version(), "results": results, "run": ratios}
+        print(json.dumps(document, indent=2))
         return
     print(f"Python {platform.python_version()}, {os.cpu_count()} cores, median of {options.repeat}")
-    print(f"{'command':16} {'wall s':>7} {'x parse':>8} {'cpu s':>7} {'x parse':>8}")
+    print(f"{'command':22} {'wall s':>7} {'x parse':>8} {'cpu s':>7} {'x parse':>8}")
     for key, row in results.items():
         print(
-            f"{key:16} {row['wall_s']:7.3f} {row['wall_x_parse']:8.2f} "
+            f"{key:22} {row['wall_s']:7.3f} {row['wall_x_parse']:8.2f} "
             f"{row['cpu_s']:7.3f} {row['cpu_x_parse']:8.2f}"
         )
+    print(
+        f"rules run / rules eval --session (wall): {ratios['run_x_eval_session']:.2f}; "
+        f"/ rules eval: {ratios['run_x_eval']:.2f}"
+    )
 
 
 if __name__ == "__main__":

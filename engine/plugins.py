@@ -19,11 +19,11 @@ from engine.contracts.kind import (
     EvaluationInput,
     StandaloneKind,
     WithoutParser,
-    no_parser_error,
     readable_text,
 )
 from engine.contracts.model import ContractModel, declared_default_failures
 from engine.contracts.registry import register_kind, unregister_kind
+from engine.core.errors import no_parser_error
 from engine.core.results import Failure, ParseResult
 from engine.core.verdict import Verdict, verdict_from_checks
 from engine.format.fields import (

@@ -175,8 +175,7 @@ def test_a_stray_file_nobody_may_read_in_the_pack_folder_is_no_error(reachable: 
 def _forged(entry_path: Path, text: str, key: bytes) -> None:
     """``entry_path`` made to hold ``text`` as its data, signed with ``key``: what anyone
     who could read the key can write."""
-    from engine.pack.cache import _signed
-    from engine.pack.cache_key import signature
+    from engine.pack.cache import _signed, signature
 
     entry = json.loads(entry_path.read_text(encoding="utf-8"))
     signed = _signed(entry_path, entry["engine"], entry["folders"], entry["files"], text)

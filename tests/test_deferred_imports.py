@@ -4,11 +4,15 @@ Imports belong at the top of a module. One is deferred into a function only for 
 (`rules --version`, a warm `rules parse`, a command's own start) or for an optional extra, and
 then a comment on its line or the line before says so. Consecutive imports of one function
 (blank lines between them allowed) form a group: the comment above the first covers it.
+An engine module deferred for start-up time says what it costs (measured with
+``python -X importtime``), and there are few of them: a design that needs many is one
+where a function lives in the wrong module.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parent.parent / "engine"
@@ -61,6 +65,63 @@ def test_every_deferred_import_in_engine_says_why() -> None:
     assert missing == [], (
         "imports inside functions without a comment saying why (start-up time or an "
         "optional extra); move them to the top of the module otherwise: " + ", ".join(missing)
+    )
+
+
+MAX_ENGINE_DEFERRED = 20
+
+
+def comment_of(lines: list[str], node: Import, imports: list[Import]) -> str:
+    """The comment that explains ``node``: on its line, or above the first import of its
+    group (``uncommented`` checks that there is one)."""
+    ending_at = {other.end_lineno: other for other in imports}
+    current = node
+    while True:
+        if "#" in lines[current.lineno - 1]:
+            return lines[current.lineno - 1].split("#", 1)[1]
+        before = current.lineno - 1
+        comment = []
+        while before >= 1 and lines[before - 1].lstrip().startswith("#"):
+            comment.insert(0, lines[before - 1].strip().lstrip("#"))
+            before -= 1
+        if comment:
+            return " ".join(comment)
+        while before >= 1 and not lines[before - 1].strip():
+            before -= 1
+        if before not in ending_at:
+            return ""
+        current = ending_at[before]
+
+
+def engine_deferred() -> list[tuple[str, str]]:
+    """Where each import of an engine module inside a function is, with its comment."""
+    found = []
+    for path in sorted(ENGINE.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        imports = deferred_imports(source)
+        for node in imports:
+            module = node.names[0].name if isinstance(node, ast.Import) else node.module or ""
+            if module.startswith("engine") or (isinstance(node, ast.ImportFrom) and node.level):
+                where = f"engine/{path.relative_to(ENGINE)}:{node.lineno}"
+                found.append((where, comment_of(source.splitlines(), node, imports)))
+    return found
+
+
+def test_few_engine_imports_are_deferred_and_each_says_its_cost() -> None:
+    deferred = engine_deferred()
+    assert len(deferred) <= MAX_ENGINE_DEFERRED, (
+        f"{len(deferred)} engine imports inside functions (at most {MAX_ENGINE_DEFERRED}): "
+        "move them to the top of their modules, or the function to the module that owns it: "
+        + ", ".join(where for where, _ in deferred)
+    )
+    unmeasured = [
+        where
+        for where, comment in deferred
+        if "optional extra" not in comment and not re.search(r"\d+(\.\d+)? ?(ms|s)\b", comment)
+    ]
+    assert unmeasured == [], (
+        "engine imports deferred for start-up time without the time they save "
+        "(python -X importtime): " + ", ".join(unmeasured)
     )
 
 

@@ -17,8 +17,14 @@ from pydantic import BaseModel
 
 from conftest import FIXTURES, REPO
 from engine.contracts.sentinel.delimiters import DelimiterTemplate
-from engine.core.pattern_plan import RE2, STDLIB, pattern_engine, plan_pattern
-from engine.core.patterns import PatternError, compile_pattern
+from engine.core.patterns import (
+    RE2,
+    STDLIB,
+    PatternError,
+    compile_pattern,
+    pattern_engine,
+    plan_pattern,
+)
 from engine.format.fields import Ref
 from engine.format.model import Rulepack
 from engine.format.references import _element, _refs_in

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
+from engine.backtest import BacktestError, backtest, dask_executor, local_executor
 from engine.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -153,9 +154,6 @@ def backtest_command(
     Exit status: 0 done (flips within --max-flips), 1 more flips than --max-flips,
     2 usage or pack error.
     """
-    # Deferred for start-up time: `rules backtest --help` and usage errors load no packs.
-    from engine.backtest import BacktestError, backtest, dask_executor, local_executor
-
     if not records and not sessions:
         raise click.UsageError(
             "give the records: JSONL or Parquet files, session folders, or "

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack
-from engine.cli.options import ledger_option, pack_option, session_option
+from engine.cli.common import UsageFailure
+from engine.cli.opening import load_context, open_pack
+from engine.cli.options import ledger_option, pack_option
+from engine.cli.session_options import session_option
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.session.choose import ChoiceRequest, choose, recorded_pack

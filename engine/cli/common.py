@@ -1,5 +1,6 @@
-"""Helpers shared by commands: exit codes, --var pairs, output files, usage errors, the
-pack and context a command opens, --locked (the options themselves: options.py)."""
+"""Helpers shared by commands: exit codes, --var pairs, output files, usage errors,
+--locked, the output cap (the options themselves: options.py; the pack and context a
+command opens: opening.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from engine.core.errors import EngineError
-
-if TYPE_CHECKING:
-    from engine.pack.compiled import Pack
+from engine.core.registry import broken_plugins
+from engine.core.textio import MAX_OUTPUT_BYTES
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -65,6 +64,13 @@ class UsageFailure(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
+def refuse_broken_plugins() -> None:
+    """What shows every plugin (the format's schema, the rule catalogue) is not shown
+    without one that could not be loaded: exit 2 naming each."""
+    if broken := broken_plugins():
+        raise UsageFailure("; ".join(broken.values()))
+
+
 def refuse_terminal_stdin(command: str) -> None:
     """A usage error when an output would be read from stdin and stdin is a terminal: a
     command waiting silently for typed input looks hung."""
@@ -96,59 +102,9 @@ def locked_setting() -> bool | None:
     return None if context is None else context.meta.get(LOCKED_KEY)
 
 
-def open_pack(ref: str, *, cached: bool = False) -> Pack:
-    """The pack ``ref`` names, loaded and checked; with ``cached``, from its image in the
-    compiled-pack cache when that is current (the commands run once per output)."""
-    try:
-        if cached:
-            # Deferred for start-up time: every command imports this module.
-            from engine.pack.cache import open_pack as open_cached
-
-            return open_cached(ref, locked=locked_setting())
-        # Deferred for start-up time: every command imports this module; packs need pydantic.
-        from engine.pack.loaded import load_pack
-
-        return load_pack(ref, locked=locked_setting())
-    except EngineError as exc:
-        raise UsageFailure(str(exc)) from None
-
-
-def load_context(path: str | None) -> dict[str, Any]:
-    """A --context file (YAML or JSON) as a mapping; errors name the file and place."""
-    if path is None:
-        return {}
-    # Deferred for start-up time: every command imports this module (`rules --version`
-    # imports no pathlib), and YAML only for a --context file.
-    from pathlib import Path
-
-    from engine.format.context import ContextFile
-    from engine.format.yamldoc import read_yaml
-
-    document = read_yaml(Path(path))
-    if document.findings:
-        first = document.findings[0]
-        raise UsageFailure(f"{first.position}: {first.message}")
-    if document.data is None:
-        return {}
-    if not isinstance(document.data, dict):
-        raise UsageFailure(f"{path}:1:1: a context file must hold a mapping of keys")
-    return ContextFile.of(document)  # errors about its keys name the file and line
-
-
-def block_inputs(
-    pack: Pack, block: str, context_file: str | None, var_pairs: tuple[str, ...]
-) -> tuple[dict[str, str], dict[str, Any]]:
-    """The --context file and --var pairs split into ``block``'s params and its context
-    (``Pack.split_inputs``: EngineError when they do not fit the pack)."""
-    return pack.split_inputs(block, load_context(context_file), parse_vars(var_pairs))
-
-
 def output_cap(option: int | None, pack_limit: int | None) -> int:
     """The largest output to read: the command's --max-output-bytes, else the pack's
     `limits.max_output_bytes`, else the engine's default."""
-    # Deferred for start-up time: `rules --version` imports this module, and no text I/O.
-    from engine.core.textio import MAX_OUTPUT_BYTES
-
     return option or pack_limit or MAX_OUTPUT_BYTES
 
 

@@ -12,14 +12,8 @@ from typing import Any
 
 import click
 
-from engine.cli.common import (
-    OUTPUT_CAP_HELP,
-    UsageFailure,
-    block_inputs,
-    open_pack,
-    output_cap,
-    parse_vars,
-)
+from engine.cli.common import OUTPUT_CAP_HELP, UsageFailure, output_cap, parse_vars
+from engine.cli.opening import block_inputs, open_pack
 from engine.cli.options import (
     F,
     context_option,
@@ -28,17 +22,17 @@ from engine.cli.options import (
     max_output_bytes_option,
     now_option,
     pack_option,
-    session_option,
     var_option,
 )
+from engine.cli.session_options import session_option
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
 from engine.pack.compiled import Pack
-from engine.policy.conflicts.runtime import CompiledConflicts
+from engine.policy.conflicts.runtime import FLAGGED, OPEN, CompiledConflicts
 from engine.report import render
-from engine.session.conflicts import FLAGGED, OPEN, ConflictBook
+from engine.session.conflicts import ConflictBook
 from engine.session.session_ref import SessionRef
 
 EXIT_BLOCKED = 1

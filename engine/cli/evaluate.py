@@ -9,25 +9,19 @@ from typing import Any
 
 import click
 
-from engine.cli.common import (
-    OUTPUT_CAP_HELP,
-    UsageFailure,
-    load_context,
-    open_pack,
-    parse_vars,
-    refuse_terminal_stdin,
-)
+from engine.cli.common import OUTPUT_CAP_HELP, UsageFailure, parse_vars, refuse_terminal_stdin
+from engine.cli.opening import load_context, open_pack
 from engine.cli.options import (
     block_option,
     context_option,
     format_option,
-    item_option,
     ledger_option,
     max_output_bytes_option,
     nonce_option,
     pack_option,
     var_option,
 )
+from engine.cli.session_options import item_option
 from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
-from engine.cli.common import UsageFailure, open_pack
+from engine.cli.common import UsageFailure
+from engine.cli.opening import open_pack
 from engine.cli.options import format_option, pack_option
 from engine.core.errors import EngineError
 from engine.report import render
-from engine.session.explain import explain
+from engine.session.explain import explain, pattern_rows
 
 
 @click.command("explain")
@@ -44,6 +45,6 @@ def explain_command(
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     if show_patterns:
-        click.echo(render("patterns", output_format, pack.model, block), nl=False)
+        click.echo(render("patterns", output_format, pattern_rows(pack.model, block)), nl=False)
         return
     click.echo(render("explain", output_format, explained), nl=False)

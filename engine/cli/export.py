@@ -12,6 +12,8 @@ from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
 from engine.cli.options import ledger_option, max_output_bytes_option, output_option
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, clean_text
+from engine.session.export import export_records
+from engine.session.session_ref import SessionRef
 
 
 @click.command("export")
@@ -55,10 +57,6 @@ def export_command(
     Exit status: 0 written, 1 written but some kept outputs could not be read, 2 not a
     session folder or unreadable ledger.
     """
-    # Deferred for start-up time: `rules export --help` and usage errors open no SQLite.
-    from engine.session.export import export_records
-    from engine.session.session_ref import SessionRef
-
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
     damaged = 0
     try:

@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 
 from engine.cli.common import UsageFailure
+from engine.format.schema import rulepack_schema_text
+from engine.pack.sections import rulepack_model
 
 KINDS = ("sentinel", "markdown", "json")
 
@@ -242,10 +244,6 @@ SCHEMA_FILE = "rulepack.schema.json"
 def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
     """Write the pack files of a new ``kind`` pack called ``name`` into ``folder``: the
     schema its editors' modeline names is a copy in the pack folder (see ``init_command``)."""
-    # start-up time: `rules init --help` imports no pydantic
-    from engine.format.schema import rulepack_schema_text
-    from engine.pack.sections import rulepack_model
-
     body = {"sentinel": _SENTINEL, "markdown": _MARKDOWN, "json": _JSON}[kind]
     good_name, good_text, good_expect = _GOOD[kind]
     files = {

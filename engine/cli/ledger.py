@@ -6,6 +6,7 @@ import click
 
 from engine.cli.common import UsageFailure
 from engine.core.errors import LedgerError
+from engine.session.ledger_copy import CopyRequest, copy_ledger
 
 
 @click.group("ledger", context_settings={"help_option_names": ["-h", "--help"]})
@@ -68,8 +69,6 @@ def copy_command(
     Exit status: 0 copied, 2 a ledger that cannot be read or reached, a session already
     in TARGET, or a session not in SOURCE.
     """
-    # Deferred for start-up time: `rules --help` lists this group without opening ledgers.
-    from engine.session.ledger_copy import CopyRequest, copy_ledger
 
     try:
         report = copy_ledger(CopyRequest(source, target, session, as_name, replace))

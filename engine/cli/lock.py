@@ -8,6 +8,9 @@ import click
 
 from engine.cli.common import EXIT_FINDINGS, UsageFailure
 from engine.core.errors import EngineError
+from engine.format.gitpacks import LOCK_FILE, read_lock, start_locking, stop_locking, write_lock
+from engine.format.loader import load_pack_tree
+from engine.format.locate import PACK_FILE, find_pack_files
 
 
 @click.command("lock")
@@ -28,17 +31,6 @@ def lock_command(pack_ref: str | None, upgrade: bool) -> None:
       rules lock rules/my-pack
       rules lock rules/my-pack --upgrade      # follow moved branches and tags
     """
-    # Deferred for start-up time: `rules lock --help` imports no YAML or git machinery.
-    from engine.format.gitpacks import (
-        LOCK_FILE,
-        read_lock,
-        start_locking,
-        stop_locking,
-        write_lock,
-    )
-    from engine.format.loader import load_pack_tree
-    from engine.format.locate import PACK_FILE, find_pack_files
-
     if pack_ref is None:
         pack_ref = "." if (Path.cwd() / PACK_FILE).is_file() else "rules"
         if not Path(pack_ref).exists():

@@ -14,25 +14,21 @@ from typing import Any, NoReturn
 import click
 
 from engine.cli.common import (
-    EXIT_FINDINGS,
-    EXIT_OK,
     EXIT_USAGE,
-    UsageFailure,
-    locked_setting,
     remember_locked,
 )
 from engine.core.errors import EngineError
 from engine.core.plugins import foreign_exit
 from engine.core.redaction import guard_streams
-from engine.core.registry import broken_plugins, plugin_of
+from engine.core.registry import plugin_of
 from engine.core.telemetry import configure_from_environment
 from engine.core.version import VERSION
-from engine.report import formats, render
 
 # Commands defined in their own modules, imported only when invoked: `rules --version` and
 # `rules parse` do not pay for the imports of the others.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "backtest": ("engine.cli.backtest", "backtest_command"),
+    "check": ("engine.cli.check", "check_command"),
     "choose": ("engine.cli.choose", "choose_command"),
     "conflicts": ("engine.cli.conflicts", "conflicts_command"),
     "eval": ("engine.cli.evaluate", "eval_command"),
@@ -49,6 +45,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("engine.cli.evaluate", "render_command"),
     "report": ("engine.cli.report", "report_command"),
     "run": ("engine.cli.run", "run_command"),
+    "schema": ("engine.cli.schema", "schema_command"),
     "serve": ("engine.cli.serve", "serve_command"),
     "test": ("engine.cli.packtest", "test_command"),
 }
@@ -99,119 +96,6 @@ def cli(ctx: click.Context, locked: bool | None) -> None:
         from engine.cli.project import default_map, project_settings
 
         ctx.default_map = {name: default_map(name, command, project_settings())}
-
-
-def _default_format() -> str:
-    return "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"
-
-
-@cli.command("check")
-@click.argument("paths", nargs=-1)
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(formats("check")),
-    default=None,
-    help="Output format [default: text; github when GITHUB_ACTIONS=true].",
-)
-@click.option("--tests", "with_tests", is_flag=True, help="Also run the packs' own tests.")
-@click.option(
-    "--locked/--no-locked",
-    default=None,
-    help="Git pack references need rules.lock entries [default: when CI=true].",
-)
-@click.option(
-    "--list-rules", is_flag=True, help="Print every finding id with what it means and the fix."
-)
-def check_command(
-    paths: tuple[str, ...],
-    output_format: str | None,
-    with_tests: bool,
-    locked: bool | None,
-    list_rules: bool,
-) -> None:
-    """Check rulepacks: format, references, files, templates, patterns, expressions.
-
-    PATHS are pack folders, pack files, folders of packs or builtin:NAME
-    (default: ./rules/). Findings print as file:line:col: [level] message (rule).
-
-    \b
-    Examples:
-      rules check                       # every pack under ./rules/
-      rules check rules/my-pack         # one pack folder
-      rules check builtin:core --format json
-      rules check --tests --format junit rules/ > rules-check.xml
-      rules check --format sarif rules/ > rules.sarif   # code scanning
-      rules-check --format github rules/   # annotations in GitHub Actions
-      rules check --list-rules          # the rule catalogue
-
-    \b
-    Exit status: 0 no errors, 1 errors found (or a failing test with --tests),
-    2 usage or pack error.
-    """
-    if list_rules:
-        _list_rules(output_format or "text")
-        return
-    remember_locked(locked)
-    # Deferred for start-up time: `rules --version` and `rules parse` import this module.
-    from engine.pack.cache import check_packs_remembered as check_packs
-
-    if not paths and not os.path.exists("rules"):
-        # Deferred for start-up time: only this message reads it.
-        from engine.format.project import no_default_packs
-
-        raise UsageFailure(no_default_packs("check"))
-    try:
-        results = check_packs(list(paths) or ["rules"], locked=locked_setting())
-    except EngineError as exc:
-        raise UsageFailure(str(exc)) from None
-    if with_tests and all(r.ok for r in results):
-        # Deferred for start-up time: only `check --tests` runs the packs' own tests.
-        from engine.cli.packtest import test_findings
-
-        results = test_findings(results, list(paths) or ["rules"])
-    click.echo(render("check", output_format or _default_format(), results), nl=False)
-    sys.exit(EXIT_OK if all(r.ok for r in results) else EXIT_FINDINGS)
-
-
-def _list_rules(output_format: str) -> None:
-    # Deferred for start-up time: the catalogue imports every kind's and section's checks.
-    from engine.pack.catalogue import rule_catalogue
-
-    try:  # a plugin that cannot be loaded (or redefines a rule) is named, not a traceback
-        RULES = rule_catalogue()
-    except EngineError as exc:
-        raise UsageFailure(str(exc)) from None
-    _refuse_broken_plugins()
-
-    shown = (
-        output_format if output_format in formats("rules") else "text"
-    )  # as before: CI formats list as text
-    click.echo(render("rules", shown, RULES), nl=False)
-
-
-@cli.command("schema")
-def schema_command() -> None:
-    """Print the JSON Schema of the rulepack format.
-
-    \b
-    Point editors at it for completion, e.g. first line of pack.yaml:
-      # yaml-language-server: $schema=../../contracts/rulepack.schema.json
-    """
-    # Deferred for start-up time: the schema imports pydantic and every section's model.
-    from engine.format.schema import rulepack_schema_text
-    from engine.pack.sections import rulepack_model
-
-    model = rulepack_model()
-    _refuse_broken_plugins()
-    click.echo(rulepack_schema_text(model), nl=False)
-
-
-def _refuse_broken_plugins() -> None:
-    """What shows every plugin (the format's schema, the rule catalogue) is not shown
-    without one that could not be loaded: exit 2 naming each."""
-    if broken := broken_plugins():
-        raise UsageFailure("; ".join(broken.values()))
 
 
 def _allow_long_integers() -> None:
@@ -323,4 +207,6 @@ def _os_error(exc: OSError) -> NoReturn:
 
 def check_main() -> None:
     """Entry point of the `rules-check` script (the same as `rules check`)."""
-    _run(check_command, "rules-check")
+    check = cli.get_command(click.Context(cli), "check")
+    assert check is not None
+    _run(check, "rules-check")

@@ -66,41 +66,8 @@ def nonce_option(help: str) -> Callable[[F], F]:
     return click.option("--nonce", help=help)
 
 
-def _item_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None:
-        # Deferred for start-up time: every command module imports this one, and
-        # `rules --version` imports no pathlib (11 ms, -X importtime).
-        from engine.session.session_ref import item_name_problem
-
-        if problem := item_name_problem(value):
-            raise click.BadParameter(problem, ctx, param)
-    return value
-
-
-def item_option(help: str) -> Callable[[F], F]:
-    """`--item KEY`: names the item whose attempts a session counts, instead of the parts
-    the pack's ``session.item`` declares (an empty KEY is a usage error)."""
-    return click.option("--item", metavar="KEY", callback=_item_name, help=help)
-
-
 def now_option(help: str) -> Callable[[F], F]:
     return click.option("--now", default=None, metavar="ISO8601", help=help)
-
-
-def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
-    """The `--session DIR` option: the session folder, `.rules-session` by default (or no
-    default, for commands where a session is optional)."""
-    # Deferred for start-up time: `rules parse` imports this module and opens no session.
-    from engine.session.session_ref import DEFAULT_SESSION
-
-    return click.option(
-        "--session",
-        "session_dir",
-        type=click.Path(file_okay=False),
-        default=str(DEFAULT_SESSION) if default else None,
-        show_default=default,
-        help=help,
-    )
 
 
 def output_option(help: str = "File to write (default: stdout).") -> Callable[[F], F]:

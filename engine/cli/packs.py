@@ -12,14 +12,12 @@ from engine.cli.options import format_option
 from engine.core.errors import EngineError
 from engine.core.resources import builtin_pack_names, data_dir, installed_packs
 from engine.format.locate import PACK_FILE
+from engine.format.yamldoc import read_yaml
 from engine.report import render
 
 
 def _about(pack_file: Path) -> tuple[str, str]:
     """The pack's declared name and version, read from its YAML (not validated)."""
-    # Deferred for start-up time: `rules packs --help` imports no YAML.
-    from engine.format.yamldoc import read_yaml
-
     data = read_yaml(pack_file).data
     if not isinstance(data, dict):
         return "?", "?"

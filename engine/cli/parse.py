@@ -29,6 +29,8 @@ from engine.core.errors import EngineError
 from engine.core.files import open_checked, read_file_capped
 from engine.core.results import Failure, ParseResult
 from engine.core.textio import read_capped, too_large_message
+from engine.pack.batch import parse_jsonl
+from engine.pack.cache import open_parsing_pack
 from engine.report import render
 
 
@@ -90,10 +92,6 @@ def parse_command(
     Exit status: 0 parsed (every record, with --jsonl), 1 parse failure (any record),
     2 usage or pack error.
     """
-    # Deferred for start-up time: `rules parse --help` and usage errors build no parser.
-    from engine.pack.batch import parse_jsonl
-    from engine.pack.cache import open_parsing_pack
-
     try:
         pack = open_parsing_pack(pack_ref, locked=locked_setting())
     except EngineError as exc:

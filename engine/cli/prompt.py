@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import click
 
-from engine.cli.common import UsageFailure, load_context, open_pack, parse_vars
+from engine.cli.common import UsageFailure, parse_vars
+from engine.cli.opening import load_context, open_pack
 from engine.cli.options import (
     block_option,
     context_option,
     ledger_option,
     nonce_option,
     pack_option,
-    session_option,
     var_option,
 )
+from engine.cli.session_options import session_option
 from engine.core.errors import EngineError
 from engine.session.run import PromptRequest, first_prompt
 from engine.session.session_ref import SessionRef

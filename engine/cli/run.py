@@ -10,24 +10,17 @@ from pathlib import Path
 
 import click
 
-from engine.cli.common import (
-    OUTPUT_CAP_HELP,
-    UsageFailure,
-    load_context,
-    open_pack,
-    parse_vars,
-    stopping_on_sigterm,
-)
+from engine.cli.common import OUTPUT_CAP_HELP, UsageFailure, parse_vars, stopping_on_sigterm
+from engine.cli.opening import load_context, open_pack
 from engine.cli.options import (
     block_option,
     context_option,
-    item_option,
     ledger_option,
     nonce_option,
     pack_option,
-    session_option,
     var_option,
 )
+from engine.cli.session_options import item_option, session_option
 from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
@@ -200,7 +193,7 @@ def run_command(
     """
     if problem := missing_command(command):
         raise UsageFailure(f"{problem}: nothing was run")
-    pack = open_pack(pack_ref)
+    pack = open_pack(pack_ref, cached=True)
     prompt = _read_prompt(prompt_file) if prompt_file else None
     try:
         request = RunRequest(

@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import click
 
-from engine.cli.common import UsageFailure, locked_setting
+from engine.cli.common import UsageFailure
 from engine.cli.options import pack_option, workers_option
 from engine.cli.types import BoundedInt
-from engine.core.errors import LedgerError
 
 EXTRA_HINT = "`rules serve` needs the server extra: pip install 'rules-engine[server]'"
-
-
-def _server_modules() -> Any:
-    """The server package, or a usage error naming the extra to install."""
-    try:
-        # Deferred for the optional extra: FastAPI, uvicorn and prometheus-client come with
-        # `rules-engine[server]`; no other command imports them.
-        import engine.server.run as server_run
-    except ImportError as exc:
-        raise UsageFailure(f"{EXTRA_HINT} ({exc.name or exc} is not installed)") from None
-    return server_run
 
 
 @click.command("serve")
@@ -119,77 +104,22 @@ def serve_command(
       rules serve --pack sentinel --shadow sentinel=./sentinel-next
       rules serve --print-openapi > openapi.json
     """
-    server_run = _server_modules()
-    # Deferred with the server package above: the settings and packs of a server.
-    from engine.server.packs import PackLoadFailed, PackSet, load_pack_set
-    from engine.server.security import TokenFileError, read_token
-    from engine.server.sessions import ledger_problem
-    from engine.server.settings import ServerSettings, is_loopback
-    from engine.server.shadow import ShadowError, parse_shadow
-
     try:
-        shadows = tuple(parse_shadow(spec) for spec in shadow_specs)
-    except ShadowError as exc:
-        raise UsageFailure(str(exc)) from None
-
-    token = None
-    if token_file is not None:
-        try:
-            token = read_token(token_file)
-        except TokenFileError as exc:
-            raise UsageFailure(str(exc)) from None
-    settings = ServerSettings(
-        packs=pack_refs,
-        sessions_dir=sessions_dir,
-        ledger=ledger_url or None,
-        host=host,
-        port=port,
-        workers=workers,
-        token_file=token_file,
-        token=token,
-        timeout=timeout,
-        locked=locked_setting(),
-        shadows=shadows,
-        shadow_ledger=shadow_ledger,
+        # Deferred for the optional extra: FastAPI, uvicorn and prometheus-client come with
+        # `rules-engine[server]`; no other command imports them.
+        from engine.cli.serving import start_server
+    except ImportError as exc:
+        raise UsageFailure(f"{EXTRA_HINT} ({exc.name or exc} is not installed)") from None
+    start_server(
+        pack_refs,
+        sessions_dir,
+        ledger_url,
+        host,
+        port,
+        workers,
+        token_file,
+        timeout,
+        shadow_specs,
+        shadow_ledger,
+        print_openapi,
     )
-    if print_openapi:
-        app = server_run.create_app(settings, PackSet({}, ()))
-        click.echo(json.dumps(app.openapi(), indent=2, ensure_ascii=False))
-        return
-    if not pack_refs:
-        raise UsageFailure("name at least one pack to serve: --pack NAME")
-    if token is None and not is_loopback(host):
-        raise UsageFailure(
-            f"--host {host} is not a loopback address: give --token-file FILE (a bearer "
-            "token every /v1 request must carry), or bind 127.0.0.1"
-        )
-    if problem := server_run.address_problem(host, port):
-        raise UsageFailure(problem)
-    try:
-        packs = load_pack_set(pack_refs, settings.locked)
-    except PackLoadFailed as exc:
-        click.echo(exc.text(), err=True)
-        raise UsageFailure("a pack has errors; the server did not start") from None
-    if problem := ledger_problem(settings):  # the ledger reachable (and migrated) at start
-        raise UsageFailure(f"{problem}; the server did not start")
-    if shadows:
-        _check_shadows(settings, packs)
-    server_run.serve(settings, packs)
-
-
-def _check_shadows(settings: Any, packs: Any) -> None:
-    """The candidates pass their check and the shadow ledger opens, or the server does not
-    start."""
-    # Deferred with the server package (see serve_command).
-    from engine.server.packs import PackLoadFailed
-    from engine.server.shadow import ShadowError, Shadows, default_ledger, load_candidates
-
-    try:
-        candidates = load_candidates(settings.shadows, packs, settings.locked)
-        location = default_ledger(settings)
-        Shadows(candidates, location).check_ledger()
-    except PackLoadFailed as exc:
-        click.echo(exc.text(), err=True)
-        raise UsageFailure("a candidate pack has errors; the server did not start") from None
-    except (ShadowError, LedgerError) as exc:
-        raise UsageFailure(str(exc)) from None

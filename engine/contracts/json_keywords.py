@@ -22,8 +22,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from engine.core.pattern_plan import proven_linear
-from engine.core.patterns import CompiledPattern, PatternError, compile_pattern
+from engine.core.patterns import CompiledPattern, PatternError, compile_pattern, proven_linear
 
 ENUM_QUOTED = 5
 """An ``enum`` error message quotes at most this many values (then the count)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from engine.core.errors import EngineError, EvaluationError
+from engine.core.errors import EvaluationError, no_parser_error
 from engine.core.results import Failure
 from engine.core.textio import output_problem
 from engine.core.verdict import verdict_from_checks
@@ -145,7 +145,8 @@ class StandaloneKind:
         return contract
 
     def default_failures(self, contract: Any, pack: Rulepack) -> list[tuple[str, str]]:
-        # Deferred for start-up time: compiling and evaluating need no pydantic; checking does.
+        # Deferred: checking needs the models (pydantic), compiling and evaluating do not:
+        # 0.24 s of `rules eval` from a pack's image (python -X importtime).
         from engine.contracts.model import declared_default_failures
 
         return declared_default_failures(contract)
@@ -162,10 +163,3 @@ def readable_text(
     if problem is None:
         return output.text
     return verdict_from_checks(name, [Failure(*problem)], [], None, dict(severities))
-
-
-def no_parser_error(block: str, kind: str) -> EngineError:
-    """`parse` asked of a contract kind that has no deterministic parser."""
-    return EngineError(
-        f"block {block!r} is a {kind} contract; `parse` needs a sentinel contract (use `evaluate`)"
-    )

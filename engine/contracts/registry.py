@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import EngineError, plugin_errors
 from engine.core.registry import Registry
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
     from engine.contracts.kind import CompiledContract, ContractKind
     from engine.format.model import Rulepack
-    from engine.format.semantics import PackChecker
     from engine.format.sourcemap import KeyPath
 
 ENTRY_POINT_GROUP = "rules_engine.kinds"
@@ -59,8 +58,8 @@ def unregister_kind(name: str) -> None:
 def _check_model(kind: Any) -> None:
     """The kind's model is a ``ContractModel`` declaring ``kind: Literal[<its name>]`` (the
     union is told apart by it)."""
-    # Deferred for start-up time: compiling a pack's contracts (a command evaluating one
-    # output) imports no pydantic; registering a kind does.
+    # Deferred: registering a kind needs the models (pydantic), compiling a pack's
+    # contracts does not: 0.24 s of `rules eval` from an image (python -X importtime).
     from engine.contracts.model import ContractModel
 
     model = getattr(kind, "model", None)
@@ -134,15 +133,6 @@ def contract_models(engine_only: bool = False) -> list[type[Any]]:
     return models
 
 
-def contract_union(models: list[type[Any]]) -> Any:
-    """The type of a contract of one of ``models``, told apart by ``kind``."""
-    union = models[0] if len(models) == 1 else Union[tuple(models)]  # noqa: UP007
-    # Deferred for start-up time: only composing the root model needs pydantic here.
-    from pydantic import Field
-
-    return Annotated[union, Field(discriminator="kind")]
-
-
 def resolve_contracts(pack: Rulepack) -> Rulepack:
     """The pack with each contract as its kind completes it from the pack's other contracts
     (a sentinel contract's shared ``grammar:``); the same pack when nothing changes."""
@@ -153,26 +143,6 @@ def resolve_contracts(pack: Rulepack) -> Rulepack:
     if all(resolved[name] is contract for name, contract in contracts.items()):
         return pack
     return pack.model_copy(update={"contracts": resolved})
-
-
-def check_contracts(pack: Rulepack, checker: PackChecker) -> None:
-    """Each contract checked by its kind, and the failure types its defaults report."""
-    # Deferred for start-up time: checking is not compiling (see ``_check_model``).
-    from engine.format.semantics import UNKNOWN_FAILURE_TYPE
-
-    for name, contract in pack.contracts.items():
-        kind = kind_of(contract)
-        for setting, failure in kind.default_failures(contract, pack):
-            if failure not in pack.failure_types:
-                checker.add(
-                    UNKNOWN_FAILURE_TYPE,
-                    f"contract {name!r} reports failure type {failure!r} "
-                    f"(the default of {setting}), which is not declared",
-                    ("contracts", name),
-                    "declare it under `failure_types:` or add `extends: [builtin:core]`",
-                    is_key=True,
-                )
-        kind.check(name, contract, checker)
 
 
 def needs_nonce(contract: Any) -> bool:

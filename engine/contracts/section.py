@@ -7,32 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.contracts.registry import (
-    check_contracts,
-    compile_contract,
-    contract_models,
-    contract_union,
-)
+from engine.contracts.registry import compile_contract
 from engine.contracts.sentinel.section import GRAMMAR
 from engine.core.lazy import BuiltOnUse
-from engine.format.section import BuiltinSection, Compiling, Declared
+from engine.format.section import BuiltinSection, Compiling
 
 if TYPE_CHECKING:
     from engine.contracts.kind import CompiledContract
     from engine.format.model import Rulepack
-
-
-def _declared() -> Declared:
-    # Deferred for start-up time: only composing the root model needs pydantic.
-    from pydantic import Field
-
-    models = contract_models()
-    return Declared(
-        dict[str, contract_union(models)],  # type: ignore[misc]
-        Field(default_factory=dict),
-        {model.__name__: model for model in models},
-        check_contracts,
-    )
 
 
 def _compile(pack: Rulepack, compiling: Compiling) -> BuiltOnUse[CompiledContract]:
@@ -48,7 +30,7 @@ def _compile(pack: Rulepack, compiling: Compiling) -> BuiltOnUse[CompiledContrac
     return built
 
 
-CONTRACTS = BuiltinSection("contracts", _declared, _compile)
+CONTRACTS = BuiltinSection("contracts", "engine.contracts.declared:contracts", _compile)
 
 SECTIONS: tuple[BuiltinSection, ...] = (GRAMMAR, CONTRACTS)
 """In the order of the format's keys."""

@@ -112,6 +112,13 @@ def unknown_block_error(pack: str, block: str, known: list[str]) -> EngineError:
     return EngineError(f"pack {pack!r} has no block {block!r} (blocks: {names})")
 
 
+def no_parser_error(block: str, kind: str) -> EngineError:
+    """`parse` asked of a contract kind that has no deterministic parser."""
+    return EngineError(
+        f"block {block!r} is a {kind} contract; `parse` needs a sentinel contract (use `evaluate`)"
+    )
+
+
 @contextlib.contextmanager
 def plugin_errors(what: str, point: EntryPoint) -> Iterator[None]:
     """Any error within the block, which registers the entry point ``point`` of an

@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from engine.core import deadline
-from engine.ledger import schema, sqlite_errors
+from engine.ledger import (
+    legacy,
+    schema,
+    sqlite_errors,
+)
 from engine.ledger.errors import LedgerError, LedgerTimeout
 from engine.ledger.lock import BUSY_TIMEOUT_MS, opening_lock
 from engine.ledger.tx import Row as Row  # re-exported: the repositories' row type
@@ -235,8 +239,6 @@ class SQLiteLedger(Ledger):
 
         def setup(tx: Tx) -> None:
             if legacy_tables:  # a session-folder ledger of the earlier format
-                from engine.ledger import legacy  # deferred: only old ledgers need it
-
                 legacy.convert(tx, self.url, upto, migrate)
             else:
                 migrate(tx, self.url, upto)

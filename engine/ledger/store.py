@@ -52,6 +52,10 @@ class Place:
         """Whether a SQLite ledger file is there (a server ledger: always true)."""
         return self.on_server or (self.url.path is not None and self.url.path.is_file())
 
+    def open(self, *, read_only: bool = False) -> SessionLedger:
+        """The session's ledger, opened (``SessionLedger``)."""
+        return SessionLedger(self, read_only=read_only)
+
 
 def locate(folder: str | Path | None, ledger: str | Path | None = None) -> Place:
     """The place of a session: without ``ledger``, ``folder``'s own ledger

@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.core.errors import UsageError
 from engine.core.verdict import Verdict
+from engine.policy.triggers.decide import Decision
 
 
 def _text(value: Any) -> str | None:
@@ -66,9 +67,6 @@ def _verdict(value: Any) -> str | None:
 
 
 def _decision(value: Any) -> str | None:
-    # Deferred for start-up time: `rules check` imports the pack package and decides nothing.
-    from engine.policy.triggers.decide import Decision
-
     return None if isinstance(value, Decision) else "a Decision (from Pack.decide)"
 
 

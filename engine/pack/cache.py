@@ -19,8 +19,12 @@ cache itself (unreadable, damaged, read-only folder, a full disk) falls back to 
 load, silently.
 
 Every entry is signed as a whole (its name, the engine stamp, its files, its data) with an
-HMAC under the folder's key (``engine.pack.cache_key``, which says when a key is trusted):
-an entry copied, edited or forged by anyone who does not know the key is passed over.
+HMAC under the folder's key (``folder_key``): an entry copied, edited or forged by anyone
+who does not know the key is passed over. The key is trusted only as a regular file (not a
+symlink) of this user, mode 0600, 32 to 256 bytes. One that is not (readable by others,
+0644: anyone who read it could sign entries) is replaced when the key or the folder is this
+user's, else left alone and the cache not used. A new key is written whole, then linked
+into place, so that processes making it at once end up with one key.
 Entries are written whole, then renamed into place.
 
 ``RULES_CACHE_DIR`` names the folder (default: ``$XDG_CACHE_HOME/rules-engine`` or
@@ -33,26 +37,27 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.contracts.registry import parser_data, parser_from_data
-from engine.core.errors import EngineError, unknown_block_error
+from engine.core.errors import EngineError, no_parser_error, unknown_block_error
 from engine.core.files import read_own_file, remove_quietly, written_beside
 from engine.core.numbers import strict_loads
 from engine.core.version import VERSION
 from engine.format.locate import display_path, find_one_pack_file, find_pack_files
 from engine.format.packfolder import read_bounded, walk_pack_folder
-from engine.pack.cache_key import folder_key, signature
 from engine.pack.parsing import Parsing
+from engine.pack.result import CheckResult
 
 if TYPE_CHECKING:
     from engine.core.results import ParseResult
     from engine.pack.compiled import Pack
     from engine.pack.parsing import BlockParser
-    from engine.pack.result import CheckResult
 
     class CachedParser(BlockParser, Protocol):
         """A block's parser as its kind rebuilds it from plain data (``parser_from_data``)."""
@@ -127,9 +132,6 @@ class ParsingPack(Parsing):
         if parser is None:
             if block not in self.kinds:
                 raise unknown_block_error(self.name, block, list(self.kinds))
-            # Deferred for start-up time: a warm `rules parse` of a known block skips it.
-            from engine.contracts.kind import no_parser_error
-
             raise no_parser_error(block, self.kinds[block])
         return parser
 
@@ -331,7 +333,8 @@ def _write_entry(
 
 def _from_git(files: list[Path]) -> bool:
     """Whether a pack was loaded with a git pack (which is never remembered)."""
-    # Deferred for start-up time: a warm `rules parse` writes no entry and runs no git.
+    # Deferred: only writing an entry asks; a warm `rules parse` runs no git and saves
+    # 6 ms of imports, 5% of its start (python -X importtime).
     from engine.format.gitpacks import cache_root
 
     try:
@@ -339,6 +342,15 @@ def _from_git(files: list[Path]) -> bool:
         return any(Path(f).resolve().is_relative_to(root) for f in files)
     except (OSError, RuntimeError):  # a symlink loop in the way: not to be remembered
         return True
+
+
+def _load_pack(pack_file: str | Path, locked: bool | None) -> Pack:
+    """The pack loaded from its YAML and checked (``engine.pack.loaded.load_pack``)."""
+    # Deferred: a warm `rules parse` and a pack from its image load no YAML and validate
+    # nothing; pydantic, the models and the checks are 0.19 s more (python -X importtime).
+    from engine.pack.loaded import load_pack
+
+    return load_pack(pack_file, locked)
 
 
 def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
@@ -352,12 +364,9 @@ def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
     seen: Seen = {}
 
     def fresh() -> ParsingPack:
-        # Deferred for start-up time: a warm `rules parse` loads no pack (YAML, pydantic).
-        from engine.pack.loaded import load_pack
-
         if entry_path is not None:
             _seen_before_loading(seen, pack_file)
-        pack = load_pack(pack_file, locked)
+        pack = _load_pack(pack_file, locked)
         data = parsing_data(pack)
         if entry_path is not None:
             _write_entry(entry_path, stamp, list(pack.files), data, seen)
@@ -373,53 +382,36 @@ def open_parsing_pack(ref: str, locked: bool | None = None) -> ParsingPack:
     return fresh()
 
 
-def open_pack(ref: str, locked: bool | None = None) -> Pack:
+def open_pack(ref: str, locked: bool | None = None, *, cached: bool = True) -> Pack:
     """The pack ``ref`` names, built from its image (engine.pack.image) when the cache
     holds a current one, without YAML or pydantic; else loaded and checked (``PackError``
     as ``load_pack``, ``locked`` as there) and its image written. A damaged image is
-    loaded afresh."""
+    loaded afresh. Without ``cached``, loaded and checked only."""
+    if not cached:
+        return _load_pack(ref, locked)
     pack_file = find_one_pack_file(ref).resolve()
     root = cache_dir()
     entry_path = _entry_path(root, "pack", pack_file) if root is not None else None
     stamp = _engine_stamp(_IMAGE_MEANING) if root is not None else []
     seen: Seen = {}
+    # Deferred: `rules parse` imports this module and builds no Pack; the compiled pack's
+    # modules are 0.15 s more (python -X importtime).
+    from engine.pack.image import pack_image, thawed_pack
+
     if entry_path is not None:
         image = _read_entry(entry_path, stamp, seen)
         if image is not None:
-            # Deferred for start-up time: `rules parse` imports this module, not a Pack.
-            from engine.pack.image import thawed_pack
-
             try:
                 return thawed_pack(image)
             except Exception:  # a file it names is gone, or data of the wrong shape:
                 pass  # the pack is loaded afresh, and a problem of the pack is its error
-    # Deferred for start-up time: a current image needs no YAML, pydantic or checks.
-    from engine.pack.image import pack_image
-    from engine.pack.loaded import load_pack
-
     if entry_path is not None:
         _seen_before_loading(seen, pack_file)
-    pack = load_pack(pack_file, locked)
+    pack = _load_pack(pack_file, locked)
     image = pack_image(pack) if entry_path is not None else None
     if entry_path is not None and image is not None:
         _write_entry(entry_path, stamp, list(pack.files), image, seen)
     return pack
-
-
-def _with_case_findings(result: CheckResult, pack_file: Path) -> CheckResult:
-    """The result with a finding for each of the pack's test cases that cannot run."""
-    # Deferred for start-up time: a remembered `rules check` imports no pack machinery.
-    from dataclasses import replace
-
-    from engine.pack.compiled import Pack
-    from engine.pack.selftests import unrunnable_cases
-
-    assert result.model is not None and result.tree is not None
-    pack = Pack(
-        result.model, pack_file.resolve().parent, result.tree.source, files=tuple(result.tree.files)
-    )
-    findings = unrunnable_cases(pack)
-    return replace(result, findings=[*result.findings, *findings]) if findings else result
 
 
 def check_packs_remembered(targets: list[str], locked: bool | None = None) -> list[CheckResult]:
@@ -438,9 +430,6 @@ def check_packs_remembered(targets: list[str], locked: bool | None = None) -> li
 def _check_one(
     root: Path | None, stamp: list[list[Any]], pack_file: Path, locked: bool | None
 ) -> CheckResult:
-    # Deferred for start-up time: `rules parse` uses this module and reports no findings.
-    from engine.pack.result import CheckResult
-
     entry_path = _entry_path(root, "check", pack_file.resolve()) if root is not None else None
     seen: Seen = {}
     if entry_path is not None:
@@ -453,15 +442,75 @@ def _check_one(
                 data["name"],
                 version=version if isinstance(version, str) else None,
             )
-    # Deferred for start-up time: a remembered `rules check` loads no pack (YAML, pydantic, Jinja2).
-    from engine.pack.loaded import check_pack_file
+    # Deferred: a remembered `rules check` loads no pack; YAML, pydantic, Jinja2 and every
+    # check are 0.35 s more (python -X importtime).
+    from engine.pack.selftests import check_pack_with_cases
 
     if entry_path is not None:
         _seen_before_loading(seen, pack_file.resolve())
-    result = check_pack_file(pack_file, locked)
-    if result.ok and result.model is not None and result.tree is not None:
-        result = _with_case_findings(result, pack_file)
+    result = check_pack_with_cases(pack_file, locked)
     if entry_path is not None and not result.findings and result.tree is not None:
         data = {"name": result.name, "version": result.version}
         _write_entry(entry_path, stamp, result.tree.files, data, seen)
     return result
+
+
+# ------------------------------------------------- the key that signs a folder's entries
+
+
+def folder_key(root: Path) -> bytes:
+    """The secret of the cache folder that signs its entries (the module's text says when
+    it is trusted), made whole before it appears under its name, so that processes making
+    it at once end up with one key. ``OSError`` when there is none to trust."""
+    path = root / "key"
+    try:
+        return _trusted_key(path)
+    except FileNotFoundError:
+        root.mkdir(parents=True, exist_ok=True)
+        return _new_key(path, replace=False)
+    except OSError:
+        info, ours = os.lstat(path), os.geteuid()
+        if stat.S_ISDIR(info.st_mode) or ours not in (info.st_uid, os.stat(root).st_uid):
+            raise  # a folder, or another user's key in another user's folder: left alone
+        return _new_key(path, replace=True)
+
+
+def _trusted_key(path: Path) -> bytes:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    handle = os.open(path, flags)  # a symlink: OSError (ELOOP)
+    try:
+        info = os.fstat(handle)
+        key = os.read(handle, 257)
+    finally:
+        os.close(handle)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        raise OSError(f"{path}: not a file of this user")
+    if info.st_mode & 0o077:
+        raise OSError(f"{path}: others may read or write it")
+    if not 32 <= len(key) <= 256:
+        raise OSError(f"{path}: not a key")
+    return key
+
+
+def _new_key(path: Path, replace: bool) -> bytes:
+    """A new key as ``path`` (over the untrusted one when ``replace``), or the one another
+    process made just before."""
+    temporary = written_beside(path, secrets.token_hex(32).encode(), 0o600)
+    try:
+        if replace:
+            os.replace(temporary, path)
+        else:
+            try:
+                os.link(temporary, path)  # appears whole, or not at all when there is one
+            except FileExistsError:
+                pass  # made by another process just now: that one is the key
+            except OSError:  # a file system without links: the last one written wins
+                os.replace(temporary, path)
+    finally:
+        remove_quietly(temporary)
+    return _trusted_key(path)
+
+
+def signature(text: str, key: bytes) -> str:
+    """The HMAC-SHA256 of ``text`` under ``key``, in hex."""
+    return hmac.new(key, text.encode(), "sha256").hexdigest()

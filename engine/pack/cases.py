@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from engine.format.fields import ActionRef, ContractRef, FailureRef, PackPath, Strict
+from engine.format.section import Declared, single
 
 
 class Expectation(Strict):
@@ -67,3 +68,8 @@ class PackTest(Strict):
         if (self.block is None) == (self.gate is None):
             raise ValueError("give exactly one of `block` or `gate`")
         return self
+
+
+def declared() -> Declared:
+    """The ``tests:`` section in the root model (engine.pack.sections names it)."""
+    return single(list[PackTest], default_factory=list)

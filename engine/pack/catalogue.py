@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from engine.contracts import registry as kinds
+
+# Imported for the rules they define (defining a rule registers it).
+from engine.format import gitpacks, loader_rules, semantics, validate  # noqa: F401
 from engine.format.findings import FindingRule, registered_rules
+from engine.pack import loaded, selftests  # noqa: F401
+from engine.pack.sections import sections
 
 
 class RuleText(NamedTuple):
@@ -22,14 +28,6 @@ class RuleText(NamedTuple):
 def rule_catalogue() -> dict[str, FindingRule]:
     """Every finding rule, by id (sorted), once each module that defines rules is imported:
     the kinds' modules are imported when first used, entry points when first listed."""
-    # Deferred for start-up time: these import every kind's and section's checks, and the
-    # output modules that name rules are imported by commands that never list them.
-    from engine.contracts import registry as kinds
-    from engine.format import gitpacks, loader_rules, semantics, validate
-    from engine.pack import loaded, selftests
-    from engine.pack.sections import sections
-
-    del loader_rules, gitpacks, validate, semantics, loaded, selftests  # imported: defined
     for name in kinds.kind_names():
         kinds.contract_kind(name)
     for section in sections():

@@ -24,9 +24,7 @@ from engine.format.section import (
     SESSION,
     SEVERITIES,
     BuiltinSection,
-    Declared,
     Section,
-    single,
 )
 from engine.policy.choices.section import MENUS
 from engine.policy.conflicts.section import CONFLICTS
@@ -45,15 +43,7 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "rules_engine.sections"
 
 
-def _tests() -> Declared:
-    # Deferred for start-up time: the model imports pydantic, which compiling a pack read
-    # back from its image never needs (engine.format.section).
-    from engine.pack.cases import PackTest
-
-    return single(list[PackTest], default_factory=list)
-
-
-TESTS = BuiltinSection("tests", _tests)
+TESTS = BuiltinSection("tests", "engine.pack.cases:declared")
 """The pack's own tests: the models in cases.py, running them in selftests.py."""
 
 # The engine's own sections, in the order of the format's keys.
@@ -132,7 +122,8 @@ def rulepack_model() -> type[Rulepack]:
     """The root model of the sections and contract kinds registered now (composed once)."""
     global _composed, _composed_with, _engine_only
     if _composed is None or _composed_with != (_sections.version, kinds.version()):
-        # Deferred for start-up time: composing needs pydantic; compiling a pack does not.
+        # Deferred: composing needs pydantic and the root model, 0.22 s that compiling a
+        # pack from its image does not pay (python -X importtime).
         from engine.format.model import compose_rulepack
 
         every = sections()

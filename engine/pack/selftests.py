@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,8 @@ from engine.format.yamldoc import read_yaml
 from engine.pack.cases import PackTest
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
-from engine.pack.loaded import load_pack
+from engine.pack.loaded import check_pack_file, load_pack
+from engine.pack.result import CheckResult
 
 PACK_TEST_FAILED = FindingRule(
     "pack-test-failed",
@@ -381,6 +382,19 @@ def unrunnable_cases(pack: Pack) -> list[Finding]:
                 PACK_TEST_CANNOT_RUN.at(f"case {case.spec.name!r} cannot run: {exc}", case.position)
             )
     return findings
+
+
+def check_pack_with_cases(pack_file: Path, locked: bool | None = None) -> CheckResult:
+    """``engine.pack.loaded.check_pack_file``, with a finding for each of a clean pack's
+    test cases that cannot run."""
+    result = check_pack_file(pack_file, locked)
+    if not result.ok or result.model is None or result.tree is None:
+        return result
+    pack = Pack(
+        result.model, pack_file.resolve().parent, result.tree.source, files=tuple(result.tree.files)
+    )
+    findings = unrunnable_cases(pack)
+    return replace(result, findings=[*result.findings, *findings]) if findings else result
 
 
 def run_pack_tests(pack: Pack, update: bool = False) -> list[CaseResult]:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 from engine.report.table import markdown_table, pairs
 
 if TYPE_CHECKING:
-    from engine.format.model import Rulepack
     from engine.session.explain import Explained
 
 
@@ -79,27 +78,8 @@ def explain(explained: Explained) -> str:
     return out
 
 
-def patterns(pack: Rulepack, block: str | None = None) -> str:
-    """Every pattern the pack declares (or block ``block`` declares), with its engine."""
-    # Deferred for start-up time: `rules parse` imports this module (report/text uses it)
-    # and must not import pydantic.
-    from engine.core.pattern_plan import pattern_engine
-    from engine.format import model
-    from engine.format.semantics import walk_references
-
-    rows = []
-    seen: set[tuple[str, str]] = set()
-    for ref in walk_references(pack, model.Rulepack, (), ()):
-        if ref.kind is not model.Ref.PATTERN:
-            continue
-        if block is not None and ref.path[:2] != ("contracts", block):
-            continue
-        where = ".".join(str(part) for part in ref.path)
-        if (where, ref.value) in seen:
-            continue
-        seen.add((where, ref.value))
-        engine, reason = pattern_engine(ref.value)
-        rows.append([ref.value, where, engine, reason])
+def patterns(rows: list[list[str]]) -> str:
+    """The pack's patterns (``engine.session.explain.pattern_rows``) as a table."""
     if not rows:
         return "no patterns\n"
     return markdown_table(["Pattern", "Where", "Engine", "Why"], rows)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.pack.result import CheckResult
+from engine.policy.conflicts.runtime import FLAGGED, OPEN
 from engine.report import md
 from engine.report.cases import PackTestRuns, describe
 from engine.report.table import pairs, text_columns
@@ -15,7 +16,6 @@ from engine.report.table import pairs, text_columns
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
     from engine.format.findings import Finding
-    from engine.format.model import Rulepack
     from engine.pack.compiled import Pack
     from engine.pack.selftests import BaseRun
     from engine.policy.conflicts.runtime import CompiledConflicts
@@ -133,8 +133,8 @@ def explain(explained: Explained) -> str:
     return md.explain(explained)
 
 
-def patterns(pack: Rulepack, block: str | None = None) -> str:
-    return md.patterns(pack, block)
+def patterns(rows: list[list[str]]) -> str:
+    return md.patterns(rows)
 
 
 def packs(rows: list[dict[str, Any]]) -> str:
@@ -163,9 +163,6 @@ def gate(payload: Mapping[str, Any]) -> str:
 def conflicts(pack: Pack, rules: CompiledConflicts, records: list[dict[str, Any]]) -> str:
     """The open conflicts through the pack's presentation template, then a line per flag
     (an item the output did not address)."""
-    # Deferred for start-up time: `rules parse` writes through this module; this is SQLite.
-    from engine.session.conflicts import FLAGGED, OPEN
-
     shown = [r for r in records if r["status"] == OPEN]
     out = ""
     if shown:

@@ -13,15 +13,17 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import LedgerError
 from engine.ledger import choices as choice_rows
 from engine.ledger import rounds as round_rows
 from engine.ledger.connection import Tx
 from engine.ledger.store import SessionLedger
-from engine.policy.choices.model import ChoiceOption
-from engine.policy.rounds.model import Rounds
+
+if TYPE_CHECKING:  # annotations only: a run or eval records without the pack's models
+    from engine.policy.choices.model import ChoiceOption
+    from engine.policy.rounds.model import Rounds
 
 PAUSED = "paused"
 

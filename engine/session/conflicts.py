@@ -14,13 +14,15 @@ from engine.ledger import conflicts as rows
 from engine.ledger.attempts import now
 from engine.ledger.connection import Tx
 from engine.ledger.store import SessionLedger
-from engine.policy.conflicts.runtime import IMPLICIT, CompiledConflicts
+from engine.policy.conflicts.runtime import (
+    FLAGGED,
+    IMPLICIT,
+    OPEN,
+    RESOLVED,
+    WAIVED,
+    CompiledConflicts,
+)
 from engine.session.session_ref import SessionRef
-
-OPEN = "open"
-FLAGGED = "flagged"
-RESOLVED = "resolved"
-WAIVED = "waived"
 
 
 class ConflictError(EngineError):

@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.core.patterns import pattern_engine
 from engine.format.actions import STANDARD_ACTIONS
-from engine.format.model import Rulepack
+from engine.format.model import Ref, Rulepack
+from engine.format.semantics import walk_references
 from engine.pack.compiled import Pack
 from engine.policy.triggers.model import Trigger
 
@@ -78,3 +80,22 @@ def explain_tables(model: Rulepack, block: str | None = None) -> dict[str, Any]:
             for name, spec in {**STANDARD_ACTIONS, **model.actions}.items()
         ],
     }
+
+
+def pattern_rows(pack: Rulepack, block: str | None = None) -> list[list[str]]:
+    """Every pattern the pack declares (or block ``block`` declares), once per place: the
+    pattern, where it is, the engine that runs it and why (`rules explain --patterns`)."""
+    rows = []
+    seen: set[tuple[str, str]] = set()
+    for ref in walk_references(pack, Rulepack, (), ()):
+        if ref.kind is not Ref.PATTERN:
+            continue
+        if block is not None and ref.path[:2] != ("contracts", block):
+            continue
+        where = ".".join(str(part) for part in ref.path)
+        if (where, ref.value) in seen:
+            continue
+        seen.add((where, ref.value))
+        engine, reason = pattern_engine(ref.value)
+        rows.append([ref.value, where, engine, reason])
+    return rows

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.session.session_ref import SessionRef
+
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
     from engine.ledger.store import Place
@@ -58,21 +60,15 @@ def ledger_accepted_rounds(
         return accepted_rounds(Path(str(folder)), block) if spec.validated_in_ledger else None
     if place is None or not place.exists():
         return None
-    # Deferred for start-up time: a pack without tier-2 examples opens no ledger.
-    from engine.ledger.store import SessionLedger
-
-    with SessionLedger(place, read_only=True) as ledger:
+    with place.open(read_only=True) as ledger:
         return ledger.accepted_outputs(block)
 
 
 def accepted_rounds(session_dir: Path, block: str) -> frozenset[int] | None:
     """Rounds whose output for ``block`` the ledger in ``session_dir`` accepted (passed or
     warned); None when the folder has no ledger."""
-    # Deferred for start-up time: a pack without tier-2 examples opens no ledger.
-    from engine.ledger.store import SessionLedger, locate
-
-    place = locate(session_dir)
+    place = SessionRef(session_dir).place()
     if not place.exists():
         return None
-    with SessionLedger(place, read_only=True) as ledger:
+    with place.open(read_only=True) as ledger:
         return ledger.accepted_rounds(block)

@@ -3,7 +3,8 @@ and the pack's shared grammar settings (the root key ``sentinel:``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -15,6 +16,7 @@ from engine.format.fields import (
     Pattern,
     Strict,
 )
+from engine.format.section import Declared, single
 
 
 class Condition(Strict):
@@ -243,6 +245,19 @@ class SentinelContract(ContractModel):
     output: list[OutputKey] = Field(default_factory=list)
     messages: dict[str, Message] = Field(default_factory=dict)
 
+    def with_shared_grammar(self, contracts: Mapping[str, Any]) -> SentinelContract:
+        """The contract with its ``grammar:`` reference filled in from the contract it names
+        (when that is a sentinel contract with a grammar of its own; otherwise left for
+        the kind's check to report)."""
+        if self.grammar is None:
+            return self
+        base = contracts.get(self.grammar)
+        if not isinstance(base, SentinelContract) or base.grammar is not None:
+            return self
+        shared = {key: getattr(base, key) for key in GRAMMAR_KEYS}
+        shared["messages"] = {**base.messages, **self.messages}
+        return self.model_copy(update=shared)
+
     @model_validator(mode="after")
     def _own_or_shared_grammar(self) -> SentinelContract:
         given = sorted((GRAMMAR_KEYS - {"messages"}) & self.model_fields_set)
@@ -268,3 +283,9 @@ GRAMMAR_KEYS = frozenset(
 
 
 EachRule.model_rebuild()
+
+
+def declared_grammar() -> Declared:
+    """The ``sentinel:`` section in the root model (section.py names it); built from {}:
+    its defaults are the grammar's."""
+    return single(SentinelGrammar, default_factory=dict, validate_default=True)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.format.fields import Name
 from engine.format.findings import FindingRule
+from engine.format.section import Declared, mapping
+from engine.policy.choices.model import Menu
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
@@ -30,3 +33,8 @@ def check_menus(pack: Rulepack, checker: PackChecker) -> None:
                 ("triggers", block, "after_failure", "menu"),
                 f"declare it under `menus:` (menus: {', '.join(pack.menus) or 'none'})",
             )
+
+
+def declared() -> Declared:
+    """The ``menus:`` section in the root model (section.py names it)."""
+    return mapping(Name, Menu, check_menus)

@@ -4,16 +4,6 @@ its model in ``model.py``, its checks in ``checks.py``, recording a choice in
 
 from __future__ import annotations
 
-from engine.format.section import BuiltinSection, Declared, mapping
+from engine.format.section import BuiltinSection
 
-
-def _declared() -> Declared:
-    # Deferred for start-up time: the model and checks import pydantic, which compiling a
-    # pack read back from its image never needs (engine.format.section).
-    from engine.format import fields
-    from engine.policy.choices import checks, model
-
-    return mapping(fields.Name, model.Menu, checks.check_menus)
-
-
-MENUS = BuiltinSection("menus", _declared)
+MENUS = BuiltinSection("menus", "engine.policy.choices.checks:declared")

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.format.findings import FindingRule
+from engine.format.section import Declared, single
 from engine.format.semantics import NO_BEHAVIOUR, UNKNOWN_SEVERITY
 from engine.format.sourcemap import KeyPath
+from engine.policy.conflicts.model import ConflictRules
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
@@ -81,3 +83,8 @@ def check_conflicts(pack: Rulepack, checker: PackChecker) -> None:
                     (*base, "termination", "rules", index),
                     f"states: {', '.join(spec.termination.states)}",
                 )
+
+
+def declared() -> Declared:
+    """The ``conflicts:`` section in the root model (section.py names it)."""
+    return single(ConflictRules | None, check_conflicts, default=None)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.format.section import BuiltinSection, Compiling, Declared, single
+from engine.format.section import BuiltinSection, Compiling
+from engine.policy.conflicts.runtime import compile_conflicts
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
@@ -18,22 +19,14 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 }
 
 
-def _declared() -> Declared:
-    # Deferred for start-up time: the model and checks import pydantic, which compiling a
-    # pack read back from its image never needs (engine.format.section).
-    from engine.policy.conflicts import checks, model
-
-    return single(model.ConflictRules | None, checks.check_conflicts, default=None)
-
-
 def _compile(pack: Rulepack, compiling: Compiling) -> CompiledConflicts | None:
     """The conflict rules compiled (None when the pack declares none)."""
     if pack.conflicts is None:
         return None
-    # Deferred for start-up time: a pack without conflict rules never runs them.
-    from engine.policy.conflicts.runtime import compile_conflicts
 
     return compile_conflicts(pack.conflicts, compiling.locate)
 
 
-CONFLICTS = BuiltinSection("conflicts", _declared, _compile, TEMPLATE_VARIABLES)
+CONFLICTS = BuiltinSection(
+    "conflicts", "engine.policy.conflicts.checks:declared", _compile, TEMPLATE_VARIABLES
+)

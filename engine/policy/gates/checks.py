@@ -12,6 +12,7 @@ from engine.core.files import path_problem
 from engine.core.suggest import did_you_mean
 from engine.format.fields import Ref
 from engine.format.findings import FindingRule
+from engine.format.section import Declared, single
 from engine.format.semantics import (
     NO_BEHAVIOUR,
     PATH_TRAVERSAL,
@@ -195,3 +196,8 @@ def _purpose(checker: PackChecker, name: str, purpose: str, path: tuple[str | in
         TEMPLATE_PURPOSE,
         "template {name!r} has purpose {declared!r}; this needs purpose {purpose!r}",
     )
+
+
+def declared() -> Declared:
+    """The ``gates:`` section in the root model (section.py names it)."""
+    return single(Gates, check_gates)

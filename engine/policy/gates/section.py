@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.format.section import BuiltinSection, Compiling, Declared, single
+from engine.format.section import BuiltinSection, Compiling
+from engine.policy.gates.runtime import compile_gates
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
@@ -37,23 +38,13 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 }
 
 
-def _declared() -> Declared:
-    # Deferred for start-up time: the model and checks import pydantic, which compiling a
-    # pack read back from its image never needs (engine.format.section).
-    from engine.policy.gates import checks, model
-
-    return single(model.Gates, checks.check_gates)
-
-
 def _compile(pack: Rulepack, compiling: Compiling) -> Any:
     """The gates with the pack's templates (None when the pack declares no gate)."""
     if not pack.gates.steps:
         return None
-    # Deferred for start-up time: a pack without gates (`rules eval`) never runs one.
-    from engine.policy.gates.runtime import compile_gates
 
     templates = compiling.section("templates").templates
     return compile_gates(pack, compiling.folder_of, templates, compiling.locate)
 
 
-GATES = BuiltinSection("gates", _declared, _compile, TEMPLATE_VARIABLES)
+GATES = BuiltinSection("gates", "engine.policy.gates.checks:declared", _compile, TEMPLATE_VARIABLES)

@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.core.placeholders import FIGURES, FigureError, compile_figures
+from engine.format.fields import ContractRef
 from engine.format.findings import FindingRule
+from engine.format.section import Declared, mapping, single
 from engine.format.sourcemap import KeyPath
+from engine.policy.limits.model import Limits, RateLimits
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
@@ -68,3 +71,19 @@ def check_rate_limits(pack: Rulepack, checker: PackChecker) -> None:
                 ("rate_limits", block, "window"),
                 "lower min_rounds",
             )
+
+
+def declared_rate_limits() -> Declared:
+    """The ``rate_limits:`` section in the root model (section.py names it)."""
+    return mapping(
+        ContractRef,
+        RateLimits,
+        check_rate_limits,
+        description="per block: limits on counts in its outputs, "
+        "per round and over a window of rounds",
+    )
+
+
+def declared_limits() -> Declared:
+    """The ``limits:`` section in the root model (section.py names it)."""
+    return single(Limits)

@@ -10,6 +10,7 @@ from engine.format.fields import (
     Message,
     Strict,
 )
+from engine.format.section import Declared, single
 
 
 class StatusRule(Strict):
@@ -38,3 +39,8 @@ class Rounds(Strict):
     blocks: list[ContractRef] = Field(min_length=1)
     follow: list[StatusRule] = Field(default_factory=list)
     all_failed: AllFailed | None = None
+
+
+def declared() -> Declared:
+    """The ``rounds:`` section in the root model (section.py names it)."""
+    return single(Rounds | None, default=None)

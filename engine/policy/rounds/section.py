@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from engine.format.section import BuiltinSection, Declared, single
+from engine.format.section import BuiltinSection
 
 # Variables the engine provides to log templates (the session's views of its ledger).
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
@@ -11,12 +11,6 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 }
 
 
-def _declared() -> Declared:
-    # Deferred for start-up time: the model imports pydantic, which compiling a pack read
-    # back from its image never needs (engine.format.section).
-    from engine.policy.rounds.model import Rounds
-
-    return single(Rounds | None, default=None)
-
-
-ROUNDS = BuiltinSection("rounds", _declared, template_variables=TEMPLATE_VARIABLES)
+ROUNDS = BuiltinSection(
+    "rounds", "engine.policy.rounds.model:declared", template_variables=TEMPLATE_VARIABLES
+)

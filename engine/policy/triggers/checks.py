@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.format.fields import Ref
+from engine.format.fields import ContractRef, Ref
 from engine.format.findings import FindingRule
+from engine.format.section import Declared, mapping, single
+from engine.policy.triggers.model import Hint, Trigger
 
 if TYPE_CHECKING:
     from engine.format.model import Rulepack
@@ -57,3 +59,13 @@ def check_triggers(pack: Rulepack, checker: PackChecker) -> None:
                     f"remove it from `on:`, or declare `failure_types: {{{name}: "
                     "{retriable: true, ...}}` to retry it",
                 )
+
+
+def declared_triggers() -> Declared:
+    """The ``triggers:`` section in the root model (section.py names it)."""
+    return mapping(ContractRef, Trigger, check_triggers)
+
+
+def declared_hints() -> Declared:
+    """The ``hints:`` section in the root model (section.py names it)."""
+    return single(list[Hint], default_factory=list)

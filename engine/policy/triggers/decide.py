@@ -134,8 +134,8 @@ class CompiledPolicy:
     @cached_property
     def no_trigger(self) -> CompiledTrigger:
         """The trigger row of a block the pack gives none: the defaults of ``Trigger``."""
-        # Deferred for start-up time: a pack read back from its image decides without the
-        # model library until a block without a trigger row is decided.
+        # Deferred: a pack read back from its image decides without pydantic until a block
+        # without a trigger row is decided; 0.34 s (python -X importtime).
         from engine.policy.triggers.model import Trigger
 
         return compile_trigger(Trigger())

@@ -4,10 +4,9 @@ triggers compile."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING
 
-from engine.format.section import BuiltinSection, Compiling, Declared, mapping, single
+from engine.format.section import BuiltinSection, Compiling
 from engine.policy.triggers.decide import CompiledPolicy, compile_policy
 
 if TYPE_CHECKING:
@@ -63,20 +62,11 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 }
 
 
-def _declared(key: str) -> Declared:
-    # Deferred for start-up time: the models and checks import pydantic, which compiling a
-    # pack read back from its image never needs (engine.format.section).
-    from engine.format import fields
-    from engine.policy.triggers import checks, model
-
-    if key == "hints":
-        return single(list[model.Hint], default_factory=list)
-    return mapping(fields.ContractRef, model.Trigger, checks.check_triggers)
-
-
 def _compile(pack: Rulepack, compiling: Compiling) -> CompiledPolicy:
     return compile_policy(pack, compiling.locate, lazy=compiling.lazy)
 
 
-TRIGGERS = BuiltinSection("triggers", partial(_declared, "triggers"), _compile, TEMPLATE_VARIABLES)
-HINTS = BuiltinSection("hints", partial(_declared, "hints"))
+TRIGGERS = BuiltinSection(
+    "triggers", "engine.policy.triggers.checks:declared_triggers", _compile, TEMPLATE_VARIABLES
+)
+HINTS = BuiltinSection("hints", "engine.policy.triggers.checks:declared_hints")

@@ -12,6 +12,7 @@ from engine.format.fields import (
     PackPath,
     Strict,
 )
+from engine.format.section import Declared, single
 
 
 class CanonicalExample(Strict):
@@ -98,3 +99,8 @@ class Examples(Strict):
     id_list_context: ContextKeyRef | None = None
     id_list_header: str = ""
     truncation_notice: str = "\n\n[Example truncated for length]"
+
+
+def declared() -> Declared:
+    """The ``examples:`` section in the root model (section.py names it)."""
+    return single(Examples)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from engine.format.section import BuiltinSection, Declared, single
+from engine.format.section import BuiltinSection
 
 # Variables the engine provides to example templates (tier 3).
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
@@ -11,12 +11,6 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 }
 
 
-def _declared() -> Declared:
-    # Deferred for start-up time: the model imports pydantic, which compiling a pack read
-    # back from its image never needs (engine.format.section).
-    from engine.prompts.examples.model import Examples
-
-    return single(Examples)
-
-
-EXAMPLES = BuiltinSection("examples", _declared, template_variables=TEMPLATE_VARIABLES)
+EXAMPLES = BuiltinSection(
+    "examples", "engine.prompts.examples.model:declared", template_variables=TEMPLATE_VARIABLES
+)

@@ -14,9 +14,12 @@ import jinja2
 
 from engine.core.errors import Position
 from engine.core.suggest import did_you_mean
+from engine.format.fields import ContractRef, TemplateRef
 from engine.format.findings import FindingRule
+from engine.format.section import Declared, mapping, single
 from engine.format.semantics import TEMPLATE_SYNTAX, UNKNOWN_TEMPLATE_VARIABLE, display
 from engine.format.sourcemap import KeyPath
+from engine.prompts.templates.model import TemplateSpec
 from engine.sandbox.environment import (
     ENVIRONMENT,
     first_use,
@@ -138,3 +141,19 @@ def check_prompts(pack: Rulepack, checker: PackChecker) -> None:
     """First prompts are templates of purpose ``initial``."""
     for block, name in pack.prompts.items():
         checker.template_purpose(name, "initial", ("prompts", block))
+
+
+def declared_templates() -> Declared:
+    """The ``templates:`` section in the root model (section.py names it)."""
+    return mapping(str, TemplateSpec, check_templates)
+
+
+def declared_prompts() -> Declared:
+    """The ``prompts:`` section in the root model (section.py names it)."""
+    return single(
+        dict[ContractRef, TemplateRef],
+        check_prompts,
+        default_factory=dict,
+        description="per block: the template (purpose `initial`) of its first prompt, "
+        "which `rules prompt` renders with the decisions of the previous round",
+    )

@@ -5,10 +5,9 @@ and example files rendering reads)."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING
 
-from engine.format.section import BuiltinSection, Compiling, Declared, mapping, single
+from engine.format.section import BuiltinSection, Compiling
 from engine.policy.triggers.section import EXAMPLE_VARIABLES
 
 if TYPE_CHECKING:
@@ -32,23 +31,6 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 }
 
 
-def _declared(key: str) -> Declared:
-    # Deferred for start-up time: the model and checks import pydantic, which compiling a
-    # pack read back from its image never needs (engine.format.section).
-    from engine.format import fields
-    from engine.prompts.templates import checks, model
-
-    if key == "prompts":
-        return single(
-            dict[fields.ContractRef, fields.TemplateRef],
-            checks.check_prompts,
-            default_factory=dict,
-            description="per block: the template (purpose `initial`) of its first prompt, "
-            "which `rules prompt` renders with the decisions of the previous round",
-        )
-    return mapping(str, model.TemplateSpec, checks.check_templates)
-
-
 def _compile(pack: Rulepack, compiling: Compiling) -> CompiledPrompts:
     """Everything rendering needs from the pack: its templates (all compiled now, or each
     when first used), contract texts, hints and example files."""
@@ -67,7 +49,11 @@ def _compile(pack: Rulepack, compiling: Compiling) -> CompiledPrompts:
     return prompts
 
 
-TEMPLATES = BuiltinSection("templates", partial(_declared, "templates"), _compile)
+TEMPLATES = BuiltinSection(
+    "templates", "engine.prompts.templates.checks:declared_templates", _compile
+)
 PROMPTS = BuiltinSection(
-    "prompts", partial(_declared, "prompts"), template_variables=TEMPLATE_VARIABLES
+    "prompts",
+    "engine.prompts.templates.checks:declared_prompts",
+    template_variables=TEMPLATE_VARIABLES,
 )

@@ -1,0 +1,39 @@
+"""The options of the commands that record in a session: `--session DIR` and `--item KEY`
+(with `--ledger`, in options.py). Apart from options.py, which `rules parse` imports and
+which records nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from engine.session.session_ref import DEFAULT_SESSION, item_name_problem
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _item_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and (problem := item_name_problem(value)):
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
+def item_option(help: str) -> Callable[[F], F]:
+    """`--item KEY`: names the item whose attempts a session counts, instead of the parts
+    the pack's ``session.item`` declares (an empty KEY is a usage error)."""
+    return click.option("--item", metavar="KEY", callback=_item_name, help=help)
+
+
+def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
+    """The `--session DIR` option: the session folder, `.rules-session` by default (or no
+    default, for commands where a session is optional)."""
+    return click.option(
+        "--session",
+        "session_dir",
+        type=click.Path(file_okay=False),
+        default=str(DEFAULT_SESSION) if default else None,
+        show_default=default,
+        help=help,
+    )
