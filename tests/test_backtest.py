@@ -246,7 +246,8 @@ def test_kept_outputs_export_and_backtest(tmp_path: Path) -> None:
         "<<<VERDICT:V1:AC1:NONCE=4F2C9B>>>\nANSWER=YES\n"
         'REASON="All acceptance criteria are satisfied"\n<<<END_VERDICT:AC1:NONCE=4F2C9B>>>\n'
     )
-    assert records[0]["vars"] == {"criterion": "AC1"} and records[0]["context"] == {}
+    # the sentinel pack's one context key (the first prompt, empty here) is kept
+    assert records[0]["vars"] == {"criterion": "AC1"} and records[0]["context"] == {"task": ""}
     parsed_errors = [
         json.loads(line)["error"]
         for line in run_cli(
@@ -485,8 +486,8 @@ def _sentinel_copy(folder: Path, old: str, new: str) -> Path:
 
 
 def test_a_pack_can_keep_the_outputs_of_every_session(tmp_path: Path) -> None:
-    head = "rulepack: sentinel\n"
-    pack = _sentinel_copy(tmp_path / "keeping", head, head + "session:\n  keep_outputs: true\n")
+    head = "session:\n  prompt: task\n"  # the pack's own session keys, one more added
+    pack = _sentinel_copy(tmp_path / "keeping", head, head + "  keep_outputs: true\n")
     assert run_cli("check", str(pack)).exit_code == 0
     _run_fake(tmp_path / "kept", "4F2C9A", pack=str(pack))
     _run_fake(tmp_path / "not-kept", "4F2C9A")

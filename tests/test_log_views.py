@@ -15,7 +15,7 @@ def _session(tmp_path: Path) -> Path:
     folder = tmp_path / "s"
     with Session(pack, folder) as session:
         session.evaluate(
-            OutputInput("VERDICT", "no block here", nonce="4F2C9A", vars={"criterion": "AC1"})
+            OutputInput("VERDICT", "nothing here", nonce="4F2C9A", vars={"criterion": "AC1"})
         )
     return folder
 

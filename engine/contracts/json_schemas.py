@@ -212,7 +212,9 @@ def _sentence(error: Any, where: str) -> str:
     name = "the document" if where == "(root)" else f"`{where}`"
     kind, expected, value = error.validator, error.validator_value, error.instance
     if kind == "enum" and isinstance(expected, list):
-        allowed = ", ".join(_shown(v) for v in expected)
+        allowed = ", ".join(_shown(v) for v in expected[:5])
+        if len(expected) > 5:  # a long list is cut, as the validator's own message is
+            allowed += f", ... ({len(expected)} values)"
         return f"{name} is {_shown(value)}: it must be one of {allowed}"
     if kind == "const":
         return f"{name} is {_shown(value)}: it must be {_shown(expected)}"
@@ -228,7 +230,11 @@ def _sentence(error: Any, where: str) -> str:
         return f"{name} is too long: shorten it to {expected} characters at most"
     if kind == "pattern":
         return f"{name} is {_shown(value)}, which does not match the pattern {expected}"
-    if kind == "additionalProperties" and isinstance(value, dict):
+    if (
+        kind == "additionalProperties"
+        and isinstance(value, dict)
+        and not error.schema.get("patternProperties")
+    ):
         known = error.schema.get("properties") or {}
         extra = ", ".join(f"`{k}`" for k in value if k not in known)
         return f"{name} has keys the contract does not allow: remove {extra or 'them'}"

@@ -78,8 +78,9 @@ def test_extract_whole_stays_strict(make_pack: PackMaker) -> None:
     fenced = pack.evaluate("doc", "```json\n{}\n```\n")
     assert (fenced.failure_type, fenced.error) == (
         "PARSE_ERROR",
-        "line 1 column 1: Expecting value",
-    )
+        "line 2 column 1: the JSON object that starts here has text around it: write only "
+        "the JSON object, with nothing before or after it",
+    )  # still refused (whole is strict); the message names the object inside the fence
 
 
 @pytest.mark.parametrize("text", ["", "  \n\t\n"])

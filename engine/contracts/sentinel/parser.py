@@ -260,14 +260,14 @@ class SentinelParser:
             expected = wanted.line(nonce)
             skip = frozenset(start for start, _, _ in others)
             miss = near_miss(text, expected, _keyword(expected), skip)
-            side = "opener" if code == "opener_count" else "closer"
+            which = "opener" if code == "opener_count" else "closer"
             if miss is not None:
                 values = {"line": miss.line, "found": miss.found, "expected": expected}
                 near = fill(
-                    contract.messages[f"near_{side}"], {**values, "difference": miss.difference}
+                    contract.messages[f"near_{which}"], {**values, "difference": miss.difference}
                 )
                 message = f"{message}; {near}"
-            elif side == "opener" and others:
+            elif which == "opener" and others:
                 line = text.count("\n", 0, others[0][0]) + 1
                 near = fill(contract.messages["closer_first"], {"line": line, "expected": expected})
                 message = f"{message}; {near}"
