@@ -563,8 +563,9 @@ def test_ledger_and_rules_ledger_record_as_rules_run_does(
 ) -> None:
     """engine.run took no ledger= and ignored RULES_LEDGER: two `rules run` and two
     engine.run on one item kept two counts. Now the four runs, each continuing the item's
-    run, are attempts 1..4 of one item in the one ledger the variable names (SQLite or
-    PostgreSQL), and ledger= wins over the variable."""
+    run, are attempts 1..5 of one item (the first run's repair and its final attempt, then
+    one final attempt each) in the one ledger the variable names (SQLite or PostgreSQL),
+    and ledger= wins over the variable."""
     shared = ledger_url
     monkeypatch.setenv("RULES_LEDGER", str(shared))
     monkeypatch.chdir(tmp_path)
@@ -590,7 +591,7 @@ def test_ledger_and_rules_ledger_record_as_rules_run_does(
     finally:
         ledger.close()
     assert [(r["item"], r["attempt"]) for r in found] == [
-        (found[0]["item"], n) for n in (1, 2, 3, 4)
+        (found[0]["item"], n) for n in (1, 2, 3, 4, 5)
     ]
     assert not (tmp_path / ".rules-session" / "ledger.sqlite3").exists()
     other = tmp_path / "other.sqlite3"
@@ -605,6 +606,6 @@ def test_ledger_and_rules_ledger_record_as_rules_run_does(
     )
     ledger = SessionLedger(locate(".rules-session", str(other)))
     try:
-        assert [r["attempt"] for r in ledger.attempts()] == [1]
+        assert [r["attempt"] for r in ledger.attempts()] == [1, 2]  # a count of its own: from 1
     finally:
         ledger.close()
