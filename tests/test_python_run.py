@@ -563,8 +563,9 @@ def test_ledger_and_rules_ledger_record_as_rules_run_does(
 ) -> None:
     """engine.run took no ledger= and ignored RULES_LEDGER: two `rules run` and two
     engine.run on one item kept two counts. Now the four runs, each continuing the item's
-    run, are attempts 1..4 of one item in the one ledger the variable names (SQLite or
-    PostgreSQL), and ledger= wins over the variable."""
+    run, are attempts 1..5 of one item (the first run's repair and its final attempt, then
+    one final attempt each) in the one ledger the variable names (SQLite or PostgreSQL),
+    and ledger= wins over the variable."""
     shared = ledger_url
     monkeypatch.setenv("RULES_LEDGER", str(shared))
     monkeypatch.chdir(tmp_path)

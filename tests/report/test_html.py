@@ -61,6 +61,17 @@ def _expected(session: Path) -> dict[str, str]:
         figures[f"by_attempt:{n}:accepted"] = str(accepted[n])
     for failure, count in Counter(r["failure_type"] for r in rows if r["failure_type"]).items():
         figures[f"failures:{failure}:attempts"] = str(count)
+    for n, row in enumerate(rows):
+        if row["example_tier"]:
+            tier = row["example_tier"]
+            used = f"tiers:{tier}:used"
+            figures[used] = str(int(figures.get(used, "0")) + 1)
+            following = [
+                r for r in rows[n + 1 :] if (r["block"], r["item"]) == (row["block"], row["item"])
+            ]
+            won = f"tiers:{tier}:succeeded"
+            accepted_next = bool(following) and following[0]["status"] in ("pass", "warn")
+            figures[won] = str(int(figures.get(won, "0")) + accepted_next)
     runs: dict[tuple[str, str, int], list[dict[str, object]]] = {}
     for r in rows:
         runs.setdefault((r["block"], r["item"], r["run"]), []).append(r)
