@@ -209,12 +209,17 @@ def _text(name: str, key: str, value: Any, optional: bool = False) -> None:
 def raised(exc: BaseException) -> str:
     """An exception as an EXECUTION_FAILED error: its type and message on one line."""
     try:
-        message = scrub(" ".join(str(exc).split()))
+        message = " ".join(str(exc).split())
+        # a lone surrogate shown escaped: the message is recorded in the ledger as UTF-8
+        message = scrub(message.encode("utf-8", "backslashreplace").decode("utf-8"))
     except Exception:  # an exception whose __str__ raises: its type alone
         message = ""
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + "..."
-    kind = type(exc).__qualname__
+    try:  # read from `type` itself: a metaclass of the caller's may raise on the name
+        kind = str(type.__getattribute__(type(exc), "__qualname__"))
+    except Exception:
+        kind = "an exception"
     return f"model call raised {kind}: {message}" if message else f"model call raised {kind}"
 
 
