@@ -191,3 +191,13 @@ def test_the_first_prompt_of_an_init_pack_carries_no_authoring_note(tmp_path: Pa
     first = (tmp_path / "answers" / "templates" / "first.md.j2").read_text(encoding="utf-8")
     assert "add it here" not in first
     assert first.startswith("{{ task | trim }}\n")
+
+
+def test_a_closer_before_any_opener_is_named(sentinel: Any) -> None:
+    """The closer written first, and no opener line after it (nor one that nearly is)."""
+    text = '<<<END_VERDICT:AC1:NONCE=1A2B3C>>>\nANSWER=YES\nREASON="2 + 2 is 4"\n'
+    verdict = sentinel.evaluate("VERDICT", text, nonce="1A2B3C", vars={"criterion": "AC1"})
+    assert verdict.error == (
+        "expected exactly 1 <<<VERDICT: block, found 0; line 1 is the closer, but no opener "
+        "<<<VERDICT:V1:AC1:NONCE=1A2B3C>>> comes before it"
+    )

@@ -128,7 +128,11 @@ Your previous {{ block_type }} output broke its contract ({{ failure_type }}):
 
 {% if example %}
 Example of a valid answer to another question:
-{{ example | replace("0A0A0A", nonce) | trim }}
+{% set shown = example | replace("0A0A0A", nonce) %}
+{% if params.question is defined %}
+{% set shown = shown | replace(":Q0:", ":" ~ params.question ~ ":") %}
+{% endif %}
+{{ shown | trim }}
 {% else %}
 Your previous output:
 {{ original_output }}

@@ -238,8 +238,14 @@ def _sentence(error: Any, where: str) -> str:
         known = error.schema.get("properties") or {}
         extra = ", ".join(f"`{k}`" for k in value if k not in known)
         return f"{name} has keys the contract does not allow: remove {extra or 'them'}"
-    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        return f"{name} is {_shown(value)}: {error.message}"
+    bounds = {
+        "minimum": "at least",
+        "exclusiveMinimum": "more than",
+        "maximum": "at most",
+        "exclusiveMaximum": "less than",
+    }
+    if kind in bounds:
+        return f"{name} is {_shown(value)}: it must be {bounds[kind]} {_shown(expected)}"
     if kind == "minItems":
         return f"{name} has too few items: give at least {expected}"
     return f"{where}: {error.message}"
