@@ -20,12 +20,12 @@ from engine.cli.common import (
 )
 from engine.cli.options import (
     format_option,
-    ledger_option,
     max_output_bytes_option,
     output_option,
     pack_option,
     workers_option,
 )
+from engine.cli.session_options import ledger_option
 from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.report import render

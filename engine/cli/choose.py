@@ -6,8 +6,8 @@ import click
 
 from engine.cli.common import UsageFailure
 from engine.cli.opening import load_context, open_pack
-from engine.cli.options import ledger_option, pack_option
-from engine.cli.session_options import session_option
+from engine.cli.options import pack_option
+from engine.cli.session_options import ledger_option, session_option
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.session.choose import ChoiceRequest, choose, recorded_pack

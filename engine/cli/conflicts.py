@@ -18,13 +18,12 @@ from engine.cli.options import (
     F,
     context_option,
     format_option,
-    ledger_option,
     max_output_bytes_option,
     now_option,
     pack_option,
     var_option,
 )
-from engine.cli.session_options import session_option
+from engine.cli.session_options import ledger_option, session_option
 from engine.core import clock
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped

@@ -15,13 +15,12 @@ from engine.cli.options import (
     block_option,
     context_option,
     format_option,
-    ledger_option,
     max_output_bytes_option,
     nonce_option,
     pack_option,
     var_option,
 )
-from engine.cli.session_options import item_option
+from engine.cli.session_options import item_option, ledger_option
 from engine.cli.types import BoundedInt
 from engine.core.errors import EngineError
 from engine.core.files import read_file_capped

@@ -9,7 +9,8 @@ from typing import TextIO
 import click
 
 from engine.cli.common import EXIT_FINDINGS, EXIT_OK, UsageFailure
-from engine.cli.options import ledger_option, max_output_bytes_option, output_option
+from engine.cli.options import max_output_bytes_option, output_option
+from engine.cli.session_options import ledger_option
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES, clean_text
 from engine.session.export import export_records

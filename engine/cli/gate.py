@@ -13,15 +13,8 @@ import click
 
 from engine.cli.common import EXIT_USAGE, UsageFailure, parse_vars, refuse_terminal_stdin
 from engine.cli.opening import load_context, open_pack
-from engine.cli.options import (
-    context_option,
-    format_option,
-    ledger_option,
-    now_option,
-    pack_option,
-    var_option,
-)
-from engine.cli.session_options import session_option
+from engine.cli.options import context_option, format_option, now_option, pack_option, var_option
+from engine.cli.session_options import ledger_option, session_option
 from engine.cli.types import BoundedInt
 from engine.contracts.json_documents import MAX_CHARS, output_documents
 from engine.core.errors import EngineError

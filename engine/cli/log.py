@@ -9,8 +9,8 @@ import click
 
 from engine.cli.common import UsageFailure
 from engine.cli.opening import open_pack
-from engine.cli.options import ledger_option, pack_option
-from engine.cli.session_options import session_option
+from engine.cli.options import pack_option
+from engine.cli.session_options import ledger_option, session_option
 from engine.core.errors import EngineError
 from engine.report import render
 from engine.session.evaluation import InputRefused

@@ -91,20 +91,3 @@ def workers_option(help: str, most: int | None = None) -> Callable[[F], F]:
     return click.option(
         "--workers", type=BoundedInt(min=1, max=most), default=1, show_default=True, help=help
     )
-
-
-def ledger_option() -> Callable[[F], F]:
-    """`--ledger URL` (or ``RULES_LEDGER``; the option wins): where the session's ledger
-    is. A path or sqlite:///path is a SQLite file; postgresql://user@host:port/dbname a
-    PostgreSQL database, where `--session NAME` names a session (no folder is used).
-    Default: the session folder's own ledger."""
-    return click.option(
-        "--ledger",
-        "ledger_url",
-        envvar="RULES_LEDGER",
-        default=None,
-        metavar="URL",
-        help="The session's ledger: a path or sqlite:///path (SQLite), or "
-        "postgresql://user@host:port/dbname (PostgreSQL; --session NAME is then a session "
-        "name in it). Default: $RULES_LEDGER, else the session folder's ledger.sqlite3.",
-    )

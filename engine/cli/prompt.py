@@ -6,15 +6,8 @@ import click
 
 from engine.cli.common import UsageFailure, parse_vars
 from engine.cli.opening import load_context, open_pack
-from engine.cli.options import (
-    block_option,
-    context_option,
-    ledger_option,
-    nonce_option,
-    pack_option,
-    var_option,
-)
-from engine.cli.session_options import session_option
+from engine.cli.options import block_option, context_option, nonce_option, pack_option, var_option
+from engine.cli.session_options import ledger_option, session_option
 from engine.core.errors import EngineError
 from engine.session.run import PromptRequest, first_prompt
 from engine.session.session_ref import SessionRef

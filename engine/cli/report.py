@@ -8,8 +8,8 @@ from typing import TextIO
 import click
 
 from engine.cli.common import EXIT_OK, UsageFailure
-from engine.cli.options import ledger_option, output_option
-from engine.cli.session_options import session_option
+from engine.cli.options import output_option
+from engine.cli.session_options import ledger_option, session_option
 from engine.core.errors import EngineError
 from engine.report import render
 from engine.session.export import attempt_rows

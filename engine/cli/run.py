@@ -12,15 +12,8 @@ import click
 
 from engine.cli.common import OUTPUT_CAP_HELP, UsageFailure, parse_vars, stopping_on_sigterm
 from engine.cli.opening import load_context, open_pack
-from engine.cli.options import (
-    block_option,
-    context_option,
-    ledger_option,
-    nonce_option,
-    pack_option,
-    var_option,
-)
-from engine.cli.session_options import item_option, session_option
+from engine.cli.options import block_option, context_option, nonce_option, pack_option, var_option
+from engine.cli.session_options import item_option, ledger_option, session_option
 from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES

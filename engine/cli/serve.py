@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from engine.cli.common import UsageFailure
@@ -68,19 +70,7 @@ EXTRA_HINT = "`rules serve` needs the server extra: pip install 'rules-engine[se
     is_flag=True,
     help="Write the OpenAPI document to stdout and exit (no server starts).",
 )
-def serve_command(
-    pack_refs: tuple[str, ...],
-    sessions_dir: str,
-    ledger_url: str | None,
-    host: str,
-    port: int,
-    workers: int,
-    token_file: str | None,
-    timeout: float,
-    shadow_specs: tuple[str, ...],
-    shadow_ledger: str | None,
-    print_openapi: bool,
-) -> None:
+def serve_command(**options: Any) -> None:
     """Serve packs over HTTP: evaluate, render, record session outputs, run gates.
 
     JSON under /v1 (`GET /openapi.json` describes it), errors as application/problem+json,
@@ -110,16 +100,4 @@ def serve_command(
         from engine.cli.serving import start_server
     except ImportError as exc:
         raise UsageFailure(f"{EXTRA_HINT} ({exc.name or exc} is not installed)") from None
-    start_server(
-        pack_refs,
-        sessions_dir,
-        ledger_url,
-        host,
-        port,
-        workers,
-        token_file,
-        timeout,
-        shadow_specs,
-        shadow_ledger,
-        print_openapi,
-    )
+    start_server(**options)  # the options, by the names start_server takes

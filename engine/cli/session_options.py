@@ -1,6 +1,6 @@
-"""The options of the commands that record in a session: `--session DIR` and `--item KEY`
-(with `--ledger`, in options.py). Apart from options.py, which `rules parse` imports and
-which records nothing."""
+"""The options of the commands that record in a session: `--session DIR`, `--item KEY` and
+`--ledger URL`. Apart from options.py, which `rules parse` imports and which records
+nothing."""
 
 from __future__ import annotations
 
@@ -36,4 +36,21 @@ def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
         default=str(DEFAULT_SESSION) if default else None,
         show_default=default,
         help=help,
+    )
+
+
+def ledger_option() -> Callable[[F], F]:
+    """`--ledger URL` (or ``RULES_LEDGER``; the option wins): where the session's ledger
+    is. A path or sqlite:///path is a SQLite file; postgresql://user@host:port/dbname a
+    PostgreSQL database, where `--session NAME` names a session (no folder is used).
+    Default: the session folder's own ledger."""
+    return click.option(
+        "--ledger",
+        "ledger_url",
+        envvar="RULES_LEDGER",
+        default=None,
+        metavar="URL",
+        help="The session's ledger: a path or sqlite:///path (SQLite), or "
+        "postgresql://user@host:port/dbname (PostgreSQL; --session NAME is then a session "
+        "name in it). Default: $RULES_LEDGER, else the session folder's ledger.sqlite3.",
     )

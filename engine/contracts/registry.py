@@ -1,7 +1,9 @@
 """The registry of contract kinds: ``kind:`` name → the object that implements it.
 
-Three sources, one registry: the engine's own kinds (a module each, imported when first used,
-so a command that parses sentinel blocks never imports the JSON Schema machinery), kinds a
+Three sources, one registry: the engine's own kinds (a module each, imported by name when
+first used, so a command that parses sentinel blocks never imports the JSON Schema
+machinery: the json kind is 0.43 s of imports under load, markdown 0.1 s, python -X
+importtime), kinds a
 program or a test registers with ``register_kind``, and kinds of installed distributions
 (entry point group ``rules_engine.kinds``, each naming an object that implements
 ``ContractKind``; read once, when a kind the engine does not know is first asked for).

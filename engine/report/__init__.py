@@ -42,7 +42,8 @@ def render(result_type: str, output_format: str, *result: Any) -> str:
     """``result`` (the arguments of the formatter) written as ``output_format``."""
     if output_format not in FORMATS.get(result_type, ()):
         raise ValueError(f"no {output_format!r} format for {result_type!r} results")
-    # imported on use (start-up time): a command pays only for the format it writes
+    # Imported on use: a command pays only for the format it writes; all of them are 0.19 s
+    # of imports (SARIF's rule catalogue 0.14 s of it; python -X importtime).
     own = OWN_MODULES.get(result_type)
     if own is not None:
         text: str = getattr(importlib.import_module(own), output_format)(*result)
