@@ -180,3 +180,11 @@ def test_fuzz_plugins() -> None:
         _check(case)
 
     run()
+
+
+@pytest.mark.parametrize("value", ["None", "Lying()", "42"])
+def test_a_section_entry_point_naming_no_section_is_a_broken_plugin(value: str) -> None:
+    """Found by test_fuzz_plugins: a `rules_engine.sections` entry point naming None made
+    `rules check` of a pack using its key an internal AttributeError."""
+    module = PRELUDE + f"KIND = {value}\n"
+    assert run_plugin_case(module, "rules_engine.sections", ("check", "{pack}")) is None
