@@ -20,7 +20,7 @@ import pytest
 from fuzzkit import SECONDS, _judge
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_fuzz import FUZZ, SMOKE
+from test_fuzz import EXPLORE, FUZZ, SMOKE
 
 from conftest import REPO
 
@@ -176,7 +176,7 @@ def test_fuzz_plugins_smoke() -> None:
 
 @pytest.mark.slow
 def test_fuzz_plugins() -> None:
-    @settings(FUZZ, max_examples=min(FUZZ.max_examples, 120))
+    @settings(FUZZ, max_examples=FUZZ.max_examples if EXPLORE else 60)
     @given(case=plugin_cases())
     def run(case: Any) -> None:
         _check(case)

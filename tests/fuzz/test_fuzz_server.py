@@ -132,5 +132,5 @@ def test_fuzz_server_smoke(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_fuzz_server(tmp_path: Path) -> None:
-    examples = int(os.environ.get("RULES_FUZZ_EXAMPLES", "40")) if EXPLORE else 40
-    _run(tmp_path, examples=examples, steps=25)
+    examples = int(os.environ.get("RULES_FUZZ_EXAMPLES", "20")) if EXPLORE else 20
+    _run(tmp_path, examples=examples, steps=20)
