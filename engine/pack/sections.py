@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts import registry as kinds
 from engine.contracts.section import SECTIONS as CONTRACT_SECTIONS
+from engine.core.errors import EngineError, plugin_errors
 from engine.core.registry import Registry
 from engine.format.section import (
     ACTIONS,
@@ -90,8 +91,14 @@ def unregister_section(key: str) -> None:
 
 
 def _accept(point: EntryPoint, section: Any) -> None:
-    if point.name not in _sections.registered:
-        register_section(section)
+    """Register the section an entry point names, unless one of its key is there already;
+    an object that is no section (None, a number) is a broken plugin named as such."""
+    with plugin_errors(_sections.what, point):
+        key = getattr(section, "key", None)
+        if point.name != key:
+            raise EngineError(f"it names the section key {key!r}, not {point.name!r}")
+        if point.name not in _sections.registered:
+            register_section(section)
 
 
 def sections() -> tuple[Section, ...]:

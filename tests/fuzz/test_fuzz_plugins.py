@@ -20,7 +20,7 @@ import pytest
 from fuzzkit import SECONDS, _judge
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_fuzz import FUZZ, SMOKE
+from test_fuzz import EXPLORE, FUZZ, SMOKE
 
 from conftest import REPO
 
@@ -151,6 +151,8 @@ def run_plugin_case(module: str, group: str, command: tuple[str, ...]) -> str | 
     if problem is not None:
         return problem
     uses = "sentinel" not in command and not (section and command[0] in ("eval", "parse"))
+    if "class Broken" in module:  # it loads: only a command calling the broken method fails
+        uses = "def check(" in module and command[0] == "check" and "{pack}" in command
     if uses and (done.returncode == 0 or ENTRY not in output):
         return f"exit {done.returncode} without naming {ENTRY}: {output[-400:]}"
     return None
@@ -174,9 +176,17 @@ def test_fuzz_plugins_smoke() -> None:
 
 @pytest.mark.slow
 def test_fuzz_plugins() -> None:
-    @settings(FUZZ, max_examples=min(FUZZ.max_examples, 120))
+    @settings(FUZZ, max_examples=FUZZ.max_examples if EXPLORE else 60)
     @given(case=plugin_cases())
     def run(case: Any) -> None:
         _check(case)
 
     run()
+
+
+@pytest.mark.parametrize("value", ["None", "Lying()", "42"])
+def test_a_section_entry_point_naming_no_section_is_a_broken_plugin(value: str) -> None:
+    """Found by test_fuzz_plugins: a `rules_engine.sections` entry point naming None made
+    `rules check` of a pack using its key an internal AttributeError."""
+    module = PRELUDE + f"KIND = {value}\n"
+    assert run_plugin_case(module, "rules_engine.sections", ("check", "{pack}")) is None
