@@ -166,11 +166,40 @@ def _run(command: click.Command, prog_name: str, **extra: Any) -> None:
     except Exception as exc:
         if os.environ.get("RULES_DEBUG"):
             raise
+        _raised_by_plugin(exc)
         click.echo(
-            f"internal error: {type(exc).__name__}: {exc} (set RULES_DEBUG=1 for a traceback)",
+            f"internal error: {_said(exc)} (set RULES_DEBUG=1 for a traceback)",
             err=True,
         )
         sys.exit(EXIT_USAGE)
+
+
+def _said(exc: BaseException) -> str:
+    """``Type: message`` of an exception, read so that neither may raise (a plugin's
+    exception type may raise on its own name, its ``__str__`` may raise)."""
+    try:
+        name = str(type.__getattribute__(type(exc), "__name__"))
+    except Exception:
+        name = "exception"
+    try:
+        message = str(exc)
+    except Exception:
+        message = "(its message cannot be read)"
+    return f"{name}: {message}"
+
+
+def _raised_by_plugin(exc: Exception) -> None:
+    """An exception raised in a plugin's code while the command ran (a kind's check that
+    raises): an error naming the plugin and where, exit 2, not an internal error."""
+    where = foreign_exit(exc)
+    plugin = plugin_of(where.split(" ")[0]) if where else None
+    if where is None or plugin is None:
+        return
+    click.echo(
+        f"error: {plugin}: {where} raised {_said(exc)} while the command ran",
+        err=True,
+    )
+    sys.exit(EXIT_USAGE)
 
 
 def _exit_of_foreign_code(exc: SystemExit) -> None:

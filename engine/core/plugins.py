@@ -107,9 +107,9 @@ def load_entry_points(group: str, what: str) -> Iterator[tuple[EntryPoint, Any |
             yield point, exc
 
 
-def foreign_exit(exc: SystemExit) -> str | None:
-    """Where a ``SystemExit`` was raised when it was not by the engine or the libraries it
-    runs on (``module (file:line)``), else None."""
+def foreign_exit(exc: BaseException) -> str | None:
+    """Where a ``SystemExit`` (or another exception) was raised when it was not by the
+    engine or the libraries it runs on (``module (file:line)``), else None."""
     tb: TracebackType | None = exc.__traceback__
     last = None
     while tb is not None:

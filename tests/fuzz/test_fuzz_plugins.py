@@ -190,3 +190,19 @@ def test_a_section_entry_point_naming_no_section_is_a_broken_plugin(value: str) 
     `rules check` of a pack using its key an internal AttributeError."""
     module = PRELUDE + f"KIND = {value}\n"
     assert run_plugin_case(module, "rules_engine.sections", ("check", "{pack}")) is None
+
+
+@pytest.mark.parametrize("raised", ["Hostile()", "RuntimeError('x')"])
+def test_a_kind_raising_in_its_check_is_named_not_an_internal_error(raised: str) -> None:
+    """Found by test_fuzz_plugins: a kind whose `check` raised was an internal error, and
+    one raising an exception whose type has no readable name was a traceback."""
+    module = PRELUDE + textwrap.dedent(
+        f"""\
+        class Broken(LinesKind):
+            def check(self, *args, **kwargs):
+                raise {raised}
+
+        KIND = Broken()
+        """
+    )
+    assert run_plugin_case(module, "rules_engine.kinds", ("check", "{pack}")) is None
