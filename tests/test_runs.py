@@ -93,7 +93,7 @@ def test_the_readme_run_gives_the_same_result_twice(tmp_path: Path) -> None:
     assert first.returncode == second.returncode == 0, second.stderr
     assert (first.stdout, first.stderr) == (second.stdout, second.stderr)
     assert first.stderr.splitlines() == [
-        "rules run: attempt 1: fail PARSE_ERROR (line 1: DECISION must be unquoted) -> REPAIR",
+        "rules run: attempt 1: fail PARSE_ERROR (line 2: DECISION must be unquoted) -> REPAIR",
         "rules run: attempt 2: pass -> PROCEED",
     ]
 
@@ -104,7 +104,7 @@ def test_continue_goes_on_counting_the_ended_run(folder: Path) -> None:
     code, _, lines = rules(folder, "run", *ANSWER, "--continue", *model)
     assert code == 1
     assert lines == [
-        "rules run: attempt 3: fail PARSE_ERROR (line 1: DECISION must be unquoted) -> NEEDS_HUMAN"
+        "rules run: attempt 3: fail PARSE_ERROR (line 2: DECISION must be unquoted) -> NEEDS_HUMAN"
     ]
     assert rules(folder, "run", *ANSWER, *model)[0] == 0  # that run ended too: a new one
     rows = logged(folder)
