@@ -46,15 +46,16 @@ def count(directory: Path) -> int:
 
 def test_the_cap_holds_across_processes(tmp_path: Path) -> None:
     actions = []
-    for _ in range(3):
+    for more in ((), (), ("--continue",), ()):  # NEEDS_HUMAN ends the run; --continue counts on
         done = run_script(
-            script("rules"), *EVAL, "--session", str(tmp_path / "s"), "--format", "json", str(BAD)
-        )
+            script("rules"), *EVAL, "--session", str(tmp_path / "s"), "--format", "json", *more,
+            str(BAD),
+        )  # fmt: skip
         actions.append(
             (done.returncode, done.stdout.decode().split('"action": "')[1].split('"')[0])
         )
-    assert actions == [(3, "REPAIR"), (1, "NEEDS_HUMAN"), (1, "NEEDS_HUMAN")]
-    assert count(tmp_path / "s") == 3
+    assert actions == [(3, "REPAIR"), (1, "NEEDS_HUMAN"), (1, "NEEDS_HUMAN"), (3, "REPAIR")]
+    assert count(tmp_path / "s") == 4
 
 
 def test_a_new_nonce_is_a_new_item(tmp_path: Path) -> None:

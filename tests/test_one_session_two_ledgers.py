@@ -53,11 +53,11 @@ def scripted_session(ledger: list[str]) -> list[tuple[str, int, str, str]]:
         steps.append((" ".join(args), done.exit_code, done.stdout, done.stderr))
         return done.stdout
 
-    # sentinel: a repair, then (same item) the cap
+    # sentinel: a repair, then (same item, its run continued) the cap
     sentinel = ("--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A")
     sentinel += ("--prompt", str(REPO / "examples" / "sentinel" / "task.md"))
-    for _ in range(2):
-        rules("run", *sentinel, "--var", "criterion=AC1", "--", sys.executable, FAKE_MODEL)
+    for more in ((), ("--continue",)):
+        rules("run", *sentinel, *more, "--var", "criterion=AC1", "--", sys.executable, FAKE_MODEL)
     # gap-review rounds: the DISAGREE window over rounds (a rate limit), and the prompt
     for number, disagree in ((1, [1, 2]), (2, [1, 2, 3]), (3, [1, 2, 3, 4])):
         severities = ["HIGH"] * 5
