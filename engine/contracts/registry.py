@@ -85,6 +85,8 @@ _kinds: Registry[ContractKind] = Registry(
 def _accept(point: EntryPoint, kind: Any) -> None:
     """Register the kind an entry point names, unless a kind of that name is there already."""
     with plugin_errors(_kinds.what, point):
+        if isinstance(kind, type):  # its methods would be called unbound, as the engine's
+            raise EngineError("it names a class, not an instance of it (KIND = MyKind())")
         if point.name != getattr(kind, "name", None):
             raise EngineError(f"it names itself {getattr(kind, 'name', None)!r}")
         if point.name not in _kinds.registered and point.name not in _ENGINE_KINDS:

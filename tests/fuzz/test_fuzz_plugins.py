@@ -206,3 +206,10 @@ def test_a_kind_raising_in_its_check_is_named_not_an_internal_error(raised: str)
         """
     )
     assert run_plugin_case(module, "rules_engine.kinds", ("check", "{pack}")) is None
+
+
+def test_a_kind_entry_point_naming_a_class_is_a_broken_plugin() -> None:
+    """Found by test_fuzz_plugins: an entry point naming the kind's class (not an instance)
+    was registered, and `rules check` of a pack using it an internal TypeError."""
+    module = PRELUDE + "KIND = LinesKind\n"
+    assert run_plugin_case(module, "rules_engine.kinds", ("check", "{pack}")) is None
