@@ -92,10 +92,7 @@ def cli(ctx: click.Context, locked: bool | None) -> None:
     name = ctx.invoked_subcommand
     command = cli.get_command(ctx, name) if name else None
     if name and command is not None:
-        # Deferred for start-up time: `rules --version` reads no pyproject.toml.
-        from engine.cli.project import default_map, project_settings
-
-        ctx.default_map = {name: default_map(name, command, project_settings())}
+        ctx.default_map = {name: _project_defaults(name, command)}
 
 
 def _allow_long_integers() -> None:
@@ -143,10 +140,8 @@ def _run(command: click.Command, prog_name: str, **extra: Any) -> None:
     guard_streams()  # no secret a command read (a ledger password, a token) is ever printed
     try:
         if prog_name == "rules-check":
-            # Deferred for start-up time: `rules` reads the table in its group instead.
-            from engine.cli.project import default_map, project_settings
-
-            extra["default_map"] = default_map("check", command, project_settings())
+            # `rules` reads the table in its group instead
+            extra["default_map"] = _project_defaults("check", command)
         command(prog_name=prog_name, **extra)
     except click.ClickException as exc:  # the project's settings, read before the command
         exc.show()
@@ -239,3 +234,12 @@ def check_main() -> None:
     check = cli.get_command(click.Context(cli), "check")
     assert check is not None
     _run(check, "rules-check")
+
+
+def _project_defaults(name: str, command: click.Command) -> dict[str, Any]:
+    """The defaults the project's `[tool.rules]` table gives command ``name``."""
+    # Deferred: reading pyproject.toml is 10 ms of imports (tomllib and its reader) that
+    # `rules --version` does not need (python -X importtime).
+    from engine.cli.project import default_map, project_settings
+
+    return default_map(name, command, project_settings())

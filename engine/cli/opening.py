@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.cli.common import UsageFailure, locked_setting, parse_vars
 from engine.core.errors import EngineError
+from engine.format.context import ContextFile
 from engine.pack.cache import open_pack as open_from_cache
 from engine.pack.compiled import Pack
 
@@ -28,7 +29,6 @@ def load_context(path: str | None) -> dict[str, Any]:
         return {}
     # Deferred: YAML only for a --context file; `rules eval` from a pack's image imports
     # none, 17 ms saved (python -X importtime).
-    from engine.format.context import ContextFile
     from engine.format.yamldoc import read_yaml
 
     document = read_yaml(Path(path))

@@ -12,7 +12,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.contracts.kind import CompiledContract, EvaluationInput
 from engine.contracts.registry import needs_nonce
@@ -373,10 +374,7 @@ class Pack(Parsing):
             if isinstance(item, Mapping)
             and (not isinstance(round_value, int) or item.get("round") == round_value - 1)
         ]
-        # Deferred: rendering is 5 ms of imports that `rules eval` from an image does not
-        # need, 4% of it (python -X importtime).
-        from engine.prompts.render import initial_example
-
+        initial_example = _rendering().initial_example
         return self.prompts.templates[template].render(
             {
                 **values,
@@ -406,12 +404,10 @@ class Pack(Parsing):
     ) -> str:
         """The presentation of the rate limit that decided (for the user); RenderError
         when no limit decided or the limit names no presentation."""
-        # Deferred: rendering costs `rules eval` 5 ms (see ``initial_prompt``).
-        from engine.prompts.render import render_presentation
-
-        return render_presentation(
+        presented = _rendering().render_presentation(
             self.prompts, verdict, decision, build_context(self.model.context, context)
         )
+        return cast(str, presented)
 
     def render(
         self,
@@ -464,10 +460,8 @@ class Pack(Parsing):
             vars=vars,
             context=context,
         )
-        # Deferred: rendering costs `rules eval` 5 ms (see ``initial_prompt``).
-        from engine.prompts.render import PromptInputs, render_prompt
-
-        inputs = PromptInputs(
+        rendering = _rendering()
+        inputs = rendering.PromptInputs(
             decode_output(output),
             nonce or "",
             dict(vars or {}),
@@ -475,4 +469,15 @@ class Pack(Parsing):
             accepted_rounds,
             user_context,
         )
-        return render_prompt(self.prompts, verdict, decision, inputs)
+        return cast(
+            "RenderedPrompt", rendering.render_prompt(self.prompts, verdict, decision, inputs)
+        )
+
+
+def _rendering() -> ModuleType:
+    """The prompt renderer, imported when a Pack first renders a prompt."""
+    # Deferred: rendering is 5 ms of imports that `rules eval` from an image does not need,
+    # 4% of it (python -X importtime).
+    import engine.prompts.render
+
+    return engine.prompts.render
