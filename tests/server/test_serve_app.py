@@ -362,7 +362,10 @@ def test_serve_refuses_a_public_bind_without_a_token() -> None:
 
 
 def test_serve_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [m for m in sys.modules if m.startswith("engine.server")]:
+    # the server's modules and the CLI's module that starts them, as if never imported
+    for name in [
+        m for m in sys.modules if m.startswith("engine.server") or m == "engine.cli.serving"
+    ]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "fastapi", None)
     result = run_cli("serve", "--pack", "sentinel")
