@@ -144,7 +144,7 @@ def test_an_enum_is_quoted_up_to_a_few_values_and_a_count(
     code, text, _ = rules("eval", "--pack", str(pack), "--block", "doc", str(output))
     assert code == 1
     assert (
-        "item 1000: v: 'nope' is not one of ['v0', 'v1', 'v2', 'v3', 'v4', ...] "
+        'item 1: `v` is "nope": it must be one of "v0", "v1", "v2", "v3", "v4", ... '
         "(300000 values)" in text
     )
     assert len(text) < 200_000
