@@ -215,12 +215,12 @@ def _live_and_candidate_costs(candidate_folder: Path) -> float:
     from engine.backtest.shadow import LiveOutput, judge_candidate
     from engine.pack.inputs import OutputInput
     from engine.pack.loaded import load_pack
-    from engine.session.evaluation import evaluate_output
+    from engine.session.evaluation import EvaluationRequest, evaluate
 
     live, candidate = load_pack("sentinel"), load_pack(candidate_folder)
     variables, context = live.split_inputs("VERDICT", {}, REQUEST["vars"])
     given = OutputInput("VERDICT", OUTPUT.encode(), BENCH.NONCE, variables, context)
-    decided = evaluate_output(live, given)
+    decided = evaluate(live, EvaluationRequest(given))
     output = LiveOutput(given, 1, (), decided.verdict, decided.decision)
 
     def timed(work: Any, runs: int = 200) -> float:
@@ -232,7 +232,7 @@ def _live_and_candidate_costs(candidate_folder: Path) -> float:
         return (time.perf_counter() - started) / runs
 
     return timed(lambda: judge_candidate(candidate, output)) / timed(
-        lambda: evaluate_output(live, given)
+        lambda: evaluate(live, EvaluationRequest(given))
     )
 
 

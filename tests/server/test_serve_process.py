@@ -132,11 +132,15 @@ def test_a_token_is_needed_off_loopback_and_workers_share_the_sessions(tmp_path:
         )
     assert refused.status_code == 401
     assert (reloaded.status_code, reloaded.json()["workers"]) == (200, "restarting")
-    assert after.json()["decision"]["attempt"] == 5
-    assert answers == [1, 2, 3, 4]
-    assert concurrent == list(range(1, 17))  # no attempt counted twice across the workers
+    # a run of this item is a repair and its final action: each ends at attempt 2, and the
+    # next output starts the item's next run
+    assert after.json()["decision"]["attempt"] == 1
+    assert answers == [1, 2, 1, 2]
+    # eight runs of two attempts: no attempt counted twice or lost across the workers
+    assert concurrent == [1] * 8 + [2] * 8
     assert "a-long-random-token" not in server.output()
-    assert 'rules_decisions_total{action="REPAIR",block="VERDICT",pack="sentinel"} 1.0' in metrics
+    # the four sequential outputs are two runs, each with one repair
+    assert 'rules_decisions_total{action="REPAIR",block="VERDICT",pack="sentinel"} 2.0' in metrics
 
 
 def with_served_names(document: dict[str, Any], url: str) -> dict[str, Any]:
