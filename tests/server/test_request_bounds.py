@@ -241,7 +241,8 @@ def test_a_reload_with_two_workers_drains_connections_and_resets_none(tmp_path: 
     for number, (attempts, _) in enumerate(results):
         # runs of the item: each starts at 1 and counts up by one, none skipped or twice
         assert attempts and all(
-            now == 1 or now == before + 1 for before, now in zip([0, *attempts[:-1]], attempts, strict=True)
+            now == 1 or now == before + 1
+            for before, now in zip([0, *attempts[:-1]], attempts, strict=True)
         ), (number, attempts)
         rows = attempts_of(locate(tmp_path / "sessions" / f"c{number}"))
         assert [r["attempt"] for r in rows] == attempts
