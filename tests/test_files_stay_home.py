@@ -182,7 +182,10 @@ def test_a_git_url_that_would_run_a_command_is_refused(tmp_path: Path) -> None:
     command = tmp_path / "command.sh"
     command.write_text(f"#!/bin/sh\ntouch {made}\n")
     command.chmod(0o755)
-    pack = my_pack(tmp_path, f"git+ext::{command}@main#p")
-    checked = run_cli("check", str(pack))
-    assert checked.exit_code == 1 and "git-fetch-failed" in checked.output
+    for url in (f"ext::{command}", f"fd::{command}", "ftp://127.0.0.1/x"):
+        pack = my_pack(tmp_path, f"git+{url}@main#p")
+        for ci in ("true", "false"):  # refused before the lock is read, so CI=true alike
+            checked = run_cli("check", str(pack), env={"CI": ci})
+            assert checked.exit_code == 1 and "(git-ref-invalid)" in checked.output, url
+            assert "only the file, git, http, https and ssh transports" in checked.output
     assert not made.exists()

@@ -99,6 +99,10 @@ class GitRef:
         return f"{GIT_PREFIX}{self.url}@{self.rev}#{self.path}"
 
 
+_FETCHING_TRANSPORTS = ("file", "git", "http", "https", "ssh")
+_FETCHING_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
 def is_git_ref(ref: str) -> bool:
     return ref.startswith(GIT_PREFIX)
 
@@ -116,6 +120,16 @@ def parse_git_ref(ref: str) -> GitRef:
         )
     if url.startswith("-") or rev.startswith("-"):
         raise GitPackError(GIT_REF_INVALID, f"{ref!r}: a URL or revision may not start with '-'")
+    if any(ord(c) < 32 or ord(c) == 127 for c in ref):
+        raise GitPackError(GIT_REF_INVALID, f"{ref!r}: a reference holds no control character")
+    scheme = _FETCHING_SCHEME.match(url)
+    if "::" in url or (scheme and scheme.group(1).lower() not in _FETCHING_TRANSPORTS):
+        # Refused here, before any lock lookup or git call, so the answer is the same
+        # with or without --locked: git's remote helpers (ext:: runs a command) never run.
+        raise GitPackError(
+            GIT_REF_INVALID,
+            f"{ref!r}: only the file, git, http, https and ssh transports are allowed",
+        )
     parts = Path(path).parts
     if Path(path).is_absolute() or ".." in parts or not parts:
         raise GitPackError(
