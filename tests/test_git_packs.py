@@ -137,6 +137,8 @@ def test_locked_is_an_argument_not_left_behind_by_the_cli(origin: Path, tmp_path
         ("git+file:///nowhere@main#../../etc", "git-path-outside"),
         ("git+file:///nowhere/repo@main#packs/x", "git-fetch-failed"),
         ("git+--upload-pack=touch@main#x", "git-ref-invalid"),
+        ("git+file:///nowhere@main\\u0000#x", "git-ref-invalid"),  # not a path error later
+        ("git+fd::3@main#x", "git-ref-invalid"),
     ],
 )
 def test_bad_references_are_findings(ref: str, rule: str, origin: Path, tmp_path: Path) -> None:
