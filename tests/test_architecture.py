@@ -40,7 +40,7 @@ ALLOWED = {
     # The markdown `refs_exist` check reports the references it could not find as
     # `invalid_ids` in the verdict's data: part of the verdict JSON users read, so renaming
     # it is a behaviour change of its own.
-    ("contracts/markdown/kind.py", "invalid_ids"),
+    ("contracts/kinds/markdown/kind.py", "invalid_ids"),
     # `rules gate --stage NAME` and the `stage` key of its JSON result and failure log are
     # named by issue 10 (after seed 004's CLI and gate_result); the command module maps
     # them to the engine's gate name and nothing below the CLI uses the word.
@@ -191,20 +191,23 @@ def test_the_circle_finder_finds_a_circle() -> None:
 
 
 def test_every_kind_package_is_registered_and_kept_private() -> None:
-    """A kind is a package of engine/contracts/; adding one means registering it
-    (``_ENGINE_KINDS``) and naming it in the import-linter contracts that keep kinds
-    apart and private (pyproject.toml), which this keeps from being forgotten."""
+    """A kind is a package of engine/contracts/kinds/ plus its line in ``_ENGINE_KINDS``;
+    the import-linter contracts name the folder, not the kinds, so nothing else changes."""
     import pytest
 
     from engine.contracts import registry
 
     tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
 
-    packages = sorted(path.parent.name for path in (ENGINE_DIR / "contracts").glob("*/__init__.py"))
+    kinds = ENGINE_DIR / "contracts" / "kinds"
+    packages = sorted(path.parent.name for path in kinds.glob("*/__init__.py"))
     assert packages == sorted(registry._ENGINE_KINDS)
+    assert {package for package, _ in registry._ENGINE_KINDS.values()} == {
+        f"engine.contracts.kinds.{name}" for name in packages
+    }
     config = tomllib.loads((ENGINE_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))
     contracts = {c["name"]: c for c in config["tool"]["importlinter"]["contracts"]}
-    named = [f"engine.contracts.{name}" for name in packages]
-    assert sorted(contracts["Contract kinds do not import each other"]["modules"]) == named
+    apart = contracts["Contract kinds do not import each other"]["modules"]
+    assert apart == ["engine.contracts.kinds.*"]
     private = contracts["Contract kinds are private: others reach them through engine.contracts"]
-    assert sorted(private["forbidden_modules"]) == named
+    assert private["forbidden_modules"] == ["engine.contracts.kinds"]

@@ -859,7 +859,7 @@ def test_packs_that_evaluate_alike_share_each_records_verdict(
     decided under both packs; a contract change (REASON max 300) evaluates it under each,
     its payload read once (the change is a block rule, applied after reading)."""
     from engine.backtest import loaded_pack, tally_lines
-    from engine.contracts.sentinel.parser import SentinelParser
+    from engine.contracts.kinds.sentinel.parser import SentinelParser
     from engine.pack.compiled import Pack
 
     records, strict, long_reasons = generated

@@ -177,7 +177,7 @@ def test_rules_check_catches_bad_checks(pack_copy: Path, old: str, new: str, rul
 
 
 def test_keywords_are_lower_case_words_minus_stop_words() -> None:
-    from engine.contracts.markdown.kind import keywords
+    from engine.contracts.kinds.markdown.kind import keywords
 
     assert keywords("Schema validation MUST reject unknown_fields (v2)!", ["must"]) == {
         "schema",

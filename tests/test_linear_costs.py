@@ -280,7 +280,7 @@ def _context(tmp_path: Path) -> Path:
 
 
 def test_sections_past_the_limit_fail_naming_it(tmp_path: Path) -> None:
-    from engine.contracts.markdown.sections import MAX_SECTIONS
+    from engine.contracts.kinds.markdown.sections import MAX_SECTIONS
 
     output = tmp_path / "out.md"
     context = ["--context", str(_context(tmp_path))]
@@ -317,8 +317,8 @@ def test_a_60_mb_markdown_output_of_500_000_sections_gets_its_verdict(tmp_path: 
 
 
 def test_sections_end_at_the_next_heading_of_their_check_and_cost_linear_time() -> None:
-    from engine.contracts.markdown.model import SectionsCheck
-    from engine.contracts.markdown.sections import find_sections
+    from engine.contracts.kinds.markdown.model import SectionsCheck
+    from engine.contracts.kinds.markdown.sections import find_sections
 
     check = SectionsCheck(
         check="sections", name="items", heading="### Item [0-9]+", until="## ", fail="X"

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from conftest import FIXTURES, REPO
-from engine.contracts.sentinel.delimiters import DelimiterTemplate
+from engine.contracts.kinds.sentinel.delimiters import DelimiterTemplate
 from engine.core.patterns import (
     RE2,
     STDLIB,

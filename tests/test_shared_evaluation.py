@@ -14,7 +14,7 @@ from sentinel_cases import CASES, build_text, call_args
 
 import engine
 from conftest import REPO
-from engine.contracts.sentinel.parser import SentinelParser
+from engine.contracts.kinds.sentinel.parser import SentinelParser
 from engine.core.verdict import Verdict
 from engine.pack.compiled import Pack
 

@@ -35,10 +35,10 @@ ENTRY_POINT_GROUP = "rules_engine.kinds"
 # The engine's own kinds, in the order of the format's union: name → its package, whose
 # `kind` module exposes the kind as ``KIND`` and whose `model` module holds the model class.
 _ENGINE_KINDS: dict[str, tuple[str, str]] = {
-    "sentinel": ("engine.contracts.sentinel", "SentinelContract"),
-    "markdown": ("engine.contracts.markdown", "MarkdownContract"),
-    "json": ("engine.contracts.json", "JsonContract"),
-    "text": ("engine.contracts.text", "TextContract"),
+    "sentinel": ("engine.contracts.kinds.sentinel", "SentinelContract"),
+    "markdown": ("engine.contracts.kinds.markdown", "MarkdownContract"),
+    "json": ("engine.contracts.kinds.json", "JsonContract"),
+    "text": ("engine.contracts.kinds.text", "TextContract"),
 }
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.contracts.kinds.sentinel.section import GRAMMAR
 from engine.contracts.registry import compile_contract
-from engine.contracts.sentinel.section import GRAMMAR
 from engine.core.lazy import BuiltOnUse
 from engine.format.section import BuiltinSection, Compiling
 

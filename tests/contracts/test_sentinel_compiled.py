@@ -15,9 +15,9 @@ from sentinel_cases import CASES, build_text, call_args
 
 import engine
 from conftest import REPO
-from engine.contracts.sentinel import syntax
-from engine.contracts.sentinel.parser import SentinelParser
-from engine.contracts.sentinel.values import ValueError_, parse_value, tokenize
+from engine.contracts.kinds.sentinel import syntax
+from engine.contracts.kinds.sentinel.parser import SentinelParser
+from engine.contracts.kinds.sentinel.values import ValueError_, parse_value, tokenize
 
 FAST = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PACK = engine.load_pack("sentinel")
@@ -154,7 +154,7 @@ def test_sentinel_package_imports_without_pydantic() -> None:
     code = f"""
 import json, sys, types
 package = types.ModuleType("engine"); package.__path__ = ["engine"]; sys.modules["engine"] = package
-from engine.contracts.sentinel.parser import SentinelParser
+from engine.contracts.kinds.sentinel.parser import SentinelParser
 data = json.loads({data!r})
 parser = SentinelParser.from_data("VERDICT", data["contract"], data["grammar"])
 text = "\\n".join(["<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>", "ANSWER=YES", 'REASON="ok"',
@@ -168,8 +168,8 @@ assert loaded == [], loaded
 
 
 def test_plain_data_defaults_are_the_model_defaults() -> None:
-    from engine.contracts.sentinel.compiler import _GRAMMAR_DEFAULTS
-    from engine.contracts.sentinel.model import SentinelGrammar
+    from engine.contracts.kinds.sentinel.compiler import _GRAMMAR_DEFAULTS
+    from engine.contracts.kinds.sentinel.model import SentinelGrammar
 
     assert SentinelGrammar().model_dump() == _GRAMMAR_DEFAULTS
 

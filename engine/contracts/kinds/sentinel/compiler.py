@@ -13,17 +13,17 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine.contracts.sentinel.delimiters import DelimiterTemplate
-from engine.contracts.sentinel.failures import Reporter
-from engine.contracts.sentinel.messages import DEFAULT_MESSAGES
-from engine.contracts.sentinel.rules import ABSENT, Check, compile_rule
-from engine.contracts.sentinel.syntax import (
+from engine.contracts.kinds.sentinel.delimiters import DelimiterTemplate
+from engine.contracts.kinds.sentinel.failures import Reporter
+from engine.contracts.kinds.sentinel.messages import DEFAULT_MESSAGES
+from engine.contracts.kinds.sentinel.rules import ABSENT, Check, compile_rule
+from engine.contracts.kinds.sentinel.syntax import (
     field_line_matcher,
     header_matcher,
     name_check,
     splits_at_first_equals,
 )
-from engine.contracts.sentinel.values import ValueError_, parse_value, tokenize
+from engine.contracts.kinds.sentinel.values import ValueError_, parse_value, tokenize
 from engine.core.patterns import compile_pattern
 from engine.core.placeholders import fill, render_list
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.sentinel.parser import SentinelParser, parser_from_data
+from engine.contracts.kinds.sentinel.parser import SentinelParser, parser_from_data
 from engine.core.errors import EvaluationError
 from engine.core.results import Failure
 from engine.core.textio import output_problem
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from engine.contracts.kind import EvaluationInput
-    from engine.contracts.sentinel.model import SentinelContract
+    from engine.contracts.kinds.sentinel.model import SentinelContract
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
@@ -100,7 +100,7 @@ class SentinelKind:
     def model(self) -> type[SentinelContract]:
         # Deferred: the model (pydantic) is for composing and checking; compiling and
         # evaluating a contract need none, 0.39 s saved (python -X importtime).
-        from engine.contracts.sentinel.model import SentinelContract
+        from engine.contracts.kinds.sentinel.model import SentinelContract
 
         return SentinelContract
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.contracts.json.model import JsonContract
 from engine.contracts.json_documents import JsonDocumentError, dotted, read_documents
 from engine.contracts.json_schemas import (
     INVALID_SCHEMA,
@@ -27,6 +26,7 @@ from engine.contracts.kind import (
     WithoutParser,
     readable_text,
 )
+from engine.contracts.kinds.json.model import JsonContract
 from engine.contracts.placeholder import is_placeholder, placeholder_message
 from engine.core.errors import PackError
 from engine.core.results import Failure

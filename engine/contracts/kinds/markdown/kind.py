@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.kind import EvaluationInput, StandaloneKind, WithoutParser
-from engine.contracts.markdown.model import (
+from engine.contracts.kinds.markdown.model import (
     AnyOfCheck,
     CoverageCheck,
     MarkdownContract,
@@ -25,7 +25,7 @@ from engine.contracts.markdown.model import (
     SectionsCheck,
     SimilarPosition,
 )
-from engine.contracts.markdown.sections import (
+from engine.contracts.kinds.markdown.sections import (
     GROUP,
     MAX_SECTIONS,
     Section,

@@ -5,4 +5,4 @@ from __future__ import annotations
 
 from engine.format.section import BuiltinSection
 
-GRAMMAR = BuiltinSection("sentinel", "engine.contracts.sentinel.model:declared_grammar")
+GRAMMAR = BuiltinSection("sentinel", "engine.contracts.kinds.sentinel.model:declared_grammar")

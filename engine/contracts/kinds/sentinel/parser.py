@@ -19,19 +19,19 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from engine.contracts.kinds.sentinel.compiler import CompiledContract
+from engine.contracts.kinds.sentinel.delimiters import DelimiterLine
+from engine.contracts.kinds.sentinel.failures import Reject
+from engine.contracts.kinds.sentinel.near import near_miss
+from engine.contracts.kinds.sentinel.rules import ABSENT, to_int
+from engine.contracts.kinds.sentinel.runtime import read_fields
 from engine.contracts.placeholder import is_placeholder
-from engine.contracts.sentinel.compiler import CompiledContract
-from engine.contracts.sentinel.delimiters import DelimiterLine
-from engine.contracts.sentinel.failures import Reject
-from engine.contracts.sentinel.near import near_miss
-from engine.contracts.sentinel.rules import ABSENT, to_int
-from engine.contracts.sentinel.runtime import read_fields
 from engine.core.placeholders import fill
 from engine.core.results import Failure, ParseResult
 from engine.core.textio import find_word
 
 if TYPE_CHECKING:
-    from engine.contracts.sentinel.model import SentinelContract, SentinelGrammar
+    from engine.contracts.kinds.sentinel.model import SentinelContract, SentinelGrammar
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 

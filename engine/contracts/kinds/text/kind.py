@@ -12,7 +12,7 @@ from engine.contracts.kind import (
     WithoutParser,
     readable_text,
 )
-from engine.contracts.text.model import TextContract
+from engine.contracts.kinds.text.model import TextContract
 from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.core.placeholders import fill
 from engine.core.results import Failure

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.contracts.sentinel.compiler import CompiledContract, FieldPlan
-from engine.contracts.sentinel.failures import Reporter
-from engine.contracts.sentinel.values import ValueError_, parse_value
+from engine.contracts.kinds.sentinel.compiler import CompiledContract, FieldPlan
+from engine.contracts.kinds.sentinel.failures import Reporter
+from engine.contracts.kinds.sentinel.values import ValueError_, parse_value
 
 
 def _close(plan: FieldPlan, parts: list[str], line: int, report: Reporter) -> str:

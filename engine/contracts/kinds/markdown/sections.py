@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from engine.core.patterns import PatternError, compile_pattern
 
 if TYPE_CHECKING:
-    from engine.contracts.markdown.model import SectionsCheck, SoftMatch
+    from engine.contracts.kinds.markdown.model import SectionsCheck, SoftMatch
 
 
 @dataclass(frozen=True)
