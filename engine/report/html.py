@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
+from engine.report.table import deciding_rules
 from engine.session.summary import Row, session_summary
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ def backtest(report: Mapping[str, Any], title: str = "Backtest") -> str:
             for name, keys in (("Verdict flips", statuses), ("Action flips", actions))
         ]
     examples = [
-        (kind, e["where"], e["pack"]["error"] or e["baseline"]["error"] or "")
+        (kind, e["where"], e["pack"]["error"] or e["baseline"]["error"] or "", deciding_rules(e))
         for kind, found in report["examples"].items()
         for e in found
     ]

@@ -11,7 +11,7 @@ from engine.pack.result import CheckResult
 from engine.policy.conflicts.runtime import FLAGGED, OPEN
 from engine.report import md
 from engine.report.cases import PackTestRuns, describe
-from engine.report.table import pairs, text_columns
+from engine.report.table import deciding_rules, pairs, text_columns
 
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
@@ -243,6 +243,9 @@ def _backtest(report: dict[str, Any]) -> str:
                     f"{', id ' + str(example['id']) if example['id'] is not None else ''})"
                     f"{': ' + why if why else ''}"
                 )
+                decided = deciding_rules(example)
+                if decided:
+                    lines.append(f"    decided by {decided}")
     if report["max_flips"] is not None:
         verdict = "exceeded" if report["flipped"] > report["max_flips"] else "within"
         lines.append(f"max flips {report['max_flips']}: {verdict}")
