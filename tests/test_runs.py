@@ -176,6 +176,35 @@ def test_engine_run_starts_a_new_run_unless_asked_to_continue(folder: Path) -> N
         engine.run(pack, "ANSWER", call, session=session, continue_run=True)
 
 
+def test_the_session_route_starts_a_new_run_unless_asked_to_continue(folder: Path) -> None:
+    """The server's front door to the same rule: `continue_run` as `--continue` is."""
+    pytest.importorskip("fastapi", reason="the server extra is not installed")
+    from fastapi.testclient import TestClient
+
+    from engine.server.app import create_app
+    from engine.server.packs import load_pack_set
+    from engine.server.settings import ServerSettings
+
+    good = (folder / "my-pack" / "tests" / "ANSWER" / "good.txt").read_text()
+    config = ServerSettings(packs=(str(folder / "my-pack"),), sessions_dir=str(folder / "s"))
+    client = TestClient(create_app(config, load_pack_set(config.packs)))
+    body = {"pack": "my-pack", "block": "ANSWER", "nonce": "4F2C9A", "vars": {"question": "Q1"}}
+
+    def send(output: str, **more: Any) -> tuple[int, str]:
+        answer = client.post("/v1/sessions/team/outputs", json={**body, "output": output, **more})
+        assert answer.status_code == 200, answer.text
+        return answer.json()["attempt"], answer.json()["decision"]["action"]
+
+    assert [send(BAD), send(good)] == [(1, "REPAIR"), (2, "PROCEED")]
+    assert send(BAD) == (1, "REPAIR")  # the finished run does not swallow the next one
+    assert send(good) == (2, "PROCEED")
+    assert send(BAD, continue_run=True) == (3, "NEEDS_HUMAN")
+    refused = client.post(
+        "/v1/sessions/team/outputs", json={**body, "output": BAD, "continue_run": "perhaps"}
+    )
+    assert refused.status_code == 422 and "continue_run" in refused.text
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_ledger_of_schema_4_is_migrated_into_runs(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest

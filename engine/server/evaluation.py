@@ -208,7 +208,7 @@ def _record(
             )
             rendered = render(
                 pack,
-                _request(body, session),
+                _request(body, session, continue_run=body.continue_run),
                 presentation=False,
                 decided=lambda done: decided(hooks, pack, body, done),
             )

@@ -56,3 +56,10 @@ class SessionOutputRequest(OutputRequest):
         description="The item whose attempts are counted (default: the one the pack's "
         "`session.item` makes of the nonce, vars and context).",
     )
+    continue_run: bool = Field(
+        False,
+        description="Count this output in the item's latest run even when that run ended "
+        "(PROCEED or a final action): its attempt count and caps go on. By default the "
+        "output after a finished run starts a new run at attempt 1, as `rules run` and "
+        "`rules eval --session` do without `--continue`.",
+    )
