@@ -54,6 +54,12 @@ class PackTables(BaseModel):
     guards: list[dict[str, Any]]
     failure_types: list[dict[str, Any]]
     actions: list[dict[str, Any]]
+    worst_case: list[dict[str, Any]] = Field(
+        description="per block: the worst-case calls of one item run and the largest "
+        "prompt (`rules check --prove`)"
+    )
+    budgets: list[dict[str, Any]] = Field(description="the pack's budgets, as declared")
+    breakers: list[dict[str, Any]] = Field(description="the pack's breakers, as declared")
 
 
 class Problem(BaseModel):
