@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import engine
+from conftest import run_cli
 from engine.ledger.connection import open_ledger
 
 GOOD = (
@@ -217,3 +218,25 @@ def test_a_failed_probe_opens_the_breaker_again(
     assert run(pack, "skipped", Scripted(BAD), where).decision.action == "DEGRADE"
     clock(122)
     assert run(pack, "next-probe", Scripted(BAD, GOOD), where).decision.action == "PROCEED"
+
+
+def test_rules_budgets_shows_spend_and_breaker_state(
+    tmp_path: Path, clock: Callable[[int], None]
+) -> None:
+    pack = write_pack(tmp_path / "pack", FLEET + BREAKER)
+    where = {"session": str(tmp_path / "session")}
+    for n in range(3):
+        run(pack, f"failing-{n}", Scripted(BAD, BAD), where)
+    result = run_cli("budgets", "--pack", str(pack), "--session", str(tmp_path / "session"))
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[2:] == [
+        "budget           allows                               spent  left  then",
+        "verdict-repairs  3 repairs per hour across the fleet  3      0     DEGRADE",
+        "",
+        "breaker          state                            recent repairs  good  "
+        "opens below        then",
+        "verdict-repairs  open until 2027-01-15T08:01:00Z  3               0     "
+        "50% of the last 3  DEGRADE",
+    ]
+    fresh = run_cli("budgets", "--pack", str(pack), "--session", str(tmp_path / "none"))
+    assert "verdict-repairs  3 repairs per hour across the fleet  0      3" in fresh.stdout

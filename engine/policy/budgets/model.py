@@ -25,10 +25,11 @@ UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def seconds(value: int | str | None) -> float | None:
-    """A ``Duration`` in seconds (None stays None)."""
+    """A ``Duration`` in seconds, whole when it is (None stays None)."""
     if value is None or isinstance(value, int):
         return value
-    return float(value[:-1]) * UNIT_SECONDS[value[-1]]
+    found = float(value[:-1]) * UNIT_SECONDS[value[-1]]
+    return int(found) if found.is_integer() else found
 
 
 class Budget(fields.Strict):
