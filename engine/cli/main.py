@@ -28,6 +28,7 @@ from engine.core.version import VERSION
 # `rules parse` do not pay for the imports of the others.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "backtest": ("engine.cli.backtest", "backtest_command"),
+    "budgets": ("engine.cli.budgets", "budgets_command"),
     "check": ("engine.cli.check", "check_command"),
     "choose": ("engine.cli.choose", "choose_command"),
     "conflicts": ("engine.cli.conflicts", "conflicts_command"),

@@ -39,12 +39,20 @@ REQUESTS = Histogram(
     ["route", "method", "status"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
+SPENDING = Counter(
+    "rules_spending_refusals_total",
+    "Calls a budget could not pay for or a breaker skipped, by pack, block and rule "
+    "(budget:NAME, breaker:NAME)",
+    ["pack", "block", "rule"],
+)
 LEDGER_ERRORS = Counter("rules_ledger_errors_total", "Ledger errors (answered 503)")
 RELOADS = Counter("rules_reloads_total", "Pack reloads, by result", ["result"])
 
 
 def count_decision(pack: str, verdict: Verdict, decision: Decision) -> None:
     DECISIONS.labels(pack, verdict.block, decision.action).inc()
+    if decision.rule.startswith(("budget:", "breaker:")):
+        SPENDING.labels(pack, verdict.block, decision.rule).inc()
     if verdict.status == "fail":
         FAILURES.labels(pack, verdict.block, verdict.failure_type or "unknown").inc()
 

@@ -40,6 +40,7 @@ from engine.session.conflicts import ConflictBook, decision_items
 from engine.session.items import item_key, sha256
 from engine.session.next_prompt import render_after
 from engine.session.session_ref import SessionRef, item_name_problem
+from engine.session.spending import Recording, govern
 from engine.session.tracing import traced_evaluation
 
 KEEP_OUTPUTS = "keep_outputs"
@@ -230,6 +231,13 @@ class Session:
                 measure=measure,
                 earlier=earlier,
                 extra_attempts=grant.attempts,
+            )
+            this_run = [row for row in history if row["run"] == run_number]
+            decision = govern(  # budgets and breakers: the call it asks for, or their action
+                tx,
+                self.pack,
+                Recording(session, block, key, run_number, number, verdict, this_run),
+                decision,
             )
             if isinstance(round_number, int) and decision.final and verdict.status == "fail":
                 decision = self._round_outcome(choices, block, round_number, decision, tx)

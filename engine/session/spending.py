@@ -1,0 +1,170 @@
+"""Budgets and breakers in the transaction that records an attempt.
+
+Run by ``Session.evaluate`` after the decision is taken and before it is recorded, in the
+same transaction (the item's counter row is held, and each budget's and breaker's row is
+taken as it is read: ``engine.ledger.spending``), so a decision that asks for another
+call is paid for, or turned into the budget's or breaker's action, exactly once across
+every worker of the ledger. In order:
+
+1. the outcome of the repair that produced this output, when the run's previous attempt
+   asked for one after a failure, goes to the breakers watching it (which may open or
+   close them);
+2. an item's first call is counted by the ``calls`` budgets that apply (it was made
+   already: counted, never refused);
+3. a decision that asks for another call is checked against every budget that applies
+   (one spent: the budget's action instead), then against the breakers (one open: its
+   action instead); when all let it go, each budget pays for the call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.core import clock
+from engine.ledger import spending as rows
+from engine.ledger.spending import Scope
+from engine.policy.budgets.runtime import (
+    BreakerState,
+    CompiledBreaker,
+    CompiledBudget,
+    admit,
+    after_outcome,
+    taken_instead,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from engine.core.verdict import Verdict
+    from engine.ledger.connection import Tx
+    from engine.pack.compiled import Pack
+    from engine.policy.triggers.decide import Decision
+
+
+def now_ms() -> int:
+    """The engine's clock (``engine.core.clock``: ``SOURCE_DATE_EPOCH`` fixes it) in ms."""
+    return int(clock.now().timestamp() * 1000)
+
+
+def budgets_of(pack: Pack) -> tuple[CompiledBudget, ...]:
+    found: tuple[CompiledBudget, ...] = pack.section("budgets") or ()
+    return found
+
+
+def breakers_of(pack: Pack) -> tuple[CompiledBreaker, ...]:
+    found: tuple[CompiledBreaker, ...] = pack.section("breakers") or ()
+    return found
+
+
+@dataclass(frozen=True)
+class Recording:
+    """The attempt being recorded: where (session, block, item and its run), its number,
+    its verdict, and the earlier attempts of its run (oldest first, as stored)."""
+
+    session: str
+    block: str
+    item: str
+    run: int
+    number: int
+    verdict: Verdict
+    earlier: Sequence[dict[str, Any]]
+
+
+def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
+    """``decision``, or what a budget or breaker takes instead of the call it asks for."""
+    budgets, breakers = budgets_of(pack), breakers_of(pack)
+    if not budgets and not breakers:
+        return decision
+    moment = now_ms()
+    previous = at.earlier[-1] if at.earlier else None
+    if previous is not None and not previous["final"] and previous["status"] == "fail":
+        success = at.verdict.status != "fail"
+        for breaker in breakers:
+            if breaker.applies(at.block, previous["failure_type"]):
+                _outcome(tx, pack.name, breaker, success, moment, at)
+    where = (at.session, at.block, at.item)
+    if at.number == 1:
+        for budget in budgets:
+            if budget.budget.counts == "calls" and budget.applies(at.block):
+                scope = _scope(pack, budget, at)
+                rows.spent(tx, scope, _since(budget, moment))
+                rows.pay(tx, scope, moment, *where)
+    if decision.final:
+        return decision
+    trigger = pack.policy.trigger(at.block).trigger
+    actions = pack.policy.actions
+    paying: list[Scope] = []
+    for budget in budgets:
+        if not budget.applies(at.block):
+            continue
+        scope = _scope(pack, budget, at)
+        used = rows.spent(tx, scope, _since(budget, moment))
+        if used >= budget.budget.limit:
+            return taken_instead(
+                decision,
+                budget.budget.action,
+                budget.spent_reason(used),
+                f"budget:{budget.name}",
+                actions,
+                trigger.after_failure,
+            )
+        paying.append(scope)
+    if at.verdict.status == "fail":
+        for breaker in breakers:
+            if not breaker.applies(at.block, at.verdict.failure_type):
+                continue
+            state = _state(rows.breaker_state(tx, pack.name, breaker.name))
+            allowed, changed = admit(breaker, state, moment)
+            if changed != state:
+                _put(tx, pack.name, breaker.name, changed)
+            if not allowed:
+                return taken_instead(
+                    decision,
+                    breaker.breaker.action,
+                    f"breaker {breaker.name!r} is open: repairs are skipped ({breaker.describe()})",
+                    f"breaker:{breaker.name}",
+                    actions,
+                    trigger.after_failure,
+                )
+    for scope in paying:
+        rows.pay(tx, scope, moment, *where)
+    return decision
+
+
+def _scope(pack: Pack, budget: CompiledBudget, at: Recording) -> Scope:
+    return Scope(pack.name, budget.name, budget.scope(at.session, at.block, at.item, at.run))
+
+
+def _since(budget: CompiledBudget, moment: int) -> int | None:
+    return None if budget.window is None else moment - int(budget.window * 1000)
+
+
+def _state(row: dict[str, Any]) -> BreakerState:
+    return BreakerState(
+        str(row["state"]),
+        None if row["opened_at"] is None else int(row["opened_at"]),
+        None if row["probe_at"] is None else int(row["probe_at"]),
+        int(row["since"]),
+    )
+
+
+def _put(tx: Tx, pack: str, name: str, state: BreakerState) -> None:
+    rows.put_breaker_state(
+        tx, pack, name, state.state, state.opened_at, state.probe_at, state.since
+    )
+
+
+def _outcome(
+    tx: Tx, pack: str, breaker: CompiledBreaker, success: bool, moment: int, at: Recording
+) -> None:
+    """Keep a repair's outcome and move the breaker as it says."""
+    state = _state(rows.breaker_state(tx, pack, breaker.name))
+    rows.add_outcome(tx, pack, breaker.name, moment, success, (at.session, at.block, at.item))
+    since = state.since
+    if breaker.within is not None:
+        since = max(since, moment - int(breaker.within * 1000))
+    recent = rows.outcomes(tx, pack, breaker.name, since, breaker.breaker.last)
+    changed = after_outcome(breaker, state, success, recent, moment)
+    if changed != state:
+        _put(tx, pack, breaker.name, changed)
