@@ -31,6 +31,7 @@ from engine.policy.choices.section import MENUS
 from engine.policy.conflicts.section import CONFLICTS
 from engine.policy.gates.section import GATES
 from engine.policy.limits.section import LIMITS, RATE_LIMITS
+from engine.policy.reviews.section import REVIEWS
 from engine.policy.rounds.section import ROUNDS
 from engine.policy.triggers.section import HINTS, TRIGGERS
 from engine.prompts.examples.section import EXAMPLES
@@ -66,6 +67,7 @@ BUILTIN: tuple[BuiltinSection, ...] = (
     MENUS,
     ROUNDS,
     LIMITS,
+    REVIEWS,
     TESTS,
 )
 _BUILTIN_KEYS = {section.key: section for section in BUILTIN}
