@@ -27,7 +27,6 @@ LISTED = (
 """The columns of a review as lists show it (without its material and output)."""
 
 
-
 @dataclass(frozen=True)
 class Opening:
     """A review to open, in the transaction that records the decision that opens it."""

@@ -38,7 +38,7 @@ from engine.ledger.store import Place, SessionLedger
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
 from engine.policy.triggers.decide import Decision
-from engine.session.items import sha256
+from engine.session.items import item_label, sha256
 from engine.session.session_ref import SessionRef
 
 STATES = ("open", "claimed", "resolved")
@@ -228,6 +228,7 @@ def document(
         "revision": row["revision"],
         "block": row["block"],
         "item": row["item"],
+        "item_label": item_label(str(row["item"])),
         "run": row["run"],
         "action": row["action"],
         "state": state,
