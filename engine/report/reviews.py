@@ -84,7 +84,10 @@ def _marked(text: str | None, failures: Sequence[Mapping[str, Any]]) -> list[tup
     if text is None:
         return []
     flagged = {int(f["line"]) for f in failures if isinstance(f.get("line"), int)}
-    return [(n, line, n in flagged) for n, line in enumerate(text.split("\n"), start=1)]
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the line break that ends the last line
+    return [(n, line, n in flagged) for n, line in enumerate(lines, start=1)]
 
 
 def queue_page(reviews: Sequence[Mapping[str, Any]], figures: Mapping[str, Any], title: str) -> str:

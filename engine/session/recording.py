@@ -379,7 +379,7 @@ _pools: dict[str, Ledger] = {}
 _pools_guard = threading.Lock()
 
 
-def _shared_ledger(location: str, url: LedgerUrl) -> Ledger | None:
+def shared_ledger(location: str, url: LedgerUrl) -> Ledger | None:
     """A PostgreSQL ledger opened once per process (its connection pool serves every
     request and thread; connecting and checking the schema per request would cost more than
     the evaluation); None for SQLite, whose connection belongs to one thread."""
@@ -398,7 +398,7 @@ def named_session(name: str, *, ledger: str | None, sessions_dir: str) -> Sessio
     if ledger is None:
         return SessionRef(Path(sessions_dir) / name)
     url = parse_url(ledger)
-    return SessionRef(Place(url, name, None), opened=_shared_ledger(ledger, url))
+    return SessionRef(Place(url, name, None), opened=shared_ledger(ledger, url))
 
 
 def ledger_problem(ledger: str | None, sessions_dir: str) -> str | None:
@@ -426,7 +426,7 @@ def ready_problem(ledger: str | None, sessions_dir: str) -> str | None:
         return sessions_writable(sessions_dir)
     try:
         url = parse_url(ledger)
-        shared = _shared_ledger(ledger, url)
+        shared = shared_ledger(ledger, url)
         if shared is None:  # SQLite: a connection belongs to one thread, opened per use
             return ledger_problem(ledger, sessions_dir)
         with deadline.within(READY_SECONDS):

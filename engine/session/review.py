@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -31,10 +32,11 @@ from engine.core.errors import EngineError
 from engine.core.textio import decode_output
 from engine.core.verdict import Verdict
 from engine.ledger import attempts as attempt_rows
+from engine.ledger import kept as kept_rows
 from engine.ledger import reviews as review_rows
 from engine.ledger.attempts import Attempt, ItemAttempt, KeptOutput
 from engine.ledger.connection import Tx
-from engine.ledger.store import Place, SessionLedger
+from engine.ledger.store import SessionLedger
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
 from engine.policy.triggers.decide import Decision
@@ -107,6 +109,11 @@ def settings(pack: Pack) -> ReviewSettings:
     )
 
 
+def _opened(session: SessionRef) -> SessionLedger:
+    """The session's ledger, through the caller's shared pool when it has one."""
+    return SessionLedger(session.place(), opened=session.opened)
+
+
 def now() -> datetime:
     return clock.now()
 
@@ -135,6 +142,18 @@ def _failures(verdict: Verdict | None) -> list[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------- opening one
+
+
+def _kept(tx: Tx, attempt_id: int) -> str | None:
+    """An earlier attempt's output when the session keeps outputs (a caller that sends
+    outputs one at a time, as a server's session route, gives no transcript)."""
+    compressed = kept_rows.output_of(tx, attempt_id)
+    if compressed is None:
+        return None
+    try:
+        return _cut(kept_rows.text(compressed))
+    except (ValueError, zlib.error):
+        return None  # damaged: the review shows the attempt without its output
 
 
 def opening(
@@ -175,7 +194,7 @@ def opening(
                 "reason": row["reason"],
                 "failures": _failures(seen.verdict if seen else None),
                 "prompt": _text(seen.prompt) if seen else None,
-                "output": _text(seen.output) if seen else None,
+                "output": _text(seen.output) if seen else _kept(tx, int(row["id"])),
             }
         )
     material = {
@@ -336,7 +355,7 @@ def expire_in(tx: Tx, at: datetime, session: str | None) -> list[int]:
 
 def expire(session: SessionRef, at: datetime | None = None) -> list[int]:
     """Expire the session's overdue reviews (see ``expire_in``); their ids."""
-    with SessionLedger(session.place()) as ledger:
+    with _opened(session) as ledger:
         return ledger.write(lambda tx: expire_in(tx, at or now(), ledger.session))
 
 
@@ -350,7 +369,7 @@ def list_reviews(
     overdue ones are expired first."""
     at = now()
     stamp = _iso(at)
-    with SessionLedger(session.place()) as ledger:
+    with _opened(session) as ledger:
 
         def work(tx: Tx) -> list[dict[str, Any]]:
             expire_in(tx, at, ledger.session)
@@ -364,7 +383,7 @@ def list_reviews(
 def show_review(session: SessionRef, review: int) -> dict[str, Any]:
     """One review with its material: the attempts, their outputs, verdicts and prompts."""
     at = now()
-    with SessionLedger(session.place()) as ledger:
+    with _opened(session) as ledger:
 
         def work(tx: Tx) -> dict[str, Any] | None:
             expire_in(tx, at, ledger.session)
@@ -423,7 +442,7 @@ def claim_review(
         raise ReviewRefused("invalid", "a claim lasts 1 to 86400 seconds")
     at = now()
     stamp = _iso(at)
-    with SessionLedger(session.place()) as ledger:
+    with _opened(session) as ledger:
 
         def work(tx: Tx) -> tuple[bool, dict[str, Any] | None]:
             expire_in(tx, at, ledger.session)
@@ -441,7 +460,7 @@ def release_review(session: SessionRef, review: int, by: str) -> dict[str, Any]:
     """Give a claim back: the review is open to others again."""
     who = _person(by)
     stamp = _iso(now())
-    with SessionLedger(session.place()) as ledger:
+    with _opened(session) as ledger:
 
         def work(tx: Tx) -> tuple[bool, dict[str, Any] | None]:
             done = review_rows.release(tx, ledger.session, review, who)
@@ -513,7 +532,7 @@ def resolve_review(
             raise OutputRefused(review, verdict)
     at = now()
     stamp = _iso(at)
-    with SessionLedger(session.place()) as ledger:
+    with _opened(session) as ledger:
 
         def work(tx: Tx) -> tuple[bool, dict[str, Any] | None]:
             expire_in(tx, at, ledger.session)
@@ -648,35 +667,6 @@ def wait_for(session: SessionRef, review: int, seconds: float) -> dict[str, Any]
         if found["state"] == "resolved" or time.monotonic() >= until:
             return found
         time.sleep(min(POLL_SECONDS, max(0.0, until - time.monotonic())))
-
-
-@dataclass(frozen=True)
-class Reviewed:
-    """An output a person wrote for a block (an edited review), with its provenance."""
-
-    review: int
-    item: str
-    by: str
-    at: str
-    text: str
-
-
-def reviewed_outputs(place: Place, block: str) -> list[Reviewed]:
-    """The outputs people wrote for ``block`` in the session at ``place``, newest first."""
-    if not place.exists():
-        return []
-    with place.open(read_only=True) as ledger:
-        rows = ledger.read(lambda tx: review_rows.reviewed_outputs(tx, ledger.session, block))
-    return [
-        Reviewed(
-            int(r["id"]),
-            str(r["item"]),
-            str(r["resolved_by"]),
-            str(r["resolved_at"]),
-            bytes(r["output"]).decode("utf-8", errors="surrogatepass"),
-        )
-        for r in rows
-    ]
 
 
 # ------------------------------------------------------------------------------ figures
