@@ -45,6 +45,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "prompt": ("engine.cli.prompt", "prompt_command"),
     "render": ("engine.cli.evaluate", "render_command"),
     "report": ("engine.cli.report", "report_command"),
+    "review": ("engine.cli.review", "review_group"),
     "run": ("engine.cli.run", "run_command"),
     "schema": ("engine.cli.schema", "schema_command"),
     "serve": ("engine.cli.serve", "serve_command"),

@@ -141,6 +141,17 @@ def missing_command(command: tuple[str, ...]) -> str | None:
     "at attempt 1. Needs --nonce or --item.",
 )
 @click.option("--model", help="Model id, recorded and carried into repairs.")
+@click.option(
+    "--wait-review",
+    "review_wait",
+    type=FiniteFloat(min=0, max=86_400),
+    default=None,
+    metavar="SECONDS",
+    help="When the final decision opens a review (NEEDS_HUMAN, or the pack's "
+    "`reviews.actions`), wait up to SECONDS for a person to resolve it (`rules review`, "
+    "the server's /review page) and end with the resolution; 0 ends at once with the "
+    "review's id on stderr. [default: the pack's `reviews.wait`, else 0]",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(
     pack_ref: str,
@@ -157,6 +168,7 @@ def run_command(
     keep_outputs: bool,
     continue_run: bool,
     model: str | None,
+    review_wait: float | None,
     command: tuple[str, ...],
 ) -> None:
     """Send a prompt to COMMAND on stdin, evaluate its stdout, repair or retry per the pack.
@@ -200,6 +212,7 @@ def run_command(
             SessionRef(session_dir, ledger_url),
             keep_outputs,
             continue_run,
+            review_wait,
         )
         with stopping_on_sigterm():
             result = run_with_command(
@@ -218,6 +231,21 @@ def run_command(
         click.echo("rules run: interrupted (SIGINT); the model command was stopped", err=True)
         raise SystemExit(EXIT_INTERRUPTED) from None
     decision = result.decision
+    if result.review is not None:
+        review = result.review
+        if review.state == "resolved":
+            click.echo(
+                f"rules run: review {review.id} {review.resolution}"
+                + (f" by {review.resolved_by}" if review.resolved_by else "")
+                + f" -> {decision.action}",
+                err=True,
+            )
+        else:
+            click.echo(
+                f"rules run: review {review.id} is {review.state}: resolve it with "
+                f"`rules review show {review.id}` (same --session and --ledger)",
+                err=True,
+            )
     if decision.default is not None and decision.log in ("warning", "error"):
         click.echo(
             f"rules run: {decision.log}: {decision.action}: {decision.reason}; "

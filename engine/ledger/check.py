@@ -20,6 +20,7 @@ JSON_COLUMNS: dict[str, tuple[str, ...]] = {
     "resolutions": ("actions",),
     "choices": ("effect",),
     "failed_gates": ("gate_result",),
+    "reviews": ("material",),
 }
 """Columns this engine writes as JSON text and decodes when it reads them."""
 

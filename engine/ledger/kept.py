@@ -102,3 +102,9 @@ def accepted_outputs(tx: Tx, session: str, block: str) -> list[tuple[int, bytes]
         (session, block),
     )
     return [(int(r[0]), bytes(r[1])) for r in rows]
+
+
+def output_of(tx: Tx, attempt_id: int) -> bytes | None:
+    """The compressed kept output of one attempt, or None when it was not kept."""
+    row = tx.one("SELECT output FROM kept_outputs WHERE attempt_id = ?", (attempt_id,))
+    return None if row is None else bytes(row[0])

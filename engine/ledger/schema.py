@@ -300,6 +300,39 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "CREATE INDEX breaker_outcomes_at ON breaker_outcomes (pack, breaker, at)",
     ],
+    # 7: the review queue (engine/ledger/reviews.py): a final decision a person resolves.
+    # state: open, claimed or resolved; resolution: approved, edited, rejected or expired
+    # (the fallback action taken); the attempt that opened it and the one that ended the
+    # item; the material a person reviews (attempts, outputs, prompts, context) as JSON.
+    [
+        """CREATE TABLE reviews (
+            id {id},
+            {session},
+            pack TEXT NOT NULL,
+            revision TEXT,
+            block TEXT NOT NULL,
+            item TEXT NOT NULL,
+            run INTEGER NOT NULL,
+            attempt_id {ref} NOT NULL REFERENCES attempts (id),
+            action TEXT NOT NULL,
+            state TEXT NOT NULL,
+            created TEXT NOT NULL,
+            due TEXT NOT NULL,
+            fallback TEXT NOT NULL,
+            on_reject TEXT NOT NULL,
+            material TEXT NOT NULL,
+            claimed_by TEXT,
+            claimed_until TEXT,
+            resolution TEXT,
+            resolved_by TEXT,
+            resolved_at TEXT,
+            reason TEXT,
+            output {blob},
+            final_attempt_id {ref} REFERENCES attempts (id)
+        )""",
+        "CREATE INDEX reviews_state ON reviews (state, due)",
+        "CREATE INDEX reviews_block ON reviews (session, block, resolution, id)",
+    ],
 ]
 
 VERSION = len(MIGRATIONS)

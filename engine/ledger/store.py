@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.ledger import attempts, check, gates, kept, prompts, rounds, settings
+from engine.ledger import attempts, check, gates, kept, prompts, reviews, rounds, settings
 from engine.ledger import conflicts as conflict_rows
 from engine.ledger.connection import Ledger, Tx, changed, open_ledger
 from engine.ledger.errors import LedgerError
@@ -264,6 +264,20 @@ class SessionLedger:
             except (ValueError, zlib.error):
                 continue  # damaged: the round has no example to give
         return out
+
+    def reviewed_outputs(self, block: str) -> list[tuple[str, int, str, str]]:
+        """(text, review id, who, when) of the outputs people wrote for ``block`` when they
+        edited a review of this session, newest first."""
+        rows = self.read(lambda tx: reviews.reviewed_outputs(tx, self.session, block))
+        return [
+            (
+                bytes(r["output"]).decode("utf-8", errors="surrogatepass"),
+                int(r["id"]),
+                str(r["resolved_by"]),
+                str(r["resolved_at"]),
+            )
+            for r in rows
+        ]
 
     # ------------------------------------------------------------------ writes
 

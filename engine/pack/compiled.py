@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from engine.policy.limits.rates import Measure
     from engine.policy.triggers.decide import CompiledPolicy, Decision
     from engine.prompts.compiled import CompiledPrompts
+    from engine.prompts.examples.select import ReviewedExample
     from engine.prompts.render import RenderedPrompt
 
 
@@ -443,9 +444,12 @@ class Pack(Parsing):
         context: Mapping[str, Any] | None = None,
         accepted_rounds: Collection[int] | None = None,
         user_context: str = "",
+        reviewed: Sequence[ReviewedExample] = (),
     ) -> RenderedPrompt:
         """Like ``render``, with what went into the prompt (example tier, size, cut).
         ``user_context``: the user's text a choice added (retry templates' `user_context`).
+        ``reviewed``: outputs people wrote for the block in the session (edited reviews,
+        newest first), for the examples' ``reviewed`` tier.
 
         ``accepted_rounds``: the rounds whose output for the block the session's ledger
         accepted, for example tiers with ``validated_in_ledger``. The Pack reads no ledger:
@@ -468,6 +472,7 @@ class Pack(Parsing):
             build_context(self.model.context, context),
             accepted_rounds,
             user_context,
+            tuple(reviewed),
         )
         return cast(
             "RenderedPrompt", rendering.render_prompt(self.prompts, verdict, decision, inputs)

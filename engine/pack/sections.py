@@ -32,6 +32,7 @@ from engine.policy.choices.section import MENUS
 from engine.policy.conflicts.section import CONFLICTS
 from engine.policy.gates.section import GATES
 from engine.policy.limits.section import LIMITS, RATE_LIMITS
+from engine.policy.reviews.section import REVIEWS
 from engine.policy.rounds.section import ROUNDS
 from engine.policy.triggers.section import HINTS, TRIGGERS
 from engine.prompts.examples.section import EXAMPLES
@@ -69,6 +70,7 @@ BUILTIN: tuple[BuiltinSection, ...] = (
     LIMITS,
     BUDGETS,
     BREAKERS,
+    REVIEWS,
     TESTS,
 )
 _BUILTIN_KEYS = {section.key: section for section in BUILTIN}

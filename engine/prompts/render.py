@@ -7,10 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import RenderError
 from engine.core.textio import is_not_text, not_text_description
-from engine.prompts.examples.select import Example, earlier_rounds, select_example
+from engine.prompts.examples.select import (
+    Example,
+    ReviewedExample,
+    earlier_rounds,
+    select_example,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Collection, Mapping, Sequence
 
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
@@ -82,6 +87,8 @@ class PromptInputs:
     context: Mapping[str, Any]
     accepted_rounds: Collection[int] | None = None
     user_context: str = ""
+    reviewed: Sequence[ReviewedExample] = ()
+    """Outputs people wrote for the block (edited reviews), newest first: the reviewed tier."""
 
 
 def render_prompt(
@@ -186,7 +193,14 @@ def render_retry(
         modification = trigger.default_modification
     budgets = pack.examples.budgets
     chosen, example = _fitted_example(
-        prompts, pack, verdict.block, failure, context, inputs.accepted_rounds, budgets.retry_tokens
+        prompts,
+        pack,
+        verdict.block,
+        failure,
+        context,
+        inputs.accepted_rounds,
+        budgets.retry_tokens,
+        inputs.reviewed,
     )
     prompt = prompts.templates[decision.template].render(
         {**variables, "modification": modification, **example}
@@ -220,6 +234,7 @@ def repair_prompt_with_example(
         inputs.context,
         inputs.accepted_rounds,
         budgets.retry_tokens,
+        inputs.reviewed,
     )
     text = example["example"]
     return RenderedPrompt(
@@ -298,12 +313,15 @@ def _fitted_example(
     context: Mapping[str, Any],
     accepted_rounds: Collection[int] | None,
     tokens: int,
+    reviewed: Sequence[ReviewedExample] = (),
 ) -> tuple[Example, dict[str, Any]]:
     """The example the tiers choose for ``block`` and ``failure`` (a failure type, "" for a
     first prompt), and the template variables that show it, cut to ``tokens``."""
     rounds = earlier_rounds(pack.session, context, accepted_rounds)
     ids = prompts.id_patterns(block)
-    chosen = select_example(pack.examples, prompts.files, block, failure, context, ids, rounds)
+    chosen = select_example(
+        pack.examples, prompts.files, block, failure, context, ids, rounds, reviewed
+    )
     text, cut = chosen.fitted(
         tokens * pack.examples.budgets.chars_per_token,
         pack.examples.priority_sections,

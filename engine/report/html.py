@@ -57,6 +57,12 @@ def _render(template: str, **values: Any) -> str:
     return page
 
 
+def render_page(template: str, **values: Any) -> str:
+    """The page ``template`` of ``templates/`` with ``values`` (autoescaped), styled as
+    every page of the engine (the review pages of ``engine.report.reviews``)."""
+    return _render(template, **values)
+
+
 def session(rows: Iterable[Row], title: str) -> str:
     """A session's attempts as a page a team shares: the packs and revisions that decided,
     when, how each run ended (runs by final action), attempts per run, what repairs cost,

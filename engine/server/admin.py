@@ -9,6 +9,7 @@ import signal
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import PlainTextResponse
 
+from engine.core.errors import LedgerError
 from engine.server import metrics
 from engine.server.documents import ReloadDocument
 from engine.server.evaluation import about
@@ -27,6 +28,7 @@ from engine.server.problems import (
 from engine.server.responses import Document
 from engine.server.security import require_admin
 from engine.server.sessions import ready_problem
+from engine.session.review_server import served_figures
 
 router = APIRouter(tags=["operations"])
 log = logging.getLogger("rules.serve")
@@ -58,9 +60,17 @@ async def readyz(request: Request) -> Document:
     response_class=PlainTextResponse,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
-async def prometheus_metrics() -> Response:
+async def prometheus_metrics(request: Request) -> Response:
     body, content_type = metrics.exposition()
-    return Response(body, media_type=content_type)
+    settings = request.app.state.settings
+    try:
+        figures = await within_time(
+            settings.timeout, served_figures, settings.ledger, settings.sessions_dir
+        )
+    except (LedgerError, Problem):  # the ledger unavailable: the other metrics still answer
+        metrics.LEDGER_ERRORS.inc()
+        return Response(body, media_type=content_type)
+    return Response(body + metrics.review_exposition(figures), media_type=content_type)
 
 
 def reload_packs(live: LivePacks) -> dict[str, object]:

@@ -37,6 +37,11 @@ class SessionOutputDocument(BaseModel):
     attempt_id: int = Field(description="The attempt's row in the session's ledger.")
     prompt: str | None
     warnings: list[str]
+    review: dict[str, Any] | None = Field(
+        None,
+        description="The review this decision opened (`reviews:`): its `id`, `state` and "
+        "`url` (GET it for its state; a person resolves it under /v1/reviews or /review).",
+    )
 
 
 class PackSummary(PackAbout):

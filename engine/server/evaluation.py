@@ -230,6 +230,13 @@ def _record(
         "attempt_id": evaluated.attempt_id,
         "prompt": rendered.prompt,
         "warnings": rendered.warnings,
+        "review": None
+        if evaluated.review is None
+        else {
+            "id": evaluated.review,
+            "state": "open",
+            "url": f"/v1/reviews/{name}/{evaluated.review}",
+        },
     }
 
 

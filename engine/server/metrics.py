@@ -1,5 +1,6 @@
 """Prometheus metrics: decisions by pack, block and action; failures by type; request
-latency; ledger errors.
+latency; ledger errors; the review queue (depth and age by pack and block, resolutions,
+time to resolve, share of edits), read from the ledger when scraped.
 
 With ``--workers N`` the command sets ``PROMETHEUS_MULTIPROC_DIR`` before the workers
 start, and ``/metrics`` sums every worker's values (prometheus-client's multiprocess mode).
@@ -8,6 +9,8 @@ start, and ``/metrics`` sums every worker's values (prometheus-client's multipro
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -17,6 +20,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client import multiprocess as prometheus_multiprocess
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from engine.core.verdict import Verdict
 from engine.policy.triggers.decide import Decision
@@ -55,6 +59,56 @@ def count_decision(pack: str, verdict: Verdict, decision: Decision) -> None:
         SPENDING.labels(pack, verdict.block, decision.rule).inc()
     if verdict.status == "fail":
         FAILURES.labels(pack, verdict.block, verdict.failure_type or "unknown").inc()
+
+
+class ReviewQueue:
+    """The review queue's figures as gauges, read from the ledger when scraped (every
+    worker shares the ledger, so one worker's reading is the fleet's)."""
+
+    def __init__(self, figures: dict[str, Any]) -> None:
+        self.figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["pack", "block"]
+        depth = GaugeMetricFamily("rules_reviews_open", "Open reviews (queue depth)", labels=labels)
+        age = GaugeMetricFamily(
+            "rules_reviews_oldest_age_seconds", "Age of the oldest open review", labels=labels
+        )
+        resolved = GaugeMetricFamily(
+            "rules_reviews_resolved",
+            "Resolved reviews, by resolution",
+            labels=[*labels, "resolution"],
+        )
+        spent = GaugeMetricFamily(
+            "rules_reviews_resolve_seconds_sum",
+            "Seconds from opening to resolution, summed",
+            labels=labels,
+        )
+        count = GaugeMetricFamily(
+            "rules_reviews_resolve_seconds_count", "Reviews resolved by a person", labels=labels
+        )
+        edits = GaugeMetricFamily(
+            "rules_reviews_edit_share",
+            "Share of a person's resolutions that were edits",
+            labels=labels,
+        )
+        for group in self.figures.get("by_block", []):
+            key = [group["pack"], group["block"]]
+            depth.add_metric(key, group["open"])
+            age.add_metric(key, group["oldest_age_seconds"])
+            for kind, n in group["resolved"].items():
+                resolved.add_metric([*key, kind], n)
+            spent.add_metric(key, group["resolve_seconds_sum"])
+            count.add_metric(key, group["resolve_seconds_count"])
+            edits.add_metric(key, group["edit_share"])
+        yield from (depth, age, resolved, spent, count, edits)
+
+
+def review_exposition(figures: dict[str, Any]) -> bytes:
+    """The review queue's gauges in Prometheus text format."""
+    registry = CollectorRegistry()
+    registry.register(ReviewQueue(figures))
+    return generate_latest(registry)
 
 
 def exposition() -> tuple[bytes, str]:

@@ -39,6 +39,9 @@ FORBIDDEN = ProblemType("forbidden", 403, "This route is not open to this client
 NOT_FOUND = ProblemType("not-found", 404, "No such resource")
 METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", 405, "Method not allowed")
 SESSION_PAUSED = ProblemType("session-paused", 409, "The session is paused")
+REVIEW_NOT_FOUND = ProblemType("review-not-found", 404, "No such review or session")
+REVIEW_TAKEN = ProblemType("review-taken", 409, "The review is claimed by another or resolved")
+REVIEW_REFUSED = ProblemType("review-refused", 422, "The review cannot be resolved so")
 REQUEST_TIMEOUT = ProblemType("request-timeout", 408, "The request body did not arrive in time")
 BODY_TOO_LARGE = ProblemType("body-too-large", 413, "The request body is over the limit")
 UNSUPPORTED_MEDIA = ProblemType("unsupported-media-type", 415, "The body must be JSON")
@@ -61,6 +64,9 @@ PROBLEM_TYPES: tuple[ProblemType, ...] = (
     NOT_FOUND,
     METHOD_NOT_ALLOWED,
     SESSION_PAUSED,
+    REVIEW_NOT_FOUND,
+    REVIEW_TAKEN,
+    REVIEW_REFUSED,
     REQUEST_TIMEOUT,
     BODY_TOO_LARGE,
     UNSUPPORTED_MEDIA,

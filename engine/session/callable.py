@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 LEDGER_ENV = "RULES_LEDGER"
 """The variable naming the ledger when ``ledger=`` is not given (as for `rules run`)."""
 
+MAX_REVIEW_WAIT = 86_400
+"""The longest ``review_wait=`` (a day), as the pack's ``reviews.wait``."""
+
 MAX_MESSAGE_CHARS = 500
 """How much of an exception's message an EXECUTION_FAILED attempt keeps."""
 
@@ -70,6 +73,10 @@ class RunOptions(TypedDict, total=False):
     continue_run: bool | None
     """Continue the item's latest run even when it ended (its count and caps go on), as
     `rules run --continue`; by default a run after a finished one starts at attempt 1."""
+    review_wait: float | None
+    """Seconds to wait for a review the final decision opens (the pack's ``reviews:``) to
+    be resolved, as `rules run --wait-review` (default: the pack's ``reviews.wait``; 0:
+    return at once, ``RunResult.review`` holding the review's id), at most a day."""
     ledger: str | os.PathLike[str] | None
     """The ledger the session is recorded in, as `rules run --ledger`: a path or
     ``sqlite:///path``, or ``postgresql://...`` where ``session`` is the session's name
@@ -162,6 +169,13 @@ def _request(
             f"{name}: ledger= takes a path, sqlite:///path or postgresql://... URL, "
             f"not {ledger!r:.60}"
         )
+    wait = options.get("review_wait")
+    if wait is not None and (
+        isinstance(wait, bool)
+        or not isinstance(wait, (int, float))
+        or not 0 <= wait <= MAX_REVIEW_WAIT
+    ):
+        raise UsageError(f"{name}: review_wait= takes seconds from 0 to {MAX_REVIEW_WAIT}")
     request = RunRequest(
         block,
         prompt,
@@ -175,6 +189,7 @@ def _request(
             None if ledger is None else str(ledger),
         ),
         continue_run=bool(continue_run),
+        review_wait=None if wait is None else float(wait),
     )
     return loaded, request, limit, cap
 

@@ -94,6 +94,8 @@ class Evaluated:
     attempt_id: int | None = None  # its row in the session's ledger
     user_context: str = ""
     """The user's text a choice added for the item's next prompt (`rules choose --text`)."""
+    review: int | None = None
+    """The review the decision opened in the session's ledger (``reviews:``), or None."""
 
 
 @dataclass(frozen=True)
@@ -238,6 +240,7 @@ def _recorded(
         dict(ready.context),
         outcome.attempt_id,
         outcome.user_context,
+        outcome.review,
     )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.prompts.examples.select import ReviewedExample
 from engine.session.session_ref import SessionRef
 
 if TYPE_CHECKING:
@@ -40,7 +41,21 @@ def render_after(
         context=given.context,
         accepted_rounds=ledger_accepted_rounds(pack, verdict.block, given.context, place),
         user_context=user_context,
+        reviewed=reviewed_examples(pack, verdict.block, place),
     )
+
+
+def reviewed_examples(pack: Pack, block: str, place: Place | None) -> list[ReviewedExample]:
+    """The outputs people wrote for ``block`` in the session at ``place`` (edited reviews,
+    newest first), when the pack's selection uses the ``reviewed`` tier (else no ledger
+    is opened for them)."""
+    selection = pack.model.examples.selection
+    if place is None or not place.exists():
+        return []
+    if not any(step.tier == "reviewed" for steps in selection.values() for step in steps):
+        return []
+    with place.open(read_only=True) as ledger:
+        return [ReviewedExample(*row) for row in ledger.reviewed_outputs(block)]
 
 
 def ledger_accepted_rounds(

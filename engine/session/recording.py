@@ -14,7 +14,7 @@ import json
 import tempfile
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from engine.session.choice_book import ChoiceBook, ensure_not_paused, round_fail
 from engine.session.conflicts import ConflictBook, decision_items
 from engine.session.items import item_key, sha256
 from engine.session.next_prompt import render_after
+from engine.session.review import Shown, opening
 from engine.session.session_ref import SessionRef, item_name_problem
 from engine.session.spending import Recording, govern
 from engine.session.tracing import traced_evaluation
@@ -69,6 +70,8 @@ class Outcome:
     """The user's text a choice added for this item's next prompt."""
     stderr: str | None = None
     """The tail of the model command's stderr recorded with the attempt (never prompted)."""
+    review: int | None = None
+    """The review this final decision opened (the pack's ``reviews.actions``), or None."""
 
 
 class Session:
@@ -127,6 +130,8 @@ class Session:
         run: str | None = None,
         continue_run: bool = False,
         stderr: str | None = None,
+        prompt: str | None = None,
+        transcript: Sequence[Shown] = (),
     ) -> Outcome:
         """Evaluate ``given`` as the next attempt of its item, decide, and record both.
 
@@ -134,6 +139,9 @@ class Session:
         starts a new run at 1; ``continue_run`` continues the item's latest run instead
         (its count and caps go on). ``stderr``: the tail of the model command's stderr,
         recorded with the attempt and returned with the outcome, never put in a prompt.
+        A final decision whose action the pack's ``reviews.actions`` names opens a review
+        in the same transaction, holding ``transcript`` (the run's earlier attempts as the
+        caller saw them) and this output with its ``prompt``.
 
         The item is the one ``given.item`` names, else the one the pack's ``session.item``
         parts make (with ``run``, a run id, added: one run's attempts, no one else's). With
@@ -198,12 +206,13 @@ class Session:
         # after COMMIT, the retried transaction finds the committed row by it
         token = uuid.uuid4().hex
         decided: list[Decision] = []  # the decision the first run recorded
+        reviewed = frozenset(self.pack.model.reviews.actions)
 
-        def record(tx: Tx) -> tuple[Decision, int]:
+        def record(tx: Tx) -> tuple[Decision, int, int | None]:
             if tx.retry and decided:
                 done = attempt_rows.id_by_token(tx, token)
                 if done is not None:
-                    return decided[0], done
+                    return decided[0], done, None
             # the item's next number first: it holds the item until this transaction ends
             run_number, number = attempt_rows.next_attempt(
                 tx, session, block, key, continuing=continuing
@@ -280,10 +289,24 @@ class Session:
             )
             if decision.final:
                 attempt_rows.end_run(tx, session, block, key)
-            return decision, attempt_id
+            review = None
+            if decision.final and decision.action in reviewed:
+                review = opening(
+                    tx,
+                    self.pack,
+                    replace(given, vars=params, context=context or {}),
+                    session=session,
+                    item=key,
+                    run=run_number,
+                    attempt_id=attempt_id,
+                    action=decision.action,
+                    transcript=transcript,
+                    current=Shown(prompt, output, verdict),
+                )
+            return decision, attempt_id, review
 
-        decision, attempt_id = self.ledger.write(record)
-        return Outcome(verdict, decision, attempt_id, grant.text, stderr)
+        decision, attempt_id, review = self.ledger.write(record)
+        return Outcome(verdict, decision, attempt_id, grant.text, stderr, review)
 
     def _round_outcome(
         self, choices: ChoiceBook, block: str, round_number: int, decision: Decision, tx: Tx
@@ -364,7 +387,7 @@ _pools: dict[str, Ledger] = {}
 _pools_guard = threading.Lock()
 
 
-def _shared_ledger(location: str, url: LedgerUrl) -> Ledger | None:
+def shared_ledger(location: str, url: LedgerUrl) -> Ledger | None:
     """A PostgreSQL ledger opened once per process (its connection pool serves every
     request and thread; connecting and checking the schema per request would cost more than
     the evaluation); None for SQLite, whose connection belongs to one thread."""
@@ -383,7 +406,7 @@ def named_session(name: str, *, ledger: str | None, sessions_dir: str) -> Sessio
     if ledger is None:
         return SessionRef(Path(sessions_dir) / name)
     url = parse_url(ledger)
-    return SessionRef(Place(url, name, None), opened=_shared_ledger(ledger, url))
+    return SessionRef(Place(url, name, None), opened=shared_ledger(ledger, url))
 
 
 def ledger_problem(ledger: str | None, sessions_dir: str) -> str | None:
@@ -411,7 +434,7 @@ def ready_problem(ledger: str | None, sessions_dir: str) -> str | None:
         return sessions_writable(sessions_dir)
     try:
         url = parse_url(ledger)
-        shared = _shared_ledger(ledger, url)
+        shared = shared_ledger(ledger, url)
         if shared is None:  # SQLite: a connection belongs to one thread, opened per use
             return ledger_problem(ledger, sessions_dir)
         with deadline.within(READY_SECONDS):

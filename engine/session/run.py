@@ -14,6 +14,7 @@ asked for, so an interrupted step leaves no half-recorded attempt.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from contextlib import closing, contextmanager
@@ -27,6 +28,7 @@ from engine.policy.triggers.decide import Decision
 from engine.session.evaluation import InputRefused
 from engine.session.items import sha256
 from engine.session.recording import EXECUTION_FAILURE, Outcome, Session
+from engine.session.review import ReviewState, Shown, resumed, wait_for
 from engine.session.session_ref import DEFAULT_SESSION, SessionRef
 from engine.session.tracing import record_run, run_span
 
@@ -60,6 +62,10 @@ class RunResult:
     verdict: Verdict
     decision: Decision
     attempts: tuple[Attempt, ...]
+    review: ReviewState | None = None
+    """The review the final decision opened (the pack's ``reviews.actions``): its id and
+    state. Once a person resolved it (within the run's wait), ``verdict`` and ``decision``
+    are the resolution's: an edited output's verdict, PROCEED, or the pack's action."""
 
     @property
     def output(self) -> str | bytes:
@@ -99,6 +105,9 @@ class RunRequest:
     session: SessionRef = field(default_factory=lambda: SessionRef(DEFAULT_SESSION))
     keep_outputs: bool = False
     continue_run: bool = False
+    review_wait: float | None = None
+    """Seconds to wait for a review the final decision opens to be resolved (None: the
+    pack's ``reviews.wait``; 0: return at once with the review's id)."""
 
 
 class NoFirstPrompt(InputRefused):
@@ -218,15 +227,36 @@ def run_with(
     with started(pack, request) as run, _span(pack, request) as span:
         result = drive(run.attempts(progress), step)
         record_run(span, result)
-    return result
+    return awaited_review(pack, request, result)
 
 
 async def arun_with(pack: Pack, request: RunRequest, step: AsyncStep) -> RunResult:
-    """``run_with`` with an async step."""
+    """``run_with`` with an async step (a wait for a review runs in a worker thread)."""
     with started(pack, request) as run, _span(pack, request) as span:
         result = await adrive(run.attempts(lambda outcome: None), step)
         record_run(span, result)
-    return result
+    if result.review is None:
+        return result
+    return await asyncio.to_thread(awaited_review, pack, request, result)
+
+
+def awaited_review(pack: Pack, request: RunRequest, result: RunResult) -> RunResult:
+    """``result``, or once the review its final decision opened is resolved within the
+    run's wait (``request.review_wait``, else the pack's ``reviews.wait``), the
+    resolution's verdict and decision."""
+    if result.review is None:
+        return result
+    seconds = request.review_wait
+    if seconds is None:
+        seconds = float(pack.model.reviews.wait)
+    if seconds <= 0:
+        return result
+    found = wait_for(request.session, result.review.id, seconds)
+    state = ReviewState.of(found)
+    if state.state != "resolved":
+        return replace(result, review=state)
+    verdict, decision = resumed(pack, found, result.verdict, result.decision)
+    return replace(result, verdict=verdict, decision=decision, review=state)
 
 
 def _span(pack: Pack, request: RunRequest) -> Any:
@@ -260,13 +290,21 @@ def attempts(
             failure_type=EXECUTION_FAILURE,
         )
         outcome = session.evaluate(
-            attempt, run=run, continue_run=continue_run, stderr=execution.stderr
+            attempt,
+            run=run,
+            continue_run=continue_run,
+            stderr=execution.stderr,
+            prompt=current,
+            transcript=[Shown(a.prompt, a.output, a.verdict) for a in done],
         )
         progress(outcome)
         decision = outcome.decision
         done.append(Attempt(current, execution.output, outcome.verdict, decision))
         if decision.final:
-            return RunResult(outcome.verdict, decision, tuple(done))
+            review = None
+            if outcome.review is not None:
+                review = ReviewState(outcome.review, "open", session.place.label)
+            return RunResult(outcome.verdict, decision, tuple(done), review)
         if execution.error is None and decision.template is not None:
             rendered = session.render_prompt(
                 outcome.verdict, decision, attempt, outcome.user_context

@@ -99,6 +99,13 @@ def populate(ledger: Ledger, session: str) -> None:
             " VALUES (?, 't', 'g', '{\"valid\": false}', 1)",
             (session,),
         )
+        tx.execute(
+            "INSERT INTO reviews (session, pack, revision, block, item, run, attempt_id, action,"
+            " state, created, due, fallback, on_reject, material, resolution, output,"
+            " final_attempt_id) VALUES (?, 'p', 'r1', 'VERDICT', 'i1', 1, ?, 'NEEDS_HUMAN',"
+            " 'resolved', 't', 't', 'CYCLE_FAIL', 'CYCLE_FAIL', '{}', 'edited', ?, ?)",
+            (session, attempt_id, "é".encode(), attempt_id),
+        )
 
     ledger.write(rest)
 
@@ -130,6 +137,7 @@ def test_the_schema_names_every_table_a_session_has_rows_in() -> None:
         "settings",
         "item_counters",
         "shadow_evaluations",
+        "reviews",
     }
     assert names.index("attempts") < names.index("warnings")  # referenced tables first
     assert names.index("conflicts") < names.index("resolutions")

@@ -29,6 +29,7 @@ TABLES = {
     "item_counters",
     "failed_gates",
     "shadow_evaluations",
+    "reviews",
 }
 
 ATTEMPT = Attempt(

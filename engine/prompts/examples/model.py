@@ -75,10 +75,18 @@ class Budgets(Strict):
     chars_per_token: int = Field(default=4, ge=1, le=100)
 
 
+class ReviewedExamples(Strict):
+    """The reviewed tier: outputs people wrote for the block when they edited a review in
+    the session's ledger (`rules review edit`, the server's /review page), newest first.
+    ``provenance`` is shown above the example with ``{review}``, ``{by}`` and ``{at}``."""
+
+    provenance: str = "A corrected output a person accepted (review {review}, by {by}):\n"
+
+
 class SelectionStep(Strict):
     """One tier to try, with the source line shown above the example."""
 
-    tier: Literal["canonical", "session", "template", "none"]
+    tier: Literal["canonical", "session", "reviewed", "template", "none"]
     source: str = ""
     id_list: Literal["no", "prepend", "append"] = "no"
 
@@ -93,6 +101,7 @@ class Examples(Strict):
     budgets: Budgets = Field(default_factory=Budgets)
     canonical: dict[str, list[CanonicalExample]] = Field(default_factory=dict)
     session: SessionExamples | None = None
+    reviewed: ReviewedExamples = Field(default_factory=ReviewedExamples)
     templates: dict[str, PackPath] = Field(default_factory=dict)
     selection: dict[str, list[SelectionStep]] = Field(default_factory=dict)
     priority_sections: list[str] = Field(default_factory=list)

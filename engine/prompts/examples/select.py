@@ -3,7 +3,9 @@
 Tier 1 (canonical) are files of the pack or a section of a document the context names;
 tier 2 (session) are earlier rounds' outputs in the session folder (or, for a session
 without a folder, the outputs its ledger accepted), most recent first, scored by rules
-from the pack; tier 3 (template) are structural templates of the pack.
+from the pack; tier 3 (template) are structural templates of the pack; the reviewed tier are outputs
+people wrote for the block when they edited a review (``ReviewedExample``, newest first),
+ranked where the selection table puts it (above the session tier, for seed 000's history).
 The pack's ``selection`` table says, per failure type, which tiers to try in which order.
 
 Which rounds tier 2 may use is passed in (``EarlierRounds``): the caller that owns the
@@ -14,7 +16,7 @@ accepted rounds' outputs as a mapping round -> text; nothing here reads the ledg
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +80,17 @@ def earlier_rounds(
     if isinstance(accepted, Mapping):
         return EarlierRounds(None, current, rounds, dict(accepted))
     return None
+
+
+@dataclass(frozen=True)
+class ReviewedExample:
+    """An output a person wrote for the block (an edited review), with its provenance:
+    the review's id, who and when. The caller that owns the ledger reads them."""
+
+    text: str
+    review: int
+    by: str
+    at: str
 
 
 @dataclass(frozen=True)
@@ -218,6 +231,7 @@ class _Wanted:
     context: Mapping[str, Any]
     ids: Mapping[str, str]
     rounds: EarlierRounds | None
+    reviewed: Sequence[ReviewedExample] = ()
     warnings: list[str] = field(default_factory=list)
 
     def score(self, rules: list[ScoreRule], text: str) -> int:
@@ -295,6 +309,15 @@ def _step(
         path = examples.templates.get(wanted.block)
         text = files.text(path) if path else None
         found = Example(text, step.source, "template") if text else None
+    elif step.tier == "reviewed":
+        if not wanted.reviewed:
+            return None
+        newest = wanted.reviewed[0]
+        header = fill(
+            examples.reviewed.provenance,
+            {"review": newest.review, "by": newest.by, "at": newest.at},
+        )
+        found = Example(newest.text, step.source, "reviewed", header=header)
     else:
         spec = examples.session
         if spec is None or wanted.rounds is None:
@@ -340,15 +363,17 @@ def select_example(
     context: Mapping[str, Any],
     ids: Mapping[str, str],
     rounds: EarlierRounds | None = None,
+    reviewed: Sequence[ReviewedExample] = (),
 ) -> Example:
     """The first tier of the failure type's selection order that has an example.
 
     ``pack`` is the pack's example files read at load, or the pack folder to read them from;
-    without ``rounds`` tier 2 (earlier rounds of the session) has nothing to offer.
+    without ``rounds`` tier 2 (earlier rounds of the session) has nothing to offer, without
+    ``reviewed`` the reviewed tier neither.
     """
     files = pack if isinstance(pack, PackFiles) else PackFiles(pack, ())
     steps = examples.selection.get(failure_type) or examples.selection.get("default") or []
-    wanted = _Wanted(block, failure_type, context, ids, rounds)
+    wanted = _Wanted(block, failure_type, context, ids, rounds, tuple(reviewed))
     for step in steps:
         found = _step(step, examples, files, wanted)
         if found is not None:

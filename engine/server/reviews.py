@@ -1,0 +1,361 @@
+"""The review queue over HTTP: the routes under ``/v1/reviews`` (JSON, in the OpenAPI
+document) and the page ``/review`` (server-rendered HTML, no script, nothing loaded from
+the network). Both need the server's token as every ``/v1`` route does; they call the
+review use cases (``engine.session.review_server``) and return their documents.
+
+A form of the page posts back to the page's own URL; a form posted from another origin
+(its ``Origin`` header naming another host) is refused, so a page elsewhere cannot make a
+reviewer's browser resolve a review.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, Literal
+from urllib.parse import parse_qs, urlsplit
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field
+
+from engine.core.errors import EngineError, LedgerError
+from engine.pack.compiled import Pack
+from engine.report.reviews import queue_page, review_page
+from engine.server import metrics
+from engine.server.evaluation import refused
+from engine.server.limits import within_time
+from engine.server.models import STRICT
+from engine.server.problems import (
+    FORBIDDEN,
+    INVALID_REQUEST,
+    LEDGER_UNAVAILABLE,
+    REVIEW_NOT_FOUND,
+    REVIEW_REFUSED,
+    REVIEW_TAKEN,
+    TIMEOUT,
+    UNAUTHORIZED,
+    Problem,
+    problem_responses,
+)
+from engine.server.responses import Document
+from engine.server.security import require_token
+from engine.server.sessions import SESSION_NAME
+from engine.session.review import (
+    DEFAULT_CLAIM_SECONDS,
+    STATES,
+    OutputRefused,
+    Resolution,
+    ReviewRefused,
+)
+from engine.session.review_server import ServedReviews, served_figures, served_reviews
+
+router = APIRouter(dependencies=[Depends(require_token)], tags=["reviews"])
+
+PROBLEMS = (
+    UNAUTHORIZED,
+    REVIEW_NOT_FOUND,
+    REVIEW_TAKEN,
+    REVIEW_REFUSED,
+    LEDGER_UNAVAILABLE,
+    TIMEOUT,
+)
+MAX_FORM_BYTES = 80 * 1024 * 1024
+
+
+class ClaimRequest(BaseModel):
+    model_config = STRICT
+
+    by: str = Field(description="Who claims the review.", min_length=1, max_length=200)
+    seconds: int = Field(
+        DEFAULT_CLAIM_SECONDS, ge=1, le=86_400, description="How long the claim holds."
+    )
+
+
+class ResolveRequest(BaseModel):
+    model_config = STRICT
+
+    by: str = Field(description="Who resolves the review (recorded).", min_length=1, max_length=200)
+    reason: str | None = Field(None, max_length=2000, description="Why (needed to reject).")
+
+
+class EditRequest(ResolveRequest):
+    output: str = Field(description="The corrected output; it must pass the block's contract.")
+
+
+class CheckRequest(BaseModel):
+    model_config = STRICT
+
+    output: str = Field(description="A draft of the corrected output to check.")
+
+
+STATE_QUERY = Query(default=["open", "claimed"], description="The states to list.")
+ReviewPath = Path(description="The review's id in its session.", ge=1, le=2**63 - 1)
+SessionPath = Path(
+    description="The session's name: 1 to 128 letters, digits, '.', '_' or '-'.",
+    pattern=SESSION_NAME.pattern,
+)
+
+
+@contextlib.contextmanager
+def _answers() -> Iterator[None]:
+    """A refusal of a review use case as its problem document."""
+    try:
+        yield
+    except ReviewRefused as exc:
+        kind = {"not-found": REVIEW_NOT_FOUND, "invalid": REVIEW_REFUSED}.get(
+            exc.kind, REVIEW_TAKEN
+        )
+        extra: dict[str, Any] = {}
+        if isinstance(exc, OutputRefused):
+            extra["verdict"] = exc.verdict.to_json()
+        raise Problem(kind, str(exc), extra=extra) from None
+    except LedgerError as exc:
+        raise refused(exc) from None
+    except OSError as exc:
+        metrics.LEDGER_ERRORS.inc()
+        raise Problem(LEDGER_UNAVAILABLE, f"{exc.strerror or exc}") from None
+    except EngineError as exc:
+        raise Problem(REVIEW_REFUSED, str(exc)) from None
+
+
+def _served(request: Request, session: str) -> ServedReviews:
+    settings = request.app.state.settings
+    with _answers():
+        return ServedReviews(session, ledger=settings.ledger, sessions_dir=settings.sessions_dir)
+
+
+def _pack(request: Request, name: str) -> Pack | None:
+    found: Pack | None = request.app.state.live.current.get(name)
+    return found
+
+
+async def _run(request: Request, work: Any, *args: Any) -> Any:
+    """``work(*args)`` within the request's time limit, its refusals as problems."""
+
+    def guarded() -> Any:
+        with _answers():
+            return work(*args)
+
+    return await within_time(request.app.state.settings.timeout, guarded, records=True)
+
+
+# ---------------------------------------------------------------------------------- API
+
+
+@router.get(
+    "/v1/reviews",
+    summary="The reviews waiting for a person across the server's sessions, oldest first",
+    responses=problem_responses(*PROBLEMS),
+)
+async def reviews(
+    request: Request,
+    state: list[Literal["open", "claimed", "resolved"]] = STATE_QUERY,
+) -> Document:
+    settings = request.app.state.settings
+    found = await _run(request, served_reviews, settings.ledger, settings.sessions_dir, state)
+    return Document({"reviews": found})
+
+
+@router.get(
+    "/v1/reviews/{session}/{review}",
+    summary="One review: its attempts with their outputs, failures and prompts; its state",
+    responses=problem_responses(*PROBLEMS),
+)
+async def review(
+    request: Request, session: str = SessionPath, review: int = ReviewPath
+) -> Document:
+    return Document(await _run(request, lambda: _served(request, session).show(review)))
+
+
+@router.post(
+    "/v1/reviews/{session}/{review}/claim",
+    summary="Claim a review (of many claiming at once exactly one gets it; the others 409)",
+    responses=problem_responses(*PROBLEMS),
+)
+async def claim(
+    request: Request, body: ClaimRequest, session: str = SessionPath, review: int = ReviewPath
+) -> Document:
+    served = _served(request, session)
+    return Document(await _run(request, served.claim, review, body.by, body.seconds))
+
+
+@router.post(
+    "/v1/reviews/{session}/{review}/release",
+    summary="Give a claim back",
+    responses=problem_responses(*PROBLEMS),
+)
+async def release(
+    request: Request, body: ResolveRequest, session: str = SessionPath, review: int = ReviewPath
+) -> Document:
+    served = _served(request, session)
+    return Document(await _run(request, served.release, review, body.by))
+
+
+@router.post(
+    "/v1/reviews/{session}/{review}/check",
+    summary="Check a draft of the corrected output against the block's contract",
+    responses=problem_responses(*PROBLEMS),
+)
+async def check(
+    request: Request, body: CheckRequest, session: str = SessionPath, review: int = ReviewPath
+) -> Document:
+    served = _served(request, session)
+
+    def work() -> dict[str, Any]:
+        found = served.show(review)
+        pack = _pack(request, str(found["pack"]))
+        if pack is None:
+            raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
+        return {"verdict": served.check(pack, review, body.output)}
+
+    return Document(await _run(request, work))
+
+
+def _resolution_route(kind: str, body_type: type[ResolveRequest], summary: str) -> None:
+    verb = {"approved": "approve", "edited": "edit", "rejected": "reject"}[kind]
+
+    async def resolve(
+        request: Request,
+        body: body_type,  # type: ignore[valid-type]
+        session: str = SessionPath,
+        review: int = ReviewPath,
+    ) -> Document:
+        served = _served(request, session)
+        given: ResolveRequest = body
+        text = getattr(given, "output", None)
+        resolution = Resolution(kind, given.by, text, given.reason)
+
+        def work() -> dict[str, Any]:
+            pack = None
+            if kind == "edited":
+                found = served.show(review)
+                pack = _pack(request, str(found["pack"]))
+                if pack is None:
+                    raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
+            return served.resolve(pack, review, resolution)
+
+        return Document(await _run(request, work))
+
+    router.add_api_route(
+        f"/v1/reviews/{{session}}/{{review}}/{verb}",
+        resolve,
+        methods=["POST"],
+        name=f"review-{verb}",
+        summary=summary,
+        responses=problem_responses(*PROBLEMS),
+    )
+
+
+_resolution_route("approved", ResolveRequest, "Approve: the item's last output stands")
+_resolution_route(
+    "edited", EditRequest, "Edit: a corrected output, which must pass the block's contract"
+)
+_resolution_route("rejected", ResolveRequest, "Reject, with a reason: the pack's on_reject action")
+
+
+# ---------------------------------------------------------------------------------- page
+
+
+def _html(page: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(
+        page,
+        status_code=status,
+        headers={
+            # nothing from the network, no script, no framing by another site
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@router.get("/review", include_in_schema=False)
+async def queue(request: Request) -> Response:
+    settings = request.app.state.settings
+
+    def work() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        return (
+            served_reviews(settings.ledger, settings.sessions_dir),
+            served_figures(settings.ledger, settings.sessions_dir),
+        )
+
+    found, figures = await _run(request, work)
+    return _html(queue_page(found, figures, "Open reviews"))
+
+
+@router.get("/review/{session}/{review}", include_in_schema=False)
+async def page(request: Request, session: str = SessionPath, review: int = ReviewPath) -> Response:
+    served = _served(request, session)
+    found = await _run(request, served.show, review)
+    return _html(review_page(found))
+
+
+def _same_origin(request: Request) -> None:
+    """A form posted from a page of another origin is refused (403)."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        return
+    if urlsplit(origin).netloc != request.headers.get("host", ""):
+        raise Problem(FORBIDDEN, "a review form is posted from the server's own /review page only")
+
+
+@router.post("/review/{session}/{review}", include_in_schema=False)
+async def submit(
+    request: Request, session: str = SessionPath, review: int = ReviewPath
+) -> Response:
+    """The page's form: check a draft, claim, approve, edit or reject; answered with the
+    page again (a refusal or a failed check shown on it) or, once resolved, a redirect to
+    the review's page."""
+    _same_origin(request)
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise Problem(INVALID_REQUEST, "the form is too large")
+    form = {
+        k: v[0]
+        for k, v in parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True).items()
+    }
+    action = form.get("action", "")
+    by = form.get("by", "").strip()
+    text = form.get("output", "").replace("\r\n", "\n")
+    reason = form.get("reason", "").strip() or None
+    served = _served(request, session)
+
+    def work() -> tuple[int, str]:
+        found = served.show(review)
+        pack = _pack(request, str(found["pack"]))
+        try:
+            if action == "check":
+                if pack is None:
+                    raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
+                verdict = served.check(pack, review, text)
+                return 200, review_page(found, draft=text, check=verdict, reviewer=by)
+            if action == "claim":
+                done = served.claim(review, by, DEFAULT_CLAIM_SECONDS)
+                return 303, review_page(done, draft=text, reviewer=by)
+            kinds = {"approve": "approved", "edit": "edited", "reject": "rejected"}
+            if action not in kinds:
+                raise ReviewRefused("invalid", f"no such action {action[:40]!r}")
+            served.resolve(pack, review, Resolution(kinds[action], by, text, reason))
+            return 303, ""
+        except OutputRefused as exc:
+            return 422, review_page(
+                found, draft=text, check=exc.verdict.to_json(), message=str(exc), reviewer=by
+            )
+        except ReviewRefused as exc:
+            if exc.kind == "not-found":
+                raise
+            status = 422 if exc.kind == "invalid" else 409
+            return status, review_page(
+                served.show(review), draft=text, message=str(exc), reviewer=by
+            )
+
+    status, page_text = await _run(request, work)
+    if status == 303:
+        return RedirectResponse(f"/review/{session}/{review}", status_code=303)
+    return _html(page_text, status)
+
+
+__all__ = ["STATES", "router"]
