@@ -237,6 +237,9 @@ def _resolution_route(kind: str, body_type: type[ResolveRequest], summary: str) 
 
         return Document(await _run(request, work))
 
+    # The module's annotations are strings (PEP 563): FastAPI would look `body_type` up in
+    # the module and find nothing, so the route's body model is given as the class itself.
+    resolve.__annotations__["body"] = body_type
     router.add_api_route(
         f"/v1/reviews/{{session}}/{{review}}/{verb}",
         resolve,

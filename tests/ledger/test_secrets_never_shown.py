@@ -164,6 +164,14 @@ COMMANDS: dict[str, list[str]] = {
         "--rationale r",
         "conflicts detect": f"conflicts detect --pack gap-review {SESSION} "
         "--context {conflict_context} {conflict_output}",
+        "budgets": f"budgets --pack sentinel {SESSION}",
+        "review list": f"review list {SESSION}",
+        "review show": f"review show 1 {SESSION}",
+        "review claim": f"review claim 1 --by a {SESSION}",
+        "review release": f"review release 1 --by a {SESSION}",
+        "review approve": f"review approve 1 --by a {SESSION}",
+        "review edit": f"review edit 1 --by a --pack sentinel --output {{out}} {SESSION}",
+        "review reject": f"review reject 1 --by a --reason r {SESSION}",
     }.items()
 }
 NAMED_IN_THE_ISSUE = ("log", "eval", "ledger copy --from", "ledger copy --to", "serve")
