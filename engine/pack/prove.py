@@ -30,7 +30,7 @@ from engine.format.findings import Finding, FindingRule
 from engine.format.locate import find_pack_files
 from engine.pack.loaded import load_pack
 from engine.pack.result import CheckResult
-from engine.policy.budgets.model import seconds
+from engine.policy.budgets.runtime import seconds
 from engine.policy.triggers.model import Trigger
 from engine.sandbox.environment import undeclared_names
 
