@@ -6,14 +6,18 @@ taken as it is read: ``engine.ledger.spending``), so a decision that asks for an
 call is paid for, or turned into the budget's or breaker's action, exactly once across
 every worker of the ledger. In order:
 
-1. the outcome of the repair that produced this output, when the run's previous attempt
+1. an item's first call is counted by the ``calls`` budgets that apply (it was made
+   already: counted, never refused);
+2. a decision that asks for another call is checked against every budget that applies
+   (one spent: the budget's action instead);
+3. the outcome of the repair that produced this output, when the run's previous attempt
    asked for one after a failure, goes to the breakers watching it (which may open or
    close them);
-2. an item's first call is counted by the ``calls`` budgets that apply (it was made
-   already: counted, never refused);
-3. a decision that asks for another call is checked against every budget that applies
-   (one spent: the budget's action instead), then against the breakers (one open: its
-   action instead); when all let it go, each budget pays for the call.
+4. the decision, if it still asks for a call after a failure, is checked against the
+   breakers (one open: its action instead); when all let it go, each budget pays.
+
+Every worker takes the rows in that one order (the item's counter, the budgets, then the
+breakers, each in the pack's order), so two transactions never wait on each other.
 """
 
 from __future__ import annotations
@@ -77,31 +81,29 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
     if not budgets and not breakers:
         return decision
     moment = now_ms()
-    previous = at.earlier[-1] if at.earlier else None
-    if previous is not None and not previous["final"] and previous["status"] == "fail":
-        success = at.verdict.status != "fail"
-        for breaker in breakers:
-            if breaker.applies(at.block, previous["failure_type"]):
-                _outcome(tx, pack.name, breaker, success, moment, at)
     where = (at.session, at.block, at.item)
-    if at.number == 1:
-        for budget in budgets:
-            if budget.budget.counts == "calls" and budget.applies(at.block):
-                scope = _scope(pack, budget, at)
-                rows.spent(tx, scope, _since(budget, moment))
-                rows.pay(tx, scope, moment, *where)
-    if decision.final:
-        return decision
     trigger = pack.policy.trigger(at.block).trigger
     actions = pack.policy.actions
+    # Rows are taken in one order by every worker (the item's counter, then budgets in the
+    # pack's order, then breakers in the pack's order), so two never wait on each other.
     paying: list[Scope] = []
+    refused: Decision | None = None
     for budget in budgets:
         if not budget.applies(at.block):
             continue
+        first = at.number == 1 and budget.budget.counts == "calls"
+        asking = not decision.final and refused is None
+        if not first and not asking:
+            continue
         scope = _scope(pack, budget, at)
         used = rows.spent(tx, scope, _since(budget, moment))
+        if first:  # made already: counted, never refused
+            rows.pay(tx, scope, moment, *where)
+            used += 1
+        if not asking:
+            continue
         if used >= budget.budget.limit:
-            return taken_instead(
+            refused = taken_instead(
                 decision,
                 budget.budget.action,
                 budget.spent_reason(used),
@@ -109,24 +111,50 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
                 actions,
                 trigger.after_failure,
             )
-        paying.append(scope)
-    if at.verdict.status == "fail":
-        for breaker in breakers:
-            if not breaker.applies(at.block, at.verdict.failure_type):
-                continue
-            state = _state(rows.breaker_state(tx, pack.name, breaker.name))
-            allowed, changed = admit(breaker, state, moment)
-            if changed != state:
-                _put(tx, pack.name, breaker.name, changed)
-            if not allowed:
-                return taken_instead(
-                    decision,
-                    breaker.breaker.action,
-                    f"breaker {breaker.name!r} is open: repairs are skipped ({breaker.describe()})",
-                    f"breaker:{breaker.name}",
-                    actions,
-                    trigger.after_failure,
+        else:
+            paying.append(scope)
+    previous = at.earlier[-1] if at.earlier else None
+    repaired = previous is not None and not previous["final"] and previous["status"] == "fail"
+    asks = refused is None and not decision.final and at.verdict.status == "fail"
+    watching = [
+        breaker
+        for breaker in breakers
+        if (
+            repaired
+            and previous is not None
+            and breaker.applies(at.block, previous["failure_type"])
+        )
+        or (asks and breaker.applies(at.block, at.verdict.failure_type))
+    ]
+    # each breaker's row, taken in the pack's order before any is changed
+    states = {b.name: _state(rows.breaker_state(tx, pack.name, b.name)) for b in watching}
+    if repaired and previous is not None:
+        success = at.verdict.status != "fail"
+        for breaker in watching:
+            if breaker.applies(at.block, previous["failure_type"]):
+                states[breaker.name] = _outcome(
+                    tx, pack.name, breaker, states[breaker.name], success, moment, at
                 )
+    if refused is not None:
+        return refused
+    if not asks:
+        return decision
+    for breaker in watching:
+        if not breaker.applies(at.block, at.verdict.failure_type):
+            continue
+        state = states[breaker.name]
+        allowed, changed = admit(breaker, state, moment)
+        if changed != state:
+            _put(tx, pack.name, breaker.name, changed)
+        if not allowed:
+            return taken_instead(
+                decision,
+                breaker.breaker.action,
+                f"breaker {breaker.name!r} is open: repairs are skipped ({breaker.describe()})",
+                f"breaker:{breaker.name}",
+                actions,
+                trigger.after_failure,
+            )
     for scope in paying:
         rows.pay(tx, scope, moment, *where)
     return decision
@@ -156,10 +184,15 @@ def _put(tx: Tx, pack: str, name: str, state: BreakerState) -> None:
 
 
 def _outcome(
-    tx: Tx, pack: str, breaker: CompiledBreaker, success: bool, moment: int, at: Recording
-) -> None:
-    """Keep a repair's outcome and move the breaker as it says."""
-    state = _state(rows.breaker_state(tx, pack, breaker.name))
+    tx: Tx,
+    pack: str,
+    breaker: CompiledBreaker,
+    state: BreakerState,
+    success: bool,
+    moment: int,
+    at: Recording,
+) -> BreakerState:
+    """Keep a repair's outcome and move the breaker as it says; its state after."""
     rows.add_outcome(tx, pack, breaker.name, moment, success, (at.session, at.block, at.item))
     since = state.since
     if breaker.within is not None:
@@ -168,3 +201,4 @@ def _outcome(
     changed = after_outcome(breaker, state, success, recent, moment)
     if changed != state:
         _put(tx, pack, breaker.name, changed)
+    return changed

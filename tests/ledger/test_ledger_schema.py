@@ -29,6 +29,10 @@ TABLES = {
     "item_counters",
     "failed_gates",
     "shadow_evaluations",
+    "budget_counters",
+    "budget_spend",
+    "breaker_states",
+    "breaker_outcomes",
 }
 
 ATTEMPT = Attempt(
