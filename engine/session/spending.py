@@ -62,9 +62,24 @@ def breakers_of(pack: Pack) -> tuple[CompiledBreaker, ...]:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """A call a budget would not pay for before it was made (``admit_first_call``): the
+    budget and what it had spent."""
+
+    budget: CompiledBudget
+    spent: int
+
+    @property
+    def reason(self) -> str:
+        return self.budget.spent_reason(self.spent)
+
+
+@dataclass(frozen=True)
 class Recording:
     """The attempt being recorded: where (session, block, item and its run), its number,
-    its verdict, and the earlier attempts of its run (oldest first, as stored)."""
+    its verdict, and the earlier attempts of its run (oldest first, as stored).
+    ``admitted``: its call was paid for before it was made (``admit_first_call``);
+    ``refused``: it was never made."""
 
     session: str
     block: str
@@ -73,6 +88,29 @@ class Recording:
     number: int
     verdict: Verdict
     earlier: Sequence[dict[str, Any]]
+    admitted: bool = False
+    refused: Refusal | None = None
+
+
+def admit_first_call(tx: Tx, pack: Pack, session: str, block: str) -> Refusal | None:
+    """Pay for the first call of a run the engine itself is about to make (`rules run`,
+    ``engine.run``) from every ``calls`` budget per session or fleet that applies, or the
+    first such budget that cannot pay (nothing paid then). A budget per item run counts
+    the call when it is recorded (the run's number is taken then)."""
+    moment = now_ms()
+    paying: list[Scope] = []
+    for budget in budgets_of(pack):
+        spec = budget.budget
+        if spec.counts != "calls" or spec.per == "item" or not budget.applies(block):
+            continue
+        scope = Scope(pack.name, budget.name, budget.scope(session, block, "", 0))
+        used = rows.spent(tx, scope, _since(budget, moment))
+        if used >= spec.limit:
+            return Refusal(budget, used)
+        paying.append(scope)
+    for scope in paying:
+        rows.pay(tx, scope, moment, session, block, "")
+    return None
 
 
 def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
@@ -84,6 +122,15 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
     where = (at.session, at.block, at.item)
     trigger = pack.policy.trigger(at.block).trigger
     actions = pack.policy.actions
+    if at.refused is not None:
+        return taken_instead(
+            decision,
+            at.refused.budget.budget.action,
+            at.refused.reason,
+            f"budget:{at.refused.budget.name}",
+            actions,
+            trigger.after_failure,
+        )
     # Rows are taken in one order by every worker (the item's counter, then budgets in the
     # pack's order, then breakers in the pack's order), so two never wait on each other.
     paying: list[Scope] = []
@@ -92,6 +139,8 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
         if not budget.applies(at.block):
             continue
         first = at.number == 1 and budget.budget.counts == "calls"
+        if first and at.admitted and budget.budget.per != "item":
+            first = False  # paid for before it was made
         asking = not decision.final and refused is None
         if not first and not asking:
             continue
