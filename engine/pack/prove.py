@@ -30,7 +30,7 @@ from engine.format.findings import Finding, FindingRule
 from engine.format.locate import find_pack_files
 from engine.pack.loaded import load_pack
 from engine.pack.result import CheckResult
-from engine.policy.budgets.model import seconds
+from engine.policy.budgets.runtime import seconds
 from engine.policy.triggers.model import Trigger
 from engine.sandbox.environment import undeclared_names
 
@@ -60,9 +60,10 @@ OVER_BUDGET = FindingRule(
 
 FIRST_CALLS_UNCOUNTED = FindingRule(
     "first-calls-not-refused",
-    "A `calls` budget beyond one item run counts the items' first calls but cannot refuse "
-    "them (they are made before the engine sees them): new items can exceed it.",
-    "Budget `repairs` instead, or bound the items you start.",
+    "A `calls` budget beyond one item run refuses a first call only when the engine makes "
+    "it (`rules run`, `engine.run`); an output recorded by `rules eval` or the server was "
+    "made already, so it is counted, never refused, and can exceed the budget.",
+    "Budget `repairs` instead, or let the engine make the calls (`rules run`, `engine.run`).",
     level="warning",
 )
 
@@ -196,8 +197,8 @@ def _block(pack: Pack, block: str, trigger: Trigger) -> tuple[BlockProof, list[F
                     pack,
                     FIRST_CALLS_UNCOUNTED,
                     f"block {block}: budget {name!r} ({budget.limit} calls{over} per "
-                    f"{budget.per}) counts first calls but cannot refuse them: new items "
-                    "can exceed it",
+                    f"{budget.per}) cannot refuse a first call it did not make (`rules "
+                    "eval`, the server): those can exceed it",
                     ("budgets", name, "counts"),
                 )
             )

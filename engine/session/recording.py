@@ -41,7 +41,13 @@ from engine.session.items import item_key, sha256
 from engine.session.next_prompt import render_after
 from engine.session.review import Shown, opening
 from engine.session.session_ref import SessionRef, item_name_problem
-from engine.session.spending import Recording, govern
+from engine.session.spending import (
+    Recording,
+    Refusal,
+    admit_first_call,
+    budgets_of,
+    govern,
+)
 from engine.session.tracing import traced_evaluation
 
 KEEP_OUTPUTS = "keep_outputs"
@@ -132,6 +138,8 @@ class Session:
         stderr: str | None = None,
         prompt: str | None = None,
         transcript: Sequence[Shown] = (),
+        admitted: bool = False,
+        refused: Refusal | None = None,
     ) -> Outcome:
         """Evaluate ``given`` as the next attempt of its item, decide, and record both.
 
@@ -142,6 +150,9 @@ class Session:
         A final decision whose action the pack's ``reviews.actions`` names opens a review
         in the same transaction, holding ``transcript`` (the run's earlier attempts as the
         caller saw them) and this output with its ``prompt``.
+        ``admitted``: its call was paid for by the budgets before it was made
+        (``admit_call``); ``refused``: a budget refused it, so it was never made and the
+        budget's action is taken.
 
         The item is the one ``given.item`` names, else the one the pack's ``session.item``
         parts make (with ``run``, a run id, added: one run's attempts, no one else's). With
@@ -245,7 +256,9 @@ class Session:
             decision = govern(  # budgets and breakers: the call it asks for, or their action
                 tx,
                 self.pack,
-                Recording(session, block, key, run_number, number, verdict, this_run),
+                Recording(
+                    session, block, key, run_number, number, verdict, this_run, admitted, refused
+                ),
                 decision,
             )
             if isinstance(round_number, int) and decision.final and verdict.status == "fail":
@@ -307,6 +320,14 @@ class Session:
 
         decision, attempt_id, review = self.ledger.write(record)
         return Outcome(verdict, decision, attempt_id, grant.text, stderr, review)
+
+    def admit_call(self, block: str) -> Refusal | None:
+        """Pay for a first call the engine is about to make from the budgets that count
+        calls across items, or the budget that refuses it (``engine.session.spending``)."""
+        if not any(b.budget.counts == "calls" for b in budgets_of(self.pack)):
+            return None
+        session = self.ledger.session
+        return self.ledger.write(lambda tx: admit_first_call(tx, self.pack, session, block))
 
     def _round_outcome(
         self, choices: ChoiceBook, block: str, round_number: int, decision: Decision, tx: Tx

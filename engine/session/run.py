@@ -281,6 +281,20 @@ def attempts(
     run = uuid.uuid4().hex if given.nonce is None and given.item is None else None
     done: list[Attempt] = []
     current = prompt
+    # the first call is paid for by the pack's budgets before it is made, or not made
+    refused = session.admit_call(given.block)
+    if refused is not None:
+        attempt = replace(
+            given,
+            output="",
+            error=f"model not called: {refused.reason}",
+            failure_type=EXECUTION_FAILURE,
+        )
+        outcome = session.evaluate(attempt, run=run, continue_run=continue_run, refused=refused)
+        progress(outcome)
+        verdict, decision = outcome.verdict, outcome.decision
+        return RunResult(verdict, decision, (Attempt(current, "", verdict, decision),))
+    admitted = True
     while True:
         execution = yield current
         attempt = replace(
@@ -296,7 +310,9 @@ def attempts(
             stderr=execution.stderr,
             prompt=current,
             transcript=[Shown(a.prompt, a.output, a.verdict) for a in done],
+            admitted=admitted,
         )
+        admitted = False
         progress(outcome)
         decision = outcome.decision
         done.append(Attempt(current, execution.output, outcome.verdict, decision))
@@ -320,7 +336,7 @@ def attempts(
 def drive(loop: Generator[str, Execution, RunResult], step: Step) -> RunResult:
     """Run ``loop`` with ``step`` giving the output for each prompt."""
     with closing(loop):
-        sent: str | RunResult = next(loop)
+        sent = _first(loop)
         while isinstance(sent, str):
             sent = _send(loop, step(sent))
         return sent
@@ -331,10 +347,20 @@ async def adrive(loop: Generator[str, Execution, RunResult], step: AsyncStep) ->
     await between an attempt's record and its prompt, so a cancellation falls between
     attempts)."""
     with closing(loop):
-        sent: str | RunResult = next(loop)
+        sent = _first(loop)
         while isinstance(sent, str):
             sent = _send(loop, await step(sent))
         return sent
+
+
+def _first(loop: Generator[str, Execution, RunResult]) -> str | RunResult:
+    """The loop's first prompt, or its result when it ends before any call (a budget
+    refused the first)."""
+    try:
+        return next(loop)
+    except StopIteration as stop:
+        result: RunResult = stop.value
+        return result
 
 
 def _send(loop: Generator[str, Execution, RunResult], execution: Execution) -> str | RunResult:

@@ -6,14 +6,18 @@ taken as it is read: ``engine.ledger.spending``), so a decision that asks for an
 call is paid for, or turned into the budget's or breaker's action, exactly once across
 every worker of the ledger. In order:
 
-1. the outcome of the repair that produced this output, when the run's previous attempt
+1. an item's first call is counted by the ``calls`` budgets that apply (it was made
+   already: counted, never refused);
+2. a decision that asks for another call is checked against every budget that applies
+   (one spent: the budget's action instead);
+3. the outcome of the repair that produced this output, when the run's previous attempt
    asked for one after a failure, goes to the breakers watching it (which may open or
    close them);
-2. an item's first call is counted by the ``calls`` budgets that apply (it was made
-   already: counted, never refused);
-3. a decision that asks for another call is checked against every budget that applies
-   (one spent: the budget's action instead), then against the breakers (one open: its
-   action instead); when all let it go, each budget pays for the call.
+4. the decision, if it still asks for a call after a failure, is checked against the
+   breakers (one open: its action instead); when all let it go, each budget pays.
+
+Every worker takes the rows in that one order (the item's counter, the budgets, then the
+breakers, each in the pack's order), so two transactions never wait on each other.
 """
 
 from __future__ import annotations
@@ -58,9 +62,24 @@ def breakers_of(pack: Pack) -> tuple[CompiledBreaker, ...]:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """A call a budget would not pay for before it was made (``admit_first_call``): the
+    budget and what it had spent."""
+
+    budget: CompiledBudget
+    spent: int
+
+    @property
+    def reason(self) -> str:
+        return self.budget.spent_reason(self.spent)
+
+
+@dataclass(frozen=True)
 class Recording:
     """The attempt being recorded: where (session, block, item and its run), its number,
-    its verdict, and the earlier attempts of its run (oldest first, as stored)."""
+    its verdict, and the earlier attempts of its run (oldest first, as stored).
+    ``admitted``: its call was paid for before it was made (``admit_first_call``);
+    ``refused``: it was never made."""
 
     session: str
     block: str
@@ -69,6 +88,29 @@ class Recording:
     number: int
     verdict: Verdict
     earlier: Sequence[dict[str, Any]]
+    admitted: bool = False
+    refused: Refusal | None = None
+
+
+def admit_first_call(tx: Tx, pack: Pack, session: str, block: str) -> Refusal | None:
+    """Pay for the first call of a run the engine itself is about to make (`rules run`,
+    ``engine.run``) from every ``calls`` budget per session or fleet that applies, or the
+    first such budget that cannot pay (nothing paid then). A budget per item run counts
+    the call when it is recorded (the run's number is taken then)."""
+    moment = now_ms()
+    paying: list[Scope] = []
+    for budget in budgets_of(pack):
+        spec = budget.budget
+        if spec.counts != "calls" or spec.per == "item" or not budget.applies(block):
+            continue
+        scope = Scope(pack.name, budget.name, budget.scope(session, block, "", 0))
+        used = rows.spent(tx, scope, _since(budget, moment))
+        if used >= spec.limit:
+            return Refusal(budget, used)
+        paying.append(scope)
+    for scope in paying:
+        rows.pay(tx, scope, moment, session, block, "")
+    return None
 
 
 def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
@@ -77,31 +119,40 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
     if not budgets and not breakers:
         return decision
     moment = now_ms()
-    previous = at.earlier[-1] if at.earlier else None
-    if previous is not None and not previous["final"] and previous["status"] == "fail":
-        success = at.verdict.status != "fail"
-        for breaker in breakers:
-            if breaker.applies(at.block, previous["failure_type"]):
-                _outcome(tx, pack.name, breaker, success, moment, at)
     where = (at.session, at.block, at.item)
-    if at.number == 1:
-        for budget in budgets:
-            if budget.budget.counts == "calls" and budget.applies(at.block):
-                scope = _scope(pack, budget, at)
-                rows.spent(tx, scope, _since(budget, moment))
-                rows.pay(tx, scope, moment, *where)
-    if decision.final:
-        return decision
     trigger = pack.policy.trigger(at.block).trigger
     actions = pack.policy.actions
+    if at.refused is not None:
+        return taken_instead(
+            decision,
+            at.refused.budget.budget.action,
+            at.refused.reason,
+            f"budget:{at.refused.budget.name}",
+            actions,
+            trigger.after_failure,
+        )
+    # Rows are taken in one order by every worker (the item's counter, then budgets in the
+    # pack's order, then breakers in the pack's order), so two never wait on each other.
     paying: list[Scope] = []
+    refused: Decision | None = None
     for budget in budgets:
         if not budget.applies(at.block):
             continue
+        first = at.number == 1 and budget.budget.counts == "calls"
+        if first and at.admitted and budget.budget.per != "item":
+            first = False  # paid for before it was made
+        asking = not decision.final and refused is None
+        if not first and not asking:
+            continue
         scope = _scope(pack, budget, at)
         used = rows.spent(tx, scope, _since(budget, moment))
+        if first:  # made already: counted, never refused
+            rows.pay(tx, scope, moment, *where)
+            used += 1
+        if not asking:
+            continue
         if used >= budget.budget.limit:
-            return taken_instead(
+            refused = taken_instead(
                 decision,
                 budget.budget.action,
                 budget.spent_reason(used),
@@ -109,24 +160,50 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
                 actions,
                 trigger.after_failure,
             )
-        paying.append(scope)
-    if at.verdict.status == "fail":
-        for breaker in breakers:
-            if not breaker.applies(at.block, at.verdict.failure_type):
-                continue
-            state = _state(rows.breaker_state(tx, pack.name, breaker.name))
-            allowed, changed = admit(breaker, state, moment)
-            if changed != state:
-                _put(tx, pack.name, breaker.name, changed)
-            if not allowed:
-                return taken_instead(
-                    decision,
-                    breaker.breaker.action,
-                    f"breaker {breaker.name!r} is open: repairs are skipped ({breaker.describe()})",
-                    f"breaker:{breaker.name}",
-                    actions,
-                    trigger.after_failure,
+        else:
+            paying.append(scope)
+    previous = at.earlier[-1] if at.earlier else None
+    repaired = previous is not None and not previous["final"] and previous["status"] == "fail"
+    asks = refused is None and not decision.final and at.verdict.status == "fail"
+    watching = [
+        breaker
+        for breaker in breakers
+        if (
+            repaired
+            and previous is not None
+            and breaker.applies(at.block, previous["failure_type"])
+        )
+        or (asks and breaker.applies(at.block, at.verdict.failure_type))
+    ]
+    # each breaker's row, taken in the pack's order before any is changed
+    states = {b.name: _state(rows.breaker_state(tx, pack.name, b.name)) for b in watching}
+    if repaired and previous is not None:
+        success = at.verdict.status != "fail"
+        for breaker in watching:
+            if breaker.applies(at.block, previous["failure_type"]):
+                states[breaker.name] = _outcome(
+                    tx, pack.name, breaker, states[breaker.name], success, moment, at
                 )
+    if refused is not None:
+        return refused
+    if not asks:
+        return decision
+    for breaker in watching:
+        if not breaker.applies(at.block, at.verdict.failure_type):
+            continue
+        state = states[breaker.name]
+        allowed, changed = admit(breaker, state, moment)
+        if changed != state:
+            _put(tx, pack.name, breaker.name, changed)
+        if not allowed:
+            return taken_instead(
+                decision,
+                breaker.breaker.action,
+                f"breaker {breaker.name!r} is open: repairs are skipped ({breaker.describe()})",
+                f"breaker:{breaker.name}",
+                actions,
+                trigger.after_failure,
+            )
     for scope in paying:
         rows.pay(tx, scope, moment, *where)
     return decision
@@ -156,10 +233,15 @@ def _put(tx: Tx, pack: str, name: str, state: BreakerState) -> None:
 
 
 def _outcome(
-    tx: Tx, pack: str, breaker: CompiledBreaker, success: bool, moment: int, at: Recording
-) -> None:
-    """Keep a repair's outcome and move the breaker as it says."""
-    state = _state(rows.breaker_state(tx, pack, breaker.name))
+    tx: Tx,
+    pack: str,
+    breaker: CompiledBreaker,
+    state: BreakerState,
+    success: bool,
+    moment: int,
+    at: Recording,
+) -> BreakerState:
+    """Keep a repair's outcome and move the breaker as it says; its state after."""
     rows.add_outcome(tx, pack, breaker.name, moment, success, (at.session, at.block, at.item))
     since = state.since
     if breaker.within is not None:
@@ -168,3 +250,4 @@ def _outcome(
     changed = after_outcome(breaker, state, success, recent, moment)
     if changed != state:
         _put(tx, pack, breaker.name, changed)
+    return changed

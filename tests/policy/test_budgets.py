@@ -240,3 +240,30 @@ def test_rules_budgets_shows_spend_and_breaker_state(
     ]
     fresh = run_cli("budgets", "--pack", str(pack), "--session", str(tmp_path / "none"))
     assert "verdict-repairs  3 repairs per hour across the fleet  0      3" in fresh.stdout
+
+
+def test_a_fleet_calls_budget_refuses_a_first_call_the_engine_would_make(
+    tmp_path: Path, ledger_url: str
+) -> None:
+    spending = """budgets:
+  three-calls:
+    counts: calls
+    limit: 3
+    window: 1h
+    action: {action: DEGRADE, default: {answer: LATER}}
+"""
+    pack = write_pack(tmp_path / "pack", spending)
+    where = {"session": "s", "ledger": ledger_url}
+    models = [Scripted(BAD, GOOD), Scripted(BAD, GOOD), Scripted(GOOD)]
+    results = [run(pack, f"item-{n}", model, where) for n, model in enumerate(models)]
+    # two calls, then a first call and no repair, then no call at all: three in all
+    assert [m.calls for m in models] == [2, 1, 0]
+    assert [r.decision.action for r in results] == ["PROCEED", "DEGRADE", "DEGRADE"]
+    never = results[2]
+    assert never.data == {"answer": "LATER"} and never.decision.rule == "budget:three-calls"
+    assert never.verdict.error == (
+        "model not called: budget 'three-calls' spent: 3 of 3 calls per hour across the fleet"
+    )
+    with open_ledger(ledger_url) as ledger:
+        paid = ledger.read(lambda tx: tx.one("SELECT spent FROM budget_counters"))
+    assert paid == (3,)

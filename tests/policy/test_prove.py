@@ -101,7 +101,7 @@ def test_a_rate_limit_asking_again_on_passing_outputs_is_an_unbounded_loop(
     assert "rate limit 'too-many' takes REVISE" in finding["message"]
 
 
-def test_a_calls_budget_across_items_warns_that_first_calls_are_not_refused(
+def test_a_calls_budget_across_items_warns_that_first_calls_it_did_not_make_count_only(
     make_pack: PackMaker,
 ) -> None:
     folder = make_pack(

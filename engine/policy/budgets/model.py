@@ -21,16 +21,6 @@ from engine.policy.triggers.model import AfterFailure
 Duration = int | Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?[smhd]$")]
 """Seconds, or a number with a unit: ``90s``, ``5m``, ``1h``, ``1d``."""
 
-UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def seconds(value: int | str | None) -> float | None:
-    """A ``Duration`` in seconds, whole when it is (None stays None)."""
-    if value is None or isinstance(value, int):
-        return value
-    found = float(value[:-1]) * UNIT_SECONDS[value[-1]]
-    return int(found) if found.is_integer() else found
-
 
 class Budget(fields.Strict):
     """At most ``limit`` model calls of the kind ``counts`` names, per ``per``: once they

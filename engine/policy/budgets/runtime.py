@@ -19,8 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from engine.policy.budgets.model import seconds
-
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -31,6 +29,19 @@ if TYPE_CHECKING:
     from engine.policy.triggers.model import AfterFailure
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def seconds(value: int | str | None) -> float | None:
+    """A duration of the format (seconds, or ``90s``, ``5m``, ``1h``, ``1d``) in seconds,
+    whole when it is (None stays None). Here, not beside the model: deciding from a pack's
+    image imports no model library."""
+    if value is None or isinstance(value, int):
+        return value
+    found = float(value[:-1]) * UNIT_SECONDS[value[-1]]
+    return int(found) if found.is_integer() else found
+
 
 _PER = {"item": "per item run", "session": "per session", "fleet": "across the fleet"}
 
