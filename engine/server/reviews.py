@@ -212,46 +212,56 @@ async def check(
     return Document(await _run(request, work))
 
 
-def _resolution_route(kind: str, body_type: type[ResolveRequest], summary: str) -> None:
-    verb = {"approved": "approve", "edited": "edit", "rejected": "reject"}[kind]
+async def _resolve(
+    request: Request, session: str, review: int, kind: str, body: ResolveRequest
+) -> Document:
+    """Resolve the review as ``kind``; an edit is checked with the review's served pack."""
+    served = _served(request, session)
+    resolution = Resolution(kind, body.by, getattr(body, "output", None), body.reason)
 
-    async def resolve(
-        request: Request,
-        body: body_type,  # type: ignore[valid-type]
-        session: str = SessionPath,
-        review: int = ReviewPath,
-    ) -> Document:
-        served = _served(request, session)
-        given: ResolveRequest = body
-        text = getattr(given, "output", None)
-        resolution = Resolution(kind, given.by, text, given.reason)
+    def work() -> dict[str, Any]:
+        pack = None
+        if kind == "edited":
+            found = served.show(review)
+            pack = _pack(request, str(found["pack"]))
+            if pack is None:
+                raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
+        return served.resolve(pack, review, resolution)
 
-        def work() -> dict[str, Any]:
-            pack = None
-            if kind == "edited":
-                found = served.show(review)
-                pack = _pack(request, str(found["pack"]))
-                if pack is None:
-                    raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
-            return served.resolve(pack, review, resolution)
-
-        return Document(await _run(request, work))
-
-    router.add_api_route(
-        f"/v1/reviews/{{session}}/{{review}}/{verb}",
-        resolve,
-        methods=["POST"],
-        name=f"review-{verb}",
-        summary=summary,
-        responses=problem_responses(*PROBLEMS),
-    )
+    return Document(await _run(request, work))
 
 
-_resolution_route("approved", ResolveRequest, "Approve: the item's last output stands")
-_resolution_route(
-    "edited", EditRequest, "Edit: a corrected output, which must pass the block's contract"
+@router.post(
+    "/v1/reviews/{session}/{review}/approve",
+    summary="Approve: the item's last output stands (PROCEED)",
+    responses=problem_responses(*PROBLEMS),
 )
-_resolution_route("rejected", ResolveRequest, "Reject, with a reason: the pack's on_reject action")
+async def approve(
+    request: Request, body: ResolveRequest, session: str = SessionPath, review: int = ReviewPath
+) -> Document:
+    return await _resolve(request, session, review, "approved", body)
+
+
+@router.post(
+    "/v1/reviews/{session}/{review}/edit",
+    summary="Edit: a corrected output, which must pass the block's contract (else 422)",
+    responses=problem_responses(*PROBLEMS),
+)
+async def edit(
+    request: Request, body: EditRequest, session: str = SessionPath, review: int = ReviewPath
+) -> Document:
+    return await _resolve(request, session, review, "edited", body)
+
+
+@router.post(
+    "/v1/reviews/{session}/{review}/reject",
+    summary="Reject, with a reason: the item ends with the pack's reviews.on_reject",
+    responses=problem_responses(*PROBLEMS),
+)
+async def reject(
+    request: Request, body: ResolveRequest, session: str = SessionPath, review: int = ReviewPath
+) -> Document:
+    return await _resolve(request, session, review, "rejected", body)
 
 
 # ---------------------------------------------------------------------------------- page
