@@ -96,9 +96,8 @@ def _refusals() -> Iterator[None]:
             raise UsageFailure(str(exc)) from None
         click.echo(f"error: {exc}", err=True)
         if isinstance(exc, OutputRefused):
-            for failure in exc.verdict.failures:
-                line = f" (line {failure.line})" if failure.line else ""
-                click.echo(f"  {failure.type}{line}: {failure.message}", err=True)
+            for failure in exc.verdict.failures[1:]:  # the first is in the message
+                click.echo(f"  {failure.type}: {failure.message}", err=True)
         raise SystemExit(EXIT_REFUSED) from None
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
