@@ -135,6 +135,11 @@ def test_an_edit_must_pass_the_contract_and_becomes_the_final_decision(tmp_path:
     again = rules(tmp_path, "review", "approve", "1", "--by", "carol")
     assert again.returncode == 1 and "resolved already (edited by bob" in again.stderr
     assert len(logged(tmp_path)) == len(rows)
+    page = rules(tmp_path, "report")  # the session report counts the queue
+    assert page.returncode == 0, page.stderr
+    assert 'data-figure="reviews:my-pack / ANSWER:edited">1<' in page.stdout
+    assert 'data-figure="reviews:my-pack / ANSWER:open">0<' in page.stdout
+    assert 'data-figure="reviews:my-pack / ANSWER:share of edits">100%<' in page.stdout
     exported = rules(tmp_path, "export", "--session", ".rules-session")  # the output is kept
     assert exported.returncode == 0, exported.stderr
     assert EDITED in [json.loads(line)["text"] for line in exported.stdout.splitlines()]
