@@ -27,9 +27,11 @@ from engine.server.evaluation import refused
 from engine.server.limits import within_time
 from engine.server.models import STRICT
 from engine.server.problems import (
+    BODY_TOO_LARGE,
     FORBIDDEN,
     INVALID_REQUEST,
     LEDGER_UNAVAILABLE,
+    MALFORMED_JSON,
     REVIEW_NOT_FOUND,
     REVIEW_REFUSED,
     REVIEW_TAKEN,
@@ -53,6 +55,9 @@ from engine.session.review_server import ServedReviews, served_figures, served_r
 router = APIRouter(dependencies=[Depends(require_token)], tags=["reviews"])
 
 PROBLEMS = (
+    MALFORMED_JSON,
+    BODY_TOO_LARGE,
+    INVALID_REQUEST,
     UNAUTHORIZED,
     REVIEW_NOT_FOUND,
     REVIEW_TAKEN,
