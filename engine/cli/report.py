@@ -13,6 +13,7 @@ from engine.cli.session_options import ledger_option, session_option
 from engine.core.errors import EngineError
 from engine.report import render
 from engine.session.export import attempt_rows
+from engine.session.review import session_figures
 from engine.session.session_ref import SessionRef
 
 
@@ -28,9 +29,11 @@ def report_command(
 
     Per item the attempts as a timeline (verdict, failure type, action), the pass rate by
     attempt number, failures by type and the example tiers used with their success (the
-    next attempt of the item was accepted). The figures are those of `rules log --format
-    json` on the same session. The ledger is read once, row by row; the page draws the
-    timelines of the first 500 items (50 attempts each) and counts every attempt.
+    next attempt of the item was accepted), and the reviews people resolved (queue depth
+    and age, resolutions, time to resolve, share of edits). The figures are those of
+    `rules log --format json` on the same session. The ledger is read once, row by row;
+    the page draws the timelines of the first 500 items (50 attempts each) and counts
+    every attempt.
 
     \b
     Examples:
@@ -42,8 +45,10 @@ def report_command(
     Exit status: 0 written, 2 not a session folder or unreadable ledger.
     """
     try:
-        rows = attempt_rows(SessionRef(session_dir, ledger_url))
-        html = render("session", "html", rows, title or f"Session {session_dir}")
+        session = SessionRef(session_dir, ledger_url)
+        rows = attempt_rows(session)
+        queue = session_figures(session)
+        html = render("session", "html", rows, title or f"Session {session_dir}", queue)
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     output.write(html)

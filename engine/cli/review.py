@@ -74,14 +74,20 @@ def review_group() -> None:
     Exit status: 0 done, 1 refused (claimed by another, resolved already, an edited output
     that fails the block's contract), 2 usage (no such review or session).
 
+    `approve ID` lets the last output stand, `edit ID --pack P --output FILE` replaces it
+    (it must pass the block's contract), `reject ID --reason TEXT` ends the item with the
+    pack's `reviews.on_reject` action.
+
     \b
     Examples:
-      rules review list                          # the open reviews of .rules-session/
-      rules review show 3
-      rules review claim 3 --by alice
-      rules review approve 3 --by alice
-      rules review edit 3 --by alice --pack ./my-pack --output fixed.txt
-      rules review reject 3 --by alice --reason "the question is ambiguous"
+      rules run --pack sentinel --block VERDICT --nonce 4F2C9A --var criterion=AC1 \\
+          -- cat out.txt                     # NEEDS_HUMAN: opens review 1
+      rules review list                      # the open reviews of .rules-session/
+      rules review show 1
+      rules review claim 1 --by alice
+      sed 's/"YES"/YES/; s/[“”]/"/g' out.txt \\
+          | rules review edit 1 --by alice --pack sentinel --output -
+      rules review list --state resolved
     """
 
 
@@ -96,9 +102,8 @@ def _refusals() -> Iterator[None]:
             raise UsageFailure(str(exc)) from None
         click.echo(f"error: {exc}", err=True)
         if isinstance(exc, OutputRefused):
-            for failure in exc.verdict.failures:
-                line = f" (line {failure.line})" if failure.line else ""
-                click.echo(f"  {failure.type}{line}: {failure.message}", err=True)
+            for failure in exc.verdict.failures[1:]:  # the first is in the message
+                click.echo(f"  {failure.type}: {failure.message}", err=True)
         raise SystemExit(EXIT_REFUSED) from None
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None

@@ -63,11 +63,13 @@ def render_page(template: str, **values: Any) -> str:
     return _render(template, **values)
 
 
-def session(rows: Iterable[Row], title: str) -> str:
+def session(rows: Iterable[Row], title: str, reviews: Mapping[str, Any] | None = None) -> str:
     """A session's attempts as a page a team shares: the packs and revisions that decided,
     when, how each run ended (runs by final action), attempts per run, what repairs cost,
     each run's timeline under its item's name, the pass rate by attempt number, the
-    failures by type and the example tiers."""
+    failures by type and the example tiers; with ``reviews`` (the review queue's figures,
+    ``engine.session.review.figures``) its depth, age, resolutions, time to resolve and
+    share of edits by pack and block."""
     summary = session_summary(rows)
     figures = summary.figures
     by_attempt = figures["by_attempt"]
@@ -102,7 +104,25 @@ def session(rows: Iterable[Row], title: str) -> str:
         tier_rows=[
             [t, c.get("used", 0), c.get("succeeded", 0)] for t, c in figures["tiers"].items()
         ],
+        review_rows=[_review_row(group) for group in (reviews or {}).get("by_block", [])],
     )
+
+
+def _review_row(group: Mapping[str, Any]) -> list[Any]:
+    """One pack and block of the review queue as a row of the session page."""
+    done = group["resolved"]
+    count = group["resolve_seconds_count"]
+    return [
+        f"{group['pack']} / {group['block']}",
+        group["open"],
+        int(group["oldest_age_seconds"]),
+        done["approved"],
+        done["edited"],
+        done["rejected"],
+        done["expired"],
+        f"{group['resolve_seconds_sum'] / count:.1f}" if count else "-",
+        f"{100 * group['edit_share']:.0f}%",
+    ]
 
 
 def backtest(report: Mapping[str, Any], title: str = "Backtest") -> str:

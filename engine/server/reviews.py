@@ -27,9 +27,11 @@ from engine.server.evaluation import refused
 from engine.server.limits import within_time
 from engine.server.models import STRICT
 from engine.server.problems import (
+    BODY_TOO_LARGE,
     FORBIDDEN,
     INVALID_REQUEST,
     LEDGER_UNAVAILABLE,
+    MALFORMED_JSON,
     REVIEW_NOT_FOUND,
     REVIEW_REFUSED,
     REVIEW_TAKEN,
@@ -53,6 +55,9 @@ from engine.session.review_server import ServedReviews, served_figures, served_r
 router = APIRouter(dependencies=[Depends(require_token)], tags=["reviews"])
 
 PROBLEMS = (
+    MALFORMED_JSON,
+    BODY_TOO_LARGE,
+    INVALID_REQUEST,
     UNAUTHORIZED,
     REVIEW_NOT_FOUND,
     REVIEW_TAKEN,
@@ -212,49 +217,56 @@ async def check(
     return Document(await _run(request, work))
 
 
-def _resolution_route(kind: str, body_type: type[ResolveRequest], summary: str) -> None:
-    verb = {"approved": "approve", "edited": "edit", "rejected": "reject"}[kind]
+async def _resolve(
+    request: Request, session: str, review: int, kind: str, body: ResolveRequest
+) -> Document:
+    """Resolve the review as ``kind``; an edit is checked with the review's served pack."""
+    served = _served(request, session)
+    resolution = Resolution(kind, body.by, getattr(body, "output", None), body.reason)
 
-    async def resolve(
-        request: Request,
-        body: body_type,  # type: ignore[valid-type]
-        session: str = SessionPath,
-        review: int = ReviewPath,
-    ) -> Document:
-        served = _served(request, session)
-        given: ResolveRequest = body
-        text = getattr(given, "output", None)
-        resolution = Resolution(kind, given.by, text, given.reason)
+    def work() -> dict[str, Any]:
+        pack = None
+        if kind == "edited":
+            found = served.show(review)
+            pack = _pack(request, str(found["pack"]))
+            if pack is None:
+                raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
+        return served.resolve(pack, review, resolution)
 
-        def work() -> dict[str, Any]:
-            pack = None
-            if kind == "edited":
-                found = served.show(review)
-                pack = _pack(request, str(found["pack"]))
-                if pack is None:
-                    raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
-            return served.resolve(pack, review, resolution)
-
-        return Document(await _run(request, work))
-
-    # The module's annotations are strings (PEP 563): FastAPI would look `body_type` up in
-    # the module and find nothing, so the route's body model is given as the class itself.
-    resolve.__annotations__["body"] = body_type
-    router.add_api_route(
-        f"/v1/reviews/{{session}}/{{review}}/{verb}",
-        resolve,
-        methods=["POST"],
-        name=f"review-{verb}",
-        summary=summary,
-        responses=problem_responses(*PROBLEMS),
-    )
+    return Document(await _run(request, work))
 
 
-_resolution_route("approved", ResolveRequest, "Approve: the item's last output stands")
-_resolution_route(
-    "edited", EditRequest, "Edit: a corrected output, which must pass the block's contract"
+@router.post(
+    "/v1/reviews/{session}/{review}/approve",
+    summary="Approve: the item's last output stands (PROCEED)",
+    responses=problem_responses(*PROBLEMS),
 )
-_resolution_route("rejected", ResolveRequest, "Reject, with a reason: the pack's on_reject action")
+async def approve(
+    request: Request, body: ResolveRequest, session: str = SessionPath, review: int = ReviewPath
+) -> Document:
+    return await _resolve(request, session, review, "approved", body)
+
+
+@router.post(
+    "/v1/reviews/{session}/{review}/edit",
+    summary="Edit: a corrected output, which must pass the block's contract (else 422)",
+    responses=problem_responses(*PROBLEMS),
+)
+async def edit(
+    request: Request, body: EditRequest, session: str = SessionPath, review: int = ReviewPath
+) -> Document:
+    return await _resolve(request, session, review, "edited", body)
+
+
+@router.post(
+    "/v1/reviews/{session}/{review}/reject",
+    summary="Reject, with a reason: the item ends with the pack's reviews.on_reject",
+    responses=problem_responses(*PROBLEMS),
+)
+async def reject(
+    request: Request, body: ResolveRequest, session: str = SessionPath, review: int = ReviewPath
+) -> Document:
+    return await _resolve(request, session, review, "rejected", body)
 
 
 # ---------------------------------------------------------------------------------- page
