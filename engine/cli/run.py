@@ -141,6 +141,13 @@ def missing_command(command: tuple[str, ...]) -> str | None:
     "at attempt 1. Needs --nonce or --item.",
 )
 @click.option("--model", help="Model id, recorded and carried into repairs.")
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="Read the command's stdout as it arrives: at the first failure no further output "
+    "can mend (a wrong opener, a second block, a field already broken) the command is "
+    "ended and the repair goes out with what it printed so far.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(
     pack_ref: str,
@@ -157,6 +164,7 @@ def run_command(
     keep_outputs: bool,
     continue_run: bool,
     model: str | None,
+    stream: bool,
     command: tuple[str, ...],
 ) -> None:
     """Send a prompt to COMMAND on stdin, evaluate its stdout, repair or retry per the pack.
@@ -182,6 +190,8 @@ def run_command(
           -- model-cli
       rules run --pack ./my-pack --block ANSWER --var question=Q1 --context ctx.yaml \\
           --prompt task.md --timeout 600 -- model-cli
+      rules run --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 \\
+          --stream -- model-cli
       rules log                         # the attempts, from .rules-session/
     """
     if problem := missing_command(command):
@@ -209,6 +219,7 @@ def run_command(
                 timeout=timeout,
                 max_output_bytes=max_output_bytes,
                 progress=_report,
+                stream=stream,
             )
     except InputRefused as exc:
         raise UsageFailure(exc.said(_flag)) from None

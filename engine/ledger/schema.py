@@ -250,6 +250,13 @@ MIGRATIONS: list[list[str]] = [
         " WHERE a.session = item_counters.session AND a.block = item_counters.block"
         " AND a.item = item_counters.item ORDER BY a.id DESC LIMIT 1), 0)",
     ],
+    # 6: streamed outputs (engine/session/stream.py): the characters read from the stream,
+    # and 1 when it was closed early at a definite failure (or at the output cap), 0 when
+    # it ran to its end. NULL for outputs that were not streamed.
+    [
+        "ALTER TABLE attempts ADD COLUMN streamed_chars {ref}",
+        "ALTER TABLE attempts ADD COLUMN stream_cut INTEGER",
+    ],
 ]
 
 VERSION = len(MIGRATIONS)

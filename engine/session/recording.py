@@ -40,6 +40,7 @@ from engine.session.conflicts import ConflictBook, decision_items
 from engine.session.items import item_key, sha256
 from engine.session.next_prompt import render_after
 from engine.session.session_ref import SessionRef, item_name_problem
+from engine.session.stream import StreamEnd
 from engine.session.tracing import traced_evaluation
 
 KEEP_OUTPUTS = "keep_outputs"
@@ -126,6 +127,7 @@ class Session:
         run: str | None = None,
         continue_run: bool = False,
         stderr: str | None = None,
+        stream: StreamEnd | None = None,
     ) -> Outcome:
         """Evaluate ``given`` as the next attempt of its item, decide, and record both.
 
@@ -133,6 +135,7 @@ class Session:
         starts a new run at 1; ``continue_run`` continues the item's latest run instead
         (its count and caps go on). ``stderr``: the tail of the model command's stderr,
         recorded with the attempt and returned with the outcome, never put in a prompt.
+        ``stream``: where a streamed output stopped, and whether it was cut there.
 
         The item is the one ``given.item`` names, else the one the pack's ``session.item``
         parts make (with ``run``, a run id, added: one run's attempts, no one else's). With
@@ -252,6 +255,8 @@ class Session:
                 pack_version=self.pack.model.version,
                 revision=self.pack.revision,
                 stderr=stderr,
+                streamed_chars=None if stream is None else stream.chars,
+                stream_cut=None if stream is None else int(stream.cut),
             )
             warnings = list(verdict.warnings)
             if decision.default is not None and decision.log in ("warning", "error"):

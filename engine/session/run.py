@@ -28,6 +28,7 @@ from engine.session.evaluation import InputRefused
 from engine.session.items import sha256
 from engine.session.recording import EXECUTION_FAILURE, Outcome, Session
 from engine.session.session_ref import DEFAULT_SESSION, SessionRef
+from engine.session.stream import StreamEnd
 from engine.session.tracing import record_run, run_span
 
 
@@ -40,6 +41,9 @@ class Execution:
     stderr: str | None = None
     """The tail of a model command's stderr (bounded, secrets scrubbed): recorded with the
     attempt and shown to the operator, never put in a prompt."""
+    stream: StreamEnd | None = None
+    """Where a streamed output stopped (``engine.session.stream``); None: not streamed. A
+    stream cut at a definite failure has that failure as its verdict."""
 
 
 @dataclass(frozen=True)
@@ -253,14 +257,19 @@ def attempts(
     current = prompt
     while True:
         execution = yield current
+        cut = execution.stream.failure if execution.stream is not None else None
         attempt = replace(
             given,
             output=execution.output,
-            error=execution.error,
-            failure_type=EXECUTION_FAILURE,
+            error=execution.error if cut is None else cut.message,
+            failure_type=EXECUTION_FAILURE if cut is None else cut.type,
         )
         outcome = session.evaluate(
-            attempt, run=run, continue_run=continue_run, stderr=execution.stderr
+            attempt,
+            run=run,
+            continue_run=continue_run,
+            stderr=execution.stderr,
+            stream=execution.stream,
         )
         progress(outcome)
         decision = outcome.decision
