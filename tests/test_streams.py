@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -279,3 +280,81 @@ def test_a_prefix_fails_only_when_the_whole_output_fails(case: dict[str, Any]) -
         if failure is not None:
             assert whole.status == "fail", (text[:end], failure)
             break
+
+
+@pytest.fixture(scope="module")
+def json_pack(tmp_path_factory: pytest.TempPathFactory) -> engine.Pack:
+    """The documentation's JSON pack with its `task` contract reading the whole output."""
+    folder = tmp_path_factory.mktemp("json") / "pack"
+    shutil.copytree(REPO / "docs" / "examples" / "json", folder)
+    pack_file = folder / "pack.yaml"
+    text = pack_file.read_text(encoding="utf-8")
+    whole = "schema_file: schemas/task.schema.json\n    extract: whole\n  fenced_task:"
+    pack_file.write_text(
+        text.replace("schema_file: schemas/task.schema.json\n  fenced_task:", whole, 1), "utf-8"
+    )
+    return engine.load_pack(str(folder))
+
+
+def first_failure(pack: engine.Pack, block: str, text: str, step: int = 1) -> Any:
+    reader = prefix_reader(pack.contract(block), EvaluationInput(None))
+    assert reader is not None
+    for end in range(step, len(text) + step, step):
+        failure = reader.feed(text[:end])
+        if failure is not None:
+            return end, failure
+    return None
+
+
+def test_a_json_stream_is_cut_at_a_key_the_schema_forbids(
+    json_pack: engine.Pack, tmp_path: Path
+) -> None:
+    notes = ", ".join(f'"n{i}": "{"x" * 1000}"' for i in range(1000))
+    text = '{"id": "T1", "status": "todo", "notes": {' + notes + "}}"
+    stream = SdkStream([text[i : i + 1024] for i in range(0, len(text), 1024)])
+    answers = iter([stream, '{"id": "T1", "status": "todo"}'])
+    result = engine.run(
+        json_pack, "task", lambda p: next(answers), session=str(tmp_path / "s"), prompt="A task."
+    )
+    failure = result.attempts[0].verdict.failures[0]
+    assert stream.closed and stream.given <= 20
+    assert failure.type == "SCHEMA_ERROR" and "remove `notes`" in failure.message
+    assert [a.decision.action for a in result.attempts] == ["REPAIR", "PROCEED"]
+
+
+def test_a_json_syntax_error_is_decided_where_no_text_can_mend_it(json_pack: engine.Pack) -> None:
+    text = '{"id": "T1" "status": "todo"}' + " " * 40
+    end, failure = first_failure(json_pack, "task", text)
+    assert failure.type == "PARSE_ERROR" and end < 30
+    assert failure.message == json_pack.evaluate("task", text).failures[0].message
+    assert (
+        first_failure(json_pack, "task", '{"id": "T1", "status": "todo", "estimate": 12}') is None
+    )
+    # a fenced block is found only at the end: nothing of it is decided on a prefix
+    assert prefix_reader(json_pack.contract("fenced_task"), EvaluationInput(None)) is None
+
+
+JSON_DOCUMENTS = [
+    '{"id": "T1", "status": "todo", "estimate": 3}',
+    '{"id": "T12", "status": "doing", "estimate": -1.5e+3}',
+    '{ "status" : "done" , "id" : "T3\\u00e9\\"" }',
+    '{"id": "T1", "status": "todo", "estimate": 1, "id2": [1, {"a": [true, null]}]}',
+]
+
+
+@pytest.mark.parametrize("document", JSON_DOCUMENTS)
+def test_a_json_prefix_fails_only_when_the_whole_output_fails(
+    json_pack: engine.Pack, document: str
+) -> None:
+    """Soundness: every one-character deletion, duplication or replacement of valid and
+    invalid documents; a failure found on a prefix is one of the whole output."""
+    variants = {document}
+    for index in range(len(document)):
+        variants.add(document[:index] + document[index + 1 :])
+        variants.add(document[:index] + document[index] + document[index:])
+        for char in ',:}]"x1 ':
+            variants.add(document[:index] + char + document[index + 1 :])
+    for text in sorted(variants):
+        found = first_failure(json_pack, "task", text)
+        if found is not None:
+            assert json_pack.evaluate("task", text).status == "fail", (text, found)

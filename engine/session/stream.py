@@ -4,9 +4,9 @@ A model call may give its output as a stream: an iterator (or async iterator) of
 chunks, an OpenAI or Anthropic stream object (read by the shapes of their events, never by
 importing the SDKs), or a model command's stdout (`rules run --stream`). A ``Watch`` takes
 the chunks, counts them against the output cap, and asks the contract's prefix reader
-(``engine.contracts.kind.prefix_reader``) what the text so far already decides, each time a
-line completes and the text has grown enough since it last asked (``FIRST_STEP``, or an
-eighth, so the whole output is joined a bounded number of times).
+(``engine.contracts.kind.prefix_reader``) what the text so far already decides, each time
+the text has grown enough since it last asked (``FIRST_STEP``, or an eighth, so the whole
+output is joined a bounded number of times).
 
 At the first definite failure the stream is closed (``close()`` or ``aclose()``: an SDK's
 stream closes its connection and the provider stops generating; a command is ended), and
@@ -99,7 +99,7 @@ class Watch:
             return False
         self._parts.append(text)
         self._chars += len(text)
-        if self._reader is None or "\n" not in text:
+        if self._reader is None:
             return False
         if self._chars - self._asked < max(FIRST_STEP, self._chars >> 3):
             return False
