@@ -5,8 +5,7 @@ chunks, an OpenAI or Anthropic stream object (read by the shapes of their events
 importing the SDKs), or a model command's stdout (`rules run --stream`). A ``Watch`` takes
 the chunks, counts them against the output cap, and asks the contract's prefix reader
 (``engine.contracts.kind.prefix_reader``) what the text so far already decides, each time
-the text has grown enough since it last asked (``FIRST_STEP``, or an eighth, so the whole
-output is joined a bounded number of times).
+the text has grown enough since it last asked (``FIRST_STEP``, or a quarter).
 
 At the first definite failure the stream is closed (``close()`` or ``aclose()``: an SDK's
 stream closes its connection and the provider stops generating; a command is ended), and
@@ -19,6 +18,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import inspect
+import math
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +30,9 @@ from engine.pack.compiled import Pack
 FIRST_STEP = 256
 """The prefix reader is first asked once this many characters have arrived (a cut output
 shows the repair what the model was writing, not a lone first line), and then each time
-the text has grown by this much, or by an eighth, whichever is more."""
+the text has grown by this much, or by a quarter, whichever is more: a failure is found
+before the text is a quarter longer than where it is, and the text is joined and read a
+bounded number of times (about 5 per doubling)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,8 @@ class Watch:
         self._texts = False  # a chunk was text
         self._chars = 0
         self._size = 0  # bytes (UTF-8 for text)
-        self._asked = 0  # characters when the reader was last asked
+        # the reader is asked next when this many characters have arrived
+        self._ask_at = FIRST_STEP if reader is not None else math.inf
         self.failure: Failure | None = None
         self.over_cap = False
 
@@ -99,13 +102,12 @@ class Watch:
             return False
         self._parts.append(text)
         self._chars += len(text)
-        if self._reader is None:
-            return False
-        if self._chars - self._asked < max(FIRST_STEP, self._chars >> 3):
+        if self._chars < self._ask_at:
             return False
         whole = "".join(self._parts)
         self._parts = [whole]
-        self._asked = self._chars
+        self._ask_at = self._chars + max(FIRST_STEP, self._chars >> 2)
+        assert self._reader is not None
         self.failure = self._reader.feed(whole)
         return self.failure is not None
 
