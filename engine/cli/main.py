@@ -40,6 +40,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "ledger": ("engine.cli.ledger", "ledger_group"),
     "lock": ("engine.cli.lock", "lock_command"),
     "log": ("engine.cli.log", "log_command"),
+    "mcp": ("engine.cli.mcp", "mcp_command"),
     "packs": ("engine.cli.packs", "packs_command"),
     "parse": ("engine.cli.parse", "parse_command"),
     "prompt": ("engine.cli.prompt", "prompt_command"),

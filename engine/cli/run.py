@@ -152,6 +152,13 @@ def missing_command(command: tuple[str, ...]) -> str | None:
     "the server's /review page) and end with the resolution; 0 ends at once with the "
     "review's id on stderr. [default: the pack's `reviews.wait`, else 0]",
 )
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="Read the command's stdout as it arrives: at the first failure no further output "
+    "can mend (a wrong opener, a second block, a field already broken) the command is "
+    "ended and the repair goes out with what it printed so far.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(
     pack_ref: str,
@@ -169,6 +176,7 @@ def run_command(
     continue_run: bool,
     model: str | None,
     review_wait: float | None,
+    stream: bool,
     command: tuple[str, ...],
 ) -> None:
     """Send a prompt to COMMAND on stdin, evaluate its stdout, repair or retry per the pack.
@@ -194,6 +202,8 @@ def run_command(
           -- model-cli
       rules run --pack ./my-pack --block ANSWER --var question=Q1 --context ctx.yaml \\
           --prompt task.md --timeout 600 -- model-cli
+      rules run --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 \\
+          --stream -- model-cli
       rules log                         # the attempts, from .rules-session/
     """
     if problem := missing_command(command):
@@ -222,6 +232,7 @@ def run_command(
                 timeout=timeout,
                 max_output_bytes=max_output_bytes,
                 progress=_report,
+                stream=stream,
             )
     except InputRefused as exc:
         raise UsageFailure(exc.said(_flag)) from None

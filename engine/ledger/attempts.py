@@ -51,6 +51,8 @@ class Attempt:
     pack_version: str | None = None
     revision: str | None = None  # the pack's revision: a hash of its files and its bases
     stderr: str | None = None  # the tail of the model command's stderr (bounded, scrubbed)
+    streamed_chars: int | None = None  # a streamed output: the characters read
+    stream_cut: int | None = None  # 1: the stream was closed early (at a definite failure)
 
 
 @dataclass(frozen=True)

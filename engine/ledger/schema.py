@@ -333,6 +333,13 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX reviews_state ON reviews (state, due)",
         "CREATE INDEX reviews_block ON reviews (session, block, resolution, id)",
     ],
+    # 8: streamed outputs (engine/session/stream.py): the characters read from the stream,
+    # and 1 when it was closed early at a definite failure (or at the output cap), 0 when
+    # it ran to its end. NULL for outputs that were not streamed.
+    [
+        "ALTER TABLE attempts ADD COLUMN streamed_chars {ref}",
+        "ALTER TABLE attempts ADD COLUMN stream_cut INTEGER",
+    ],
 ]
 
 VERSION = len(MIGRATIONS)

@@ -28,9 +28,18 @@ from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.pack.compiled import Pack
 from engine.pack.loaded import load_pack
 from engine.session.evaluation import InputRefused
-from engine.session.returned import option_cap, option_seconds, returned_output
+from engine.session.returned import option_cap, option_seconds, returned_output, too_large
 from engine.session.run import Execution, RunRequest, RunResult, arun_with, run_with
 from engine.session.session_ref import DEFAULT_SESSION, SessionRef
+from engine.session.stream import (
+    Streamed,
+    Watch,
+    aread_stream,
+    is_async_stream,
+    is_stream,
+    new_watch,
+    read_stream,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -101,7 +110,8 @@ def run(
     ``max_output_bytes``, ``continue_run``, ``ledger``."""
     loaded, request, limit, cap = _request(run, pack, block, call, options)
     with _refusals(run):
-        return run_with(loaded, request, lambda text: call_in_thread(call, text, limit, cap))
+        watch = _watch(loaded, request, cap)
+        return run_with(loaded, request, lambda text: call_in_thread(call, text, limit, cap, watch))
 
 
 async def arun(
@@ -114,7 +124,15 @@ async def arun(
     ``asyncio.wait_for``. Cancelling the task cancels the call in flight and propagates."""
     loaded, request, limit, cap = _request(arun, pack, block, call, options)
     with _refusals(arun):
-        return await arun_with(loaded, request, lambda text: call_async(call, text, limit, cap))
+        watch = _watch(loaded, request, cap)
+        return await arun_with(
+            loaded, request, lambda text: call_async(call, text, limit, cap, watch)
+        )
+
+
+def _watch(pack: Pack, request: RunRequest, cap: int) -> Callable[[], Watch]:
+    """A fresh watch for each streamed output of the run (``engine.session.stream``)."""
+    return new_watch(pack, request.block, request.nonce, request.vars, request.context, cap)
 
 
 def _request(
@@ -238,32 +256,61 @@ def raised(exc: BaseException) -> str:
     return f"model call raised {kind}: {message}" if message else f"model call raised {kind}"
 
 
-def output_of(value: Any, cap: int = MAX_OUTPUT_BYTES) -> Execution:
-    """What a call returned, as the output of an attempt (``engine.session.returned``)."""
+def output_of(
+    value: Any, cap: int = MAX_OUTPUT_BYTES, watch: Callable[[], Watch] | None = None
+) -> Execution:
+    """What a call returned, as the output of an attempt (``engine.session.returned``); a
+    stream read through a fresh ``watch`` (``engine.session.stream``)."""
+    if watch is not None and is_stream(value):
+        if is_async_stream(value):
+            return Execution(
+                "", "model call returned an async stream: use `await engine.arun(...)`"
+            )
+        return streamed_execution(read_stream(value, watch()), cap)
     return returned_output(value, cap)
 
 
-def guarded(call: Call, prompt: str, cap: int = MAX_OUTPUT_BYTES) -> Execution:
+def streamed_execution(streamed: Streamed, cap: int) -> Execution:
+    """A stream read (to its end, or cut at a definite failure) as an attempt's output."""
+    if streamed.raised is not None:
+        return Execution("", raised(streamed.raised), stream=streamed.end)
+    if streamed.error is not None:
+        return Execution("", streamed.error, stream=streamed.end)
+    if streamed.over_cap:
+        return Execution("", too_large(cap), stream=streamed.end)
+    return Execution(streamed.output, None, stream=streamed.end)
+
+
+def guarded(
+    call: Call,
+    prompt: str,
+    cap: int = MAX_OUTPUT_BYTES,
+    watch: Callable[[], Watch] | None = None,
+) -> Execution:
     """``call(prompt)``, an exception it raises turned into an execution failure."""
     try:
         value = call(prompt)
     except Exception as exc:  # the model call failed: an EXECUTION_FAILED attempt
         return Execution("", raised(exc))
-    return output_of(value, cap)
+    return output_of(value, cap, watch)
 
 
 def call_in_thread(
-    call: Call, prompt: str, timeout: float | None, cap: int = MAX_OUTPUT_BYTES
+    call: Call,
+    prompt: str,
+    timeout: float | None,
+    cap: int = MAX_OUTPUT_BYTES,
+    watch: Callable[[], Watch] | None = None,
 ) -> Execution:
     """``guarded`` in a worker thread, waited for at most ``timeout`` seconds (in this
     thread when there is no timeout)."""
     if timeout is None:
-        return guarded(call, prompt, cap)
+        return guarded(call, prompt, cap, watch)
     box: list[Execution | BaseException] = []
 
     def target() -> None:
         try:
-            box.append(guarded(call, prompt, cap))
+            box.append(guarded(call, prompt, cap, watch))
         except BaseException as exc:  # handed to the waiting thread, raised there
             box.append(exc)
 
@@ -278,7 +325,11 @@ def call_in_thread(
 
 
 async def call_async(
-    call: Call, prompt: str, timeout: float | None, cap: int = MAX_OUTPUT_BYTES
+    call: Call,
+    prompt: str,
+    timeout: float | None,
+    cap: int = MAX_OUTPUT_BYTES,
+    watch: Callable[[], Watch] | None = None,
 ) -> Execution:
     """``await call(prompt)`` bounded by ``timeout``; an exception it raises is an
     execution failure, a cancellation propagates."""
@@ -288,6 +339,8 @@ async def call_async(
             pending = call(prompt)
         except Exception as exc:  # the model call failed: an EXECUTION_FAILED attempt
             return Execution("", raised(exc))
+        if watch is not None and is_async_stream(pending):  # an async generator function
+            return streamed_execution(await aread_stream(pending, watch()), cap)
         if not inspect.isawaitable(pending):
             raise UsageError(
                 "engine.arun: call= must be an async function (`async def`); for a plain "
@@ -297,7 +350,9 @@ async def call_async(
             value = await pending
         except Exception as exc:  # the model call failed: an EXECUTION_FAILED attempt
             return Execution("", raised(exc))
-        return output_of(value, cap)
+        if watch is not None and is_async_stream(value):  # an SDK's async stream
+            return streamed_execution(await aread_stream(value, watch()), cap)
+        return output_of(value, cap, watch)
 
     if timeout is None:
         return await attempt()

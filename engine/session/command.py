@@ -22,6 +22,7 @@ from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may prin
 from engine.pack.compiled import Pack
 from engine.session.evaluation import output_cap
 from engine.session.run import Execution, Progress, RunRequest, RunResult, run_with
+from engine.session.stream import Watch, new_watch
 
 DEFAULT_TIMEOUT = 600.0
 GRACE_SECONDS = 2.0
@@ -71,11 +72,14 @@ def execute(
     prompt: str,
     timeout: float | None = DEFAULT_TIMEOUT,
     max_output: int = MAX_OUTPUT_BYTES,
+    watch: Watch | None = None,
 ) -> Execution:
     """Run ``command`` in its own process group with ``prompt`` on stdin; stdout and stderr
     are read at the same time (stdout kept up to ``max_output``; of stderr its tail,
     ``stderr_tail``, never put in a prompt); on timeout or too much output the whole
-    group is ended. Never raises for what the command does."""
+    group is ended. With ``watch`` stdout is a stream read as it arrives: at its first
+    definite failure the group is ended and the output is what came before (`rules run
+    --stream`). Never raises for what the command does."""
     try:
         process = subprocess.Popen(
             list(command),
@@ -91,6 +95,7 @@ def execute(
     out = bytearray()
     err = bytearray()
     too_much = threading.Event()
+    failed = threading.Event()  # the stream failed definitively: the command is ended
 
     def read_stdout() -> None:
         while chunk := os.read(stdout.fileno(), _READ):
@@ -98,6 +103,9 @@ def execute(
             out.extend(chunk[:room])
             if len(chunk) > room:
                 too_much.set()
+                return
+            if watch is not None and watch.feed(chunk):
+                failed.set()
                 return
 
     def read_stderr() -> None:  # drained so the command never blocks on it; its end kept
@@ -125,6 +133,8 @@ def execute(
             if too_much.is_set():
                 reason = f"model command printed more than {max_output} bytes on stdout"
                 break
+            if failed.is_set():
+                break
             if deadline is not None and time.monotonic() > deadline:
                 reason = f"model command timed out after {timeout:g} s"
                 break
@@ -140,6 +150,8 @@ def execute(
     if reason is None and too_much.is_set():
         reason = f"model command printed more than {max_output} bytes on stdout"
     tail = stderr_tail(bytes(err))
+    if watch is not None and failed.is_set():  # ended by us: its exit status says nothing
+        return Execution(bytes(out), None, tail, stream=watch.end(cut=True))
     if reason is not None:
         return Execution(b"", reason, tail)
     if process.returncode != 0:
@@ -149,7 +161,7 @@ def execute(
             else f"exited with status {process.returncode}"
         )
         return Execution(bytes(out), f"model command {how}", tail)
-    return Execution(bytes(out), None, tail)
+    return Execution(bytes(out), None, tail, stream=None if watch is None else watch.end(cut=False))
 
 
 def run_with_command(
@@ -160,12 +172,21 @@ def run_with_command(
     timeout: float | None = None,
     max_output_bytes: int | None = None,
     progress: Progress = lambda outcome: None,
+    stream: bool = False,
 ) -> RunResult:
     """Run ``command`` until the pack's final decision (``engine.session.run``); each call
     is bounded by ``timeout`` seconds (default: the pack's ``limits.model_timeout``, else
     ``DEFAULT_TIMEOUT``) and ``max_output_bytes`` of stdout (default: the pack's
-    ``limits.max_output_bytes``, else the engine's)."""
+    ``limits.max_output_bytes``, else the engine's). With ``stream`` each output is read
+    as it arrives and the command ended at its first definite failure
+    (``engine.session.stream``)."""
     limits = pack.model.limits
     seconds = timeout or limits.model_timeout or DEFAULT_TIMEOUT
     cap = output_cap(pack, max_output_bytes)
-    return run_with(pack, request, lambda text: execute(command, text, seconds, cap), progress)
+    if not stream:
+        return run_with(pack, request, lambda text: execute(command, text, seconds, cap), progress)
+    # the cap is the command's own bound on stdout (execute): the watch counts none
+    watch = new_watch(pack, request.block, request.nonce, request.vars, request.context, None)
+    return run_with(
+        pack, request, lambda text: execute(command, text, seconds, cap, watch()), progress
+    )

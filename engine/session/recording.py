@@ -48,6 +48,7 @@ from engine.session.spending import (
     budgets_of,
     govern,
 )
+from engine.session.stream import StreamEnd
 from engine.session.tracing import traced_evaluation
 
 KEEP_OUTPUTS = "keep_outputs"
@@ -140,6 +141,7 @@ class Session:
         transcript: Sequence[Shown] = (),
         admitted: bool = False,
         refused: Refusal | None = None,
+        stream: StreamEnd | None = None,
     ) -> Outcome:
         """Evaluate ``given`` as the next attempt of its item, decide, and record both.
 
@@ -153,6 +155,7 @@ class Session:
         ``admitted``: its call was paid for by the budgets before it was made
         (``admit_call``); ``refused``: a budget refused it, so it was never made and the
         budget's action is taken.
+        ``stream``: where a streamed output stopped, and whether it was cut there.
 
         The item is the one ``given.item`` names, else the one the pack's ``session.item``
         parts make (with ``run``, a run id, added: one run's attempts, no one else's). With
@@ -282,6 +285,8 @@ class Session:
                 pack_version=self.pack.model.version,
                 revision=self.pack.revision,
                 stderr=stderr,
+                streamed_chars=None if stream is None else stream.chars,
+                stream_cut=None if stream is None else int(stream.cut),
             )
             warnings = list(verdict.warnings)
             if decision.default is not None and decision.log in ("warning", "error"):

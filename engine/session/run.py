@@ -30,6 +30,7 @@ from engine.session.items import sha256
 from engine.session.recording import EXECUTION_FAILURE, Outcome, Session
 from engine.session.review import ReviewState, Shown, resumed, wait_for
 from engine.session.session_ref import DEFAULT_SESSION, SessionRef
+from engine.session.stream import StreamEnd
 from engine.session.tracing import record_run, run_span
 
 
@@ -42,6 +43,9 @@ class Execution:
     stderr: str | None = None
     """The tail of a model command's stderr (bounded, secrets scrubbed): recorded with the
     attempt and shown to the operator, never put in a prompt."""
+    stream: StreamEnd | None = None
+    """Where a streamed output stopped (``engine.session.stream``); None: not streamed. A
+    stream cut at a definite failure has that failure as its verdict."""
 
 
 @dataclass(frozen=True)
@@ -297,11 +301,12 @@ def attempts(
     admitted = True
     while True:
         execution = yield current
+        cut = execution.stream.failure if execution.stream is not None else None
         attempt = replace(
             given,
             output=execution.output,
-            error=execution.error,
-            failure_type=EXECUTION_FAILURE,
+            error=execution.error if cut is None else cut.message,
+            failure_type=EXECUTION_FAILURE if cut is None else cut.type,
         )
         outcome = session.evaluate(
             attempt,
@@ -311,6 +316,7 @@ def attempts(
             prompt=current,
             transcript=[Shown(a.prompt, a.output, a.verdict) for a in done],
             admitted=admitted,
+            stream=execution.stream,
         )
         admitted = False
         progress(outcome)

@@ -36,6 +36,7 @@ NOT_RUN = {
     "tcp://scheduler": "needs a Dask scheduler",
     "/run/secrets/": "needs a token file the operator provides",
     "rules serve --pack": "starts a server that runs until stopped",
+    "rules mcp --pack": "starts an MCP server that runs until its client closes stdin",
     "--view shadow": "reads the sessions of a server's candidate packs (rules serve --shadow)",
 }
 """Examples holding one of these texts are not run, for the reason given."""

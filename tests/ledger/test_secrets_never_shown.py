@@ -145,6 +145,7 @@ COMMANDS: dict[str, list[str]] = {
         "ledger copy --from": "ledger copy --from URL --to copy.db",
         "ledger copy --to": "ledger copy --from {source} --to URL",
         "serve": "serve --pack sentinel --port 0 --ledger URL",
+        "mcp": "mcp --pack sentinel --ledger URL",
         "serve --shadow-ledger": "serve --pack sentinel --port 0 --shadow sentinel=sentinel "
         "--shadow-ledger URL",
         "render": f"render {SENTINEL} {SESSION} {{out}}",
