@@ -27,6 +27,7 @@ from engine.format.section import (
     BuiltinSection,
     Section,
 )
+from engine.policy.calls.section import MODEL_CALLS
 from engine.policy.choices.section import MENUS
 from engine.policy.conflicts.section import CONFLICTS
 from engine.policy.gates.section import GATES
@@ -66,6 +67,7 @@ BUILTIN: tuple[BuiltinSection, ...] = (
     MENUS,
     ROUNDS,
     LIMITS,
+    MODEL_CALLS,
     TESTS,
 )
 _BUILTIN_KEYS = {section.key: section for section in BUILTIN}

@@ -32,6 +32,13 @@ from engine.ledger.store import Place, SessionLedger
 from engine.ledger.url import LedgerUrl, parse_url
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
+from engine.policy.calls.replies import NO_USAGE, Usage
+from engine.policy.calls.runtime import (
+    TRANSPORT_RULE,
+    CompiledCalls,
+    attempt_kind,
+    transport_decision,
+)
 from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
@@ -57,6 +64,20 @@ def not_text(given: OutputInput) -> str | None:
         if isinstance(value, str) and holds_lone_surrogate(value):
             return f"{where[:80]}: must be text (it holds a lone surrogate, not UTF-8)"
     return None
+
+
+@dataclass(frozen=True)
+class Call:
+    """What is known of the model call that gave an attempt's output: its usage, and when
+    its failure is retried at the transport, the wait before the retry (``transport``)
+    and how many transport retries of its prompt were made before it (``retried``)."""
+
+    usage: Usage = NO_USAGE
+    transport: float | None = None
+    retried: int = 0
+
+
+NO_CALL = Call()
 
 
 @dataclass(frozen=True)
@@ -126,6 +147,7 @@ class Session:
         run: str | None = None,
         continue_run: bool = False,
         stderr: str | None = None,
+        call: Call = NO_CALL,
     ) -> Outcome:
         """Evaluate ``given`` as the next attempt of its item, decide, and record both.
 
@@ -133,6 +155,10 @@ class Session:
         starts a new run at 1; ``continue_run`` continues the item's latest run instead
         (its count and caps go on). ``stderr``: the tail of the model command's stderr,
         recorded with the attempt and returned with the outcome, never put in a prompt.
+        ``call``: the call's usage (recorded with its cost at the pack's prices) and,
+        when its failure is retried at the transport, the retry: the attempt is then
+        recorded with rule ``transport-retry``, spends no repair (the next attempt has
+        its number) and ends nothing.
 
         The item is the one ``given.item`` names, else the one the pack's ``session.item``
         parts make (with ``run``, a run id, added: one run's attempts, no one else's). With
@@ -193,6 +219,8 @@ class Session:
                     grant.text,
                 )
 
+        calls: CompiledCalls = self.pack.section("model_calls")
+        usage = replace(call.usage, model=call.usage.model or given.model)
         # a write token, taken once before the transaction: when the connection is lost
         # after COMMIT, the retried transaction finds the committed row by it
         token = uuid.uuid4().hex
@@ -208,8 +236,10 @@ class Session:
                 tx, session, block, key, continuing=continuing
             )
             history = attempt_rows.item_history(tx, session, block, key)
+            this_run = [row for row in history if row["run"] == run_number]
+            kind = attempt_kind(this_run[-1] if this_run else None)
             previous = [
-                row["error"] for row in history if row["error"] and row["run"] == run_number
+                row["error"] for row in this_run if row["error"] and row["rule"] != TRANSPORT_RULE
             ]
             earlier = (
                 None
@@ -221,16 +251,26 @@ class Session:
                 round_rows.put_count(
                     tx, session, block, measure.round, measure.count, measure.total
                 )
-            decision = given.decide(
-                self.pack,
-                verdict,
-                context,
-                attempt=number,
-                previous_errors=previous,
-                measure=measure,
-                earlier=earlier,
-                extra_attempts=grant.attempts,
-            )
+            if call.transport is not None:
+                decision = transport_decision(
+                    self.pack.policy.trigger(block).trigger,
+                    verdict,
+                    number,
+                    call.transport,
+                    call.retried,
+                    calls.retry,
+                )
+            else:
+                decision = given.decide(
+                    self.pack,
+                    verdict,
+                    context,
+                    attempt=number,
+                    previous_errors=previous,
+                    measure=measure,
+                    earlier=earlier,
+                    extra_attempts=grant.attempts,
+                )
             if isinstance(round_number, int) and decision.final and verdict.status == "fail":
                 decision = self._round_outcome(choices, block, round_number, decision, tx)
             row = Attempt(
@@ -252,6 +292,11 @@ class Session:
                 pack_version=self.pack.model.version,
                 revision=self.pack.revision,
                 stderr=stderr,
+                kind=kind,
+                tokens_in=usage.tokens_in,
+                tokens_out=usage.tokens_out,
+                tokens_estimated=usage.estimated if usage.known else None,
+                cost=calls.cost(usage),
             )
             warnings = list(verdict.warnings)
             if decision.default is not None and decision.log in ("warning", "error"):
@@ -272,6 +317,8 @@ class Session:
             )
             if decision.final:
                 attempt_rows.end_run(tx, session, block, key)
+            elif call.transport is not None:  # the retry is this attempt again
+                attempt_rows.give_back(tx, session, block, key)
             return decision, attempt_id
 
         decision, attempt_id = self.ledger.write(record)
