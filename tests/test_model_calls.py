@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import engine
-from conftest import FIXTURES, run_script, script
+from conftest import FIXTURES, run_cli, run_script, script
 from engine.ledger.store import SessionLedger, locate
 from engine.policy.calls.replies import reported_usage
 from engine.policy.calls.runtime import (
@@ -402,3 +402,119 @@ def test_rules_run_classifies_a_command_by_stderr_and_exit_status(
     last = found[-1]
     assert (last["tokens_in"], last["tokens_out"], last["tokens_estimated"]) == (99, 7, False)
     assert last["cost"] == pytest.approx((99 * 2 + 7 * 8) / 1e6)
+
+
+# ------------------------------------------------------------- what shows the usage
+
+
+def _repaired_session(tmp_path: Path, clock: _Clock) -> Path:
+    """A session of four attempts: rate limited, unavailable, malformed, repaired."""
+    call = _scripted(
+        RateLimitError("slow down", 429),
+        InternalServerError("down", 503),
+        engine.ModelReply("not json", 40, 5, "stub-model"),
+        engine.ModelReply(GOOD, 120, 8, "stub-model"),
+    )
+    session = tmp_path / "s"
+    assert engine.run(PACK, "answer", call, session=session, prompt="p").decision.final
+    return session
+
+
+def test_rules_log_shows_usage_by_kind_of_attempt(tmp_path: Path, clock: _Clock) -> None:
+    session = _repaired_session(tmp_path, clock)
+    shown = run_cli("log", "--session", str(session), "--view", "usage")
+    assert shown.exit_code == 0, shown.output
+    assert "| repair | 1 | 120 | 8 | 0 | 0.000304 |" in shown.output
+    assert "| transport_retry | 2 | 40 | 5 | 0 | 0.000120 |" in shown.output
+    assert "| total | 4 | 160 | 13 | 0 | 0.000424 |" in shown.output
+    figures = json.loads(
+        run_cli("log", "--session", str(session), "--view", "usage", "--format", "json").output
+    )
+    assert figures["usage"]["repair"]["cost"] == pytest.approx(0.000304)
+    every = json.loads(run_cli("log", "--session", str(session), "--format", "json").output)
+    kinds = [row["kind"] for row in every]
+    assert kinds == ["first", "transport_retry", "transport_retry", "repair"]
+
+
+def test_the_session_page_shows_usage_by_kind(tmp_path: Path, clock: _Clock) -> None:
+    session = _repaired_session(tmp_path, clock)
+    page = run_cli("report", "--session", str(session)).output
+    assert "transport_retry" in page and "0.000304" in page
+    assert "tokens and money are not recorded" not in page
+
+
+def test_the_session_route_records_usage_and_counts_it_in_the_metrics(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi", reason="the server extra is not installed")
+    from fastapi.testclient import TestClient
+
+    from engine.server.app import create_app
+    from engine.server.packs import load_pack_set
+    from engine.server.settings import ServerSettings
+
+    config = ServerSettings(packs=(str(PACK),), sessions_dir=str(tmp_path / "sessions"))
+    request = {"pack": "model-calls", "block": "answer", "item": "q1"}
+    with TestClient(create_app(config, load_pack_set(config.packs))) as http:
+        bad = http.post(
+            "/v1/sessions/s1/outputs",
+            json={**request, "output": "nope", "usage": {"tokens_in": 50, "tokens_out": 4}},
+        )
+        good = http.post(
+            "/v1/sessions/s1/outputs",
+            json={
+                **request,
+                "output": GOOD,
+                "model": "stub-model",
+                "usage": {"tokens_in": 70, "tokens_out": 6},
+            },
+        )
+        refused = http.post(
+            "/v1/sessions/s1/outputs", json={**request, "output": GOOD, "usage": {"tokens_in": -1}}
+        )
+        metrics = http.get("/metrics").text
+        schema = http.get("/openapi.json").json()
+    assert bad.status_code == good.status_code == 200
+    assert good.json()["decision"]["action"] == "PROCEED"
+    assert refused.status_code == 422
+    found = rows(tmp_path / "sessions" / "s1")
+    assert [(r["kind"], r["tokens_in"], r["tokens_out"]) for r in found] == [
+        ("first", 50, 4),
+        ("repair", 70, 6),
+    ]
+    assert found[0]["cost"] is None  # no model named: no price
+    assert found[1]["cost"] == pytest.approx((70 * 2 + 6 * 8) / 1e6)
+    labels = 'block="answer",direction="in",estimated="false",kind="repair",pack="model-calls"'
+    assert f"rules_model_tokens_total{{{labels}}} 70.0" in metrics
+    assert 'rules_model_cost_total{block="answer",kind="repair",pack="model-calls"}' in metrics
+    assert "UsageRequest" in schema["components"]["schemas"]
+
+
+def test_the_evaluation_spans_carry_the_usage(tmp_path: Path, clock: _Clock) -> None:
+    pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra is not installed")
+    from test_telemetry import spans
+
+    recorder = spans.__wrapped__()  # type: ignore[attr-defined]
+    exporter = next(recorder)
+    try:
+        _repaired_session(tmp_path, clock)
+        finished = [
+            dict(s.attributes or {})
+            for s in exporter.get_finished_spans()
+            if s.name == "rules.evaluate"
+        ]
+    finally:
+        recorder.close()
+    assert [a["rules.attempt.kind"] for a in finished] == [
+        "first",
+        "transport_retry",
+        "transport_retry",
+        "repair",
+    ]
+    assert "gen_ai.usage.input_tokens" not in finished[0]  # a failed call: nothing known
+    repaired = finished[-1]
+    assert (repaired["gen_ai.usage.input_tokens"], repaired["gen_ai.usage.output_tokens"]) == (
+        120,
+        8,
+    )
+    assert repaired["gen_ai.response.model"] == "stub-model"
+    assert repaired["rules.usage.estimated"] is False
+    assert repaired["rules.usage.cost"] == pytest.approx(0.000304)

@@ -262,7 +262,7 @@ def test_a_call_that_hangs_past_the_timeout_is_a_model_timeout(tmp_path: Path) -
     )
     assert time.monotonic() - start < 10
     assert late.verdict.error == "model call timed out after 0.2 s"
-    assert [r["failure_type"] for r in consistent(tmp_path / "a")] == ["EXECUTION_FAILED"]
+    assert [r["failure_type"] for r in consistent(tmp_path / "a")] == ["MODEL_TIMEOUT"]
 
 
 @pytest.mark.parametrize("timeout", [1e308, 2.0**63, 1e10])

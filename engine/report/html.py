@@ -89,6 +89,10 @@ def session(rows: Iterable[Row], title: str) -> str:
             ["example tokens in repair prompts", figures["example_tokens"]],
         ],
         per_accepted=per_accepted,
+        usage_rows=[
+            [kind, u["attempts"], u["tokens_in"], u["tokens_out"], u["estimated"], _money(u)]
+            for kind, u in figures.get("usage", {}).items()
+        ],
         rates=rates,
         by_attempt_rows=[[n, c["attempts"], c["accepted"]] for n, c in by_attempt.items()],
         failure_bars=[(t, n, str(n)) for t, n in figures["failures"].items()],
@@ -96,6 +100,11 @@ def session(rows: Iterable[Row], title: str) -> str:
             [t, c.get("used", 0), c.get("succeeded", 0)] for t, c in figures["tiers"].items()
         ],
     )
+
+
+def _money(usage: Mapping[str, Any]) -> str:
+    """A kind's cost as shown: six decimals (prices per million tokens make small sums)."""
+    return f"{usage['cost']:.6f}"
 
 
 def backtest(report: Mapping[str, Any], title: str = "Backtest") -> str:

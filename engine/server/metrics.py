@@ -1,5 +1,6 @@
-"""Prometheus metrics: decisions by pack, block and action; failures by type; request
-latency; ledger errors.
+"""Prometheus metrics: decisions by pack, block and action; failures by type; model tokens
+and cost by kind of attempt (first, repair, retry, transport_retry: repairs and transport
+retries apart); request latency; ledger errors.
 
 With ``--workers N`` the command sets ``PROMETHEUS_MULTIPROC_DIR`` before the workers
 start, and ``/metrics`` sums every worker's values (prometheus-client's multiprocess mode).
@@ -19,6 +20,7 @@ from prometheus_client import (
 from prometheus_client import multiprocess as prometheus_multiprocess
 
 from engine.core.verdict import Verdict
+from engine.policy.calls.replies import Usage
 from engine.policy.triggers.decide import Decision
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -32,6 +34,17 @@ FAILURES = Counter(
     "rules_failures_total",
     "Failed verdicts, by pack, block and failure type",
     ["pack", "block", "failure_type"],
+)
+MODEL_TOKENS = Counter(
+    "rules_model_tokens_total",
+    "Model tokens of recorded attempts, by pack, block, kind of attempt (first, repair, "
+    "retry, transport_retry), direction (in, out) and whether they were estimated",
+    ["pack", "block", "kind", "direction", "estimated"],
+)
+MODEL_COST = Counter(
+    "rules_model_cost_total",
+    "Cost of recorded attempts at their pack's prices, by pack, block and kind of attempt",
+    ["pack", "block", "kind"],
 )
 REQUESTS = Histogram(
     "rules_request_seconds",
@@ -47,6 +60,17 @@ def count_decision(pack: str, verdict: Verdict, decision: Decision) -> None:
     DECISIONS.labels(pack, verdict.block, decision.action).inc()
     if verdict.status == "fail":
         FAILURES.labels(pack, verdict.block, verdict.failure_type or "unknown").inc()
+
+
+def count_usage(pack: str, block: str, kind: str | None, usage: Usage, cost: float | None) -> None:
+    """Count a recorded attempt's tokens and cost under its kind."""
+    shown = kind or "unknown"
+    estimated = "true" if usage.estimated else "false"
+    for direction, tokens in (("in", usage.tokens_in), ("out", usage.tokens_out)):
+        if tokens:
+            MODEL_TOKENS.labels(pack, block, shown, direction, estimated).inc(tokens)
+    if cost:
+        MODEL_COST.labels(pack, block, shown).inc(cost)
 
 
 def exposition() -> tuple[bytes, str]:

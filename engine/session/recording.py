@@ -32,8 +32,9 @@ from engine.ledger.store import Place, SessionLedger
 from engine.ledger.url import LedgerUrl, parse_url
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
-from engine.policy.calls.replies import NO_USAGE, Usage
+from engine.policy.calls.replies import NO_CALL, NO_USAGE, Call, Usage
 from engine.policy.calls.runtime import (
+    MODEL_FAILURES,
     TRANSPORT_RULE,
     CompiledCalls,
     attempt_kind,
@@ -52,6 +53,8 @@ from engine.session.tracing import traced_evaluation
 KEEP_OUTPUTS = "keep_outputs"
 
 EXECUTION_FAILURE = "EXECUTION_FAILED"
+CALL_FAILURES = frozenset([EXECUTION_FAILURE, *MODEL_FAILURES])
+"""The failure types of a failed model call (their validation tier is `execution`)."""
 
 
 def not_text(given: OutputInput) -> str | None:
@@ -67,20 +70,6 @@ def not_text(given: OutputInput) -> str | None:
 
 
 @dataclass(frozen=True)
-class Call:
-    """What is known of the model call that gave an attempt's output: its usage, and when
-    its failure is retried at the transport, the wait before the retry (``transport``)
-    and how many transport retries of its prompt were made before it (``retried``)."""
-
-    usage: Usage = NO_USAGE
-    transport: float | None = None
-    retried: int = 0
-
-
-NO_CALL = Call()
-
-
-@dataclass(frozen=True)
 class Outcome:
     verdict: Verdict
     decision: Decision
@@ -89,6 +78,12 @@ class Outcome:
     """The user's text a choice added for this item's next prompt."""
     stderr: str | None = None
     """The tail of the model command's stderr recorded with the attempt (never prompted)."""
+    kind: str | None = None
+    """Why the attempt's prompt was sent: first, repair, retry or transport_retry."""
+    usage: Usage = NO_USAGE
+    """The call's tokens as recorded (reported or estimated) and the model priced."""
+    cost: float | None = None
+    """What the call cost at the pack's price of its model; None without one."""
 
 
 class Session:
@@ -225,6 +220,7 @@ class Session:
         # after COMMIT, the retried transaction finds the committed row by it
         token = uuid.uuid4().hex
         decided: list[Decision] = []  # the decision the first run recorded
+        kinds: list[str] = []  # the kind of attempt it recorded
 
         def record(tx: Tx) -> tuple[Decision, int]:
             if tx.retry and decided:
@@ -238,6 +234,7 @@ class Session:
             history = attempt_rows.item_history(tx, session, block, key)
             this_run = [row for row in history if row["run"] == run_number]
             kind = attempt_kind(this_run[-1] if this_run else None)
+            kinds.append(kind)
             previous = [
                 row["error"] for row in this_run if row["error"] and row["rule"] != TRANSPORT_RULE
             ]
@@ -322,7 +319,16 @@ class Session:
             return decision, attempt_id
 
         decision, attempt_id = self.ledger.write(record)
-        return Outcome(verdict, decision, attempt_id, grant.text, stderr)
+        return Outcome(
+            verdict,
+            decision,
+            attempt_id,
+            grant.text,
+            stderr,
+            kinds[-1] if kinds else None,
+            usage,
+            calls.cost(usage),
+        )
 
     def _round_outcome(
         self, choices: ChoiceBook, block: str, round_number: int, decision: Decision, tx: Tx
@@ -376,7 +382,7 @@ class Session:
         """Which tier of validation failed: structure, content or execution."""
         if verdict.status != "fail":
             return None
-        if verdict.failure_type == EXECUTION_FAILURE:
+        if verdict.failure_type in CALL_FAILURES:
             return "execution"
         return self.pack.contract(block).failure_tier(verdict.failure_type or "")
 

@@ -25,12 +25,12 @@ from typing import Any
 from engine.core.verdict import Verdict
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
-from engine.policy.calls.replies import NO_USAGE, Usage, estimated
+from engine.policy.calls.replies import NO_USAGE, Call, Usage, estimated
 from engine.policy.calls.runtime import CallFailure, CompiledCalls
 from engine.policy.triggers.decide import Decision
 from engine.session.evaluation import InputRefused
 from engine.session.items import sha256
-from engine.session.recording import Call, Outcome, Session
+from engine.session.recording import Outcome, Session
 from engine.session.session_ref import DEFAULT_SESSION, SessionRef
 from engine.session.tracing import record_run, run_span
 

@@ -47,6 +47,20 @@ class Usage:
 NO_USAGE = Usage()
 
 
+@dataclass(frozen=True)
+class Call:
+    """What is known of the model call that gave an attempt's output: its usage, and when
+    its failure is retried at the transport, the wait before the retry (``transport``)
+    and how many transport retries of its prompt were made before it (``retried``)."""
+
+    usage: Usage = NO_USAGE
+    transport: float | None = None
+    retried: int = 0
+
+
+NO_CALL = Call()
+
+
 class NotAReply(Exception):
     """A returned object has a reply's shape but a part of it cannot be read."""
 

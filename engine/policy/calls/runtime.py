@@ -352,13 +352,16 @@ def compile_calls(section: Any) -> CompiledCalls:
 
 def attempt_kind(previous: Mapping[str, Any] | None) -> str:
     """Why an attempt's prompt was sent, from the attempt before it in its run (None: it
-    is the run's first): resent by a transport retry, a repair prompt rendered after it
-    (it has a prompt's hash), else the same prompt retried."""
+    is the run's first): resent by a transport retry; a repair when a prompt was rendered
+    after it (it has a prompt's hash) or it failed its contract; the same prompt retried
+    after a failed call (or a non-final decision on a passing output)."""
     if previous is None:
         return FIRST
     if previous.get("rule") == TRANSPORT_RULE:
         return TRANSPORT_RETRY
     if previous.get("prompt_sha256"):
+        return REPAIR
+    if previous.get("status") == "fail" and previous.get("validation") != "execution":
         return REPAIR
     return RETRY
 
