@@ -518,3 +518,67 @@ def test_the_evaluation_spans_carry_the_usage(tmp_path: Path, clock: _Clock) -> 
     assert repaired["gen_ai.response.model"] == "stub-model"
     assert repaired["rules.usage.estimated"] is False
     assert repaired["rules.usage.cost"] == pytest.approx(0.000304)
+
+
+def test_transport_retries_count_the_same_on_sqlite_and_postgresql(
+    tmp_path: Path, clock: _Clock, ledger_url: str
+) -> None:
+    """The retried try gives its number back in the ledger's counter, and the cost column
+    holds a real, on both backends."""
+    call = _scripted(
+        InternalServerError("down", 503),
+        engine.ModelReply("not json", 40, 5, "stub-model"),
+        engine.ModelReply(GOOD, 120, 8, "stub-model"),
+    )
+    result = engine.run(
+        PACK, "answer", call, session="shared", ledger=ledger_url, item="q1", prompt="p"
+    )
+    assert result.decision.action == "PROCEED"
+    ledger = SessionLedger(locate("shared", ledger_url))
+    try:
+        found = ledger.attempts()
+    finally:
+        ledger.close()
+    assert [(r["attempt"], r["kind"]) for r in found] == [
+        (1, "first"),
+        (1, "transport_retry"),
+        (2, "repair"),
+    ]
+    assert found[2]["cost"] == pytest.approx(0.000304)
+    assert isinstance(found[2]["cost"], float)
+    assert found[1]["tokens_estimated"] is False
+
+
+def test_rules_check_names_where_model_calls_go_wrong(tmp_path: Path) -> None:
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "pack.yaml").write_text(
+        "rulepack: mc\n"
+        "version: 1.0.0\n"
+        "extends: [builtin:core]\n"
+        "contracts:\n"
+        "  answer: {kind: text}\n"
+        "model_calls:\n"
+        "  classify:\n"
+        "    - {type: MODEL_RATE_LIMITED, stderr: 'quota('}\n"
+        "    - {type: NOPE, exit_status: [3]}\n"
+        "    - {type: MODEL_ERROR}\n"
+        "  retry: {on: [MODEL_RATE_LIMITED, PARSE_ERROR], initial: 100, ceiling: 10}\n"
+        "  pricing:\n"
+        "    m: {input: -1, output: 1}\n"
+    )
+    shown = run_cli("check", str(pack))
+    assert shown.exit_code == 1
+    found = shown.output
+    assert "pack.yaml:10:7: [error] model_calls.classify[2]: a rule needs a matcher" in found
+    assert "pack.yaml:11:10: [error] model_calls.retry: initial must be at most ceiling" in found
+    assert "pack.yaml:13:16: [error] model_calls.pricing.m.input: Input should be" in found
+    # once the model validates: the references and patterns, and a retry that never applies
+    text = (pack / "pack.yaml").read_text()
+    text = text.replace("    - {type: MODEL_ERROR}\n", "").replace("initial: 100", "initial: 1")
+    (pack / "pack.yaml").write_text(text.replace("input: -1", "input: 1"))
+    found = run_cli("check", str(pack)).output
+    assert "pack.yaml:8:42: [error] pattern 'quota(' does not compile" in found
+    assert "pack.yaml:9:14: [error] unknown failure type 'NOPE'" in found
+    assert "pack.yaml:10:36: [error] 'PARSE_ERROR' is never the failure type" in found
+    assert "(retry-never-applies)" in found

@@ -3,18 +3,25 @@ command reports its usage, and prices per model."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, model_validator
 
 from engine.format.fields import FailureRef, Pattern, Strict
+from engine.format.findings import FindingRule
 from engine.format.section import Declared, single
 from engine.policy.calls.runtime import (
+    EXECUTION_FAILED,
+    MODEL_FAILURES,
     MODEL_RATE_LIMITED,
     MODEL_TIMEOUT,
     MODEL_UNAVAILABLE,
     USAGE_PREFIX,
 )
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
 
 ClassName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)]
 HttpStatus = Annotated[int, Field(ge=100, le=599)]
@@ -143,10 +150,39 @@ class ModelCalls(Strict):
     )
 
 
+RETRY_NEVER_APPLIES = FindingRule(
+    "retry-never-applies",
+    "A transport retry lists a failure type that no failed model call gets.",
+    "List failed-call types (MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_UNAVAILABLE, "
+    "MODEL_ERROR, EXECUTION_FAILED or a type of a classify rule); repairs are the "
+    "triggers' business.",
+)
+
+
+def check_model_calls(pack: Rulepack, checker: PackChecker) -> None:
+    """A transport retry only ever sees failed calls: a type it lists that no failed call
+    can get (PARSE_ERROR) is a mistake, named where it is written."""
+    section = pack.model_calls
+    if section is None or section.retry is None:
+        return
+    possible = {EXECUTION_FAILED, *MODEL_FAILURES, *(rule.type for rule in section.classify)}
+    for index, failure_type in enumerate(section.retry.on):
+        if failure_type not in possible:
+            checker.add(
+                RETRY_NEVER_APPLIES,
+                f"{failure_type!r} is never the failure type of a failed model call: the "
+                "transport retry would never resend for it",
+                ("model_calls", "retry", "on", index),
+                "retry failed-call types here; a contract failure is repaired by the "
+                "block's trigger",
+            )
+
+
 def declared() -> Declared:
     """The ``model_calls:`` section in the root model (section.py names it)."""
     return single(
         ModelCalls | None,
+        check_model_calls,
         default=None,
         description="how model calls are governed: failures classified and retried at "
         "the transport, usage read or estimated, prices per model",
