@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -582,3 +583,27 @@ def test_rules_check_names_where_model_calls_go_wrong(tmp_path: Path) -> None:
     assert "pack.yaml:9:14: [error] unknown failure type 'NOPE'" in found
     assert "pack.yaml:10:36: [error] 'PARSE_ERROR' is never the failure type" in found
     assert "(retry-never-applies)" in found
+
+
+def test_the_packs_rules_come_before_the_defaults(tmp_path: Path, clock: _Clock) -> None:
+    pack = tmp_path / "pack"
+    shutil.copytree(PACK, pack)
+    text = (pack / "pack.yaml").read_text()
+    text = text.replace(
+        "  classify:\n",
+        "  classify:\n"
+        "    - {type: MODEL_RATE_LIMITED, http_status: [503], retry_after: true}\n"
+        "    - {type: MODEL_ERROR, exception: [ValueError], message: 'quota'}\n",
+    )
+    (pack / "pack.yaml").write_text(text)
+    loaded = engine.load_pack(pack)
+    calls = loaded.section("model_calls")
+    declared = loaded.model.failure_types
+    asked = InternalServerError("busy", 503, {"retry-after": "1"})
+    assert calls.classify(exception_failure(asked, "busy"), declared) == "MODEL_RATE_LIMITED"
+    plain = InternalServerError("busy", 503)
+    assert calls.classify(exception_failure(plain, "busy"), declared) == "MODEL_UNAVAILABLE"
+    quota = ValueError("quota spent")
+    assert calls.classify(exception_failure(quota, "quota spent"), declared) == "MODEL_ERROR"
+    other = ValueError("nope")
+    assert calls.classify(exception_failure(other, "nope"), declared) == "EXECUTION_FAILED"

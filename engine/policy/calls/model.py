@@ -56,6 +56,11 @@ class Classify(Strict):
     timed_out: bool | None = Field(
         default=None, description="the engine stopped waiting for the call (`timeout`)"
     )
+    retry_after: bool | None = Field(
+        default=None,
+        description="the failure carries a Retry-After (an exception's response header; a "
+        "command's `rules-usage:` line) (true) or none (false)",
+    )
 
     @model_validator(mode="after")
     def _one_matcher(self) -> Classify:
@@ -66,10 +71,11 @@ class Classify(Strict):
             or self.exit_status
             or self.stderr is not None
             or self.timed_out is not None
+            or self.retry_after is not None
         ):
             raise ValueError(
                 "a rule needs a matcher: exception, http_status, message, exit_status, "
-                "stderr or timed_out"
+                "stderr, timed_out or retry_after"
             )
         return self
 

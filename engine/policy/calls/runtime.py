@@ -135,6 +135,7 @@ class Rule:
     stderr: CompiledPattern | None = None
     message: CompiledPattern | None = None
     timed_out: bool | None = None
+    retry_after: bool | None = None
 
     def matches(self, failure: CallFailure) -> bool:
         if self.exception and self.exception.isdisjoint(failure.classes):
@@ -146,6 +147,8 @@ class Rule:
         if self.stderr is not None and self.stderr.search(failure.stderr) is None:
             return False
         if self.message is not None and self.message.search(failure.message) is None:
+            return False
+        if self.retry_after is not None and self.retry_after != (failure.retry_after is not None):
             return False
         return self.timed_out is None or self.timed_out == failure.timed_out
 
@@ -320,6 +323,7 @@ def compile_calls(section: Any) -> CompiledCalls:
             compile_pattern(rule.stderr) if rule.stderr is not None else None,
             compile_pattern(rule.message) if rule.message is not None else None,
             rule.timed_out,
+            rule.retry_after,
         )
         for rule in section.classify
     )
