@@ -103,7 +103,7 @@ class RunOptions(TypedDict, total=False):
 def run(
     pack: Pack | str | os.PathLike[str],
     block: str,
-    call: Callable[[str], str],
+    call: Callable[[str], object],
     **options: Unpack[RunOptions],
 ) -> RunResult:
     """Send ``prompt`` (default: the pack's first prompt for ``block``) to ``call``, evaluate
@@ -111,7 +111,10 @@ def run(
     recorded in the ledger of the ``session`` folder (default ``.rules-session``, as
     `rules run`). With ``timeout`` (default: the pack's ``limits.model_timeout``, else none)
     each call runs in a worker thread and a call still running after ``timeout`` seconds is
-    an EXECUTION_FAILED attempt (the thread is left to finish on its own).
+    a MODEL_TIMEOUT attempt (the thread is left to finish on its own). ``call`` returns
+    the output text, a ``ModelReply`` or an SDK's response object (its usage is read);
+    what it raises is classified by the pack's ``model_calls`` and may be retried at the
+    transport (docs/costs.md).
 
     The options (``RunOptions``, each optional, each None by default): ``session``,
     ``item``, ``prompt``, ``nonce``, ``vars``, ``context``, ``model``, ``timeout``,
@@ -126,7 +129,7 @@ def run(
 async def arun(
     pack: Pack | str | os.PathLike[str],
     block: str,
-    call: Callable[[str], Awaitable[str]],
+    call: Callable[[str], Awaitable[object]],
     **options: Unpack[RunOptions],
 ) -> RunResult:
     """``run`` with an async ``call``; ``timeout`` bounds each call with
