@@ -11,7 +11,9 @@ without importing them. What matches nothing stays EXECUTION_FAILED.
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -175,31 +177,41 @@ _ERRORS = _names(
 )
 
 
+def _engine_pattern(source: str) -> CompiledPattern:
+    """One of the engine's own stderr patterns: fixed words and alternations, linear on
+    stdlib ``re`` (a pack's patterns go through ``compile_pattern``; these need not, and
+    RE2 is not imported for them at start-up)."""
+    return re.compile(source, re.ASCII)
+
+
 def _said(names: frozenset[str]) -> CompiledPattern:
     """A traceback's last line naming one of ``names`` (a model command written with an
-    SDK that died of its exception), or the SDKs' ``Error code: NNN``."""
-    return compile_pattern(r"\b(?:" + "|".join(sorted(names)) + r")\b")
+    SDK that died of its exception)."""
+    return _engine_pattern(r"\b(?:" + "|".join(sorted(names)) + r")\b")
 
 
-DEFAULT_RULES: tuple[Rule, ...] = (
-    Rule(MODEL_TIMEOUT, timed_out=True),
-    Rule(MODEL_RATE_LIMITED, http_status=frozenset({429})),
-    Rule(MODEL_TIMEOUT, http_status=frozenset({408})),
-    Rule(MODEL_UNAVAILABLE, http_status=_SERVER_ERRORS),
-    Rule(MODEL_TIMEOUT, exception=_TIMEOUTS),
-    Rule(MODEL_RATE_LIMITED, exception=_RATE_LIMITS),
-    Rule(MODEL_UNAVAILABLE, exception=_UNAVAILABLE),
-    Rule(MODEL_ERROR, http_status=_CLIENT_ERRORS),
-    Rule(MODEL_ERROR, exception=_ERRORS),
-    # a model command's stderr: the same exceptions named in its traceback
-    Rule(MODEL_RATE_LIMITED, stderr=compile_pattern(r"\bRateLimitError\b|Error code: 429\b")),
-    Rule(MODEL_TIMEOUT, stderr=_said(_TIMEOUTS - {"TimeoutError"})),
-    Rule(MODEL_UNAVAILABLE, stderr=compile_pattern(r"Error code: 5\d\d\b")),
-    Rule(MODEL_UNAVAILABLE, stderr=_said(_UNAVAILABLE - {"ConnectionError"})),
-    Rule(MODEL_ERROR, stderr=compile_pattern(r"Error code: 4\d\d\b")),
-    Rule(MODEL_ERROR, stderr=_said(_ERRORS - {"APIError"})),
-)
-"""The engine's defaults, tried after the pack's rules (unless ``defaults: false``)."""
+@functools.cache
+def default_rules() -> tuple[Rule, ...]:
+    """The engine's defaults, tried after the pack's rules (unless ``defaults: false``);
+    built when a call first fails (their patterns cost start-up time otherwise)."""
+    return (
+        Rule(MODEL_TIMEOUT, timed_out=True),
+        Rule(MODEL_RATE_LIMITED, http_status=frozenset({429})),
+        Rule(MODEL_TIMEOUT, http_status=frozenset({408})),
+        Rule(MODEL_UNAVAILABLE, http_status=_SERVER_ERRORS),
+        Rule(MODEL_TIMEOUT, exception=_TIMEOUTS),
+        Rule(MODEL_RATE_LIMITED, exception=_RATE_LIMITS),
+        Rule(MODEL_UNAVAILABLE, exception=_UNAVAILABLE),
+        Rule(MODEL_ERROR, http_status=_CLIENT_ERRORS),
+        Rule(MODEL_ERROR, exception=_ERRORS),
+        # a model command's stderr: the same exceptions named in its traceback
+        Rule(MODEL_RATE_LIMITED, stderr=_engine_pattern(r"\bRateLimitError\b|Error code: 429\b")),
+        Rule(MODEL_TIMEOUT, stderr=_said(_TIMEOUTS - {"TimeoutError"})),
+        Rule(MODEL_UNAVAILABLE, stderr=_engine_pattern(r"Error code: 5\d\d\b")),
+        Rule(MODEL_UNAVAILABLE, stderr=_said(_UNAVAILABLE - {"ConnectionError"})),
+        Rule(MODEL_ERROR, stderr=_engine_pattern(r"Error code: 4\d\d\b")),
+        Rule(MODEL_ERROR, stderr=_said(_ERRORS - {"APIError"})),
+    )
 
 
 @dataclass(frozen=True)
@@ -273,7 +285,7 @@ class CompiledCalls:
     def _every(self) -> Iterable[Rule]:
         yield from self.rules
         if self.defaults:
-            yield from DEFAULT_RULES
+            yield from default_rules()
 
     def delay(
         self, failure_type: str, retried: int, asked: float | None, random: Callable[[], float]
