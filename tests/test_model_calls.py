@@ -607,3 +607,24 @@ def test_the_packs_rules_come_before_the_defaults(tmp_path: Path, clock: _Clock)
     assert calls.classify(exception_failure(quota, "quota spent"), declared) == "MODEL_ERROR"
     other = ValueError("nope")
     assert calls.classify(exception_failure(other, "nope"), declared) == "EXECUTION_FAILED"
+
+
+def test_a_hostile_reply_is_a_failed_call_not_a_traceback(tmp_path: Path) -> None:
+    class Hostile:
+        @property
+        def usage(self) -> Any:
+            raise RuntimeError("boom")
+
+    class Tokens(int):  # a count that is not a plain int is not believed
+        pass
+
+    result = engine.run(PACK, "answer", lambda p: Hostile(), session=tmp_path / "h", prompt="p")
+    assert result.verdict.failure_type == "EXECUTION_FAILED"
+    assert result.verdict.error == (
+        "model call returned a Hostile that cannot be read: RuntimeError raised"
+    )
+    reply = engine.ModelReply(GOOD, Tokens(5), -3, "stub-model")
+    done = engine.run(PACK, "answer", lambda p: reply, session=tmp_path / "t", prompt="p")
+    [row] = rows(tmp_path / "t")
+    assert done.decision.action == "PROCEED"
+    assert (row["tokens_in"], row["tokens_out"], row["tokens_estimated"]) == (1, 4, True)
