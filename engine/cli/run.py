@@ -18,9 +18,10 @@ from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.format.yamldoc import read_text
+from engine.policy.calls.runtime import TRANSPORT_RULE
 from engine.session.command import DEFAULT_TIMEOUT, run_with_command
 from engine.session.evaluation import InputRefused
-from engine.session.recording import EXECUTION_FAILURE, Outcome
+from engine.session.recording import CALL_FAILURES, Outcome
 from engine.session.run import RunRequest
 from engine.session.session_ref import SessionRef
 
@@ -188,13 +189,17 @@ def run_command(
     in progress is not recorded. COMMAND and its arguments go after `--` (required when
     they carry options); the first prompt is --prompt, else the pack's for the block.
     A one-line report per attempt goes to stderr. A command that crashes, exits non-zero
-    or times out is an EXECUTION_FAILED attempt; its stderr never reaches a prompt.
+    or times out is a failed call, classified by the pack's `model_calls` (MODEL_TIMEOUT,
+    MODEL_RATE_LIMITED, MODEL_UNAVAILABLE, MODEL_ERROR, else EXECUTION_FAILED) and
+    retried at the transport when the pack says so; its stderr never reaches a prompt. A
+    stderr line `rules-usage: {"tokens_in": N, "tokens_out": N, "model": "..."}` reports
+    the call's usage; without one it is estimated from characters (docs/costs.md).
     The session counts the attempts of an item: runs with the same --item KEY are runs of
     one item, as are runs with a --nonce whose item parts (the pack's `session.item`: by
     default the nonce and vars) are the same; a run with neither is an item of its own.
     A run ends at PROCEED or a final action; the item's next run starts at attempt 1
     (--continue goes on counting the ended run instead). The last lines of the command's
-    stderr are kept with each attempt and shown after an EXECUTION_FAILED one.
+    stderr are kept with each attempt and shown after a failed call.
 
     \b
     Examples:
@@ -291,10 +296,11 @@ def _report(outcome: Outcome) -> None:
         else f"{verdict.status} {verdict.failure_type} ({verdict.error})"
     )
     first_line = what.splitlines()[0] if what else what
-    click.echo(
-        f"rules run: attempt {decision.attempt}: {first_line} -> {decision.action}", err=True
-    )
-    if outcome.stderr is not None and verdict.failure_type == EXECUTION_FAILURE:
+    then = decision.action
+    if decision.rule == TRANSPORT_RULE:  # the same prompt again: say when
+        then += f" ({decision.reason.partition(': ')[2]})"
+    click.echo(f"rules run: attempt {decision.attempt}: {first_line} -> {then}", err=True)
+    if outcome.stderr is not None and verdict.failure_type in CALL_FAILURES:
         # what the operator needs to see (a key missing, a quota spent); the last lines only
         lines = outcome.stderr.splitlines()
         last = f"last {len(lines)} lines" if len(lines) > 1 else "last line"

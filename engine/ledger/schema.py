@@ -12,6 +12,7 @@ token       SQLite                               PostgreSQL
 ``{ref}``   ``INTEGER``                          ``BIGINT`` (a column holding such an id)
 ``{blob}``  ``BLOB``                             ``BYTEA``
 ``{big}``   ``INTEGER``                          ``BIGINT`` (milliseconds since 1970)
+``{real}``  ``REAL``                             ``DOUBLE PRECISION``
 ==========  ===================================  ==========================================
 
 Every table has a ``session`` column: a server ledger holds many sessions, named by
@@ -34,6 +35,7 @@ _TOKENS: dict[Dialect, dict[str, str]] = {
         "ref": "INTEGER",
         "blob": "BLOB",
         "big": "INTEGER",
+        "real": "REAL",
         "session": SESSION,
     },
     "postgresql": {
@@ -42,6 +44,7 @@ _TOKENS: dict[Dialect, dict[str, str]] = {
         "ref": "BIGINT",
         "blob": "BYTEA",
         "big": "BIGINT",
+        "real": "DOUBLE PRECISION",
     },
 }
 
@@ -339,6 +342,17 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE attempts ADD COLUMN streamed_chars {ref}",
         "ALTER TABLE attempts ADD COLUMN stream_cut INTEGER",
+    ],
+    # 9: what each model call cost: why its prompt was sent (first, repair, retry,
+    # transport_retry), its tokens in and out (reported by the client, or estimated from
+    # characters: tokens_estimated = 1) and its cost at the pack's price of the model.
+    # NULL on attempts recorded before, and where nothing is known.
+    [
+        "ALTER TABLE attempts ADD COLUMN kind TEXT",
+        "ALTER TABLE attempts ADD COLUMN tokens_in INTEGER",
+        "ALTER TABLE attempts ADD COLUMN tokens_out INTEGER",
+        "ALTER TABLE attempts ADD COLUMN tokens_estimated INTEGER",
+        "ALTER TABLE attempts ADD COLUMN cost {real}",
     ],
 ]
 

@@ -28,6 +28,7 @@ from engine.format.section import (
     Section,
 )
 from engine.policy.budgets.section import BREAKERS, BUDGETS
+from engine.policy.calls.section import MODEL_CALLS
 from engine.policy.choices.section import MENUS
 from engine.policy.conflicts.section import CONFLICTS
 from engine.policy.gates.section import GATES
@@ -71,6 +72,7 @@ BUILTIN: tuple[BuiltinSection, ...] = (
     BUDGETS,
     BREAKERS,
     REVIEWS,
+    MODEL_CALLS,
     TESTS,
 )
 _BUILTIN_KEYS = {section.key: section for section in BUILTIN}

@@ -98,6 +98,10 @@ def session(rows: Iterable[Row], title: str, reviews: Mapping[str, Any] | None =
             ["example tokens in repair prompts", figures["example_tokens"]],
         ],
         per_accepted=per_accepted,
+        usage_rows=[
+            [kind, u["attempts"], u["tokens_in"], u["tokens_out"], u["estimated"], _money(u)]
+            for kind, u in figures.get("usage", {}).items()
+        ],
         rates=rates,
         by_attempt_rows=[[n, c["attempts"], c["accepted"]] for n, c in by_attempt.items()],
         failure_bars=[(t, n, str(n)) for t, n in figures["failures"].items()],
@@ -123,6 +127,9 @@ def _review_row(group: Mapping[str, Any]) -> list[Any]:
         f"{group['resolve_seconds_sum'] / count:.1f}" if count else "-",
         f"{100 * group['edit_share']:.0f}%",
     ]
+def _money(usage: Mapping[str, Any]) -> str:
+    """A kind's cost as shown: six decimals (prices per million tokens make small sums)."""
+    return f"{usage['cost']:.6f}"
 
 
 def backtest(report: Mapping[str, Any], title: str = "Backtest") -> str:
