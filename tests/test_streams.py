@@ -358,3 +358,18 @@ def test_a_json_prefix_fails_only_when_the_whole_output_fails(
         found = first_failure(json_pack, "task", text)
         if found is not None:
             assert json_pack.evaluate("task", text).status == "fail", (text, found)
+
+
+def test_a_kind_that_decides_nothing_on_a_prefix_is_read_whole(tmp_path: Path) -> None:
+    """A text contract has no prefix reader: its stream is read to the end and evaluated
+    whole, whatever its first lines hold (a TODO may be a failure, but the closing lines
+    are what the contract counts)."""
+    pack = engine.load_pack(str(REPO / "docs" / "examples" / "text"))
+    text = "Summary: TODO\n" + "more\n" * 400
+    stream = SdkStream([text[i : i + 16] for i in range(0, len(text), 16)])
+    result = engine.run(
+        pack, "summary", lambda p: stream, session=str(tmp_path / "s"), prompt="Summarize."
+    )
+    assert not stream.closed and result.attempts[0].output == text
+    assert result.attempts[0].verdict == pack.evaluate("summary", text)
+    assert attempts(tmp_path / "s")[0]["stream_cut"] == 0
