@@ -49,7 +49,7 @@ class Outcome(NamedTuple):
     """The decision asks for another attempt (a repair or a retry)."""
     rule: str = ""
     """The trigger rule (or limit) that decided: a flip's example names it on each side, so
-    a reviewer sees which rule of the candidate changed the outcome. Empty where it is not
+    a person reading it sees which rule of the candidate changed the outcome. Empty where it is not
     known (a shadow evaluation recorded before the rule was kept)."""
 
 

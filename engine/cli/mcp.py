@@ -10,6 +10,7 @@ import click
 from engine.cli.common import UsageFailure
 from engine.cli.opening import open_pack
 from engine.cli.options import pack_option
+from engine.mcp import stdio
 from engine.pack.compiled import Pack
 from engine.session.recording import ledger_problem
 
@@ -66,10 +67,8 @@ def mcp_command(
       rules mcp --pack sentinel --ledger sqlite:///rules.db
       rules mcp --print-tools > tools.json
     """
-    try:
-        # Deferred for the optional extra: the `mcp` SDK comes with `rules-engine[mcp]`, and
-        # its imports (starlette, httpx, pydantic models) would cost every other command.
-        from engine.mcp import stdio
+    try:  # the SDK is imported when first used (engine.mcp.stdio): named when missing
+        import mcp_types  # noqa: F401  # the optional extra, checked before any pack loads
     except ImportError as exc:
         raise UsageFailure(f"{EXTRA_HINT} ({exc.name or exc} is not installed)") from None
     if print_tools:

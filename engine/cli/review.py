@@ -80,8 +80,8 @@ def review_group() -> None:
 
     \b
     Examples:
-      rules run --pack sentinel --block VERDICT --nonce 4F2C9A --var criterion=AC1 \\
-          -- cat out.txt                     # NEEDS_HUMAN: opens review 1
+      rules run --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 \\
+          -- cat out.txt                   # NEEDS_HUMAN: opens review 1
       rules review list                      # the open reviews of .rules-session/
       rules review show 1
       rules review claim 1 --by alice

@@ -12,17 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
-
-import anyio
-import anyio.to_thread
-import mcp_types as types
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
+from typing import TYPE_CHECKING, Any
 
 from engine.core.version import VERSION
 from engine.mcp.tools import TOOLS, Served, ToolRefused, call
 from engine.pack.compiled import Pack
+
+if TYPE_CHECKING:
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
 
 INSTRUCTIONS = (
     "Check a model output against a rulepack's block before answering with it: "
@@ -34,6 +32,10 @@ INSTRUCTIONS = (
 
 def listed_tools() -> list[types.Tool]:
     """Every tool with its input and output schemas, as `tools/list` answers."""
+    # Deferred for the optional extra: the `mcp` SDK comes with `rules-engine[mcp]`
+    # (`rules mcp` names the extra when it is missing: ImportError).
+    import mcp_types as types
+
     return [
         types.Tool(
             name=tool.name,
@@ -47,6 +49,10 @@ def listed_tools() -> list[types.Tool]:
 
 def build_server(served: Served) -> Server[Any]:
     """The MCP server answering the tools over ``served``."""
+    # Deferred for the optional extra, as in listed_tools.
+    import anyio.to_thread
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
 
     async def list_tools(
         ctx: Any, params: types.PaginatedRequestParams | None
@@ -78,6 +84,10 @@ def build_server(served: Served) -> Server[Any]:
 def serve(packs: Mapping[str, Pack], sessions_dir: str, ledger: str | None) -> None:
     """Serve the tools over ``packs`` on stdin and stdout until the client closes stdin
     (a tool's ``session`` records under ``sessions_dir``, or in ``ledger`` when given)."""
+    # Deferred for the optional extra, as in listed_tools.
+    import anyio
+    from mcp.server.stdio import stdio_server
+
     server = build_server(Served(packs, sessions_dir, ledger))
 
     async def main() -> None:

@@ -127,6 +127,8 @@ def _review_row(group: Mapping[str, Any]) -> list[Any]:
         f"{group['resolve_seconds_sum'] / count:.1f}" if count else "-",
         f"{100 * group['edit_share']:.0f}%",
     ]
+
+
 def _money(usage: Mapping[str, Any]) -> str:
     """A kind's cost as shown: six decimals (prices per million tokens make small sums)."""
     return f"{usage['cost']:.6f}"

@@ -102,11 +102,6 @@ print(f"<<<END_VERDICT:AC1:NONCE={{n}}>>>")
 """
 
 
-BAD_ANSWER = (
-    '<<<ANSWER:V1:Q1:NONCE=4F2C9A>>>\nDECISION="YES"\nREASON="it holds"\n'
-    "<<<END_ANSWER:Q1:NONCE=4F2C9A>>>\n"
-)
-
 VERDICT_RUN = ["run", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F2C9A"]
 VERDICT_RUN += ["--var", "criterion=AC1"]
 
@@ -156,18 +151,11 @@ def build_world(folder: Path, engine_bin: Path | None = None) -> dict[str, str]:
         [*VERDICT_RUN, "--session", "runs/42", "--", "model-cli"],
         ["ledger", "copy", "--from", "runs/42", "--to", "a.db"],
     ]
-    # Reviews 1 to 3 in the default session: three items of my-pack that a model answering
-    # badly every time leaves to a person (NEEDS_HUMAN, exit 1); fixed.txt corrects them.
-    (folder / "bad-answer.txt").write_text(BAD_ANSWER, encoding="utf-8")
-    reviewed = ["run", "--pack", "./my-pack", "--block", "ANSWER", "--nonce", "4F2C9A"]
-    reviewed += ["--var", "question=Q1", "--", "cat", "bad-answer.txt"]
-    left = [[*reviewed[:7], "--item", f"item-{n}", *reviewed[7:]] for n in (1, 2, 3)]
-    for args in [*setup, *left]:
+    for args in setup:
         done = subprocess.run(
             ["rules", *args], cwd=folder, env=env, capture_output=True, text=True, check=False
         )
-        assert done.returncode == (1 if args in left else 0), (args, done.stdout + done.stderr)
-    shutil.copy(folder / "my-pack" / "tests" / "ANSWER" / "good.txt", folder / "fixed.txt")
+        assert done.returncode == 0, (args, done.stdout + done.stderr)
     return env
 
 

@@ -73,7 +73,8 @@ def test_a_failure_type_without_a_final_action_is_a_finding_at_its_policy(
     assert result.exit_code == 1
     [line] = [x for x in result.stdout.splitlines() if "[error]" in x]
     assert line.endswith(
-        "pack.yaml:9:23: [error] block VERDICT: OUTPUT_TOO_LARGE, EXECUTION_FAILED never "
+        "pack.yaml:9:23: [error] block VERDICT: OUTPUT_TOO_LARGE, EXECUTION_FAILED, "
+        "MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_UNAVAILABLE, MODEL_ERROR never "
         "reach a final action (on_not_retriable REVISE is not final): the loop has no bound "
         "(no-final-action)"
     )
