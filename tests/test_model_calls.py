@@ -628,3 +628,16 @@ def test_a_hostile_reply_is_a_failed_call_not_a_traceback(tmp_path: Path) -> Non
     [row] = rows(tmp_path / "t")
     assert done.decision.action == "PROCEED"
     assert (row["tokens_in"], row["tokens_out"], row["tokens_estimated"]) == (1, 4, True)
+
+
+def test_defaults_false_keeps_every_failed_call_execution_failed(tmp_path: Path) -> None:
+    pack = tmp_path / "pack"
+    shutil.copytree(PACK, pack)
+    text = (pack / "pack.yaml").read_text()
+    (pack / "pack.yaml").write_text(
+        text.replace("model_calls:\n", "model_calls:\n  defaults: false\n")
+    )
+    call = _scripted(RateLimitError("slow down", 429))
+    result = engine.run(pack, "answer", call, session=tmp_path / "s", prompt="p")
+    assert result.verdict.failure_type == "EXECUTION_FAILED"
+    assert result.decision.final

@@ -238,7 +238,9 @@ class Session:
                 )
 
         calls: CompiledCalls = self.pack.section("model_calls")
-        usage = replace(call.usage, model=call.usage.model or given.model)
+        usage = call.usage
+        if usage.model is None and given.model is not None:  # the model asked for is priced
+            usage = replace(usage, model=given.model)
         # a write token, taken once before the transaction: when the connection is lost
         # after COMMIT, the retried transaction finds the committed row by it
         token = uuid.uuid4().hex

@@ -7,9 +7,15 @@ How an output is obtained for a prompt is the caller's step: a model command
 (``engine.session.callable``: ``engine.run``, ``engine.arun``). ``run_with`` and
 ``arun_with`` start a run (``RunRequest``: its inputs split and checked, its session opened,
 its first prompt) and feed it from a plain or an async step. ``attempts`` is the loop as a
-generator that yields each prompt and receives the ``Execution`` it led to. Every attempt is
-recorded (verdict and decision in one row, in one transaction) before the next prompt is
-asked for, so an interrupted step leaves no half-recorded attempt.
+generator that yields each prompt (``Ask``: the prompt and the wait before it) and receives
+the ``Execution`` it led to. Every attempt is recorded (verdict and decision in one row, in
+one transaction) before the next prompt is asked for, so an interrupted step leaves no
+half-recorded attempt.
+
+A failed call is classified here, for every step alike, by the pack's ``model_calls``
+(``engine.policy.calls``); a declared transport retry asks for the same prompt again after
+its backoff, which the driver waits out (``drive`` with ``Waits.sleep``, ``adrive`` without
+holding the event loop). Each attempt's usage, reported or estimated, is recorded with it.
 """
 
 from __future__ import annotations

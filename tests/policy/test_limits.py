@@ -57,7 +57,7 @@ def test_the_packs_model_timeout_ends_a_hanging_model(tmp_path: Path) -> None:
     )
     assert time.monotonic() - started < 20  # two attempts of 1 s, not 600 s
     assert done.returncode == 1
-    assert b"MODEL_TIMEOUT" in done.stderr  # a call past its timeout, classified
+    assert b"MODEL_TIMEOUT" in done.stderr  # classified (model_calls defaults)
 
 
 def test_limits_out_of_range_are_findings(tmp_path: Path) -> None:
