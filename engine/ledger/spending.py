@@ -34,40 +34,49 @@ class Scope:
 def spent(tx: Tx, scope: Scope, since: int | None) -> int:
     """The calls ``scope`` has paid for (since ``since`` ms when given), its row taken
     first: it stays locked until ``tx`` ends, so the count cannot change under it."""
-    tx.execute(
+    # ON CONFLICT DO UPDATE reads the row's latest committed version once it holds it
+    row = tx.one(
         "INSERT INTO budget_counters (pack, budget, scope, spent, ts) VALUES (?, ?, ?, 0, ?)"
-        " ON CONFLICT (pack, budget, scope) DO UPDATE SET ts = excluded.ts",
+        " ON CONFLICT (pack, budget, scope) DO UPDATE SET ts = excluded.ts RETURNING spent",
         (scope.pack, scope.budget, scope.scope, now()),
     )
-    if since is None:
+    if since is not None:
+        # a statement of its own: on PostgreSQL its snapshot is taken once the row is held,
+        # so it sees every call paid for by the transactions that held it before
         row = tx.one(
-            "SELECT spent FROM budget_counters WHERE pack = ? AND budget = ? AND scope = ?",
-            (scope.pack, scope.budget, scope.scope),
-        )
-    else:
-        # the calls that left the window no longer count: forget them
-        tx.execute(
-            "DELETE FROM budget_spend WHERE pack = ? AND budget = ? AND scope = ? AND at <= ?",
+            "SELECT count(*) FROM budget_spend WHERE pack = ? AND budget = ? AND scope = ?"
+            " AND at > ?",
             (scope.pack, scope.budget, scope.scope, since),
-        )
-        row = tx.one(
-            "SELECT count(*) FROM budget_spend WHERE pack = ? AND budget = ? AND scope = ?",
-            (scope.pack, scope.budget, scope.scope),
         )
     return int(row[0]) if row else 0
 
 
-def pay(tx: Tx, scope: Scope, at: int, session: str, block: str, item: str) -> None:
-    """Record one call paid for by ``scope`` at ``at`` ms (``spent`` took its row)."""
-    tx.execute(
-        "UPDATE budget_counters SET spent = spent + 1 WHERE pack = ? AND budget = ? AND scope = ?",
-        (scope.pack, scope.budget, scope.scope),
-    )
-    tx.execute(
-        "INSERT INTO budget_spend (pack, budget, scope, at, session, block, item)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (scope.pack, scope.budget, scope.scope, at, session, block, item),
-    )
+_BUMP = "UPDATE budget_counters SET spent = spent + 1 WHERE pack = ? AND budget = ? AND scope = ?"
+_FORGET = "DELETE FROM budget_spend WHERE pack = ? AND budget = ? AND scope = ? AND at <= ?"
+_ADD = (
+    "INSERT INTO budget_spend (pack, budget, scope, at, session, block, item)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def pay(
+    tx: Tx, scope: Scope, at: int, where: tuple[str, str, str], since: int | None = None
+) -> None:
+    """Record one call paid for by ``scope`` at ``at`` ms (``spent`` took its row;
+    ``where``: the session, block and item that spent it). A budget over a window (its
+    start ``since``) keeps each call with its time and forgets those that left it."""
+    key = (scope.pack, scope.budget, scope.scope)
+    if since is None:
+        tx.execute(_BUMP, key)
+    elif tx.dialect == "postgresql":  # one round trip to the server
+        tx.execute(
+            f"WITH gone AS ({_FORGET}), bump AS ({_BUMP}) {_ADD}",
+            (*key, since, *key, *key, at, *where),
+        )
+    else:
+        tx.execute(_FORGET, (*key, since))
+        tx.execute(_BUMP, key)
+        tx.execute(_ADD, (*key, at, *where))
 
 
 def spend_report(
@@ -124,6 +133,12 @@ def put_breaker_state(
     )
 
 
+_OUTCOME = (
+    "INSERT INTO breaker_outcomes (pack, breaker, at, success, session, block, item)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 def add_outcome(
     tx: Tx,
     pack: str,
@@ -131,13 +146,30 @@ def add_outcome(
     at: int,
     success: bool,
     where: tuple[str, str, str],
-) -> None:
-    """Keep a repair's outcome (``where``: its session, block and item)."""
-    tx.execute(
-        "INSERT INTO breaker_outcomes (pack, breaker, at, success, session, block, item)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (pack, breaker, at, int(success), *where),
+    since: int,
+    last: int,
+) -> list[bool]:
+    """Keep a repair's outcome (``where``: its session, block and item); the outcomes of
+    the breaker's last ``last`` repairs at or after ``since`` ms, this one included,
+    oldest first (``breaker_state`` took its row)."""
+    added = (pack, breaker, at, int(success), *where)
+    recent = (
+        "SELECT id, at, success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND at >= ?"
     )
+    if tx.dialect == "postgresql":  # one round trip to the server
+        rows = tx.all(
+            f"WITH added AS ({_OUTCOME} RETURNING id, at, success) SELECT success FROM"
+            f" ({recent} UNION ALL SELECT id, at, success FROM added) o"
+            " ORDER BY at DESC, id DESC LIMIT ?",
+            (*added, pack, breaker, since, last),
+        )
+    else:
+        tx.execute(_OUTCOME, added)
+        rows = tx.all(
+            f"SELECT success FROM ({recent}) o ORDER BY at DESC, id DESC LIMIT ?",
+            (pack, breaker, since, last),
+        )
+    return [bool(r[0]) for r in reversed(rows)]
 
 
 def outcomes(tx: Tx, pack: str, breaker: str, since: int, last: int) -> list[bool]:

@@ -98,7 +98,7 @@ def admit_first_call(tx: Tx, pack: Pack, session: str, block: str) -> Refusal | 
     first such budget that cannot pay (nothing paid then). A budget per item run counts
     the call when it is recorded (the run's number is taken then)."""
     moment = now_ms()
-    paying: list[Scope] = []
+    paying: list[tuple[Scope, int | None]] = []
     for budget in budgets_of(pack):
         spec = budget.budget
         if spec.counts != "calls" or spec.per == "item" or not budget.applies(block):
@@ -107,9 +107,9 @@ def admit_first_call(tx: Tx, pack: Pack, session: str, block: str) -> Refusal | 
         used = rows.spent(tx, scope, _since(budget, moment))
         if used >= spec.limit:
             return Refusal(budget, used)
-        paying.append(scope)
-    for scope in paying:
-        rows.pay(tx, scope, moment, session, block, "")
+        paying.append((scope, _since(budget, moment)))
+    for scope, since in paying:
+        rows.pay(tx, scope, moment, (session, block, ""), since)
     return None
 
 
@@ -133,7 +133,7 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
         )
     # Rows are taken in one order by every worker (the item's counter, then budgets in the
     # pack's order, then breakers in the pack's order), so two never wait on each other.
-    paying: list[Scope] = []
+    paying: list[tuple[Scope, int | None]] = []
     refused: Decision | None = None
     for budget in budgets:
         if not budget.applies(at.block):
@@ -147,7 +147,7 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
         scope = _scope(pack, budget, at)
         used = rows.spent(tx, scope, _since(budget, moment))
         if first:  # made already: counted, never refused
-            rows.pay(tx, scope, moment, *where)
+            rows.pay(tx, scope, moment, where, _since(budget, moment))
             used += 1
         if not asking:
             continue
@@ -161,7 +161,7 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
                 trigger.after_failure,
             )
         else:
-            paying.append(scope)
+            paying.append((scope, _since(budget, moment)))
     previous = at.earlier[-1] if at.earlier else None
     repaired = previous is not None and not previous["final"] and previous["status"] == "fail"
     asks = refused is None and not decision.final and at.verdict.status == "fail"
@@ -204,8 +204,8 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
                 actions,
                 trigger.after_failure,
             )
-    for scope in paying:
-        rows.pay(tx, scope, moment, *where)
+    for scope, since in paying:
+        rows.pay(tx, scope, moment, where, since)
     return decision
 
 
@@ -242,11 +242,13 @@ def _outcome(
     at: Recording,
 ) -> BreakerState:
     """Keep a repair's outcome and move the breaker as it says; its state after."""
-    rows.add_outcome(tx, pack, breaker.name, moment, success, (at.session, at.block, at.item))
     since = state.since
     if breaker.within is not None:
         since = max(since, moment - int(breaker.within * 1000))
-    recent = rows.outcomes(tx, pack, breaker.name, since, breaker.breaker.last)
+    where = (at.session, at.block, at.item)
+    recent = rows.add_outcome(
+        tx, pack, breaker.name, moment, success, where, since, breaker.breaker.last
+    )
     changed = after_outcome(breaker, state, success, recent, moment)
     if changed != state:
         _put(tx, pack, breaker.name, changed)

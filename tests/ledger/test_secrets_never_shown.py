@@ -153,6 +153,7 @@ COMMANDS: dict[str, list[str]] = {
         "run": f"run {SENTINEL} --prompt {{prompt}} {SESSION} -- cat",
         "report": f"report {SESSION}",
         "export": f"export {SESSION}",
+        "budgets": f"budgets --pack sentinel {SESSION}",
         "choose": f"choose {SESSION} item1 opt1",
         "backtest": f"backtest --pack sentinel {SESSION}",
         "gate": f"gate --pack quality-gate --stage PLAN {SESSION} {{state}}",

@@ -38,6 +38,15 @@ budgets:
     window: 1h
     blocks: [VERDICT]
     action: {action: DEGRADE, default: {answer: UNKNOWN}}
+breakers:
+  # never opens (no share is below 0): here so that every worker takes the breaker's row
+  # too, in the same transactions, without waiting on another for ever
+  watching:
+    blocks: [VERDICT]
+    last: 5
+    min_success: 0
+    cooldown: 60s
+    action: NEEDS_HUMAN
 """
 
 

@@ -123,17 +123,6 @@ class BreakerState:
     since: int = 0
 
 
-@dataclass(frozen=True)
-class CompiledSpending:
-    """A pack's budgets and breakers, compiled."""
-
-    budgets: tuple[CompiledBudget, ...] = ()
-    breakers: tuple[CompiledBreaker, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.budgets or self.breakers)
-
-
 def compile_budgets(pack: Rulepack) -> tuple[CompiledBudget, ...]:
     return tuple(
         CompiledBudget(name, spec, seconds(spec.window)) for name, spec in pack.budgets.items()
