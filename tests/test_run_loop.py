@@ -101,7 +101,9 @@ def test_always_failing_model_ends_with_the_after_failure_action(tmp_path: Path)
     )
     assert done.returncode == 1
     assert done.stdout == b""
-    assert done.stderr.decode().splitlines()[-1].endswith("-> NEEDS_HUMAN")
+    *attempts, review = done.stderr.decode().splitlines()
+    assert attempts[-1].endswith("-> NEEDS_HUMAN")
+    assert review.startswith("rules run: review 1 is open")
     reflect = run_script(
         script("rules"),
         "run",
@@ -164,6 +166,8 @@ def test_crash_is_an_execution_failure_and_stderr_never_reaches_a_prompt(tmp_pat
     # column, never as the attempt's error (which a prompt may quote)
     assert done.stderr.decode().endswith(
         "  RuntimeError: SECRET-STDERR-CONTENT: model backend unavailable\n"
+        "rules run: review 1 is open: resolve it with `rules review show 1` (same --session "
+        "and --ledger)\n"
     )
     with SessionLedger(locate(tmp_path / "s"), read_only=True) as ledger:
         rows = ledger.attempts()

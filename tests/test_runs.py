@@ -37,6 +37,11 @@ REPAIRED = (
     "if grep -q 'broke its contract'; then cat my-pack/tests/ANSWER/good.txt; else cat out.txt; fi"
 )
 
+REVIEW_OPEN = (
+    "rules run: review 1 is open: resolve it with `rules review show 1` (same --session and "
+    "--ledger)"
+)  # the NEEDS_HUMAN decision opened a review a person resolves
+
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
@@ -104,7 +109,8 @@ def test_continue_goes_on_counting_the_ended_run(folder: Path) -> None:
     code, _, lines = rules(folder, "run", *ANSWER, "--continue", *model)
     assert code == 1
     assert lines == [
-        "rules run: attempt 3: fail PARSE_ERROR (line 2: DECISION must be unquoted) -> NEEDS_HUMAN"
+        "rules run: attempt 3: fail PARSE_ERROR (line 2: DECISION must be unquoted) -> NEEDS_HUMAN",
+        REVIEW_OPEN,
     ]
     assert rules(folder, "run", *ANSWER, *model)[0] == 0  # that run ended too: a new one
     rows = logged(folder)
@@ -240,6 +246,7 @@ def test_a_failing_model_commands_stderr_is_shown_and_kept(folder: Path) -> None
         "-> NEEDS_HUMAN",
         "rules run: the model command's stderr (last line):",
         "  ERROR: OPENAI_API_KEY not set",
+        REVIEW_OPEN,
     ]
     [row] = logged(folder)
     assert row["stderr"] == "ERROR: OPENAI_API_KEY not set"

@@ -39,7 +39,7 @@ EXIT_REFUSED = 1
 """A claim or resolution refused: taken by another, resolved already, an edit that fails
 the contract."""
 
-REVIEWER_ENV = "RULES_REVIEWER"
+BY_ENV = "RULES_REVIEW_BY"
 
 _folder_option = session_option(
     "Session folder (its ledger holds the reviews; with a PostgreSQL --ledger: the "
@@ -55,11 +55,10 @@ _format_option = click.option(
 )
 _by_option = click.option(
     "--by",
-    envvar=REVIEWER_ENV,
+    envvar=BY_ENV,
     default=lambda: os.environ.get("USER") or None,
     metavar="NAME",
-    help=f"Who resolves or claims (recorded with the decision). Default: ${REVIEWER_ENV}, "
-    "else $USER.",
+    help=f"Who resolves or claims (recorded with the decision). Default: ${BY_ENV}, else $USER.",
 )
 
 
@@ -80,7 +79,7 @@ def review_group() -> None:
 
     \b
     Examples:
-      rules run --pack sentinel --block VERDICT --nonce 4F2C9A --var criterion=AC1 \\
+      rules run --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 \\
           -- cat out.txt                     # NEEDS_HUMAN: opens review 1
       rules review list                      # the open reviews of .rules-session/
       rules review show 1
@@ -126,7 +125,7 @@ def _print(output_format: str, document: Any, text: Callable[[Any], str]) -> Non
 
 def _who(by: str | None) -> str:
     if not by:
-        raise UsageFailure(f"say who you are: --by NAME (or set ${REVIEWER_ENV})")
+        raise UsageFailure(f"say who you are: --by NAME (or set ${BY_ENV})")
     return by
 
 

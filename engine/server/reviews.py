@@ -5,7 +5,7 @@ review use cases (``engine.session.review_server``) and return their documents.
 
 A form of the page posts back to the page's own URL; a form posted from another origin
 (its ``Origin`` header naming another host) is refused, so a page elsewhere cannot make a
-reviewer's browser resolve a review.
+person's browser resolve a review.
 """
 
 from __future__ import annotations
@@ -346,10 +346,10 @@ async def submit(
                 if pack is None:
                     raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
                 verdict = served.check(pack, review, text)
-                return 200, review_page(found, draft=text, check=verdict, reviewer=by)
+                return 200, review_page(found, draft=text, check=verdict, person=by)
             if action == "claim":
                 done = served.claim(review, by, DEFAULT_CLAIM_SECONDS)
-                return 303, review_page(done, draft=text, reviewer=by)
+                return 303, review_page(done, draft=text, person=by)
             kinds = {"approve": "approved", "edit": "edited", "reject": "rejected"}
             if action not in kinds:
                 raise ReviewRefused("invalid", f"no such action {action[:40]!r}")
@@ -357,15 +357,13 @@ async def submit(
             return 303, ""
         except OutputRefused as exc:
             return 422, review_page(
-                found, draft=text, check=exc.verdict.to_json(), message=str(exc), reviewer=by
+                found, draft=text, check=exc.verdict.to_json(), message=str(exc), person=by
             )
         except ReviewRefused as exc:
             if exc.kind == "not-found":
                 raise
             status = 422 if exc.kind == "invalid" else 409
-            return status, review_page(
-                served.show(review), draft=text, message=str(exc), reviewer=by
-            )
+            return status, review_page(served.show(review), draft=text, message=str(exc), person=by)
 
     status, page_text = await _run(request, work)
     if status == 303:

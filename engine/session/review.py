@@ -423,9 +423,9 @@ def _refusal(
 def _person(by: str) -> str:
     name = " ".join(str(by).split())
     if not name:
-        raise ReviewRefused("invalid", "say who you are: a reviewer's name must not be empty")
+        raise ReviewRefused("invalid", "say who you are: a person's name must not be empty")
     if len(name) > MAX_NAME_CHARS:
-        raise ReviewRefused("invalid", f"a reviewer's name has at most {MAX_NAME_CHARS} characters")
+        raise ReviewRefused("invalid", f"a person's name has at most {MAX_NAME_CHARS} characters")
     return name
 
 

@@ -164,6 +164,13 @@ COMMANDS: dict[str, list[str]] = {
         "--rationale r",
         "conflicts detect": f"conflicts detect --pack gap-review {SESSION} "
         "--context {conflict_context} {conflict_output}",
+        "review list": f"review list {SESSION}",
+        "review show": f"review show {SESSION} 1",
+        "review claim": f"review claim {SESSION} 1 --by a",
+        "review release": f"review release {SESSION} 1 --by a",
+        "review approve": f"review approve {SESSION} 1 --by a",
+        "review edit": f"review edit {SESSION} 1 --by a --pack sentinel --output {{out}}",
+        "review reject": f"review reject {SESSION} 1 --by a --reason r",
     }.items()
 }
 NAMED_IN_THE_ISSUE = ("log", "eval", "ledger copy --from", "ledger copy --to", "serve")
