@@ -25,10 +25,13 @@ OUTPUT["vars"] = {"question": "Q1"}  # type: ignore[assignment]
 PROBLEM = "application/problem+json"
 
 
-def client(folder: Path, token: str | None = None) -> TestClient:
+def client(folder: Path, token: str | None = None, ledger: str | None = None) -> TestClient:
     make_pack(folder)
     config = ServerSettings(
-        packs=(str(folder / "my-pack"),), sessions_dir=str(folder / "sessions"), token=token
+        packs=(str(folder / "my-pack"),),
+        sessions_dir=str(folder / "sessions"),
+        token=token,
+        ledger=ledger,
     )
     return TestClient(create_app(config, load_pack_set(config.packs)), client=("127.0.0.1", 5))
 
@@ -40,31 +43,43 @@ def reach_review(http: TestClient, session: str = "s1") -> dict[str, Any]:
     return answer
 
 
-def test_the_api_claims_once_and_takes_an_edit_only_when_it_passes(tmp_path: Path) -> None:
-    with client(tmp_path) as http:
+@pytest.mark.parametrize("ledger", [None, "ledger.db"], ids=["session folders", "one ledger"])
+def test_the_api_claims_once_and_takes_an_edit_only_when_it_passes(
+    tmp_path: Path, ledger: str | None
+) -> None:
+    url = None if ledger is None else str(tmp_path / ledger)
+    with client(tmp_path, ledger=url) as http:
+        reach_review(http, "other")  # another session's review: listed, never confused
         answer = reach_review(http)
-        assert answer["review"] == {"id": 1, "state": "open", "url": "/v1/reviews/s1/1"}
+        first = 1 if ledger is None else 2  # one ledger numbers every session's reviews
+        assert answer["review"] == {"id": first, "state": "open", "url": f"/v1/reviews/s1/{first}"}
         listed = http.get("/v1/reviews").json()["reviews"]
-        assert [(r["session"], r["id"], r["state"]) for r in listed] == [("s1", 1, "open")]
-        shown = http.get("/v1/reviews/s1/1").json()
+        assert [(r["session"], r["id"]) for r in listed] == [("other", 1), ("s1", first)]
+        one = f"/v1/reviews/s1/{first}"
+        if ledger is not None:
+            assert http.get("/v1/reviews/s1/1").status_code == 404  # session other's review
+        shown = http.get(one).json()
         assert [a["output"] for a in shown["attempts"]] == [None, BAD]  # the first not kept
-        claimed = http.post("/v1/reviews/s1/1/claim", json={"by": "ann"})
+        claimed = http.post(f"{one}/claim", json={"by": "ann"})
         assert (claimed.status_code, claimed.json()["claimed_by"]) == (200, "ann")
-        taken = http.post("/v1/reviews/s1/1/claim", json={"by": "ben"})
+        taken = http.post(f"{one}/claim", json={"by": "ben"})
         assert taken.status_code == 409 and taken.headers["content-type"] == PROBLEM
         assert taken.json()["type"].endswith(":review-taken")
-        check = http.post("/v1/reviews/s1/1/check", json={"output": BAD}).json()
+        check = http.post(f"{one}/check", json={"output": BAD}).json()
         assert check["verdict"]["status"] == "fail"
-        refused = http.post("/v1/reviews/s1/1/edit", json={"by": "ann", "output": BAD})
+        refused = http.post(f"{one}/edit", json={"by": "ann", "output": BAD})
         assert refused.status_code == 422
         assert refused.json()["verdict"]["failures"][0]["type"] == "PARSE_ERROR"
-        done = http.post("/v1/reviews/s1/1/edit", json={"by": "ann", "output": EDITED}).json()
+        done = http.post(f"{one}/edit", json={"by": "ann", "output": EDITED}).json()
         assert (done["state"], done["resolution"], done["output"]) == ("resolved", "edited", EDITED)
-        again = http.post("/v1/reviews/s1/1/reject", json={"by": "ben", "reason": "late"})
+        assert done["session"] == "s1"
+        again = http.post(f"{one}/reject", json={"by": "ben", "reason": "late"})
         assert again.status_code == 409 and "resolved already" in again.json()["detail"]
         assert http.get("/v1/reviews/s9/1").status_code == 404
         assert http.get("/v1/reviews/s1/99").json()["type"].endswith(":review-not-found")
-        assert http.get("/v1/reviews?state=resolved").json()["reviews"][0]["resolved_by"] == "ann"
+        [resolved] = http.get("/v1/reviews?state=resolved").json()["reviews"]
+        assert (resolved["session"], resolved["resolved_by"]) == ("s1", "ann")
+        assert [r["session"] for r in http.get("/v1/reviews").json()["reviews"]] == ["other"]
         paths = set(http.get("/openapi.json").json()["paths"])
         assert {
             "/v1/reviews/{session}/{review}/approve",
