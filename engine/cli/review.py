@@ -62,6 +62,11 @@ _by_option = click.option(
 )
 
 
+_hook_pack_option = pack_option(
+    "The review's pack, to call its `reviews.webhook` (if it declares one).", required=False
+)
+
+
 def _common(command: F) -> F:
     return _folder_option(_ledger_option(_format_option(command)))
 
@@ -213,12 +218,15 @@ def _resolve(
     pack = open_pack(pack_ref, cached=True) if pack_ref else None
     with _refusals():
         found = resolve_review(pack, ref, review, resolution)
+    for warning in found.get("warnings") or []:
+        click.echo(f"warning: {warning}", err=True)
     _print(output_format, found, shown.changed_text)
 
 
 @review_group.command("approve")
 @_common
 @_by_option
+@_hook_pack_option
 @click.option("--reason", help="Why, recorded with the decision.")
 @click.argument("review", type=BoundedInt(min=1))
 def approve_command(
@@ -226,6 +234,7 @@ def approve_command(
     ledger_url: str | None,
     output_format: str,
     by: str | None,
+    pack_ref: str | None,
     reason: str | None,
     review: int,
 ) -> None:
@@ -236,6 +245,7 @@ def approve_command(
         output_format,
         review,
         Resolution("approved", _who(by), None, reason),
+        pack_ref,
     )
 
 
@@ -278,6 +288,7 @@ def edit_command(
 @review_group.command("reject")
 @_common
 @_by_option
+@_hook_pack_option
 @click.option("--reason", required=True, help="Why the item is rejected (recorded).")
 @click.argument("review", type=BoundedInt(min=1))
 def reject_command(
@@ -285,6 +296,7 @@ def reject_command(
     ledger_url: str | None,
     output_format: str,
     by: str | None,
+    pack_ref: str | None,
     reason: str,
     review: int,
 ) -> None:
@@ -295,6 +307,7 @@ def reject_command(
         output_format,
         review,
         Resolution("rejected", _who(by), None, reason),
+        pack_ref,
     )
 
 

@@ -225,12 +225,10 @@ async def _resolve(
     resolution = Resolution(kind, body.by, getattr(body, "output", None), body.reason)
 
     def work() -> dict[str, Any]:
-        pack = None
-        if kind == "edited":
-            found = served.show(review)
-            pack = _pack(request, str(found["pack"]))
-            if pack is None:
-                raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
+        found = served.show(review)
+        pack = _pack(request, str(found["pack"]))  # its webhook is told of the resolution
+        if pack is None and kind == "edited":
+            raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
         return served.resolve(pack, review, resolution)
 
     return Document(await _run(request, work))

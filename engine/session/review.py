@@ -41,6 +41,7 @@ from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
 from engine.policy.triggers.decide import Decision
 from engine.session.items import item_label, sha256
+from engine.session.review_hooks import notify
 from engine.session.session_ref import SessionRef
 
 STATES = ("open", "claimed", "resolved")
@@ -505,7 +506,8 @@ def resolve_review(
     """Resolve the review and record the item's final decision (who and when in its
     reason); an edited output must pass the block's contract (``OutputRefused``) and is
     kept as the item's accepted output. ``pack``: the review's pack (needed to check an
-    edited output)."""
+    edited output; its ``reviews.webhook``, if any, is told of the resolution, and what
+    failed of that is in the document's ``warnings``)."""
     who = _person(resolution.by)
     kind = resolution.resolution
     if kind not in ("approved", "edited", "rejected"):
@@ -516,17 +518,16 @@ def resolve_review(
     if reason is not None and len(reason) > MAX_REASON_CHARS:
         raise ReviewRefused("invalid", f"a reason has at most {MAX_REASON_CHARS} characters")
     current = show_review(session, review)
+    if pack is not None and pack.name != current["pack"]:
+        raise ReviewRefused(
+            "invalid", f"review {review} was opened by pack {current['pack']!r}, not {pack.name!r}"
+        )
     verdict: Verdict | None = None
     if kind == "edited":
         if resolution.output is None:
             raise ReviewRefused("invalid", "an edit needs the corrected output")
         if pack is None:
             raise ReviewRefused("invalid", f"checking an edit needs pack {current['pack']}")
-        if pack.name != current["pack"]:
-            raise ReviewRefused(
-                "invalid",
-                f"review {review} was opened by pack {current['pack']!r}, not {pack.name!r}",
-            )
         verdict = check_output(pack, current, resolution.output)
         if verdict.status == "fail":
             raise OutputRefused(review, verdict)
@@ -592,7 +593,10 @@ def resolve_review(
         done, row = ledger.write(work)
         if not done or row is None:
             raise _refusal(row, session, review, stamp)
-        return document(row, stamp, ledger)
+        resolved = document(row, stamp, ledger)
+    # told after the commit: a hook that fails leaves the review resolved, and says so
+    resolved["warnings"] = notify(pack, resolved)
+    return resolved
 
 
 # ---------------------------------------------------------------------- waiting, examples
