@@ -315,6 +315,7 @@ def _final_attempt(
                 final=True,
                 output_sha256=sha256(text),
                 output_chars=len(text),
+                round=review_rows.round_of(tx, int(row["attempt_id"])),
                 nonce=nonce,
                 revision=row.get("revision"),
             ),
