@@ -152,7 +152,9 @@ def test_an_item_names_one_across_nonces(tmp_path: Path) -> None:
     assert run("5B3D1E") == (0, ["REPAIR", "PROCEED"])  # another nonce: another item
     assert run("4F2C9A", "--item", "cycle-1") == (0, ["REPAIR", "PROCEED"])
     assert run("5B3D1E", "--item", "cycle-1") == (0, ["REPAIR", "PROCEED"])  # a new run
-    assert run("5B3D1E", "--item", "cycle-1", "--continue") == (1, ["NEEDS_HUMAN"])
+    code, actions = run("5B3D1E", "--item", "cycle-1", "--continue")
+    assert (code, actions[0]) == (1, "NEEDS_HUMAN")
+    assert actions[1].startswith("rules run: review 1 is open")  # a person resolves it
 
 
 @pytest.mark.parametrize("command", ["run", "eval", "render"])

@@ -7,13 +7,16 @@ at once: exactly one gets it (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import http.server
 import json
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -317,3 +320,76 @@ def test_a_review_past_its_time_takes_the_fallback_once(tmp_path: Path, ledger_u
 
 def test_the_docs_page_is_in_the_nav() -> None:
     assert "review.md" in (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------ webhook
+
+
+class Hook(http.server.BaseHTTPRequestHandler):
+    """``/hook`` fails its first call and takes the next; ``/moved`` redirects to
+    ``/stolen``. Every call is kept in ``Hook.calls`` as (path, headers, body)."""
+
+    calls: ClassVar[list[tuple[str, dict[str, str], bytes]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        Hook.calls.append((self.path, dict(self.headers), body))
+        if self.path == "/moved":
+            self.send_response(302)
+            self.send_header("Location", "/stolen")
+        elif self.path == "/hook" and sum(c[0] == "/hook" for c in Hook.calls) == 1:
+            self.send_response(500)
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+def test_the_webhook_is_told_signed_retried_and_never_redirected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    Hook.calls = []
+    hook = (
+        "\nreviews:\n"
+        "  webhook: {url: URL, secret_env: REVIEW_HOOK_SECRET, timeout: 2, attempts: 2}\n"
+    )
+    make_pack(tmp_path, hook.replace("URL", f"{base}/hook"))
+    try:
+        needs_human(tmp_path)
+        monkeypatch.setenv("REVIEW_HOOK_SECRET", "hook-secret-8Qz")
+        done = rules(tmp_path, "review", "approve", "1", "--by", "hal", "--pack", "./my-pack")
+        assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+        assert [c[0] for c in Hook.calls] == ["/hook", "/hook"]  # a failed try, then told
+        _, headers, body = Hook.calls[-1]
+        signed = hmac.new(b"hook-secret-8Qz", body, hashlib.sha256).hexdigest()
+        assert headers["X-Rules-Signature"] == f"sha256={signed}"
+        told = json.loads(body)
+        assert told["event"] == "review.resolved"
+        assert (told["review"]["resolution"], told["review"]["resolved_by"]) == ("approved", "hal")
+        assert "material" not in told["review"] and "attempts" not in told["review"]
+
+        pack = tmp_path / "my-pack" / "pack.yaml"
+        pack.write_text(pack.read_text().replace("/hook", "/moved"), encoding="utf-8")
+        needs_human(tmp_path)
+        Hook.calls = []
+        moved = rules(tmp_path, "review", "reject", "2", "--by", "hal", "--reason", "no",
+                      "--pack", "./my-pack")  # fmt: skip
+        assert moved.returncode == 0  # resolved all the same
+        assert "a redirect, not followed" in moved.stderr and "stays resolved" in moved.stderr
+        assert [c[0] for c in Hook.calls] == ["/moved", "/moved"]  # never /stolen
+
+        monkeypatch.delenv("REVIEW_HOOK_SECRET")
+        needs_human(tmp_path)
+        Hook.calls = []
+        unsigned = rules(tmp_path, "review", "approve", "3", "--by", "hal", "--pack", "./my-pack")
+        assert "REVIEW_HOOK_SECRET holding its signing secret is not set" in unsigned.stderr
+        assert Hook.calls == []
+    finally:
+        server.shutdown()
+        server.server_close()

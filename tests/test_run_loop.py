@@ -101,8 +101,9 @@ def test_always_failing_model_ends_with_the_after_failure_action(tmp_path: Path)
     )
     assert done.returncode == 1
     assert done.stdout == b""
-    attempts = [line for line in done.stderr.decode().splitlines() if " -> " in line]
+    *attempts, review = done.stderr.decode().splitlines()
     assert attempts[-1].endswith("-> NEEDS_HUMAN")
+    assert review.startswith("rules run: review 1 is open")
     reflect = run_script(
         script("rules"),
         "run",
@@ -142,7 +143,8 @@ def test_hanging_model_times_out(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert (
-        "MODEL_TIMEOUT (model command timed out after 1 s) -> NEEDS_HUMAN" in done.stderr.decode()
+        "EXECUTION_FAILED (model command timed out after 1 s) -> NEEDS_HUMAN"
+        in done.stderr.decode()
     )
 
 
@@ -162,10 +164,11 @@ def test_crash_is_an_execution_failure_and_stderr_never_reaches_a_prompt(tmp_pat
     assert "EXECUTION_FAILED (model command exited with status 1)" in done.stderr.decode()
     # the operator sees the tail of the command's stderr; the ledger keeps it in its own
     # column, never as the attempt's error (which a prompt may quote)
-    assert (
+    assert done.stderr.decode().endswith(
         "  RuntimeError: SECRET-STDERR-CONTENT: model backend unavailable\n"
-        "rules run: review 1 is open"
-    ) in done.stderr.decode()
+        "rules run: review 1 is open: resolve it with `rules review show 1` (same --session "
+        "and --ledger)\n"
+    )
     with SessionLedger(locate(tmp_path / "s"), read_only=True) as ledger:
         rows = ledger.attempts()
     assert [(r["failure_type"], r["action"]) for r in rows] == [("EXECUTION_FAILED", "NEEDS_HUMAN")]

@@ -37,6 +37,11 @@ REPAIRED = (
     "if grep -q 'broke its contract'; then cat my-pack/tests/ANSWER/good.txt; else cat out.txt; fi"
 )
 
+REVIEW_OPEN = (
+    "rules run: review 1 is open: resolve it with `rules review show 1` (same --session and "
+    "--ledger)"
+)  # the NEEDS_HUMAN decision opened a review a person resolves
+
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
@@ -105,8 +110,7 @@ def test_continue_goes_on_counting_the_ended_run(folder: Path) -> None:
     assert code == 1
     assert lines == [
         "rules run: attempt 3: fail PARSE_ERROR (line 2: DECISION must be unquoted) -> NEEDS_HUMAN",
-        "rules run: review 1 is open: resolve it with `rules review show 1` (same --session "
-        "and --ledger)",
+        REVIEW_OPEN,
     ]
     assert rules(folder, "run", *ANSWER, *model)[0] == 0  # that run ended too: a new one
     rows = logged(folder)
@@ -178,35 +182,6 @@ def test_engine_run_starts_a_new_run_unless_asked_to_continue(folder: Path) -> N
         engine.run(pack, "ANSWER", call, session=session, continue_run=True)
 
 
-def test_the_session_route_starts_a_new_run_unless_asked_to_continue(folder: Path) -> None:
-    """The server's front door to the same rule: `continue_run` as `--continue` is."""
-    pytest.importorskip("fastapi", reason="the server extra is not installed")
-    from fastapi.testclient import TestClient
-
-    from engine.server.app import create_app
-    from engine.server.packs import load_pack_set
-    from engine.server.settings import ServerSettings
-
-    good = (folder / "my-pack" / "tests" / "ANSWER" / "good.txt").read_text()
-    config = ServerSettings(packs=(str(folder / "my-pack"),), sessions_dir=str(folder / "s"))
-    client = TestClient(create_app(config, load_pack_set(config.packs)))
-    body = {"pack": "my-pack", "block": "ANSWER", "nonce": "4F2C9A", "vars": {"question": "Q1"}}
-
-    def send(output: str, **more: Any) -> tuple[int, str]:
-        answer = client.post("/v1/sessions/team/outputs", json={**body, "output": output, **more})
-        assert answer.status_code == 200, answer.text
-        return answer.json()["attempt"], answer.json()["decision"]["action"]
-
-    assert [send(BAD), send(good)] == [(1, "REPAIR"), (2, "PROCEED")]
-    assert send(BAD) == (1, "REPAIR")  # the finished run does not swallow the next one
-    assert send(good) == (2, "PROCEED")
-    assert send(BAD, continue_run=True) == (3, "NEEDS_HUMAN")
-    refused = client.post(
-        "/v1/sessions/team/outputs", json={**body, "output": BAD, "continue_run": "perhaps"}
-    )
-    assert refused.status_code == 422 and "continue_run" in refused.text
-
-
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_ledger_of_schema_4_is_migrated_into_runs(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -271,8 +246,7 @@ def test_a_failing_model_commands_stderr_is_shown_and_kept(folder: Path) -> None
         "-> NEEDS_HUMAN",
         "rules run: the model command's stderr (last line):",
         "  ERROR: OPENAI_API_KEY not set",
-        "rules run: review 1 is open: resolve it with `rules review show 1` (same --session "
-        "and --ledger)",
+        REVIEW_OPEN,
     ]
     [row] = logged(folder)
     assert row["stderr"] == "ERROR: OPENAI_API_KEY not set"

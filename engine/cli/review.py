@@ -39,7 +39,7 @@ EXIT_REFUSED = 1
 """A claim or resolution refused: taken by another, resolved already, an edit that fails
 the contract."""
 
-REVIEWER_ENV = "RULES_REVIEWER"
+BY_ENV = "RULES_REVIEW_BY"
 
 _folder_option = session_option(
     "Session folder (its ledger holds the reviews; with a PostgreSQL --ledger: the "
@@ -55,11 +55,15 @@ _format_option = click.option(
 )
 _by_option = click.option(
     "--by",
-    envvar=REVIEWER_ENV,
+    envvar=BY_ENV,
     default=lambda: os.environ.get("USER") or None,
     metavar="NAME",
-    help=f"Who resolves or claims (recorded with the decision). Default: ${REVIEWER_ENV}, "
-    "else $USER.",
+    help=f"Who resolves or claims (recorded with the decision). Default: ${BY_ENV}, else $USER.",
+)
+
+
+_hook_pack_option = pack_option(
+    "The review's pack, to call its `reviews.webhook` (if it declares one).", required=False
 )
 
 
@@ -81,7 +85,7 @@ def review_group() -> None:
     \b
     Examples:
       rules run --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 \\
-          -- cat out.txt                   # NEEDS_HUMAN: opens review 1
+          -- cat out.txt                     # NEEDS_HUMAN: opens review 1
       rules review list                      # the open reviews of .rules-session/
       rules review show 1
       rules review claim 1 --by alice
@@ -126,7 +130,7 @@ def _print(output_format: str, document: Any, text: Callable[[Any], str]) -> Non
 
 def _who(by: str | None) -> str:
     if not by:
-        raise UsageFailure(f"say who you are: --by NAME (or set ${REVIEWER_ENV})")
+        raise UsageFailure(f"say who you are: --by NAME (or set ${BY_ENV})")
     return by
 
 
@@ -214,12 +218,15 @@ def _resolve(
     pack = open_pack(pack_ref, cached=True) if pack_ref else None
     with _refusals():
         found = resolve_review(pack, ref, review, resolution)
+    for warning in found.get("warnings") or []:
+        click.echo(f"warning: {warning}", err=True)
     _print(output_format, found, shown.changed_text)
 
 
 @review_group.command("approve")
 @_common
 @_by_option
+@_hook_pack_option
 @click.option("--reason", help="Why, recorded with the decision.")
 @click.argument("review", type=BoundedInt(min=1))
 def approve_command(
@@ -227,6 +234,7 @@ def approve_command(
     ledger_url: str | None,
     output_format: str,
     by: str | None,
+    pack_ref: str | None,
     reason: str | None,
     review: int,
 ) -> None:
@@ -237,6 +245,7 @@ def approve_command(
         output_format,
         review,
         Resolution("approved", _who(by), None, reason),
+        pack_ref,
     )
 
 
@@ -279,6 +288,7 @@ def edit_command(
 @review_group.command("reject")
 @_common
 @_by_option
+@_hook_pack_option
 @click.option("--reason", required=True, help="Why the item is rejected (recorded).")
 @click.argument("review", type=BoundedInt(min=1))
 def reject_command(
@@ -286,6 +296,7 @@ def reject_command(
     ledger_url: str | None,
     output_format: str,
     by: str | None,
+    pack_ref: str | None,
     reason: str,
     review: int,
 ) -> None:
@@ -296,6 +307,7 @@ def reject_command(
         output_format,
         review,
         Resolution("rejected", _who(by), None, reason),
+        pack_ref,
     )
 
 

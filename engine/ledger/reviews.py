@@ -188,3 +188,9 @@ def figures_rows(tx: Tx, session: str | None = None) -> list[dict[str, Any]]:
     if session is None:
         return tx.dicts(sql + " ORDER BY id")
     return tx.dicts(sql + " WHERE session = ? ORDER BY id", (session,))
+
+
+def round_of(tx: Tx, attempt_id: int) -> int | None:
+    """The round recorded with an attempt (the one that opened a review), or None."""
+    row = tx.one("SELECT round FROM attempts WHERE id = ?", (attempt_id,))
+    return None if row is None or row[0] is None else int(row[0])

@@ -106,7 +106,7 @@ def review_page(
     draft: str | None = None,
     check: Mapping[str, Any] | None = None,
     message: str | None = None,
-    resolver: str = "",
+    person: str = "",
 ) -> str:
     """One review: its attempts side by side with their failures highlighted, and the
     forms that claim and resolve it. ``draft``: the text in the editor (the last output
@@ -124,5 +124,5 @@ def review_page(
         draft=last if draft is None else draft,
         check=check,
         message=message,
-        resolver=resolver,
+        person=person,
     )

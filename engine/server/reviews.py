@@ -225,12 +225,10 @@ async def _resolve(
     resolution = Resolution(kind, body.by, getattr(body, "output", None), body.reason)
 
     def work() -> dict[str, Any]:
-        pack = None
-        if kind == "edited":
-            found = served.show(review)
-            pack = _pack(request, str(found["pack"]))
-            if pack is None:
-                raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
+        found = served.show(review)
+        pack = _pack(request, str(found["pack"]))  # its webhook is told of the resolution
+        if pack is None and kind == "edited":
+            raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
         return served.resolve(pack, review, resolution)
 
     return Document(await _run(request, work))
@@ -346,10 +344,10 @@ async def submit(
                 if pack is None:
                     raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
                 verdict = served.check(pack, review, text)
-                return 200, review_page(found, draft=text, check=verdict, resolver=by)
+                return 200, review_page(found, draft=text, check=verdict, person=by)
             if action == "claim":
                 done = served.claim(review, by, DEFAULT_CLAIM_SECONDS)
-                return 303, review_page(done, draft=text, resolver=by)
+                return 303, review_page(done, draft=text, person=by)
             kinds = {"approve": "approved", "edit": "edited", "reject": "rejected"}
             if action not in kinds:
                 raise ReviewRefused("invalid", f"no such action {action[:40]!r}")
@@ -357,15 +355,13 @@ async def submit(
             return 303, ""
         except OutputRefused as exc:
             return 422, review_page(
-                found, draft=text, check=exc.verdict.to_json(), message=str(exc), resolver=by
+                found, draft=text, check=exc.verdict.to_json(), message=str(exc), person=by
             )
         except ReviewRefused as exc:
             if exc.kind == "not-found":
                 raise
             status = 422 if exc.kind == "invalid" else 409
-            return status, review_page(
-                served.show(review), draft=text, message=str(exc), resolver=by
-            )
+            return status, review_page(served.show(review), draft=text, message=str(exc), person=by)
 
     status, page_text = await _run(request, work)
     if status == 303:

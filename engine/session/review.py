@@ -41,6 +41,7 @@ from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
 from engine.policy.triggers.decide import Decision
 from engine.session.items import item_label, sha256
+from engine.session.review_hooks import notify
 from engine.session.session_ref import SessionRef
 
 STATES = ("open", "claimed", "resolved")
@@ -314,6 +315,7 @@ def _final_attempt(
                 final=True,
                 output_sha256=sha256(text),
                 output_chars=len(text),
+                round=review_rows.round_of(tx, int(row["attempt_id"])),
                 nonce=nonce,
                 revision=row.get("revision"),
             ),
@@ -423,13 +425,9 @@ def _refusal(
 def _person(by: str) -> str:
     name = " ".join(str(by).split())
     if not name:
-        raise ReviewRefused(
-            "invalid", "say who you are: the name of who resolves must not be empty"
-        )
+        raise ReviewRefused("invalid", "say who you are: a person's name must not be empty")
     if len(name) > MAX_NAME_CHARS:
-        raise ReviewRefused(
-            "invalid", f"the name of who resolves has at most {MAX_NAME_CHARS} characters"
-        )
+        raise ReviewRefused("invalid", f"a person's name has at most {MAX_NAME_CHARS} characters")
     return name
 
 
@@ -509,7 +507,8 @@ def resolve_review(
     """Resolve the review and record the item's final decision (who and when in its
     reason); an edited output must pass the block's contract (``OutputRefused``) and is
     kept as the item's accepted output. ``pack``: the review's pack (needed to check an
-    edited output)."""
+    edited output; its ``reviews.webhook``, if any, is told of the resolution, and what
+    failed of that is in the document's ``warnings``)."""
     who = _person(resolution.by)
     kind = resolution.resolution
     if kind not in ("approved", "edited", "rejected"):
@@ -520,17 +519,16 @@ def resolve_review(
     if reason is not None and len(reason) > MAX_REASON_CHARS:
         raise ReviewRefused("invalid", f"a reason has at most {MAX_REASON_CHARS} characters")
     current = show_review(session, review)
+    if pack is not None and pack.name != current["pack"]:
+        raise ReviewRefused(
+            "invalid", f"review {review} was opened by pack {current['pack']!r}, not {pack.name!r}"
+        )
     verdict: Verdict | None = None
     if kind == "edited":
         if resolution.output is None:
             raise ReviewRefused("invalid", "an edit needs the corrected output")
         if pack is None:
             raise ReviewRefused("invalid", f"checking an edit needs pack {current['pack']}")
-        if pack.name != current["pack"]:
-            raise ReviewRefused(
-                "invalid",
-                f"review {review} was opened by pack {current['pack']!r}, not {pack.name!r}",
-            )
         verdict = check_output(pack, current, resolution.output)
         if verdict.status == "fail":
             raise OutputRefused(review, verdict)
@@ -596,7 +594,10 @@ def resolve_review(
         done, row = ledger.write(work)
         if not done or row is None:
             raise _refusal(row, session, review, stamp)
-        return document(row, stamp, ledger)
+        resolved = document(row, stamp, ledger)
+    # told after the commit: a hook that fails leaves the review resolved, and says so
+    resolved["warnings"] = notify(pack, resolved)
+    return resolved
 
 
 # ---------------------------------------------------------------------- waiting, examples

@@ -168,12 +168,12 @@ COMMANDS: dict[str, list[str]] = {
         "--context {conflict_context} {conflict_output}",
         "budgets": f"budgets --pack sentinel {SESSION}",
         "review list": f"review list {SESSION}",
-        "review show": f"review show 1 {SESSION}",
-        "review claim": f"review claim 1 --by a {SESSION}",
-        "review release": f"review release 1 --by a {SESSION}",
-        "review approve": f"review approve 1 --by a {SESSION}",
-        "review edit": f"review edit 1 --by a --pack sentinel --output {{out}} {SESSION}",
-        "review reject": f"review reject 1 --by a --reason r {SESSION}",
+        "review show": f"review show {SESSION} 1",
+        "review claim": f"review claim {SESSION} 1 --by a",
+        "review release": f"review release {SESSION} 1 --by a",
+        "review approve": f"review approve {SESSION} 1 --by a",
+        "review edit": f"review edit {SESSION} 1 --by a --pack sentinel --output {{out}}",
+        "review reject": f"review reject {SESSION} 1 --by a --reason r",
     }.items()
 }
 NAMED_IN_THE_ISSUE = ("log", "eval", "ledger copy --from", "ledger copy --to", "serve")

@@ -19,6 +19,19 @@ if TYPE_CHECKING:
 DAY = 86_400
 
 
+class Webhook(Strict):
+    """A URL called once a review is resolved: a JSON POST of the review (without its
+    material), signed with HMAC-SHA256 of the body under the secret held by the
+    environment variable ``secret_env`` (header ``X-Rules-Signature: sha256=<hex>``),
+    each try bounded by ``timeout`` seconds, tried up to ``attempts`` times; a redirect
+    is never followed (it counts as a failed try)."""
+
+    url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2000)
+    secret_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)
+    timeout: float = Field(default=5, gt=0, le=60)
+    attempts: int = Field(default=3, ge=1, le=10)
+
+
 class Reviews(Strict):
     """Which final decisions open a review in the session's ledger, and its deadlines.
 
@@ -51,6 +64,9 @@ class Reviews(Strict):
         ge=1,
         le=DAY,
         description="seconds a claim holds a review for one person; after it others may claim it",
+    )
+    webhook: Webhook | None = Field(
+        default=None, description="a URL told of each resolution (signed, bounded, retried)"
     )
     wait: float = Field(
         default=0,
