@@ -166,7 +166,6 @@ COMMANDS: dict[str, list[str]] = {
         "--rationale r",
         "conflicts detect": f"conflicts detect --pack gap-review {SESSION} "
         "--context {conflict_context} {conflict_output}",
-        "budgets": f"budgets --pack sentinel {SESSION}",
         "review list": f"review list {SESSION}",
         "review show": f"review show {SESSION} 1",
         "review claim": f"review claim {SESSION} 1 --by a",
