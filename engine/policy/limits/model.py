@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from engine.format import fields
 
@@ -69,6 +69,37 @@ class RateLimits(fields.Strict):
     )
 
 
+PromptPart = Literal["example", "original_output", "micro_hint"]
+"""A part of a repair or retry prompt the engine can leave out to keep the prompt within its
+budget: the template variable it empties (retry templates show only the example)."""
+
+DEFAULT_DROP: tuple[PromptPart, ...] = ("example", "original_output")
+
+
+class PromptBudget(fields.Strict):
+    """The most tokens a repair or retry prompt may take, and what to leave out, in order,
+    when a rendered prompt is over it (engine.prompts.budget)."""
+
+    tokens: int = Field(
+        ge=1,
+        le=10_000_000,
+        description="the most tokens a repair or retry prompt may take, estimated as its "
+        "characters divided by `examples.budgets.chars_per_token` (rounded up)",
+    )
+    drop: list[PromptPart] = Field(
+        default_factory=lambda: list(DEFAULT_DROP),
+        max_length=3,
+        description="the parts emptied one after another, in this order, while the "
+        "rendered prompt is over `tokens`",
+    )
+
+    @model_validator(mode="after")
+    def _once(self) -> PromptBudget:
+        if len(set(self.drop)) != len(self.drop):
+            raise ValueError("name each part of `drop` once")
+        return self
+
+
 class Limits(fields.Strict):
     """Bounds a pack may set for its own outputs and model commands; a command-line option
     wins over them, and without either the engine's defaults hold (README "Limits")."""
@@ -85,4 +116,9 @@ class Limits(fields.Strict):
         gt=0,
         le=86400,
         description="seconds before `rules run` stops the model command (`--timeout`)",
+    )
+    prompt_budget: PromptBudget | None = Field(
+        default=None,
+        description="the token budget of repair and retry prompts, and the parts to drop "
+        "to keep it; `rules check` reports a prompt that cannot fit after every drop",
     )

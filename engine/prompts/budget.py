@@ -1,0 +1,252 @@
+"""Prompt budgets: how many tokens a prompt takes, fitting a repair or retry prompt into the
+pack's budget, and the smallest prompt a template can render (what `rules check` holds
+against the budget).
+
+Tokens are estimated, not counted: a prompt's characters divided by the pack's
+``examples.budgets.chars_per_token`` (default 4, the usual ratio for English text on
+today's tokenizers), rounded up. It is the estimate the example budgets already use, so one
+number in the pack says what a token is; a pack for a model whose tokenizer packs fewer
+characters per token (code, non-Latin scripts) lowers it. The engine needs no tokenizer and
+gives the same answer on every machine: a budget is a bound the pack declares, kept with
+room to spare, not a model's exact context.
+
+The pack declares its budget under ``limits.prompt_budget`` with the parts to leave out
+(``drop``), in order, when a rendered prompt is over it: each part is a template variable
+the engine empties (the example, the truncated output, the micro-hint), and the prompt is
+rendered again with one more part emptied until it fits or no part is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jinja2 import nodes
+
+from engine.format.findings import FindingRule
+from engine.sandbox.environment import ENVIRONMENT, undeclared_names
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
+    from engine.policy.limits.model import PromptBudget
+    from engine.policy.triggers.model import Trigger, Truncation
+
+PROMPT_OVER_BUDGET = FindingRule(
+    "prompt-over-budget",
+    "A repair or retry prompt cannot fit the pack's prompt budget, even with every part of "
+    "`drop` left out.",
+    "Raise `limits.prompt_budget.tokens`, drop more parts, truncate the output further, or "
+    "shorten the template or the contract text.",
+)
+
+
+def estimate_tokens(text: str, chars_per_token: int) -> int:
+    """The tokens ``text`` is estimated to take: its characters over ``chars_per_token``,
+    rounded up (the module's docstring says why an estimate)."""
+    return -(-len(text) // chars_per_token)
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A prompt rendered within a budget: its text, its estimated tokens, the parts left
+    out (in the order they were dropped), and a warning when anything was."""
+
+    text: str
+    tokens: int
+    dropped: tuple[str, ...] = ()
+    warning: str | None = None
+
+
+def fit(
+    render: Callable[[frozenset[str]], str],
+    budget: PromptBudget | None,
+    chars_per_token: int,
+    parts: Iterable[str],
+    what: str,
+) -> Fitted:
+    """The prompt ``render`` makes (given the parts to empty), re-rendered with the budget's
+    ``drop`` parts emptied one after another while it is over ``budget.tokens``. Only the
+    ``parts`` this prompt shows are dropped (a retry template has no output to drop).
+    ``what`` names the prompt in the warning (e.g. "the repair prompt of VERDICT")."""
+    text = render(frozenset())
+    tokens = estimate_tokens(text, chars_per_token)
+    if budget is None or tokens <= budget.tokens:
+        return Fitted(text, tokens)
+    shown = set(parts)
+    before, dropped = tokens, []
+    for part in budget.drop:
+        if part not in shown:
+            continue
+        dropped.append(part)
+        text = render(frozenset(dropped))
+        tokens = estimate_tokens(text, chars_per_token)
+        if tokens <= budget.tokens:
+            break
+    left = f"dropped {', '.join(dropped)}" if dropped else "nothing to drop"
+    warning = (
+        f"prompt budget: {what} was about {before} tokens, over the budget of "
+        f"{budget.tokens}: {left}, now about {tokens} tokens"
+    )
+    if tokens > budget.tokens:
+        warning += " (still over the budget: the model may refuse it)"
+    return Fitted(text, tokens, tuple(dropped), warning)
+
+
+# ------------------------------------------------------------ rules check: the worst case
+
+
+def check_prompt_budget(pack: Rulepack, checker: PackChecker) -> None:
+    """Each repair or retry prompt a trigger renders fits the budget once every part of
+    ``drop`` is left out, in the worst case of what the pack controls: the template's own
+    text (the longer branch of each ``if``, each loop once), the contract text, and each part
+    it shows that is not dropped at its largest (the truncated output, the example at its
+    budget, the longest hint, the longest modification). What the caller gives (the task,
+    the context, the parser's message) is not counted: it is the caller's to keep short."""
+    budget = pack.limits.prompt_budget
+    if budget is None:
+        return
+    per_token = pack.examples.budgets.chars_per_token
+    for block, trigger in pack.triggers.items():
+        for name in _prompt_templates(trigger):
+            spec = pack.templates.get(name)
+            if spec is None or spec.purpose not in ("repair", "retry"):
+                continue
+            source = _source(checker, spec.file, ("templates", name, "file"))
+            if source is None:
+                continue
+            chars = _worst_chars(pack, checker, block, trigger, source, budget.drop)
+            if chars is None:
+                checker.add(
+                    PROMPT_OVER_BUDGET,
+                    f"the {spec.purpose} prompt of {block!r} (template {name!r}) shows the "
+                    "whole output (`truncate: {strategy: none}`), which no budget bounds",
+                    ("limits", "prompt_budget", "drop"),
+                    "add original_output to `drop`, or truncate the block's output",
+                )
+                continue
+            worst = -(-chars // per_token)
+            if worst > budget.tokens:
+                left = ", ".join(budget.drop) or "nothing"
+                checker.add(
+                    PROMPT_OVER_BUDGET,
+                    f"the {spec.purpose} prompt of {block!r} (template {name!r}) can take "
+                    f"about {worst} tokens of the pack's own text with {left} dropped: over "
+                    f"the budget of {budget.tokens}",
+                    ("limits", "prompt_budget", "tokens"),
+                    f"raise `tokens` to {worst} or more, drop more parts, or shorten the "
+                    "template or the contract text",
+                )
+
+
+def _prompt_templates(trigger: Trigger) -> list[str]:
+    """The templates of the prompts a trigger sends before its final action, each once."""
+    names = [trigger.template] + [step.template for step in trigger.attempts]
+    return list(dict.fromkeys(name for name in names if name))
+
+
+def _source(checker: PackChecker, file: str, path: tuple[str, ...]) -> str | None:
+    """A pack file's text, or None when it cannot be read (its own finding says why)."""
+    target = checker.quiet_resolve(file, path)
+    if target is None:
+        return None
+    try:
+        return target.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _worst_chars(
+    pack: Rulepack,
+    checker: PackChecker,
+    block: str,
+    trigger: Trigger,
+    source: str,
+    drop: Sequence[str],
+) -> int | None:
+    """The most characters the pack's own parts make the template ``source`` render for
+    ``block`` with ``drop`` left out; None when a part it must show has no bound."""
+    try:
+        tree = ENVIRONMENT.parse(source)
+        names = undeclared_names(source)
+    except Exception:  # a template that does not compile has its own finding
+        return 0
+    chars = literal_chars(tree.body)
+    contract = pack.contracts.get(block)
+    text_file = getattr(contract, "contract_text", None)
+    if "format_contract" in names and isinstance(text_file, str):
+        text = _source(checker, text_file, ("contracts", block, "contract_text"))
+        chars += len(text.rstrip("\n")) if text else 0
+    if "original_output" in names and "original_output" not in drop:
+        largest = truncated_size(trigger.truncate)
+        if largest is None:
+            return None
+        chars += largest
+    budgets = pack.examples.budgets
+    if "example" in names and "example" not in drop:
+        chars += budgets.retry_tokens * budgets.chars_per_token
+    if "micro_hint" in names and "micro_hint" not in drop:
+        hints = [h.hint for h in pack.hints if not h.blocks or block in h.blocks]
+        chars += max(map(len, hints), default=0)
+    if "modification" in names:
+        chars += _modification_chars(pack, checker, trigger)
+    return chars
+
+
+def _modification_chars(pack: Rulepack, checker: PackChecker, trigger: Trigger) -> int:
+    """The longest modification a retry prompt of ``trigger`` shows (templates' own text)."""
+    longest = len(trigger.default_modification)
+    for name in trigger.modifications.values():
+        spec = pack.templates.get(name)
+        source = _source(checker, spec.file, ("templates", name, "file")) if spec else None
+        if source is None:
+            continue
+        try:
+            longest = max(longest, literal_chars(ENVIRONMENT.parse(source).body))
+        except Exception:  # its own finding says why it does not compile
+            continue
+    return longest
+
+
+def truncated_size(spec: Truncation) -> int | None:
+    """The most characters an output shows once truncated (None: it is never cut)."""
+    if spec.strategy == "none":
+        return None
+    if spec.strategy == "head":
+        return spec.max_chars + len(spec.marker)
+    return max(spec.max_chars, spec.head + spec.tail + len(spec.marker))
+
+
+def literal_chars(body: Iterable[nodes.Node]) -> int:
+    """The characters a template body writes of its own: its text and string constants, the
+    longer branch of each ``if``, each loop body once; what variables hold is not counted."""
+    total = 0
+    for node in body:
+        if isinstance(node, nodes.Output):
+            total += sum(_expression_chars(child) for child in node.nodes)
+        elif isinstance(node, nodes.If):
+            branches = [node.body, *(e.body for e in node.elif_), node.else_]
+            total += max(literal_chars(branch) for branch in branches)
+        elif isinstance(node, nodes.For):
+            total += max(literal_chars(node.body), literal_chars(node.else_))
+        elif isinstance(node, (nodes.FilterBlock, nodes.With, nodes.Scope)):
+            total += literal_chars(node.body)
+    return total
+
+
+def _expression_chars(node: nodes.Node) -> int:
+    """The characters an output expression writes of its own (its constants; the longer
+    side of an inline ``if``)."""
+    if isinstance(node, nodes.TemplateData):
+        return len(node.data)
+    if isinstance(node, nodes.Const):
+        return len(node.value) if isinstance(node.value, str) else 0
+    if isinstance(node, nodes.CondExpr):
+        other = _expression_chars(node.expr2) if node.expr2 is not None else 0
+        return max(_expression_chars(node.expr1), other)
+    if isinstance(node, nodes.Concat):
+        return sum(_expression_chars(child) for child in node.nodes)
+    if isinstance(node, nodes.Add):
+        return _expression_chars(node.left) + _expression_chars(node.right)
+    return 0
