@@ -107,6 +107,11 @@ examples:
   selection:
     default:
       - {{tier: canonical, source: a valid answer to another question}}
+
+# The most tokens a repair prompt may take (characters / 4): set it to your model's context
+# less the room its answer needs. Over it, the example is left out first, then the output.
+limits:
+  prompt_budget: {{tokens: 1800, drop: [example, original_output]}}
 """
 
 _FIRST = """\
