@@ -187,11 +187,22 @@ def test_check_names_an_output_no_budget_bounds(tmp_path: Path) -> None:
 
 
 def test_a_drop_that_is_no_part_is_named_where_it_is(tmp_path: Path) -> None:
-    pack = budget_pack(tmp_path / "p", "  prompt_budget: {tokens: 1800, drop: [checklist]}\n")
+    """The sentinel template marks no checklist (yet): dropping it would change nothing."""
+    pack = budget_pack(
+        tmp_path / "p",
+        "  prompt_budget: {tokens: 1800, drop: [example, original_output, checklist]}\n",
+    )
     result = run_cli("check", str(pack))
     assert result.exit_code == 1
-    assert result.stdout.startswith("../p/pack.yaml:6:40: [error] limits.prompt_budget.drop[0]: ")
-    assert "'example', 'original_output' or 'micro_hint'" in result.stdout
+    assert result.stdout.startswith(
+        "../p/pack.yaml:6:66: [error] `drop` names 'checklist', which no repair or retry "
+        "template marks (unknown-prompt-part)"
+    )
+    assert result.stdout.endswith("1 pack checked: 1 error, 0 warnings\n")
+    spaced = budget_pack(tmp_path / "r", "  prompt_budget: {tokens: 1800, drop: [the example]}\n")
+    assert "limits.prompt_budget.drop[0]: String should match pattern" in (
+        run_cli("check", str(spaced)).stdout
+    )
     twice = budget_pack(
         tmp_path / "q", "  prompt_budget: {tokens: 1800, drop: [example, example]}\n"
     )
@@ -282,3 +293,79 @@ def test_the_operator_sees_a_models_context_overflow(tmp_path: Path) -> None:
         "  Error: Requested tokens (1179) exceed context window of 512",
     ]
     assert lines[0].startswith("rules run: attempt 1: fail PARSE_ERROR (")
+
+
+# ------------------------------------------------------------- parts a template marks
+
+MARKED = """\
+{{ task }}
+{% if "checklist" not in dropped %}
+CHECKLIST
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+- check every key of the object against the contract, once more
+{% endif %}
+{{ example }}
+Your previous output:
+{{ original_output }}
+{{ format_contract }}
+"""
+
+
+def marked_pack(parent: Path, drop: str, tokens: int = 400) -> Path:
+    assert run_cli("init", "answers", "--kind", "json", "--dir", str(parent)).exit_code == 0
+    pack = parent / "answers"
+    (pack / "templates" / "repair.md.j2").write_text(MARKED, encoding="utf-8")
+    yaml = (pack / "pack.yaml").read_text(encoding="utf-8")
+    old = "prompt_budget: {tokens: 1800, drop: [example, original_output]}"
+    assert old in yaml
+    (pack / "pack.yaml").write_text(
+        yaml.replace(old, f"prompt_budget: {{tokens: {tokens}, drop: {drop}}}"), encoding="utf-8"
+    )
+    return pack
+
+
+def test_a_part_the_template_marks_is_dropped_last(tmp_path: Path) -> None:
+    pack = engine.load_pack(str(marked_pack(tmp_path, "[example, original_output, checklist]")))
+    text = '{"decision": "MAYBE", "reason": "' + "it depends " * 120 + '"}'
+    context = {"task": TASK + " Answer with care." * 70}  # 1,250 characters
+    verdict = pack.evaluate("ANSWER", text, context=context)
+    decision = pack.decide(verdict, output=text, context=context)
+    rendered = pack.render_prompt(verdict, decision, output=text, context=context)
+    assert rendered.dropped == ("example", "original_output", "checklist")
+    assert "CHECKLIST" not in rendered.text
+    assert rendered.text.startswith(TASK)
+    assert rendered.prompt_tokens is not None and rendered.prompt_tokens <= 400
+    # a short task keeps the checklist: the example and the output were enough
+    context = {"task": TASK}
+    verdict = pack.evaluate("ANSWER", text, context=context)
+    rendered = pack.render_prompt(verdict, decision, output=text, context=context)
+    assert rendered.dropped == ("example", "original_output")
+    assert "CHECKLIST" in rendered.text
+
+
+def test_a_part_no_template_marks_is_a_finding(tmp_path: Path) -> None:
+    pack = marked_pack(tmp_path, "[example, summary]")
+    result = run_cli("check", str(pack))
+    assert result.exit_code == 1
+    [finding] = [line for line in result.stdout.splitlines() if "unknown-prompt-part" in line]
+    assert "answers/pack.yaml:" in finding
+    assert "`drop` names 'summary', which no repair or retry template marks" in finding
+    assert 'mark it: {% if "summary" not in dropped %}...{% endif %}' in finding
+
+
+def test_check_leaves_a_dropped_marked_part_out_of_the_worst_case(tmp_path: Path) -> None:
+    """The 12 checklist lines are 780 characters: kept, the template is over 200 tokens."""
+    kept = run_cli("check", str(marked_pack(tmp_path / "a", "[example, original_output]", 200)))
+    assert "can take about 2" in kept.stdout and "over the budget of 200" in kept.stdout
+    dropped = marked_pack(tmp_path / "b", "[example, original_output, checklist]", 200)
+    assert run_cli("check", str(dropped)).exit_code == 0

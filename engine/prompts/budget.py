@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from jinja2 import nodes
 
 from engine.format.findings import FindingRule
+from engine.policy.limits.model import ENGINE_PARTS
 from engine.sandbox.environment import ENVIRONMENT, undeclared_names
 
 if TYPE_CHECKING:
@@ -32,6 +33,14 @@ if TYPE_CHECKING:
     from engine.format.semantics import PackChecker
     from engine.policy.limits.model import PromptBudget
     from engine.policy.triggers.model import Trigger, Truncation
+
+UNKNOWN_PROMPT_PART = FindingRule(
+    "unknown-prompt-part",
+    "The prompt budget drops a part that neither the engine empties nor a repair or retry "
+    "template marks.",
+    'Mark it in the template with `{% if "NAME" not in dropped %}...{% endif %}`, or name '
+    "example, original_output or micro_hint.",
+)
 
 PROMPT_OVER_BUDGET = FindingRule(
     "prompt-over-budget",
@@ -60,27 +69,32 @@ class Fitted:
 
 
 def fit(
-    render: Callable[[frozenset[str]], str],
+    render: Callable[[tuple[str, ...]], str],
     budget: PromptBudget | None,
     chars_per_token: int,
-    parts: Iterable[str],
+    missing: Iterable[str],
     what: str,
 ) -> Fitted:
-    """The prompt ``render`` makes (given the parts to empty), re-rendered with the budget's
-    ``drop`` parts emptied one after another while it is over ``budget.tokens``. Only the
-    ``parts`` this prompt shows are dropped (a retry template has no output to drop).
-    ``what`` names the prompt in the warning (e.g. "the repair prompt of VERDICT")."""
-    text = render(frozenset())
+    """The prompt ``render`` makes (given the parts to leave out), rendered again with one
+    more of the budget's ``drop`` parts left out while it is over ``budget.tokens``. The
+    engine's parts in ``missing`` are not in this prompt (a retry has no output), and a part
+    whose dropping changes nothing (an example the tiers did not find, a part the template
+    does not mark) is not counted as dropped. ``what`` names the prompt in the warning
+    (e.g. "the repair prompt of VERDICT")."""
+    text = render(())
     tokens = estimate_tokens(text, chars_per_token)
     if budget is None or tokens <= budget.tokens:
         return Fitted(text, tokens)
-    shown = set(parts)
-    before, dropped = tokens, []
+    skipped = set(missing)
+    before = tokens
+    dropped: tuple[str, ...] = ()
     for part in budget.drop:
-        if part not in shown:
+        if part in skipped:
             continue
-        dropped.append(part)
-        text = render(frozenset(dropped))
+        shorter = render((*dropped, part))
+        if shorter == text:
+            continue
+        dropped, text = (*dropped, part), shorter
         tokens = estimate_tokens(text, chars_per_token)
         if tokens <= budget.tokens:
             break
@@ -91,32 +105,36 @@ def fit(
     )
     if tokens > budget.tokens:
         warning += " (still over the budget: the model may refuse it)"
-    return Fitted(text, tokens, tuple(dropped), warning)
+    return Fitted(text, tokens, dropped, warning)
 
 
 # ------------------------------------------------------------ rules check: the worst case
 
 
 def check_prompt_budget(pack: Rulepack, checker: PackChecker) -> None:
-    """Each repair or retry prompt a trigger renders fits the budget once every part of
-    ``drop`` is left out, in the worst case of what the pack controls: the template's own
-    text (the longer branch of each ``if``, each loop once), the contract text, and each part
-    it shows that is not dropped at its largest (the truncated output, the example at its
-    budget, the longest hint, the longest modification). What the caller gives (the task,
-    the context, the parser's message) is not counted: it is the caller's to keep short."""
+    """Each part of ``drop`` is the engine's or marked by a template, and each repair or retry
+    prompt a trigger renders fits the budget once every part of ``drop`` is left out, in the
+    worst case of what the pack controls: the template's own text (the longer branch of each
+    ``if``, each loop once, marked parts left out), the contract text, and each part it shows
+    that is not dropped at its largest (the truncated output, the example at its budget, the
+    longest hint, the longest modification). What the caller gives (the task, the context,
+    the parser's message) is not counted: it is the caller's to keep short."""
     budget = pack.limits.prompt_budget
     if budget is None:
         return
     per_token = pack.examples.budgets.chars_per_token
+    marked: set[str] = set()
     for block, trigger in pack.triggers.items():
         for name in _prompt_templates(trigger):
             spec = pack.templates.get(name)
             if spec is None or spec.purpose not in ("repair", "retry"):
                 continue
             source = _source(checker, spec.file, ("templates", name, "file"))
-            if source is None:
+            tree = _parsed(source) if source is not None else None
+            if source is None or tree is None:
                 continue
-            chars = _worst_chars(pack, checker, block, trigger, source, budget.drop)
+            marked |= marked_parts(tree)
+            chars = _worst_chars(pack, checker, block, trigger, source, tree, budget.drop)
             if chars is None:
                 checker.add(
                     PROMPT_OVER_BUDGET,
@@ -138,6 +156,15 @@ def check_prompt_budget(pack: Rulepack, checker: PackChecker) -> None:
                     f"raise `tokens` to {worst} or more, drop more parts, or shorten the "
                     "template or the contract text",
                 )
+    for index, part in enumerate(budget.drop):
+        if part not in ENGINE_PARTS and part not in marked:
+            checker.add(
+                UNKNOWN_PROMPT_PART,
+                f"`drop` names {part!r}, which no repair or retry template marks",
+                ("limits", "prompt_budget", "drop", index),
+                f'mark it: {{% if "{part}" not in dropped %}}...{{% endif %}}; the engine '
+                f"empties {', '.join(ENGINE_PARTS)}",
+            )
 
 
 def _prompt_templates(trigger: Trigger) -> list[str]:
@@ -157,22 +184,27 @@ def _source(checker: PackChecker, file: str, path: tuple[str, ...]) -> str | Non
         return None
 
 
+def _parsed(source: str) -> nodes.Template | None:
+    """The template's tree, or None when it does not compile (its own finding says why)."""
+    try:
+        return ENVIRONMENT.parse(source)
+    except Exception:
+        return None
+
+
 def _worst_chars(
     pack: Rulepack,
     checker: PackChecker,
     block: str,
     trigger: Trigger,
     source: str,
+    tree: nodes.Template,
     drop: Sequence[str],
 ) -> int | None:
     """The most characters the pack's own parts make the template ``source`` render for
     ``block`` with ``drop`` left out; None when a part it must show has no bound."""
-    try:
-        tree = ENVIRONMENT.parse(source)
-        names = undeclared_names(source)
-    except Exception:  # a template that does not compile has its own finding
-        return 0
-    chars = literal_chars(tree.body)
+    names = undeclared_names(source)
+    chars = literal_chars(tree.body, frozenset(drop))
     contract = pack.contracts.get(block)
     text_file = getattr(contract, "contract_text", None)
     if "format_contract" in names and isinstance(text_file, str):
@@ -202,10 +234,9 @@ def _modification_chars(pack: Rulepack, checker: PackChecker, trigger: Trigger) 
         source = _source(checker, spec.file, ("templates", name, "file")) if spec else None
         if source is None:
             continue
-        try:
-            longest = max(longest, literal_chars(ENVIRONMENT.parse(source).body))
-        except Exception:  # its own finding says why it does not compile
-            continue
+        tree = _parsed(source)
+        if tree is not None:
+            longest = max(longest, literal_chars(tree.body))
     return longest
 
 
@@ -218,20 +249,46 @@ def truncated_size(spec: Truncation) -> int | None:
     return max(spec.max_chars, spec.head + spec.tail + len(spec.marker))
 
 
-def literal_chars(body: Iterable[nodes.Node]) -> int:
+def marked_parts(tree: nodes.Template) -> set[str]:
+    """The parts a template marks as droppable: ``"NAME" not in dropped`` tests."""
+    return {part for test in tree.find_all(nodes.Compare) if (part := _kept_part(test))}
+
+
+def _kept_part(test: nodes.Node) -> str | None:
+    """NAME when ``test`` is ``"NAME" not in dropped`` (the part is shown unless dropped)."""
+    if not isinstance(test, nodes.Compare) or len(test.ops) != 1:
+        return None
+    operand = test.ops[0]
+    if (
+        operand.op == "notin"
+        and isinstance(operand.expr, nodes.Name)
+        and operand.expr.name == "dropped"
+        and isinstance(test.expr, nodes.Const)
+        and isinstance(test.expr.value, str)
+    ):
+        return test.expr.value
+    return None
+
+
+def literal_chars(body: Iterable[nodes.Node], dropped: frozenset[str] = frozenset()) -> int:
     """The characters a template body writes of its own: its text and string constants, the
-    longer branch of each ``if``, each loop body once; what variables hold is not counted."""
+    longer branch of each ``if``, each loop body once, without the parts marked
+    ``"NAME" not in dropped`` whose NAME is in ``dropped``; what variables hold is not
+    counted."""
     total = 0
     for node in body:
         if isinstance(node, nodes.Output):
             total += sum(_expression_chars(child) for child in node.nodes)
         elif isinstance(node, nodes.If):
+            if _kept_part(node.test) in dropped:
+                total += literal_chars(node.else_, dropped)
+                continue
             branches = [node.body, *(e.body for e in node.elif_), node.else_]
-            total += max(literal_chars(branch) for branch in branches)
+            total += max(literal_chars(branch, dropped) for branch in branches)
         elif isinstance(node, nodes.For):
-            total += max(literal_chars(node.body), literal_chars(node.else_))
+            total += max(literal_chars(node.body, dropped), literal_chars(node.else_, dropped))
         elif isinstance(node, (nodes.FilterBlock, nodes.With, nodes.Scope)):
-            total += literal_chars(node.body)
+            total += literal_chars(node.body, dropped)
     return total
 
 

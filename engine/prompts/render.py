@@ -81,9 +81,8 @@ NO_EXAMPLE = {
 }
 """What a template sees of an example the prompt budget dropped: no example, as tier none."""
 
-REPAIR_PARTS = ("example", "original_output", "micro_hint")
-RETRY_PARTS = ("example",)
-"""The parts of ``limits.prompt_budget.drop`` each purpose's prompt shows."""
+NOT_IN_RETRIES = ("original_output", "micro_hint")
+"""The engine's prompt parts a retry prompt does not show (it shows the example)."""
 
 
 @dataclass(frozen=True)
@@ -208,14 +207,15 @@ def render_retry(
     template = prompts.templates[decision.template]
     shown = {**variables, "modification": modification}
 
-    def render(dropped: frozenset[str]) -> str:
-        return template.render({**shown, **(NO_EXAMPLE if "example" in dropped else example)})
+    def render(dropped: tuple[str, ...]) -> str:
+        kept = NO_EXAMPLE if "example" in dropped else example
+        return template.render({**shown, **kept, "dropped": list(dropped)})
 
     fitted = fit(
         render,
         pack.limits.prompt_budget,
         budgets.chars_per_token,
-        RETRY_PARTS,
+        NOT_IN_RETRIES,
         f"the retry prompt of {verdict.block}",
     )
     return _rendered(fitted, chosen, example, budgets.chars_per_token, modification_template)
@@ -237,14 +237,14 @@ def repair_prompt_with_example(
         budgets.retry_tokens,
     )
 
-    def render(dropped: frozenset[str]) -> str:
+    def render(dropped: tuple[str, ...]) -> str:
         return repair_prompt(prompts, verdict, decision, inputs, example, dropped)
 
     fitted = fit(
         render,
         pack.limits.prompt_budget,
         budgets.chars_per_token,
-        REPAIR_PARTS,
+        (),
         f"the repair prompt of {verdict.block}",
     )
     return _rendered(fitted, chosen, example, budgets.chars_per_token)
@@ -335,6 +335,7 @@ def repair_prompt(
             "max_attempts": decision.max_attempts + 1,  # outputs in all, as the terminal counts
             "params": dict(params),
             "context": dict(inputs.context),
+            "dropped": list(dropped),
         }
     )
 

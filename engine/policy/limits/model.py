@@ -69,11 +69,14 @@ class RateLimits(fields.Strict):
     )
 
 
-PromptPart = Literal["example", "original_output", "micro_hint"]
-"""A part of a repair or retry prompt the engine can leave out to keep the prompt within its
-budget: the template variable it empties (retry templates show only the example)."""
+ENGINE_PARTS = ("example", "original_output", "micro_hint")
+"""The parts of a repair prompt the engine empties to keep it within its budget (a retry
+prompt shows only the example). Any other name in ``drop`` is a part a template marks itself:
+``{% if "checklist" not in dropped %}...{% endif %}``."""
 
-DEFAULT_DROP: tuple[PromptPart, ...] = ("example", "original_output")
+PromptPart = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)]
+
+DEFAULT_DROP = ("example", "original_output")
 
 
 class PromptBudget(fields.Strict):
@@ -88,9 +91,11 @@ class PromptBudget(fields.Strict):
     )
     drop: list[PromptPart] = Field(
         default_factory=lambda: list(DEFAULT_DROP),
-        max_length=3,
-        description="the parts emptied one after another, in this order, while the "
-        "rendered prompt is over `tokens`",
+        max_length=20,
+        description="the parts left out one after another, in this order, while the "
+        "rendered prompt is over `tokens`: example, original_output and micro_hint are "
+        "emptied by the engine; another name is a part templates mark with "
+        '`{% if "NAME" not in dropped %}`',
     )
 
     @model_validator(mode="after")
