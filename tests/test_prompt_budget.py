@@ -52,8 +52,8 @@ def test_a_long_output_drops_the_example_and_says_so() -> None:
     assert code == 0
     assert prompt == (GOLDEN / "PLAN.no-example.md").read_text(encoding="utf-8")
     assert warnings == (
-        "warning: prompt budget: the repair prompt of PLAN was about 1050 tokens, over the "
-        "budget of 1000: dropped example, now about 956 tokens\n"
+        "warning: prompt budget: the repair prompt of PLAN was about 1286 tokens, over the "
+        "budget of 1200: dropped example, now about 1161 tokens\n"
     )
     assert "EXAMPLE:" not in prompt
     assert "Move the session lock from the CLI" in prompt  # the output stays
@@ -63,10 +63,10 @@ def test_a_longer_output_drops_the_output_too() -> None:
     code, prompt, warnings = render(BUDGET_PACK, "PLAN", OUTPUTS / "PLAN.longer.txt")
     assert code == 0
     assert prompt == (GOLDEN / "PLAN.no-example-no-output.md").read_text(encoding="utf-8")
-    assert "dropped example, original_output, now about 695 tokens" in warnings
+    assert "dropped example, original_output, now about 926 tokens" in warnings
     assert "Move the session lock from the CLI" not in prompt
     assert "<<<PLAN:V1:NONCE=4F2C9A>>>" in prompt  # the contract stays
-    assert estimate_tokens(prompt, 4) <= 1000
+    assert estimate_tokens(prompt, 3) <= 1200
 
 
 def test_a_prompt_within_the_budget_is_the_shipped_golden_byte_for_byte() -> None:
@@ -85,17 +85,17 @@ def test_the_rendered_prompt_carries_its_size_and_what_was_dropped() -> None:
     decision = pack.decide(verdict, output=text, nonce="4F2C9A")
     rendered = pack.render_prompt(verdict, decision, output=text, nonce="4F2C9A")
     assert rendered.dropped == ("example", "original_output")
-    assert rendered.prompt_tokens == estimate_tokens(rendered.text, 4) == 695
+    assert rendered.prompt_tokens == estimate_tokens(rendered.text, 3) == 926
     # the example log says no example went with this repair
     assert (rendered.example_tier, rendered.example_chars) == ("none", 0)
     # the shipped pack's budget (1,800 tokens) drops them too, a shorter output nothing
     sentinel = engine.load_pack("sentinel")
     shipped = sentinel.render_prompt(verdict, decision, output=text, nonce="4F2C9A")
-    assert (shipped.dropped, shipped.prompt_tokens) == (("example", "original_output"), 695)
+    assert (shipped.dropped, shipped.prompt_tokens) == (("example", "original_output"), 926)
     text = (OUTPUTS / "PLAN.long.txt").read_text(encoding="utf-8")
     verdict = sentinel.evaluate("PLAN", text, nonce="4F2C9A")
     shipped = sentinel.render_prompt(verdict, decision, output=text, nonce="4F2C9A")
-    assert (shipped.dropped, shipped.prompt_tokens, shipped.warnings) == ((), 1050, ())
+    assert (shipped.dropped, shipped.prompt_tokens, shipped.warnings) == ((), 1286, ())
 
 
 def test_a_retry_prompt_drops_its_example(tmp_path: Path) -> None:
@@ -133,8 +133,8 @@ def test_a_run_records_what_the_budget_dropped(tmp_path: Path) -> None:
     logged = run_script(script("rules"), "log", "--format", "json", cwd=tmp_path)
     first = json.loads(logged.stdout)[0]
     assert first["warnings"] == [
-        "prompt budget: the repair prompt of PLAN was about 2109 tokens, over the budget of "
-        "1000: dropped example, original_output, now about 695 tokens"
+        "prompt budget: the repair prompt of PLAN was about 2812 tokens, over the budget of "
+        "1200: dropped example, original_output, now about 926 tokens"
     ]
     assert first["example_tier"] == "none"
 
@@ -152,16 +152,16 @@ def budget_pack(folder: Path, limits: str, extends: str = "builtin:sentinel") ->
 
 
 def test_check_reports_a_prompt_that_cannot_fit_after_every_drop(tmp_path: Path) -> None:
-    pack = budget_pack(tmp_path / "p", "  prompt_budget: {tokens: 800}\n")
+    pack = budget_pack(tmp_path / "p", "  prompt_budget: {tokens: 1050}\n")
     result = run_cli("check", str(pack))
     assert result.exit_code == 1
     text = result.stdout
-    # PLANS' repair is the one prompt whose own text is over 800 tokens
+    # PLANS' repair is the one prompt whose own text is over 1,050 tokens
     assert text.splitlines()[0].endswith(
         "p/pack.yaml:6:27: [error] the repair prompt of 'PLANS' (template "
-        "'format_repair') can take about 822 tokens of the pack's own text with example, "
-        "original_output dropped: over the budget of 800 (prompt-over-budget) [fix: raise "
-        "`tokens` to 822 or more, drop more parts, or shorten the template or the contract text]"
+        "'format_repair') can take about 1096 tokens of the pack's own text with example, "
+        "original_output dropped: over the budget of 1050 (prompt-over-budget) [fix: raise "
+        "`tokens` to 1096 or more, drop more parts, or shorten the template or the contract text]"
     )
     assert text.splitlines()[-1] == "1 pack checked: 1 error, 0 warnings"
 
@@ -337,7 +337,7 @@ def marked_pack(parent: Path, drop: str, tokens: int = 400) -> Path:
 def test_a_part_the_template_marks_is_dropped_last(tmp_path: Path) -> None:
     pack = engine.load_pack(str(marked_pack(tmp_path, "[example, original_output, checklist]")))
     text = '{"decision": "MAYBE", "reason": "' + "it depends " * 120 + '"}'
-    context = {"task": TASK + " Answer with care." * 70}  # 1,250 characters
+    context = {"task": TASK + " Answer with care." * 50}  # 960 characters
     verdict = pack.evaluate("ANSWER", text, context=context)
     decision = pack.decide(verdict, output=text, context=context)
     rendered = pack.render_prompt(verdict, decision, output=text, context=context)
@@ -364,7 +364,8 @@ def test_a_part_no_template_marks_is_a_finding(tmp_path: Path) -> None:
 
 
 def test_check_leaves_a_dropped_marked_part_out_of_the_worst_case(tmp_path: Path) -> None:
-    """The 12 checklist lines are 780 characters: kept, the template is over 200 tokens."""
+    """The 12 checklist lines are 780 characters, 260 tokens of 3 characters: kept, the
+    template alone is over 200 tokens."""
     kept = run_cli("check", str(marked_pack(tmp_path / "a", "[example, original_output]", 200)))
     assert "can take about 2" in kept.stdout and "over the budget of 200" in kept.stdout
     dropped = marked_pack(tmp_path / "b", "[example, original_output, checklist]", 200)
