@@ -411,3 +411,25 @@ def test_the_sentinel_estimate_is_not_below_smollm2s_count() -> None:
             assert counted <= estimate_tokens(text, 3), path.name
     finally:
         tokenizer.close()
+
+
+def test_a_prompt_still_over_after_every_drop_says_so(tmp_path: Path) -> None:
+    """The caller's task is not the pack's to drop: a long one keeps the prompt over."""
+    (tmp_path / "pack.yaml").write_text(
+        "rulepack: small-retries\nextends: [builtin:gap-review]\n"
+        "limits:\n  prompt_budget: {tokens: 300, drop: [example]}\n",
+        encoding="utf-8",
+    )
+    context = {"known_gaps": ["GAP-FLOW-001"], "original_prompt": TASK * 40}
+    pack, text = engine.load_pack(str(tmp_path)), "# no headers\n"
+    verdict = pack.evaluate("engineer", text, context=context)
+    decision = pack.decide(verdict, output=text, context=context)
+    rendered = pack.render_prompt(verdict, decision, output=text, context=context)
+    assert rendered.dropped == ("example",)
+    [warning] = rendered.warnings
+    assert warning.startswith("prompt budget: the retry prompt of engineer was about ")
+    assert warning.endswith(
+        f"dropped example, now about {rendered.prompt_tokens} tokens (still over the budget: "
+        "the model may refuse it)"
+    )
+    assert rendered.text.endswith(TASK * 40)
