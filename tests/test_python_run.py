@@ -411,10 +411,11 @@ def capped_sentinel(folder: Path, cap: int) -> Path:
     """The sentinel pack with ``limits.max_output_bytes: cap``."""
     shutil.copytree(REPO / "rules" / "sentinel", folder)
     pack = folder / "pack.yaml"
-    pack.write_text(
-        pack.read_text(encoding="utf-8") + f"\nlimits:\n  max_output_bytes: {cap}\n",
-        encoding="utf-8",
-    )
+    text = pack.read_text(encoding="utf-8")
+    # the pack's own `limits:` (its prompt budget) gets the cap beside it
+    limited = text.replace("\nlimits: {", f"\nlimits: {{max_output_bytes: {cap}, ", 1)
+    assert limited != text
+    pack.write_text(limited, encoding="utf-8")
     return folder
 
 
