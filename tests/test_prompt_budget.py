@@ -309,6 +309,8 @@ def test_the_operator_sees_a_models_context_overflow(tmp_path: Path) -> None:
         "-> NEEDS_HUMAN",
         "rules run: the model command's stderr (last line):",
         "  Error: Requested tokens (1179) exceed context window of 512",
+        "rules run: review 1 is open: resolve it with `rules review show 1` (same --session "
+        "and --ledger)",
     ]
     assert lines[0].startswith("rules run: attempt 1: fail PARSE_ERROR (")
 
