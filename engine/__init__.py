@@ -1,7 +1,8 @@
 """A declarative rule engine for LLM outputs.
 
 The public API is ``load_pack`` and ``Pack``, ``run`` and ``arun`` (the repair loop around a
-Python model client) and ``RunResult`` (plus ``check_packs`` and the error types). They are
+Python model client), ``RunResult`` and ``ModelReply`` (a reply with its usage, as a
+client may return it) (plus ``check_packs`` and the error types). They are
 imported on first use, so ``import engine`` (and `rules --version`) stays light.
 """
 
@@ -16,12 +17,14 @@ from engine.core.version import VERSION as __version__
 if TYPE_CHECKING:
     from engine.pack.compiled import Pack
     from engine.pack.loaded import check_packs, load_pack
+    from engine.policy.calls.replies import ModelReply
     from engine.session.callable import arun, run
     from engine.session.run import Attempt, RunResult
 
 __all__ = [
     "Attempt",
     "EngineError",
+    "ModelReply",
     "Pack",
     "PackError",
     "RunResult",
@@ -44,6 +47,7 @@ _LAZY = {
     "arun": "engine.session.callable",
     "RunResult": "engine.session.run",
     "Attempt": "engine.session.run",
+    "ModelReply": "engine.policy.calls.replies",
 }
 
 

@@ -9,11 +9,15 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner, Result
 
 from engine.cli.main import cli
+
+if TYPE_CHECKING:
+    from installed import Installed
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -67,6 +71,14 @@ def run_cli(
 
 
 PackMaker = Callable[..., Path]
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """The engine built and installed as a user installs it, once per run (slow tests)."""
+    from installed import build_and_install
+
+    return build_and_install(tmp_path_factory.mktemp("installed"))
 
 
 @pytest.fixture

@@ -47,6 +47,15 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, int
     return records, BENCH.strict_copy(folder), expected
 
 
+def html_report(records: Path, strict: Path) -> str:
+    """The HTML report of the backtest of ``strict`` against the sentinel pack."""
+    page = records.parent / "flips.html"
+    args = ["backtest", "--pack", str(strict), "--baseline", "sentinel", "--format", "html"]
+    result = run_cli(*args, "-o", str(page), str(records))
+    assert result.exit_code == 0, result.output
+    return page.read_text(encoding="utf-8")
+
+
 def test_lower_reason_limit_flips_exactly_the_long_reasons(
     generated: tuple[Path, Path, int],
 ) -> None:
@@ -78,7 +87,13 @@ def test_lower_reason_limit_flips_exactly_the_long_reasons(
         "action": "PROCEED",
         "failure_type": None,
         "error": None,
+        "rule": "pass",
     }
+    assert first["pack"]["rule"] == "attempt:1"  # the rule that decided the flip's REPAIR
+    text = run_cli("backtest", "--pack", str(strict), "--baseline", "sentinel", str(records))
+    assert "    decided by rule pass (baseline) -> rule attempt:1 (pack)\n" in text.output
+    page = html_report(records, strict)
+    assert "decided by rule pass (baseline) -&gt; rule attempt:1 (pack)" in page
     pack, baseline = report["summary"]["pack"], report["summary"]["baseline"]
     unparseable = 2000 // 50
     assert baseline["status"] == {"fail": unparseable, "pass": 2000 - unparseable}

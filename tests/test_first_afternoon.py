@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from installed import wheel_cli
 
 import engine
 from conftest import SCRIPTS, run_cli
@@ -16,6 +19,19 @@ BAD = (
     '<<<ANSWER:V1:Q1:NONCE=4F2C9A>>>\nDECISION="YES"\nREASON="it holds"\n'
     "<<<END_ANSWER:Q1:NONCE=4F2C9A>>>\n"
 )
+
+
+@pytest.fixture(autouse=True, params=["checkout", pytest.param("wheel", marks=pytest.mark.slow)])
+def front(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The table walked twice: with this checkout's engine (in-process, as the default run
+    does), and in the slow run from the wheel installed outside the checkout, every
+    command a process of the wheel's venv in a folder outside the checkout."""
+    if request.param == "wheel":
+        installed = request.getfixturevalue("installed")
+        module = sys.modules[__name__]
+        monkeypatch.setattr(module, "run_cli", wheel_cli(installed))
+        monkeypatch.setattr(module, "SCRIPTS", installed.bin)
+    yield request.param
 
 
 @pytest.fixture

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
+from installed import Installed, fresh_copy
 
 from conftest import NESTED, REPO, SCRIPTS
 
@@ -32,27 +31,6 @@ def readme_commands() -> list[str]:
     ]
     assert len(commands) == 2, commands
     return commands
-
-
-def fresh_copy(dest: Path) -> Path:
-    """The files a fresh clone would have (tracked or not ignored), nothing installed."""
-    listed = (
-        subprocess.run(
-            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-            cwd=REPO,
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .split("\0")
-    )
-    for rel in filter(None, listed):
-        source = REPO / rel
-        if source.is_file():
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return dest
 
 
 def run_shell(command: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -92,21 +70,11 @@ def shipped_files() -> set[str]:
     return {rel for rel in listed.split("\0") if rel and (REPO / rel).is_file()}
 
 
-def test_wheel_installs_and_finds_builtin_packs(tmp_path: Path) -> None:
+def test_wheel_installs_and_finds_builtin_packs(installed: Installed, tmp_path: Path) -> None:
     """`python -m build` as CI runs it: an sdist, then the wheel built from that sdist (so
     the sdist is complete), both carrying the packs, prompts and schemas; the wheel in a
     fresh venv checks and tests every builtin pack from an empty folder."""
-    dist = tmp_path / "dist"
-    build = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(dist), str(fresh_copy(tmp_path / "src"))],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    [wheel] = dist.glob("*.whl")
-    [sdist] = dist.glob("*.tar.gz")
+    wheel, sdist = installed.wheel, installed.sdist
     expected = shipped_files()
     assert {"rules/sentinel/pack.yaml", "contracts/rulepack.schema.json"} <= expected
     with zipfile.ZipFile(wheel) as archive:
@@ -120,16 +88,7 @@ def test_wheel_installs_and_finds_builtin_packs(tmp_path: Path) -> None:
     with tarfile.open(sdist) as archive:
         in_sdist = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     assert expected <= in_sdist
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    install = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert install.returncode == 0, install.stderr[-3000:]
+    venv = installed.venv
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "GITHUB_ACTIONS")}

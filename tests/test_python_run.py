@@ -207,7 +207,8 @@ def test_a_loop_against_a_local_http_model_server(tmp_path: Path, model_server: 
             **VERDICT,
         )
     assert failed.decision.action == "NEEDS_HUMAN"
-    assert failed.verdict.failure_type == "EXECUTION_FAILED"
+    # httpx's HTTPStatusError carries the response: its 503 is classified (model_calls)
+    assert failed.verdict.failure_type == "MODEL_UNAVAILABLE"
     assert failed.verdict.error is not None
     assert failed.verdict.error.startswith("model call raised HTTPStatusError: Server error '503")
 
@@ -230,7 +231,7 @@ def test_an_exception_is_an_execution_failure_with_its_type_and_message(tmp_path
     assert result.data is None
 
 
-def test_a_call_that_hangs_past_the_timeout_is_an_execution_failure(tmp_path: Path) -> None:
+def test_a_call_that_hangs_past_the_timeout_is_a_model_timeout(tmp_path: Path) -> None:
     release = threading.Event()
 
     def call(prompt: str) -> str:
@@ -247,7 +248,7 @@ def test_a_call_that_hangs_past_the_timeout_is_an_execution_failure(tmp_path: Pa
     assert time.monotonic() - start < 10
     assert result.verdict.error == "model call timed out after 0.3 s"
     [row] = consistent(tmp_path / "s")
-    assert row["failure_type"] == "EXECUTION_FAILED"
+    assert row["failure_type"] == "MODEL_TIMEOUT"
 
     async def slow(prompt: str) -> str:
         await asyncio.sleep(30)
@@ -261,7 +262,7 @@ def test_a_call_that_hangs_past_the_timeout_is_an_execution_failure(tmp_path: Pa
     )
     assert time.monotonic() - start < 10
     assert late.verdict.error == "model call timed out after 0.2 s"
-    assert [r["failure_type"] for r in consistent(tmp_path / "a")] == ["EXECUTION_FAILED"]
+    assert [r["failure_type"] for r in consistent(tmp_path / "a")] == ["MODEL_TIMEOUT"]
 
 
 @pytest.mark.parametrize("timeout", [1e308, 2.0**63, 1e10])
@@ -410,10 +411,11 @@ def capped_sentinel(folder: Path, cap: int) -> Path:
     """The sentinel pack with ``limits.max_output_bytes: cap``."""
     shutil.copytree(REPO / "rules" / "sentinel", folder)
     pack = folder / "pack.yaml"
-    pack.write_text(
-        pack.read_text(encoding="utf-8") + f"\nlimits:\n  max_output_bytes: {cap}\n",
-        encoding="utf-8",
-    )
+    text = pack.read_text(encoding="utf-8")
+    # the pack's own `limits:` (its prompt budget) gets the cap beside it
+    limited = text.replace("\nlimits: {", f"\nlimits: {{max_output_bytes: {cap}, ", 1)
+    assert limited != text
+    pack.write_text(limited, encoding="utf-8")
     return folder
 
 

@@ -147,7 +147,16 @@ def test_rules_run_is_one_span_with_its_attempts_as_children(tmp_path: Path) -> 
     first, second = sorted(attempts, key=lambda s: s["attributes"]["rules.attempt"])
     item = first["attributes"]["rules.item"]
     assert json.loads(item)["nonce"] == "4F2C9A"  # the ledger's item: nonce, params, run id
+    # the call's tokens, estimated from characters: the fake model reports none
+    tokens_in = first["attributes"]["gen_ai.usage.input_tokens"]
+    tokens_out = first["attributes"]["gen_ai.usage.output_tokens"]
+    assert tokens_in > 0 and tokens_out > 0
     assert first["attributes"] == {
+        "rules.attempt.kind": "first",
+        "gen_ai.usage.input_tokens": tokens_in,
+        "gen_ai.usage.output_tokens": tokens_out,
+        "gen_ai.response.model": "fake-1",
+        "rules.usage.estimated": True,
         **common,
         "gen_ai.evaluation.name": "sentinel/VERDICT",
         "rules.item": item,

@@ -47,6 +47,10 @@ class Outcome(NamedTuple):
     action: str
     further: bool
     """The decision asks for another attempt (a repair or a retry)."""
+    rule: str = ""
+    """The trigger rule (or limit) that decided: a flip's example names it on each side, so
+    a person reading it sees which rule of the candidate changed the outcome. Empty where it is not
+    known (a shadow evaluation recorded before the rule was kept)."""
 
 
 def evaluation_key(pack: Pack, block: str) -> str | None:
@@ -159,7 +163,11 @@ class Judge:
                     context=context,
                 )
                 known = Outcome(
-                    verdict.status, verdict.failure_type, decision.action, not decision.final
+                    verdict.status,
+                    verdict.failure_type,
+                    decision.action,
+                    not decision.final,
+                    decision.rule,
                 )
                 if memo is not None:
                     if len(self._decisions) >= REMEMBERED_DECISIONS:  # many attempt numbers

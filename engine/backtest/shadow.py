@@ -53,7 +53,9 @@ class LiveOutput:
 
 def outcome_of(verdict: Verdict, decision: Decision) -> Outcome:
     """A decision as the backtest counts it."""
-    return Outcome(verdict.status, verdict.failure_type, decision.action, not decision.final)
+    return Outcome(
+        verdict.status, verdict.failure_type, decision.action, not decision.final, decision.rule
+    )
 
 
 def judge_candidate(

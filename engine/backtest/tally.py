@@ -117,7 +117,7 @@ def count_outcome(tally: PackTally, outcome: Outcome | None, times: int = 1) -> 
     if outcome is None:
         tally.errors += times
         return
-    status, failure_type, action, further = outcome
+    status, failure_type, action, further, _rule = outcome
     tally.status[status] += times
     tally.actions[action] += times
     if failure_type:
@@ -128,12 +128,19 @@ def count_outcome(tally: PackTally, outcome: Outcome | None, times: int = 1) -> 
 
 def _side(outcome: Outcome | None, verdict: Errored | None) -> dict[str, Any]:
     if outcome is None:
-        return {"status": "error", "action": None, "failure_type": None, "error": None}
+        return {
+            "status": "error",
+            "action": None,
+            "failure_type": None,
+            "error": None,
+            "rule": None,
+        }
     return {
         "status": outcome.status,
         "action": outcome.action,
         "failure_type": outcome.failure_type,
         "error": verdict and verdict.error,
+        "rule": outcome.rule or None,
     }
 
 

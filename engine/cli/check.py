@@ -43,12 +43,20 @@ def _default_format() -> str:
 @click.option(
     "--list-rules", is_flag=True, help="Print every finding id with what it means and the fix."
 )
+@click.option(
+    "--prove",
+    is_flag=True,
+    help="Also prove what each policy can spend: every failure type ends in a final "
+    "action, no loop without a bound, no block wanting more calls than its budgets allow "
+    "(`rules explain` shows the worst-case figures).",
+)
 def check_command(
     paths: tuple[str, ...],
     output_format: str | None,
     with_tests: bool,
     locked: bool | None,
     list_rules: bool,
+    prove: bool,
 ) -> None:
     """Check rulepacks: format, references, files, templates, patterns, expressions.
 
@@ -63,6 +71,7 @@ def check_command(
       rules check --tests --format junit rules/ > rules-check.xml
       rules check --format sarif rules/ > rules.sarif   # code scanning
       rules-check --format github rules/   # annotations in GitHub Actions
+      rules check --prove rules/        # and what each policy can spend
       rules check --list-rules          # the rule catalogue
 
     \b
@@ -77,6 +86,12 @@ def check_command(
         raise UsageFailure(no_default_packs("check"))
     try:
         results = check_packs(list(paths) or ["rules"], locked=locked_setting())
+        if prove:
+            # Deferred: only `check --prove` loads and compiles each pack; 0.3 s of imports
+            # a remembered `rules check` does not pay (python -X importtime).
+            from engine.pack.prove import with_proofs
+
+            results = with_proofs(results, list(paths) or ["rules"])
     except EngineError as exc:
         raise UsageFailure(str(exc)) from None
     if with_tests and all(r.ok for r in results):

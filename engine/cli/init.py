@@ -100,13 +100,21 @@ templates:
 prompts:
   ANSWER: first
 
-# An example of a valid answer (to another question), shown in repair prompts.
+# An example of a valid answer (to another question), shown in repair prompts. A token is
+# taken as 3 characters (prompt budgets, example budgets): what small models' tokenizers
+# make of prompts with symbols and code.
 examples:
+  budgets: {{chars_per_token: 3}}
   canonical:
     ANSWER: [{{file: examples/{example}}}]
   selection:
     default:
       - {{tier: canonical, source: a valid answer to another question}}
+
+# The most tokens a repair prompt may take: set it to your model's context less the room its
+# answer needs. Over it, the example is left out first, then the output.
+limits:
+  prompt_budget: {{tokens: 1800, drop: [example, original_output]}}
 """
 
 _FIRST = """\

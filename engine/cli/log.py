@@ -39,6 +39,7 @@ from engine.session.views import VIEW_PACK, LogRequest, attempts_json, session_l
     "template NAME, e.g. `--format jsonl --view failures` for the quality-gate pack's gate "
     "failure log (one line per failed evaluation); decisions: the decisions record of "
     "the session's resolved conflicts (the pack's `conflicts.decisions` template); "
+    "usage: tokens and cost by kind of attempt (first, repair, retry, transport_retry); "
     "shadow: the would-be flips `rules serve --shadow` recorded, as `rules backtest` "
     "reports (in --ledger, else in SESSION/_shadow/ledger.db where SESSION is the "
     "server's --sessions-dir).",
@@ -62,6 +63,7 @@ def log_command(
       rules log --session runs/42 --format jsonl > attempts.jsonl
       rules log --session runs/42 --format jsonl --view failures
       rules log --session runs/42 --pack session-logs --view validation  # a pack's view
+      rules log --session runs/42 --view usage    # tokens and cost, repairs apart
       rules log --session sessions --view shadow  # a server's candidate packs
     """
     if view == "shadow":
@@ -74,7 +76,7 @@ def log_command(
                 f"{session_dir}: no ledger here (run `rules run` or `rules eval --session` first)"
             )
         every = output_format == "json" or (output_format == "jsonl" and view == "all")
-        if every and view != "decisions":
+        if every and view not in ("decisions", "usage"):
             for piece in attempts_json(session, lines=output_format == "jsonl"):
                 sys.stdout.write(piece)
             sys.stdout.flush()

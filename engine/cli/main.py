@@ -28,6 +28,7 @@ from engine.core.version import VERSION
 # `rules parse` do not pay for the imports of the others.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "backtest": ("engine.cli.backtest", "backtest_command"),
+    "budgets": ("engine.cli.budgets", "budgets_command"),
     "check": ("engine.cli.check", "check_command"),
     "choose": ("engine.cli.choose", "choose_command"),
     "conflicts": ("engine.cli.conflicts", "conflicts_command"),
@@ -39,6 +40,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "ledger": ("engine.cli.ledger", "ledger_group"),
     "lock": ("engine.cli.lock", "lock_command"),
     "log": ("engine.cli.log", "log_command"),
+    "mcp": ("engine.cli.mcp", "mcp_command"),
     "packs": ("engine.cli.packs", "packs_command"),
     "parse": ("engine.cli.parse", "parse_command"),
     "prompt": ("engine.cli.prompt", "prompt_command"),

@@ -18,9 +18,10 @@ from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.format.yamldoc import read_text
+from engine.policy.calls.runtime import TRANSPORT_RULE
 from engine.session.command import DEFAULT_TIMEOUT, run_with_command
 from engine.session.evaluation import InputRefused
-from engine.session.recording import EXECUTION_FAILURE, Outcome
+from engine.session.recording import CALL_FAILURES, Outcome
 from engine.session.run import RunRequest
 from engine.session.session_ref import SessionRef
 
@@ -152,6 +153,13 @@ def missing_command(command: tuple[str, ...]) -> str | None:
     "the server's /review page) and end with the resolution; 0 ends at once with the "
     "review's id on stderr. [default: the pack's `reviews.wait`, else 0]",
 )
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="Read the command's stdout as it arrives: at the first failure no further output "
+    "can mend (a wrong opener, a second block, a field already broken) the command is "
+    "ended and the repair goes out with what it printed so far.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(
     pack_ref: str,
@@ -169,6 +177,7 @@ def run_command(
     continue_run: bool,
     model: str | None,
     review_wait: float | None,
+    stream: bool,
     command: tuple[str, ...],
 ) -> None:
     """Send a prompt to COMMAND on stdin, evaluate its stdout, repair or retry per the pack.
@@ -180,13 +189,17 @@ def run_command(
     in progress is not recorded. COMMAND and its arguments go after `--` (required when
     they carry options); the first prompt is --prompt, else the pack's for the block.
     A one-line report per attempt goes to stderr. A command that crashes, exits non-zero
-    or times out is an EXECUTION_FAILED attempt; its stderr never reaches a prompt.
+    or times out is a failed call, classified by the pack's `model_calls` (MODEL_TIMEOUT,
+    MODEL_RATE_LIMITED, MODEL_UNAVAILABLE, MODEL_ERROR, else EXECUTION_FAILED) and
+    retried at the transport when the pack says so; its stderr never reaches a prompt. A
+    stderr line `rules-usage: {"tokens_in": N, "tokens_out": N, "model": "..."}` reports
+    the call's usage; without one it is estimated from characters (docs/costs.md).
     The session counts the attempts of an item: runs with the same --item KEY are runs of
     one item, as are runs with a --nonce whose item parts (the pack's `session.item`: by
     default the nonce and vars) are the same; a run with neither is an item of its own.
     A run ends at PROCEED or a final action; the item's next run starts at attempt 1
     (--continue goes on counting the ended run instead). The last lines of the command's
-    stderr are kept with each attempt and shown after an EXECUTION_FAILED one.
+    stderr are kept with each attempt and shown after a failed call.
 
     \b
     Examples:
@@ -194,6 +207,8 @@ def run_command(
           -- model-cli
       rules run --pack ./my-pack --block ANSWER --var question=Q1 --context ctx.yaml \\
           --prompt task.md --timeout 600 -- model-cli
+      rules run --pack sentinel --block "$BLOCK" --nonce 4F2C9A --var criterion=AC1 \\
+          --stream -- model-cli
       rules log                         # the attempts, from .rules-session/
     """
     if problem := missing_command(command):
@@ -222,6 +237,7 @@ def run_command(
                 timeout=timeout,
                 max_output_bytes=max_output_bytes,
                 progress=_report,
+                stream=stream,
             )
     except InputRefused as exc:
         raise UsageFailure(exc.said(_flag)) from None
@@ -280,10 +296,11 @@ def _report(outcome: Outcome) -> None:
         else f"{verdict.status} {verdict.failure_type} ({verdict.error})"
     )
     first_line = what.splitlines()[0] if what else what
-    click.echo(
-        f"rules run: attempt {decision.attempt}: {first_line} -> {decision.action}", err=True
-    )
-    if outcome.stderr is not None and verdict.failure_type == EXECUTION_FAILURE:
+    then = decision.action
+    if decision.rule == TRANSPORT_RULE:  # the same prompt again: say when
+        then += f" ({decision.reason.partition(': ')[2]})"
+    click.echo(f"rules run: attempt {decision.attempt}: {first_line} -> {then}", err=True)
+    if outcome.stderr is not None and verdict.failure_type in CALL_FAILURES:
         # what the operator needs to see (a key missing, a quota spent); the last lines only
         lines = outcome.stderr.splitlines()
         last = f"last {len(lines)} lines" if len(lines) > 1 else "last line"

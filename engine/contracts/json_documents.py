@@ -136,6 +136,12 @@ def decode_bounded(text: str) -> Any:
     return value
 
 
+def decode_error(exc: json.JSONDecodeError, whole: str) -> JsonDocumentError:
+    """A decoder's error in ``whole`` (its ``pos`` an index of it), worded as reading an
+    output words it, with its line and column."""
+    return JsonDocumentError(_whole(exc), *_line_column(whole, exc.pos))
+
+
 def _line_column(text: str, position: int) -> tuple[int, int]:
     line = text.count("\n", 0, position) + 1
     return line, position - (text.rfind("\n", 0, position) + 1) + 1

@@ -76,6 +76,30 @@ class CompiledContract(Protocol):
         """Which tier of validation a failure of this type belongs to."""
         ...
 
+    # Optional, read by ``prefix_reader`` when the contract has it:
+    # ``prefix_reader(output) -> PrefixReader | None``, a reader of a streamed output of
+    # this contract (``output.text`` is None: the text arrives through ``feed``). Without
+    # it nothing is decidable on a prefix and a stream is evaluated whole.
+
+
+class PrefixReader(Protocol):
+    """A streamed output read as it arrives: what its prefix already decides."""
+
+    def feed(self, text: str) -> Failure | None:
+        """The failure the output has whatever follows ``text`` (the whole output so far,
+        which only grows from one call to the next), or None while nothing is decided.
+        Only a definite failure may be given: the stream is closed on it."""
+        ...
+
+
+def prefix_reader(contract: CompiledContract, output: EvaluationInput) -> PrefixReader | None:
+    """The contract's reader of a streamed output with these inputs, or None: by default
+    a kind decides nothing on a prefix (it may define ``prefix_reader``)."""
+    make: Callable[[EvaluationInput], PrefixReader | None] | None = getattr(
+        contract, "prefix_reader", None
+    )
+    return None if make is None else make(output)
+
 
 class ContractKind(Protocol):
     """A kind of contract (``kind:`` in a pack): its model, its checks and its compiler.

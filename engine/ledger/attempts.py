@@ -51,6 +51,13 @@ class Attempt:
     pack_version: str | None = None
     revision: str | None = None  # the pack's revision: a hash of its files and its bases
     stderr: str | None = None  # the tail of the model command's stderr (bounded, scrubbed)
+    streamed_chars: int | None = None  # a streamed output: the characters read
+    stream_cut: int | None = None  # 1: the stream was closed early (at a definite failure)
+    kind: str | None = None  # why the prompt was sent: first, repair, retry, transport_retry
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    tokens_estimated: bool | None = None  # the tokens were counted from characters
+    cost: float | None = None  # at the pack's price of the model; None without one
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,15 @@ def end_run(tx: Tx, session: str, block: str, item: str) -> None:
     )
 
 
+def give_back(tx: Tx, session: str, block: str, item: str) -> None:
+    """Give back the number the item's attempt just took (inside ``tx``): a transport
+    retry resends the same prompt, and the try after it is the same attempt again."""
+    tx.execute(
+        "UPDATE item_counters SET last = last - 1 WHERE session = ? AND block = ? AND item = ?",
+        (session, block, item),
+    )
+
+
 def _values(record: ItemAttempt, token: str | None) -> dict[str, Any]:
     attempt = record.attempt
     values: dict[str, Any] = {
@@ -123,6 +139,8 @@ def _values(record: ItemAttempt, token: str | None) -> dict[str, Any]:
         **{name: getattr(attempt, name) for name in _FIELDS},  # asdict deep-copies: slow
     }
     values["final"] = int(attempt.final)
+    if attempt.tokens_estimated is not None:
+        values["tokens_estimated"] = int(attempt.tokens_estimated)
     return values
 
 
@@ -130,6 +148,13 @@ _FIELDS = tuple(f.name for f in fields(Attempt))
 _INTEGERS = frozenset(
     f.name for f in fields(Attempt) if str(f.type).startswith(("int", "bool"))
 )  # columns of INTEGER type (the annotations are strings: ``from __future__``)
+_FLOATS = frozenset(f.name for f in fields(Attempt) if str(f.type).startswith("float"))
+
+
+_SQL_TYPES = {
+    **{name: "bigint" for name in _INTEGERS},
+    **{name: "double precision" for name in _FLOATS},
+}
 
 
 def _record_in_one_statement(tx: Tx, record: ItemAttempt, token: str) -> int:
@@ -140,7 +165,7 @@ def _record_in_one_statement(tx: Tx, record: ItemAttempt, token: str) -> int:
     columns = ", ".join(values)
     # typed parameters in a SELECT from the counter's row: the row id is taken as the row
     # is projected, after the counter row is locked, so ids follow attempt numbers
-    marks = ", ".join(f"?::{'bigint' if name in _INTEGERS else 'text'}" for name in values)
+    marks = ", ".join(f"?::{_SQL_TYPES.get(name, 'text')}" for name in values)
     row = tx.one(
         f"WITH n AS ({_NEXT} RETURNING run, last) INSERT INTO attempts ({columns}, run,"
         f" attempt) SELECT {marks}, n.run, n.last FROM n RETURNING attempt",
@@ -244,8 +269,9 @@ class Attempts:
             for row in rows:
                 record = dict(zip(names, row, strict=True))
                 record["final"] = bool(record["final"])
-                if record["example_truncated"] is not None:
-                    record["example_truncated"] = bool(record["example_truncated"])
+                for flag in ("example_truncated", "tokens_estimated"):
+                    if record.get(flag) is not None:
+                        record[flag] = bool(record[flag])
                 record.pop("token", None)
                 record["warnings"] = messages.get(int(record["id"]), [])
                 records.append(record)

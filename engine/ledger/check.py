@@ -29,7 +29,7 @@ UNCHECKED_TYPES = frozenset({"kept_outputs", "attempts", "warnings", "ledger_sch
 left out by the commands that read it; attempts and warnings, the large tables, are checked
 as they are read (``AttemptTypes``), not in a second pass."""
 
-_STORAGE = {"INTEGER": "integer", "TEXT": "text", "BLOB": "blob"}
+_STORAGE = {"INTEGER": "integer", "TEXT": "text", "BLOB": "blob", "REAL": "real"}
 
 
 @functools.cache
@@ -59,7 +59,7 @@ def _bad_value(table: str, name: str, storage: str, nullable: bool) -> tuple[str
     should hold)."""
     allowed = f"'{storage}', 'null'" if nullable else f"'{storage}'"
     condition = f'typeof("{name}") NOT IN ({allowed})'
-    what = {"integer": "an integer", "text": "text", "blob": "bytes"}[storage]
+    what = {"integer": "an integer", "text": "text", "blob": "bytes", "real": "a real"}[storage]
     if name in JSON_COLUMNS.get(table, ()):
         condition += f' OR ("{name}" IS NOT NULL AND NOT json_valid("{name}"))'
         what = "JSON text"
@@ -90,7 +90,7 @@ def problem(tx: Tx, rows: bool) -> str | None:
     return None
 
 
-_PYTHON_TYPES: dict[str, type] = {"integer": int, "text": str, "blob": bytes}
+_PYTHON_TYPES: dict[str, type] = {"integer": int, "text": str, "blob": bytes, "real": float}
 _TYPE_NAMES: dict[type, str] = {
     int: "an integer",
     str: "text",
@@ -136,7 +136,8 @@ class AttemptTypes:
             self.good.add(kinds)
         record = dict(zip(self.names, row, strict=True))
         record["final"] = bool(record["final"])
-        if record["example_truncated"] is not None:
-            record["example_truncated"] = bool(record["example_truncated"])
+        for flag in ("example_truncated", "tokens_estimated"):
+            if record.get(flag) is not None:
+                record[flag] = bool(record[flag])
         record.pop("token", None)
         return record

@@ -29,8 +29,11 @@ from engine.ledger import schema
 from engine.ledger.connection import Ledger, Row, Tx
 from engine.ledger.errors import LedgerError
 
-OWN_TABLES = frozenset({"ledger_schema"})
-"""Tables of the ledger itself, not of any session: never copied."""
+OWN_TABLES = frozenset(
+    {"ledger_schema", "budget_counters", "budget_spend", "breaker_states", "breaker_outcomes"}
+)
+"""Tables of the ledger itself, not of any session: never copied (what a fleet spent stays
+with the fleet's ledger)."""
 
 _CREATE = re.compile(r"\s*CREATE TABLE (\w+) \((.*)\)\s*$", re.DOTALL)
 _ADD = re.compile(r"\s*ALTER TABLE (\w+) ADD COLUMN (.*)$", re.DOTALL)

@@ -16,7 +16,7 @@ from engine.contracts import registry as kinds
 # Imported for the rules they define (defining a rule registers it).
 from engine.format import gitpacks, loader_rules, semantics, validate  # noqa: F401
 from engine.format.findings import FindingRule, registered_rules
-from engine.pack import loaded, selftests  # noqa: F401
+from engine.pack import loaded, prove, selftests  # noqa: F401
 from engine.pack.sections import sections
 
 

@@ -27,6 +27,8 @@ from engine.format.section import (
     BuiltinSection,
     Section,
 )
+from engine.policy.budgets.section import BREAKERS, BUDGETS
+from engine.policy.calls.section import MODEL_CALLS
 from engine.policy.choices.section import MENUS
 from engine.policy.conflicts.section import CONFLICTS
 from engine.policy.gates.section import GATES
@@ -67,7 +69,10 @@ BUILTIN: tuple[BuiltinSection, ...] = (
     MENUS,
     ROUNDS,
     LIMITS,
+    BUDGETS,
+    BREAKERS,
     REVIEWS,
+    MODEL_CALLS,
     TESTS,
 )
 _BUILTIN_KEYS = {section.key: section for section in BUILTIN}

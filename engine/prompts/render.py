@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import RenderError
 from engine.core.textio import is_not_text, not_text_description
+from engine.prompts.budget import Fitted, fit
 from engine.prompts.examples.select import (
     Example,
     ReviewedExample,
@@ -72,6 +73,21 @@ class RenderedPrompt:
     example_original_chars: int | None = None
     example_truncated: bool | None = None
     warnings: tuple[str, ...] = ()  # e.g. an example source that could not be read
+    prompt_tokens: int | None = None  # estimated (engine.prompts.budget)
+    dropped: tuple[str, ...] = ()  # parts left out to keep the pack's prompt budget
+
+
+DROPPED_EXAMPLE = "No example attached (left out to fit the prompt budget)"
+NO_EXAMPLE = {
+    "example": "",
+    "example_source": DROPPED_EXAMPLE,
+    "example_tier": "none",
+    "example_truncated": False,
+}
+"""What a template sees of an example the prompt budget dropped: no example, as tier none."""
+
+NOT_IN_RETRIES = ("original_output", "micro_hint")
+"""The engine's prompt parts a retry prompt does not show (it shows the example)."""
 
 
 @dataclass(frozen=True)
@@ -202,22 +218,21 @@ def render_retry(
         budgets.retry_tokens,
         inputs.reviewed,
     )
-    prompt = prompts.templates[decision.template].render(
-        {**variables, "modification": modification, **example}
+    template = prompts.templates[decision.template]
+    shown = {**variables, "modification": modification}
+
+    def render(dropped: tuple[str, ...]) -> str:
+        kept = NO_EXAMPLE if "example" in dropped else example
+        return template.render({**shown, **kept, "dropped": list(dropped)})
+
+    fitted = fit(
+        render,
+        pack.limits.prompt_budget,
+        budgets.chars_per_token,
+        NOT_IN_RETRIES,
+        f"the retry prompt of {verdict.block}",
     )
-    text, cut = example["example"], example["example_truncated"]
-    whole = len(chosen.header) + len(chosen.text) + len(chosen.footer)
-    return RenderedPrompt(
-        prompt,
-        modification=modification_template,
-        example_tier=chosen.tier,
-        example_source=chosen.source,
-        example_chars=len(text),
-        example_tokens=-(-len(text) // budgets.chars_per_token),
-        example_original_chars=whole,
-        example_truncated=cut,
-        warnings=chosen.warnings,
-    )
+    return _rendered(fitted, chosen, example, budgets.chars_per_token, modification_template)
 
 
 def repair_prompt_with_example(
@@ -236,16 +251,57 @@ def repair_prompt_with_example(
         budgets.retry_tokens,
         inputs.reviewed,
     )
+
+    def render(dropped: tuple[str, ...]) -> str:
+        return repair_prompt(prompts, verdict, decision, inputs, example, dropped)
+
+    fitted = fit(
+        render,
+        pack.limits.prompt_budget,
+        budgets.chars_per_token,
+        (),
+        f"the repair prompt of {verdict.block}",
+    )
+    return _rendered(fitted, chosen, example, budgets.chars_per_token)
+
+
+def _rendered(
+    fitted: Fitted,
+    chosen: Example,
+    example: Mapping[str, Any],
+    chars_per_token: int,
+    modification: str | None = None,
+) -> RenderedPrompt:
+    """A fitted prompt with what went into it: the example it shows (none when the budget
+    dropped it), its estimated size and what was left out (a warning when anything was)."""
+    warnings = chosen.warnings + ((fitted.warning,) if fitted.warning else ())
+    if "example" in fitted.dropped:
+        return RenderedPrompt(
+            fitted.text,
+            modification=modification,
+            example_tier="none",
+            example_source=DROPPED_EXAMPLE,
+            example_chars=0,
+            example_tokens=0,
+            example_original_chars=len(chosen.header) + len(chosen.text) + len(chosen.footer),
+            example_truncated=False,
+            warnings=warnings,
+            prompt_tokens=fitted.tokens,
+            dropped=fitted.dropped,
+        )
     text = example["example"]
     return RenderedPrompt(
-        repair_prompt(prompts, verdict, decision, inputs, example),
+        fitted.text,
+        modification=modification,
         example_tier=chosen.tier,
         example_source=chosen.source,
         example_chars=len(text),
-        example_tokens=-(-len(text) // budgets.chars_per_token),
+        example_tokens=-(-len(text) // chars_per_token),
         example_original_chars=len(chosen.header) + len(chosen.text) + len(chosen.footer),
         example_truncated=example["example_truncated"],
-        warnings=chosen.warnings,
+        warnings=warnings,
+        prompt_tokens=fitted.tokens,
+        dropped=fitted.dropped,
     )
 
 
@@ -255,10 +311,12 @@ def repair_prompt(
     decision: Decision,
     inputs: PromptInputs,
     example: Mapping[str, Any] | None = None,
+    dropped: Collection[str] = (),
 ) -> str:
     """The P10-style format-repair prompt. Besides the output, the error and the contract it
     sees the pack's context (the first prompt, where the pack names a key for it) and the
-    example the tiers choose for the failure, so a repair can carry the task."""
+    example the tiers choose for the failure, so a repair can carry the task. The parts in
+    ``dropped`` (the prompt budget's) are shown empty."""
     assert decision.template is not None
     output, nonce, params = inputs.output, inputs.nonce, inputs.params
     trigger = prompts.pack.triggers[verdict.block]
@@ -270,6 +328,11 @@ def repair_prompt(
     if example is None:
         example = {"example": "", "example_source": "", "example_tier": "none"}
         example["example_truncated"] = False
+    if "example" in dropped:
+        example = NO_EXAMPLE
+    if "original_output" in dropped:
+        original = ""
+    hint = prompts.micro_hint(verdict.block, error) if decision.hint else ""
     return prompts.templates[decision.template].render(
         {
             **inputs.context,
@@ -278,7 +341,7 @@ def repair_prompt(
             "nonce": nonce,
             "parser_error": error,
             "failures": failure_variables(verdict),
-            "micro_hint": prompts.micro_hint(verdict.block, error) if decision.hint else "",
+            "micro_hint": "" if "micro_hint" in dropped else hint,
             "original_output": original,
             "format_contract": prompts.contract_text(verdict.block, nonce, params),
             "failure_type": verdict.failure_type or "",
@@ -287,6 +350,7 @@ def repair_prompt(
             "max_attempts": decision.max_attempts + 1,  # outputs in all, as the terminal counts
             "params": dict(params),
             "context": dict(inputs.context),
+            "dropped": list(dropped),
         }
     )
 

@@ -24,6 +24,7 @@ FORMATS: dict[str, tuple[str, ...]] = {
     "conflicts": ("text", "json"),
     "conflict_list": ("text", "json"),
     "parse": ("text", "json"),
+    "budgets": ("text", "json"),
 }
 """Result type -> the formats it can be written in (the first of a command's choices is not
 its default: each command names its own)."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
+from engine.report.table import deciding_rules
 from engine.session.summary import Row, session_summary
 
 if TYPE_CHECKING:
@@ -97,6 +98,10 @@ def session(rows: Iterable[Row], title: str, reviews: Mapping[str, Any] | None =
             ["example tokens in repair prompts", figures["example_tokens"]],
         ],
         per_accepted=per_accepted,
+        usage_rows=[
+            [kind, u["attempts"], u["tokens_in"], u["tokens_out"], u["estimated"], _money(u)]
+            for kind, u in figures.get("usage", {}).items()
+        ],
         rates=rates,
         by_attempt_rows=[[n, c["attempts"], c["accepted"]] for n, c in by_attempt.items()],
         failure_bars=[(t, n, str(n)) for t, n in figures["failures"].items()],
@@ -122,6 +127,11 @@ def _review_row(group: Mapping[str, Any]) -> list[Any]:
         f"{group['resolve_seconds_sum'] / count:.1f}" if count else "-",
         f"{100 * group['edit_share']:.0f}%",
     ]
+
+
+def _money(usage: Mapping[str, Any]) -> str:
+    """A kind's cost as shown: six decimals (prices per million tokens make small sums)."""
+    return f"{usage['cost']:.6f}"
 
 
 def backtest(report: Mapping[str, Any], title: str = "Backtest") -> str:
@@ -156,7 +166,7 @@ def backtest(report: Mapping[str, Any], title: str = "Backtest") -> str:
             for name, keys in (("Verdict flips", statuses), ("Action flips", actions))
         ]
     examples = [
-        (kind, e["where"], e["pack"]["error"] or e["baseline"]["error"] or "")
+        (kind, e["where"], e["pack"]["error"] or e["baseline"]["error"] or "", deciding_rules(e))
         for kind, found in report["examples"].items()
         for e in found
     ]

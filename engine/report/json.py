@@ -106,6 +106,11 @@ def rules(catalogue: Mapping[str, Any]) -> str:
     return json.dumps(rows, indent=2, allow_nan=False) + "\n"
 
 
+def budgets(report: Mapping[str, Any]) -> str:
+    """Budgets and breakers (the document GET /v1/budgets answers)."""
+    return _dump(report)
+
+
 def gate(payload: Mapping[str, Any]) -> str:
     """A gate's result (contracts/gate-result.schema.json, as the command names its keys)."""
     return _dump(payload)

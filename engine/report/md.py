@@ -63,6 +63,50 @@ def explain(explained: Explained) -> str:
         for a in tables["actions"]
     ]
     out += "\n" + markdown_table(["Action", "Exit", "Final", "Description"], actions)
+    worst = [
+        [
+            w["block"],
+            str(w["calls"]),
+            str(w["repairs"]),
+            str(w["transport_retries"]),
+            str(w["prompt_chars"]),
+            str(w["prompt_tokens"]),
+        ]
+        for w in tables.get("worst_case", ())
+    ]
+    if worst:
+        out += "\nWorst case per item run (`rules check --prove` checks it):\n"
+        out += markdown_table(
+            ["Block", "Calls", "Repairs", "Transport retries", "Prompt chars", "Prompt tokens"],
+            worst,
+        )
+    budgets = [
+        [
+            b["name"],
+            f"{b['limit']} {b['counts']}" + (f" per {b['window']}" if b["window"] else ""),
+            b["per"],
+            ", ".join(b["blocks"]) or "every block",
+            b["action"]["action"],
+        ]
+        for b in tables.get("budgets", ())
+    ]
+    if budgets:
+        out += "\n" + markdown_table(["Budget", "Allows", "Per", "Blocks", "Then"], budgets)
+    breakers = [
+        [
+            b["name"],
+            f"below {b['min_success']:.0%} good of the last {b['last']}",
+            str(b["cooldown"]),
+            ", ".join(b["blocks"]) or "every block",
+            ", ".join(b["on"]) or "every failure type",
+            b["action"]["action"],
+        ]
+        for b in tables.get("breakers", ())
+    ]
+    if breakers:
+        out += "\n" + markdown_table(
+            ["Breaker", "Opens", "Cooldown", "Blocks", "Failure types", "Then"], breakers
+        )
     for name, menu in pack.menus.items():
         out += f"\nMenu {name} (`rules choose ITEM N`):\n"
         for number, option in enumerate(menu.options, start=1):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def _cell(text: str) -> str:
@@ -43,3 +44,16 @@ def text_columns(rows: Sequence[Sequence[str]]) -> str:
 def pairs(counts: dict[str, int]) -> str:
     """Counts as `key value, key value` (`-` when there are none)."""
     return ", ".join(f"{key} {value}" for key, value in counts.items()) or "-"
+
+
+def deciding_rules(example: Mapping[str, Any]) -> str:
+    """A flip's deciding rules, baseline then pack ("rule r1 -> rule r2"), or one side's
+    where only it is known; empty when neither is (a side that could not evaluate, or a
+    shadow row recorded without it). Every report format shows the same words."""
+    old = example.get("baseline", {}).get("rule")
+    new = example.get("pack", {}).get("rule")
+    if old and new:
+        return f"rule {old} (baseline) -> rule {new} (pack)"
+    if new:
+        return f"rule {new} (pack)"
+    return f"rule {old} (baseline)" if old else ""

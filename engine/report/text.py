@@ -11,7 +11,7 @@ from engine.pack.result import CheckResult
 from engine.policy.conflicts.runtime import FLAGGED, OPEN
 from engine.report import md
 from engine.report.cases import PackTestRuns, describe
-from engine.report.table import pairs, text_columns
+from engine.report.table import deciding_rules, pairs, text_columns
 
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
@@ -154,6 +154,44 @@ def rules(catalogue: Mapping[str, Any]) -> str:
     )
 
 
+def budgets(report: Mapping[str, Any]) -> str:
+    """Each budget's spend against its limit, each breaker's state, as columns."""
+    session = report["session"] or "(the folder)"
+    out = f"pack {report['pack']}, session {session}, at {report['at']}\n"
+    if not report["budgets"] and not report["breakers"]:
+        return out + "the pack declares no budget and no breaker\n"
+    if report["budgets"]:
+        header = ("budget", "allows", "spent", "left", "then")
+        rows = [
+            (
+                b["name"],
+                b["allows"],
+                str(b["spent"])
+                + (f" ({b['items_at_limit']} at the limit)" if b["items_at_limit"] else ""),
+                str(b["left"]),
+                b["action"],
+            )
+            for b in report["budgets"]
+        ]
+        out += "\n" + text_columns([header, *rows])
+    if report["breakers"]:
+        columns = ("breaker", "state", "recent repairs", "good", "opens below", "then")
+        states = [
+            (
+                b["name"],
+                b["state"]
+                + (f" until {b['cooldown_ends']}" if b["cooldown_ends"] is not None else ""),
+                str(b["recent_repairs"]),
+                str(b["recent_good"]),
+                f"{b['min_success']:.0%} of the last {b['last']}",
+                b["action"],
+            )
+            for b in report["breakers"]
+        ]
+        out += "\n" + text_columns([columns, *states])
+    return out
+
+
 def gate(payload: Mapping[str, Any]) -> str:
     """The reprompt of a gate's result (nothing when the gate lets the output through)."""
     reprompt: str | None = payload["reprompt"]
@@ -243,6 +281,9 @@ def _backtest(report: dict[str, Any]) -> str:
                     f"{', id ' + str(example['id']) if example['id'] is not None else ''})"
                     f"{': ' + why if why else ''}"
                 )
+                decided = deciding_rules(example)
+                if decided:
+                    lines.append(f"    decided by {decided}")
     if report["max_flips"] is not None:
         verdict = "exceeded" if report["flipped"] > report["max_flips"] else "within"
         lines.append(f"max flips {report['max_flips']}: {verdict}")

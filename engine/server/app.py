@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope, Send
 
 from engine.core import telemetry
 from engine.core.version import VERSION
-from engine.server import admin, catalogue, evaluation, gate, metrics, reviews, shadow
+from engine.server import admin, budgets, catalogue, evaluation, gate, metrics, reviews, shadow
 from engine.server.access import AccessLog, TokenPlacement
 from engine.server.documents import Problem as ProblemDocument
 from engine.server.limits import BodyLimit
@@ -143,6 +143,7 @@ def create_app(settings: ServerSettings, packs: PackSet) -> FastAPI:
     app.include_router(gate.router)
     app.include_router(admin.router)
     app.include_router(shadow.router)
+    app.include_router(budgets.router)
     app.include_router(reviews.router)
     app.add_middleware(
         BodyLimit, limit=lambda: app.state.live.current.body_limit(), timeout=settings.timeout

@@ -59,6 +59,28 @@ class PackTables(BaseModel):
     guards: list[dict[str, Any]]
     failure_types: list[dict[str, Any]]
     actions: list[dict[str, Any]]
+    worst_case: list[dict[str, Any]] = Field(
+        description="per block: the worst-case calls of one item run and the largest "
+        "prompt (`rules check --prove`)"
+    )
+    budgets: list[dict[str, Any]] = Field(description="the pack's budgets, as declared")
+    breakers: list[dict[str, Any]] = Field(description="the pack's breakers, as declared")
+
+
+class BudgetsDocument(BaseModel):
+    """GET /v1/budgets: each budget's spend against its limit, each breaker's state."""
+
+    pack: str
+    session: str
+    at: str
+    budgets: list[dict[str, Any]] = Field(
+        description="name, allows, counts, limit, per, window_seconds, blocks, action, "
+        "spent, left, items_at_limit (per item run: how many reached the limit)"
+    )
+    breakers: list[dict[str, Any]] = Field(
+        description="name, blocks, on, state (closed, open, half_open), opened_at, "
+        "cooldown_ends, recent_repairs, recent_good, success, min_success, last, action"
+    )
 
 
 class Problem(BaseModel):

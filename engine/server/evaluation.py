@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from engine.core.errors import EngineError, LedgerError, LedgerTimeout, ParamError
 from engine.core.verdict import Verdict
 from engine.pack.compiled import Pack
+from engine.policy.calls.replies import NO_USAGE
 from engine.policy.triggers.decide import Decision
 from engine.server import metrics
 from engine.server.documents import EvaluationDocument, RenderDocument, SessionOutputDocument
@@ -121,8 +122,13 @@ def refused(exc: EngineError, field: str | None = None) -> Problem:
 
 
 def decided(hooks: list[DecisionHook], pack: Pack, body: OutputRequest, evaluated: Any) -> None:
-    """After a decision: count it, and call the app's decision hooks (shadow evaluation)."""
+    """After a decision: count it (and a recorded attempt's usage), and call the app's
+    decision hooks (shadow evaluation)."""
     metrics.count_decision(pack.name, evaluated.verdict, evaluated.decision)
+    if getattr(evaluated, "usage", None) is not None:
+        metrics.count_usage(
+            pack.name, evaluated.verdict.block, evaluated.kind, evaluated.usage, evaluated.cost
+        )
     for hook in hooks:
         hook(pack, body, evaluated.verdict, evaluated.decision)
 
@@ -206,9 +212,10 @@ def _record(
             session = named_session(
                 name, ledger=settings.ledger, sessions_dir=settings.sessions_dir
             )
+            usage = body.usage.usage() if body.usage is not None else NO_USAGE
             rendered = render(
                 pack,
-                _request(body, session),
+                _request(body, session, continue_run=body.continue_run, usage=usage),
                 presentation=False,
                 decided=lambda done: decided(hooks, pack, body, done),
             )

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.pack.inputs import OutputInput
+from engine.policy.calls.replies import Usage
 
 STRICT = ConfigDict(extra="forbid", strict=True)
 
@@ -50,9 +51,43 @@ class EvaluateRequest(OutputRequest):
     )
 
 
+class UsageRequest(BaseModel):
+    """What the model call that gave the output used, as its provider reported it."""
+
+    model_config = STRICT
+
+    tokens_in: int | None = Field(
+        None, ge=0, le=1_000_000_000, description="Tokens of the prompt (input tokens)."
+    )
+    tokens_out: int | None = Field(
+        None, ge=0, le=1_000_000_000, description="Tokens of the output (output tokens)."
+    )
+    model: str | None = Field(
+        None,
+        max_length=200,
+        description="The model that answered, priced by the pack's `model_calls.pricing` "
+        "(default: the request's `model`).",
+    )
+
+    def usage(self) -> Usage:
+        return Usage(self.tokens_in, self.tokens_out, self.model)
+
+
 class SessionOutputRequest(OutputRequest):
     item: str | None = Field(
         None,
         description="The item whose attempts are counted (default: the one the pack's "
         "`session.item` makes of the nonce, vars and context).",
+    )
+    continue_run: bool = Field(
+        False,
+        description="Count this output in the item's latest run even when that run ended "
+        "(PROCEED or a final action): its attempt count and caps go on. By default the "
+        "output after a finished run starts a new run at attempt 1, as `rules run` and "
+        "`rules eval --session` do without `--continue`.",
+    )
+    usage: UsageRequest | None = Field(
+        None,
+        description="The call's usage, recorded with the attempt and priced; without it "
+        "the attempt records no tokens.",
     )

@@ -1,10 +1,13 @@
 """``engine.run`` and ``engine.arun``: the repair/retry loop around any Python model client.
 
-``call`` takes the prompt text and returns the model's output text (``arun``: an async
-function). The loop is the one `rules run` drives (``engine.session.run``): the same
-decisions, prompts and ledger records. An exception raised by ``call`` is an
-EXECUTION_FAILED attempt carrying the exception's type and message (no traceback, and never
-in a prompt); ``timeout`` bounds each call the same way. A KeyboardInterrupt or a
+``call`` takes the prompt text and returns the model's output text, a ``ModelReply`` or an
+SDK's response object (``arun``: an async function). The loop is the one `rules run`
+drives (``engine.session.run``): the same decisions, prompts and ledger records. An
+exception raised by ``call`` is a failed attempt carrying the exception's type and message
+(no traceback, and never in a prompt), classified by the pack's ``model_calls`` (by
+default MODEL_RATE_LIMITED, MODEL_TIMEOUT, MODEL_UNAVAILABLE or MODEL_ERROR for the
+exceptions of the openai, anthropic and httpx clients, else EXECUTION_FAILED); ``timeout``
+bounds each call the same way (MODEL_TIMEOUT). A KeyboardInterrupt or a
 cancellation propagates; the call it interrupted is not recorded, the attempts before it
 are, whole.
 """
@@ -17,6 +20,7 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -27,10 +31,27 @@ from engine.core.suggest import did_you_mean
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.pack.compiled import Pack
 from engine.pack.loaded import load_pack
+from engine.policy.calls.runtime import CallFailure, exception_failure
 from engine.session.evaluation import InputRefused
-from engine.session.returned import option_cap, option_seconds, returned_output
-from engine.session.run import Execution, RunRequest, RunResult, arun_with, run_with
+from engine.session.returned import option_cap, option_seconds, returned_output, too_large
+from engine.session.run import (
+    REAL_WAITS,
+    Execution,
+    RunRequest,
+    RunResult,
+    arun_with,
+    run_with,
+)
 from engine.session.session_ref import DEFAULT_SESSION, SessionRef
+from engine.session.stream import (
+    Streamed,
+    Watch,
+    aread_stream,
+    is_async_stream,
+    is_stream,
+    new_watch,
+    read_stream,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -45,6 +66,19 @@ MAX_MESSAGE_CHARS = 500
 """How much of an exception's message an EXECUTION_FAILED attempt keeps."""
 
 Call = Callable[[str], Any]
+
+WAITS = REAL_WAITS
+"""How ``run`` waits before a transport retry (a test may replace it to control the
+clock)."""
+
+
+async def _sleep(seconds: float) -> None:
+    """``arun``'s wait before a transport retry: ``WAITS.sleep`` when a test replaced it
+    (run in a thread), else ``asyncio.sleep``."""
+    if WAITS.sleep is REAL_WAITS.sleep:
+        await asyncio.sleep(seconds)
+    else:
+        await asyncio.to_thread(WAITS.sleep, seconds)
 
 
 class RunOptions(TypedDict, total=False):
@@ -86,7 +120,7 @@ class RunOptions(TypedDict, total=False):
 def run(
     pack: Pack | str | os.PathLike[str],
     block: str,
-    call: Callable[[str], str],
+    call: Callable[[str], object],
     **options: Unpack[RunOptions],
 ) -> RunResult:
     """Send ``prompt`` (default: the pack's first prompt for ``block``) to ``call``, evaluate
@@ -94,27 +128,48 @@ def run(
     recorded in the ledger of the ``session`` folder (default ``.rules-session``, as
     `rules run`). With ``timeout`` (default: the pack's ``limits.model_timeout``, else none)
     each call runs in a worker thread and a call still running after ``timeout`` seconds is
-    an EXECUTION_FAILED attempt (the thread is left to finish on its own).
+    a MODEL_TIMEOUT attempt (the thread is left to finish on its own). ``call`` returns
+    the output text, a ``ModelReply`` or an SDK's response object (its usage is read);
+    what it raises is classified by the pack's ``model_calls`` and may be retried at the
+    transport (docs/costs.md).
 
     The options (``RunOptions``, each optional, each None by default): ``session``,
     ``item``, ``prompt``, ``nonce``, ``vars``, ``context``, ``model``, ``timeout``,
     ``max_output_bytes``, ``continue_run``, ``ledger``."""
     loaded, request, limit, cap = _request(run, pack, block, call, options)
     with _refusals(run):
-        return run_with(loaded, request, lambda text: call_in_thread(call, text, limit, cap))
+        watch = _watch(loaded, request, cap)
+        return run_with(
+            loaded,
+            request,
+            lambda text: call_in_thread(call, text, limit, cap, watch),
+            waits=WAITS,
+        )
 
 
 async def arun(
     pack: Pack | str | os.PathLike[str],
     block: str,
-    call: Callable[[str], Awaitable[str]],
+    call: Callable[[str], Awaitable[object]],
     **options: Unpack[RunOptions],
 ) -> RunResult:
     """``run`` with an async ``call``; ``timeout`` bounds each call with
     ``asyncio.wait_for``. Cancelling the task cancels the call in flight and propagates."""
     loaded, request, limit, cap = _request(arun, pack, block, call, options)
     with _refusals(arun):
-        return await arun_with(loaded, request, lambda text: call_async(call, text, limit, cap))
+        watch = _watch(loaded, request, cap)
+        return await arun_with(
+            loaded,
+            request,
+            lambda text: call_async(call, text, limit, cap, watch),
+            lambda seconds: _sleep(seconds),
+            waits=WAITS,
+        )
+
+
+def _watch(pack: Pack, request: RunRequest, cap: int) -> Callable[[], Watch]:
+    """A fresh watch for each streamed output of the run (``engine.session.stream``)."""
+    return new_watch(pack, request.block, request.nonce, request.vars, request.context, cap)
 
 
 def _request(
@@ -222,7 +277,12 @@ def _text(name: str, key: str, value: Any, optional: bool = False) -> None:
 
 
 def raised(exc: BaseException) -> str:
-    """An exception as an EXECUTION_FAILED error: its type and message on one line."""
+    """An exception as an attempt's error: its type and message on one line."""
+    return _raised(exc)[0]
+
+
+def _raised(exc: BaseException) -> tuple[str, str]:
+    """An exception's error (its type and message on one line) and its message."""
     try:
         message = " ".join(str(exc).split())
         # a lone surrogate shown escaped: the message is recorded in the ledger as UTF-8
@@ -235,35 +295,81 @@ def raised(exc: BaseException) -> str:
         kind = str(type.__getattribute__(type(exc), "__qualname__"))
     except Exception:
         kind = "an exception"
-    return f"model call raised {kind}: {message}" if message else f"model call raised {kind}"
+    return (
+        f"model call raised {kind}: {message}" if message else f"model call raised {kind}",
+        message,
+    )
 
 
-def output_of(value: Any, cap: int = MAX_OUTPUT_BYTES) -> Execution:
-    """What a call returned, as the output of an attempt (``engine.session.returned``)."""
+def failed(exc: Exception) -> Execution:
+    """The execution of a call that raised ``exc``: its error, and what classification
+    reads of it (class names, HTTP status, Retry-After)."""
+    error, message = _raised(exc)
+    return Execution("", error, failure=exception_failure(exc, message))
+
+
+def timed_out(timeout: float) -> Execution:
+    """The execution of a call the engine stopped waiting for."""
+    return Execution(
+        "", f"model call timed out after {timeout:g} s", failure=CallFailure(timed_out=True)
+    )
+
+
+def output_of(
+    value: Any, cap: int = MAX_OUTPUT_BYTES, watch: Callable[[], Watch] | None = None
+) -> Execution:
+    """What a call returned, as the output of an attempt (``engine.session.returned``); a
+    stream read through a fresh ``watch`` (``engine.session.stream``)."""
+    if watch is not None and is_stream(value):
+        if is_async_stream(value):
+            return Execution(
+                "", "model call returned an async stream: use `await engine.arun(...)`"
+            )
+        return streamed_execution(read_stream(value, watch()), cap)
     return returned_output(value, cap)
 
 
-def guarded(call: Call, prompt: str, cap: int = MAX_OUTPUT_BYTES) -> Execution:
+def streamed_execution(streamed: Streamed, cap: int) -> Execution:
+    """A stream read (to its end, or cut at a definite failure) as an attempt's output."""
+    if streamed.raised is not None:  # classified as a call that raised it
+        return replace(failed(streamed.raised), stream=streamed.end)
+    if streamed.error is not None:
+        return Execution("", streamed.error, stream=streamed.end)
+    if streamed.over_cap:
+        return Execution("", too_large(cap), stream=streamed.end)
+    return Execution(streamed.output, None, stream=streamed.end)
+
+
+def guarded(
+    call: Call,
+    prompt: str,
+    cap: int = MAX_OUTPUT_BYTES,
+    watch: Callable[[], Watch] | None = None,
+) -> Execution:
     """``call(prompt)``, an exception it raises turned into an execution failure."""
     try:
         value = call(prompt)
-    except Exception as exc:  # the model call failed: an EXECUTION_FAILED attempt
-        return Execution("", raised(exc))
-    return output_of(value, cap)
+    except Exception as exc:  # the model call failed: a failed attempt, classified
+        return failed(exc)
+    return output_of(value, cap, watch)
 
 
 def call_in_thread(
-    call: Call, prompt: str, timeout: float | None, cap: int = MAX_OUTPUT_BYTES
+    call: Call,
+    prompt: str,
+    timeout: float | None,
+    cap: int = MAX_OUTPUT_BYTES,
+    watch: Callable[[], Watch] | None = None,
 ) -> Execution:
     """``guarded`` in a worker thread, waited for at most ``timeout`` seconds (in this
     thread when there is no timeout)."""
     if timeout is None:
-        return guarded(call, prompt, cap)
+        return guarded(call, prompt, cap, watch)
     box: list[Execution | BaseException] = []
 
     def target() -> None:
         try:
-            box.append(guarded(call, prompt, cap))
+            box.append(guarded(call, prompt, cap, watch))
         except BaseException as exc:  # handed to the waiting thread, raised there
             box.append(exc)
 
@@ -271,14 +377,18 @@ def call_in_thread(
     worker.start()
     worker.join(min(timeout, threading.TIMEOUT_MAX))  # a longer wait overflows: no bound
     if not box:
-        return Execution("", f"model call timed out after {timeout:g} s")
+        return timed_out(timeout)
     if isinstance(box[0], BaseException):
         raise box[0]
     return box[0]
 
 
 async def call_async(
-    call: Call, prompt: str, timeout: float | None, cap: int = MAX_OUTPUT_BYTES
+    call: Call,
+    prompt: str,
+    timeout: float | None,
+    cap: int = MAX_OUTPUT_BYTES,
+    watch: Callable[[], Watch] | None = None,
 ) -> Execution:
     """``await call(prompt)`` bounded by ``timeout``; an exception it raises is an
     execution failure, a cancellation propagates."""
@@ -286,8 +396,10 @@ async def call_async(
     async def attempt() -> Execution:
         try:
             pending = call(prompt)
-        except Exception as exc:  # the model call failed: an EXECUTION_FAILED attempt
-            return Execution("", raised(exc))
+        except Exception as exc:  # the model call failed: a failed attempt, classified
+            return failed(exc)
+        if watch is not None and is_async_stream(pending):  # an async generator function
+            return streamed_execution(await aread_stream(pending, watch()), cap)
         if not inspect.isawaitable(pending):
             raise UsageError(
                 "engine.arun: call= must be an async function (`async def`); for a plain "
@@ -295,13 +407,15 @@ async def call_async(
             )
         try:
             value = await pending
-        except Exception as exc:  # the model call failed: an EXECUTION_FAILED attempt
-            return Execution("", raised(exc))
-        return output_of(value, cap)
+        except Exception as exc:  # the model call failed: a failed attempt, classified
+            return failed(exc)
+        if watch is not None and is_async_stream(value):  # an SDK's async stream
+            return streamed_execution(await aread_stream(value, watch()), cap)
+        return output_of(value, cap, watch)
 
     if timeout is None:
         return await attempt()
     try:
         return await asyncio.wait_for(attempt(), timeout)
     except asyncio.TimeoutError:  # attempt() lets no exception of the call through
-        return Execution("", f"model call timed out after {timeout:g} s")
+        return timed_out(timeout)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from engine.core.errors import EngineError, ParamError
 from engine.core.textio import MAX_OUTPUT_BYTES, too_large_message
 from engine.pack.inputs import OutputInput
+from engine.policy.calls.replies import NO_USAGE, Call, Usage
 from engine.session.next_prompt import render_after
 from engine.session.session_ref import SessionRef
 from engine.session.tracing import evaluation_span, record_decision
@@ -79,6 +80,9 @@ class EvaluationRequest:
     keep_outputs: bool = False
     reuse_latest: bool = False
     continue_run: bool = False
+    usage: Usage = NO_USAGE
+    """What the client reported of the call that gave the output (a session records it
+    with the attempt, priced by the pack)."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,11 @@ class Evaluated:
     """The user's text a choice added for the item's next prompt (`rules choose --text`)."""
     review: int | None = None
     """The review the decision opened in the session's ledger (``reviews:``), or None."""
+    kind: str | None = None
+    """Why the attempt's prompt was sent (first, repair, retry, transport_retry), when
+    recorded in a session."""
+    usage: Usage = NO_USAGE
+    cost: float | None = None
 
 
 @dataclass(frozen=True)
@@ -171,7 +180,7 @@ def evaluate(pack: Pack, request: EvaluationRequest) -> Evaluated:
     if request.session is None:
         return _alone(pack, ready, request)
     with _opened(pack, request.session, request.keep_outputs) as session:
-        return _recorded(session, ready, request.reuse_latest, request.continue_run)
+        return _recorded(session, ready, request)
 
 
 def render(
@@ -192,7 +201,7 @@ def render(
         decided(evaluated)
         return _due(pack, ready, evaluated, None, presentation)
     with _opened(pack, request.session, request.keep_outputs) as session:
-        evaluated = _recorded(session, ready, request.reuse_latest, request.continue_run)
+        evaluated = _recorded(session, ready, request)
         decided(evaluated)
         rendered = _due(pack, ready, evaluated, session.place, presentation)
         if rendered.warnings and evaluated.attempt_id is not None:
@@ -225,12 +234,15 @@ def _alone(pack: Pack, ready: OutputInput, request: EvaluationRequest) -> Evalua
     return Evaluated(pack, verdict, decision, ready.output or b"", dict(ready.vars), context)
 
 
-def _recorded(
-    session: Session, ready: OutputInput, reuse_latest: bool, continue_run: bool = False
-) -> Evaluated:
+def _recorded(session: Session, ready: OutputInput, request: EvaluationRequest) -> Evaluated:
     """``ready`` evaluated, decided and recorded as the next attempt of its item (in its
-    latest run with ``continue_run``)."""
-    outcome = session.evaluate(ready, reuse_latest=reuse_latest, continue_run=continue_run)
+    latest run with ``continue_run``), with the usage the client reported."""
+    outcome = session.evaluate(
+        ready,
+        reuse_latest=request.reuse_latest,
+        continue_run=request.continue_run,
+        call=Call(request.usage),
+    )
     return Evaluated(
         session.pack,
         outcome.verdict,
@@ -241,6 +253,9 @@ def _recorded(
         outcome.attempt_id,
         outcome.user_context,
         outcome.review,
+        outcome.kind,
+        outcome.usage,
+        outcome.cost,
     )
 
 

@@ -12,6 +12,7 @@ from engine.format.actions import STANDARD_ACTIONS
 from engine.format.model import Ref, Rulepack
 from engine.format.semantics import walk_references
 from engine.pack.compiled import Pack
+from engine.pack.prove import prove
 from engine.policy.triggers.model import Trigger
 
 
@@ -29,7 +30,19 @@ def explain(pack: Pack, block: str | None = None) -> Explained:
     EngineError naming the blocks when the pack has no such block)."""
     if block is not None:
         pack.contract(block)
-    return Explained(pack.model, explain_tables(pack.model, block))
+    tables = explain_tables(pack.model, block)
+    tables["worst_case"] = [proof.to_json() for proof in prove(pack, block).blocks]
+    tables["budgets"] = [
+        {"name": name, **spec.model_dump(mode="json", exclude={"description"})}
+        for name, spec in pack.model.budgets.items()
+        if block is None or not spec.blocks or block in spec.blocks
+    ]
+    tables["breakers"] = [
+        {"name": name, **spec.model_dump(mode="json", exclude={"description"})}
+        for name, spec in pack.model.breakers.items()
+        if block is None or not spec.blocks or block in spec.blocks
+    ]
+    return Explained(pack.model, tables)
 
 
 def explain_tables(model: Rulepack, block: str | None = None) -> dict[str, Any]:

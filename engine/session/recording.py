@@ -32,6 +32,14 @@ from engine.ledger.store import Place, SessionLedger
 from engine.ledger.url import LedgerUrl, parse_url
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
+from engine.policy.calls.replies import NO_CALL, NO_USAGE, Call, Usage
+from engine.policy.calls.runtime import (
+    MODEL_FAILURES,
+    TRANSPORT_RULE,
+    CompiledCalls,
+    attempt_kind,
+    transport_decision,
+)
 from engine.policy.limits.rates import Measure, Round
 from engine.policy.triggers.decide import Decision
 from engine.prompts.render import RenderedPrompt
@@ -41,11 +49,21 @@ from engine.session.items import item_key, sha256
 from engine.session.next_prompt import render_after
 from engine.session.review import Shown, opening
 from engine.session.session_ref import SessionRef, item_name_problem
+from engine.session.spending import (
+    Recording,
+    Refusal,
+    admit_first_call,
+    budgets_of,
+    govern,
+)
+from engine.session.stream import StreamEnd
 from engine.session.tracing import traced_evaluation
 
 KEEP_OUTPUTS = "keep_outputs"
 
 EXECUTION_FAILURE = "EXECUTION_FAILED"
+CALL_FAILURES = frozenset([EXECUTION_FAILURE, *MODEL_FAILURES])
+"""The failure types of a failed model call (their validation tier is `execution`)."""
 
 
 def not_text(given: OutputInput) -> str | None:
@@ -71,6 +89,12 @@ class Outcome:
     """The tail of the model command's stderr recorded with the attempt (never prompted)."""
     review: int | None = None
     """The review this final decision opened (the pack's ``reviews.actions``), or None."""
+    kind: str | None = None
+    """Why the attempt's prompt was sent: first, repair, retry or transport_retry."""
+    usage: Usage = NO_USAGE
+    """The call's tokens as recorded (reported or estimated) and the model priced."""
+    cost: float | None = None
+    """What the call cost at the pack's price of its model; None without one."""
 
 
 class Session:
@@ -131,6 +155,10 @@ class Session:
         stderr: str | None = None,
         prompt: str | None = None,
         transcript: Sequence[Shown] = (),
+        admitted: bool = False,
+        refused: Refusal | None = None,
+        stream: StreamEnd | None = None,
+        call: Call = NO_CALL,
     ) -> Outcome:
         """Evaluate ``given`` as the next attempt of its item, decide, and record both.
 
@@ -141,6 +169,14 @@ class Session:
         A final decision whose action the pack's ``reviews.actions`` names opens a review
         in the same transaction, holding ``transcript`` (the run's earlier attempts as the
         caller saw them) and this output with its ``prompt``.
+        ``admitted``: its call was paid for by the budgets before it was made
+        (``admit_call``); ``refused``: a budget refused it, so it was never made and the
+        budget's action is taken.
+        ``stream``: where a streamed output stopped, and whether it was cut there.
+        ``call``: the call's usage (recorded with its cost at the pack's prices) and,
+        when its failure is retried at the transport, the retry: the attempt is then
+        recorded with rule ``transport-retry``, spends no repair (the next attempt has
+        its number) and ends nothing.
 
         The item is the one ``given.item`` names, else the one the pack's ``session.item``
         parts make (with ``run``, a run id, added: one run's attempts, no one else's). With
@@ -201,11 +237,16 @@ class Session:
                     grant.text,
                 )
 
+        calls: CompiledCalls = self.pack.section("model_calls")
+        usage = call.usage
+        if usage.model is None and given.model is not None:  # the model asked for is priced
+            usage = replace(usage, model=given.model)
         # a write token, taken once before the transaction: when the connection is lost
         # after COMMIT, the retried transaction finds the committed row by it
         token = uuid.uuid4().hex
         decided: list[Decision] = []  # the decision the first run recorded
         reviewed = frozenset(self.pack.model.reviews.actions)
+        kinds: list[str] = []  # the kind of attempt it recorded
 
         def record(tx: Tx) -> tuple[Decision, int, int | None]:
             if tx.retry and decided:
@@ -217,8 +258,11 @@ class Session:
                 tx, session, block, key, continuing=continuing
             )
             history = attempt_rows.item_history(tx, session, block, key)
+            this_run = [row for row in history if row["run"] == run_number]
+            kind = attempt_kind(this_run[-1] if this_run else None)
+            kinds.append(kind)
             previous = [
-                row["error"] for row in history if row["error"] and row["run"] == run_number
+                row["error"] for row in this_run if row["error"] and row["rule"] != TRANSPORT_RULE
             ]
             earlier = (
                 None
@@ -230,16 +274,38 @@ class Session:
                 round_rows.put_count(
                     tx, session, block, measure.round, measure.count, measure.total
                 )
-            decision = given.decide(
-                self.pack,
-                verdict,
-                context,
-                attempt=number,
-                previous_errors=previous,
-                measure=measure,
-                earlier=earlier,
-                extra_attempts=grant.attempts,
-            )
+            if call.transport is not None:
+                decision = transport_decision(
+                    self.pack.policy.trigger(block).trigger,
+                    verdict,
+                    number,
+                    call.transport,
+                    call.retried,
+                    calls.retry,
+                )
+            else:
+                decision = given.decide(
+                    self.pack,
+                    verdict,
+                    context,
+                    attempt=number,
+                    previous_errors=previous,
+                    measure=measure,
+                    earlier=earlier,
+                    extra_attempts=grant.attempts,
+                )
+                # Budgets and breakers govern the calls the policy asks for: a transport
+                # retry is the same call again (its own declared bound), and the rows of
+                # earlier transport retries are no repairs a breaker should judge.
+                judged = [row for row in this_run if row["rule"] != TRANSPORT_RULE]
+                decision = govern(
+                    tx,
+                    self.pack,
+                    Recording(
+                        session, block, key, run_number, number, verdict, judged, admitted, refused
+                    ),
+                    decision,
+                )
             if isinstance(round_number, int) and decision.final and verdict.status == "fail":
                 decision = self._round_outcome(choices, block, round_number, decision, tx)
             row = Attempt(
@@ -261,6 +327,13 @@ class Session:
                 pack_version=self.pack.model.version,
                 revision=self.pack.revision,
                 stderr=stderr,
+                streamed_chars=None if stream is None else stream.chars,
+                stream_cut=None if stream is None else int(stream.cut),
+                kind=kind,
+                tokens_in=usage.tokens_in,
+                tokens_out=usage.tokens_out,
+                tokens_estimated=usage.estimated if usage.known else None,
+                cost=calls.cost(usage),
             )
             warnings = list(verdict.warnings)
             if decision.default is not None and decision.log in ("warning", "error"):
@@ -281,6 +354,8 @@ class Session:
             )
             if decision.final:
                 attempt_rows.end_run(tx, session, block, key)
+            elif call.transport is not None:  # the retry is this attempt again
+                attempt_rows.give_back(tx, session, block, key)
             review = None
             if decision.final and decision.action in reviewed:
                 review = opening(
@@ -298,7 +373,25 @@ class Session:
             return decision, attempt_id, review
 
         decision, attempt_id, review = self.ledger.write(record)
-        return Outcome(verdict, decision, attempt_id, grant.text, stderr, review)
+        return Outcome(
+            verdict,
+            decision,
+            attempt_id,
+            grant.text,
+            stderr,
+            review,
+            kinds[-1] if kinds else None,
+            usage,
+            calls.cost(usage),
+        )
+
+    def admit_call(self, block: str) -> Refusal | None:
+        """Pay for a first call the engine is about to make from the budgets that count
+        calls across items, or the budget that refuses it (``engine.session.spending``)."""
+        if not any(b.budget.counts == "calls" for b in budgets_of(self.pack)):
+            return None
+        session = self.ledger.session
+        return self.ledger.write(lambda tx: admit_first_call(tx, self.pack, session, block))
 
     def _round_outcome(
         self, choices: ChoiceBook, block: str, round_number: int, decision: Decision, tx: Tx
@@ -352,7 +445,7 @@ class Session:
         """Which tier of validation failed: structure, content or execution."""
         if verdict.status != "fail":
             return None
-        if verdict.failure_type == EXECUTION_FAILURE:
+        if verdict.failure_type in CALL_FAILURES:
             return "execution"
         return self.pack.contract(block).failure_tier(verdict.failure_type or "")
 

@@ -7,6 +7,9 @@ allows. It is read here once, through the built-in types' own methods (no method
 subclass runs), measured before it is copied, and refused whole when it is over the cap:
 an output over the cap is an execution failure, as a command printing more than the cap is
 in `rules run`; a value that cannot be read is one too.
+
+A ``ModelReply`` or an SDK's response object (``engine.policy.calls.replies``) gives its
+text, bounded the same way, and the usage it reports.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from engine.core.errors import UsageError
 from engine.core.numbers import INT64_MAX
 from engine.core.textio import MAX_OUTPUT_BYTES
+from engine.policy.calls.replies import NotAReply, read_reply
 from engine.session.run import Execution
 
 _CHUNK = 1 << 20
@@ -42,10 +46,18 @@ def returned_output(value: Any, cap: int = MAX_OUTPUT_BYTES) -> Execution:
                 return Execution("", too_large(cap, text=False))
             return Execution(data, None)
         awaitable = inspect.isawaitable(value)
+        reply = None if awaitable else read_reply(value)
+    except NotAReply as exc:
+        return Execution("", f"model call returned a {_name(value)} without text: {exc}")
     except Exception as exc:  # a hostile return value: the call failed to give an output
         return Execution(
             "", f"model call returned a {_name(value)} that cannot be read: {_raised(exc)}"
         )
+    if reply is not None:
+        text, usage = reply
+        if _utf8_size_over(text, cap):
+            return Execution("", too_large(cap), usage=usage)
+        return Execution(text, None, usage=usage)
     if awaitable:
         if inspect.iscoroutine(value):
             value.close()  # never awaited: no "never awaited" warning

@@ -7,14 +7,22 @@ How an output is obtained for a prompt is the caller's step: a model command
 (``engine.session.callable``: ``engine.run``, ``engine.arun``). ``run_with`` and
 ``arun_with`` start a run (``RunRequest``: its inputs split and checked, its session opened,
 its first prompt) and feed it from a plain or an async step. ``attempts`` is the loop as a
-generator that yields each prompt and receives the ``Execution`` it led to. Every attempt is
-recorded (verdict and decision in one row, in one transaction) before the next prompt is
-asked for, so an interrupted step leaves no half-recorded attempt.
+generator that yields each prompt (``Ask``: the prompt and the wait before it) and receives
+the ``Execution`` it led to. Every attempt is recorded (verdict and decision in one row, in
+one transaction) before the next prompt is asked for, so an interrupted step leaves no
+half-recorded attempt.
+
+A failed call is classified here, for every step alike, by the pack's ``model_calls``
+(``engine.policy.calls``); a declared transport retry asks for the same prompt again after
+its backoff, which the driver waits out (``drive`` with ``Waits.sleep``, ``adrive`` without
+holding the event loop). Each attempt's usage, reported or estimated, is recorded with it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from contextlib import closing, contextmanager
@@ -24,12 +32,15 @@ from typing import Any
 from engine.core.verdict import Verdict
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
+from engine.policy.calls.replies import NO_USAGE, Call, Usage, estimated
+from engine.policy.calls.runtime import CallFailure, CompiledCalls
 from engine.policy.triggers.decide import Decision
 from engine.session.evaluation import InputRefused
 from engine.session.items import sha256
 from engine.session.recording import EXECUTION_FAILURE, Outcome, Session
 from engine.session.review import ReviewState, Shown, resumed, wait_for
 from engine.session.session_ref import DEFAULT_SESSION, SessionRef
+from engine.session.stream import StreamEnd
 from engine.session.tracing import record_run, run_span
 
 
@@ -42,6 +53,36 @@ class Execution:
     stderr: str | None = None
     """The tail of a model command's stderr (bounded, secrets scrubbed): recorded with the
     attempt and shown to the operator, never put in a prompt."""
+    failure: CallFailure | None = None
+    """What is known of a failed call (its exception, exit status, stderr, Retry-After),
+    which the pack's ``model_calls`` classify; None: the call did not fail, or nothing
+    is known that a rule reads (EXECUTION_FAILED)."""
+    usage: Usage = NO_USAGE
+    """The tokens the client or the command reported; what is missing is estimated."""
+    stream: StreamEnd | None = None
+    """Where a streamed output stopped (``engine.session.stream``); None: not streamed. A
+    stream cut at a definite failure has that failure as its verdict."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What the loop asks of its step: send ``prompt``, after waiting ``wait`` seconds (a
+    transport retry's backoff)."""
+
+    prompt: str
+    wait: float = 0.0
+
+
+@dataclass(frozen=True)
+class Waits:
+    """How the loop waits before a transport retry, and the random draw of its jitter:
+    the real clock by default, a controlled one in tests."""
+
+    sleep: Callable[[float], None] = time.sleep
+    random: Callable[[], float] = random.random
+
+
+REAL_WAITS = Waits()
 
 
 @dataclass(frozen=True)
@@ -145,13 +186,16 @@ class Run:
     prompt: str
     continue_run: bool = False
 
-    def attempts(self, progress: Progress) -> Generator[str, Execution, RunResult]:
+    def attempts(
+        self, progress: Progress, waits: Waits = REAL_WAITS
+    ) -> Generator[Ask, Execution, RunResult]:
         return attempts(
             self.session,
             self.given,
             prompt=self.prompt,
             progress=progress,
             continue_run=self.continue_run,
+            draw=waits.random,
         )
 
 
@@ -221,19 +265,31 @@ def _initial(
 
 
 def run_with(
-    pack: Pack, request: RunRequest, step: Step, progress: Progress = lambda outcome: None
+    pack: Pack,
+    request: RunRequest,
+    step: Step,
+    progress: Progress = lambda outcome: None,
+    waits: Waits = REAL_WAITS,
 ) -> RunResult:
-    """Run ``request`` with ``step`` giving the output for each prompt, in a run span."""
+    """Run ``request`` with ``step`` giving the output for each prompt, in a run span;
+    ``waits`` sleeps before a transport retry."""
     with started(pack, request) as run, _span(pack, request) as span:
-        result = drive(run.attempts(progress), step)
+        result = drive(run.attempts(progress, waits), step, waits.sleep)
         record_run(span, result)
     return awaited_review(pack, request, result)
 
 
-async def arun_with(pack: Pack, request: RunRequest, step: AsyncStep) -> RunResult:
-    """``run_with`` with an async step (a wait for a review runs in a worker thread)."""
+async def arun_with(
+    pack: Pack,
+    request: RunRequest,
+    step: AsyncStep,
+    sleep: Callable[[float], Awaitable[None]],
+    waits: Waits = REAL_WAITS,
+) -> RunResult:
+    """``run_with`` with an async step; ``sleep`` waits before a transport retry without
+    holding the event loop (a wait for a review runs in a worker thread)."""
     with started(pack, request) as run, _span(pack, request) as span:
-        result = await adrive(run.attempts(lambda outcome: None), step)
+        result = await adrive(run.attempts(lambda outcome: None, waits), step, sleep)
         record_run(span, result)
     if result.review is None:
         return result
@@ -270,25 +326,64 @@ def attempts(
     prompt: str,
     progress: Progress = lambda outcome: None,
     continue_run: bool = False,
-) -> Generator[str, Execution, RunResult]:
-    """The loop: yields each prompt, receives its ``Execution``, returns the ``RunResult``.
+    draw: Callable[[], float] = REAL_WAITS.random,
+) -> Generator[Ask, Execution, RunResult]:
+    """The loop: yields each prompt to send (``Ask``), receives its ``Execution``, returns
+    the ``RunResult``.
 
     ``given`` holds the loop's inputs: each execution's output and error replace its own.
     Each output is an attempt of one item: the one ``given.item`` names, else the pack's
     ``session.item`` parts; without a nonce and a name those parts and a fresh run id, so
     separate runs never share a count. The run starts a new run of the item (numbered from
-    1) unless ``continue_run`` continues its latest one."""
+    1) unless ``continue_run`` continues its latest one.
+
+    A failed call is classified by the pack's ``model_calls``; when its transport retry
+    takes the failure type, the attempt is recorded as a transport retry (it spends no
+    repair) and the same prompt is asked for again after the backoff (``draw``: the
+    random part of its jitter)."""
     run = uuid.uuid4().hex if given.nonce is None and given.item is None else None
+    calls: CompiledCalls = session.pack.section("model_calls")
+    declared = session.pack.model.failure_types
     done: list[Attempt] = []
     current = prompt
+    # the first call is paid for by the pack's budgets before it is made, or not made
+    refused = session.admit_call(given.block)
+    if refused is not None:
+        attempt = replace(
+            given,
+            output="",
+            error=f"model not called: {refused.reason}",
+            failure_type=EXECUTION_FAILURE,
+        )
+        outcome = session.evaluate(attempt, run=run, continue_run=continue_run, refused=refused)
+        progress(outcome)
+        verdict, decision = outcome.verdict, outcome.decision
+        return RunResult(verdict, decision, (Attempt(current, "", verdict, decision),))
+    admitted = True
+    wait = 0.0
+    retried = 0  # transport retries of the current prompt
     while True:
-        execution = yield current
+        execution = yield Ask(current, wait)
+        # a stream closed at its first definite failure is that failure, not a failed call
+        cut = execution.stream.failure if execution.stream is not None else None
+        failure_type = calls.classify(execution.failure, declared) if cut is None else cut.type
         attempt = replace(
             given,
             output=execution.output,
-            error=execution.error,
-            failure_type=EXECUTION_FAILURE,
+            error=execution.error if cut is None else cut.message,
+            failure_type=failure_type,
         )
+        delay = None
+        if execution.error is not None:
+            asked = execution.failure.retry_after if execution.failure else None
+            delay = calls.delay(failure_type, retried, asked, draw)
+        usage = execution.usage
+        if execution.error is None or usage.known:
+            text = execution.output if isinstance(execution.output, str) else ""
+            if isinstance(execution.output, bytes):
+                text = execution.output.decode("utf-8", "replace")
+            usage = estimated(usage, current, text, calls.chars_per_token)
+        call = Call(usage, delay, retried)
         outcome = session.evaluate(
             attempt,
             run=run,
@@ -296,7 +391,11 @@ def attempts(
             stderr=execution.stderr,
             prompt=current,
             transcript=[Shown(a.prompt, a.output, a.verdict) for a in done],
+            admitted=admitted,
+            stream=execution.stream,
+            call=call,
         )
+        admitted = False
         progress(outcome)
         decision = outcome.decision
         done.append(Attempt(current, execution.output, outcome.verdict, decision))
@@ -305,7 +404,10 @@ def attempts(
             if outcome.review is not None:
                 review = ReviewState(outcome.review, "open", session.place.label)
             return RunResult(outcome.verdict, decision, tuple(done), review)
-        if execution.error is None and decision.template is not None:
+        wait, retried = 0.0, 0
+        if delay is not None:  # the same prompt again, after the backoff
+            wait, retried = delay, call.retried + 1
+        elif execution.error is None and decision.template is not None:
             rendered = session.render_prompt(
                 outcome.verdict, decision, attempt, outcome.user_context
             )
@@ -317,27 +419,50 @@ def attempts(
         # an execution failure that the pack retries sends the same prompt again
 
 
-def drive(loop: Generator[str, Execution, RunResult], step: Step) -> RunResult:
-    """Run ``loop`` with ``step`` giving the output for each prompt."""
+def drive(
+    loop: Generator[Ask, Execution, RunResult],
+    step: Step,
+    sleep: Callable[[float], None] = time.sleep,
+) -> RunResult:
+    """Run ``loop`` with ``step`` giving the output for each prompt (``sleep`` waits
+    before a transport retry)."""
     with closing(loop):
-        sent: str | RunResult = next(loop)
-        while isinstance(sent, str):
-            sent = _send(loop, step(sent))
+        sent = _first(loop)
+        while isinstance(sent, Ask):
+            if sent.wait > 0:
+                sleep(sent.wait)
+            sent = _send(loop, step(sent.prompt))
         return sent
 
 
-async def adrive(loop: Generator[str, Execution, RunResult], step: AsyncStep) -> RunResult:
+async def adrive(
+    loop: Generator[Ask, Execution, RunResult],
+    step: AsyncStep,
+    sleep: Callable[[float], Awaitable[None]],
+) -> RunResult:
     """``drive`` with an async step (the evaluation and the ledger stay synchronous: no
     await between an attempt's record and its prompt, so a cancellation falls between
     attempts)."""
     with closing(loop):
-        sent: str | RunResult = next(loop)
-        while isinstance(sent, str):
-            sent = _send(loop, await step(sent))
+        sent = _first(loop)
+        while isinstance(sent, Ask):
+            if sent.wait > 0:
+                await sleep(sent.wait)
+            sent = _send(loop, await step(sent.prompt))
         return sent
 
 
-def _send(loop: Generator[str, Execution, RunResult], execution: Execution) -> str | RunResult:
+def _first(loop: Generator[Ask, Execution, RunResult]) -> Ask | RunResult:
+    """The loop's first prompt, or its result when it ends before any call (a budget
+    refused the first)."""
+    try:
+        return next(loop)
+    except StopIteration as stop:
+        result: RunResult = stop.value
+        return result
+
+
+def _send(loop: Generator[Ask, Execution, RunResult], execution: Execution) -> Ask | RunResult:
     """The loop's next prompt after ``execution``, or its result when it is done."""
     try:
         return loop.send(execution)

@@ -56,7 +56,9 @@ class SessionSummary:
     failures, tiers, outcomes (runs by final action, ``open`` for runs not ended),
     attempts_per_run (runs by their number of attempts), repairs (attempts after the
     first of a run: the repairs and retries), rescued (runs accepted after a failed
-    attempt) and example_tokens (the tokens of the examples repair prompts carried)."""
+    attempt) and example_tokens (the tokens of the examples repair prompts carried); and
+    when any attempt recorded tokens, usage: per kind of attempt (first, repair, retry,
+    transport_retry) its attempts, tokens in and out, how many were estimated, and cost."""
     timeline: dict[RunKey, list[Row]]
     hidden_attempts: Counter[RunKey]
     runs: dict[RunKey, RunSummary]
@@ -64,6 +66,26 @@ class SessionSummary:
     """(pack, version, revision) → attempts it decided (``-`` where not recorded)."""
     first: str | None = None
     last: str | None = None
+
+
+KINDS = ("first", "repair", "retry", "transport_retry")
+"""Why an attempt's prompt was sent, in the order the figures show them (engine.policy.calls)."""
+
+
+def _kind_order(kind: str) -> tuple[int, str]:
+    return (KINDS.index(kind) if kind in KINDS else len(KINDS), kind)
+
+
+def _count_usage(row: Row, usage: dict[str, Counter[str]], costs: dict[str, float]) -> None:
+    """Add ``row``'s tokens and cost to its kind's (``-`` for rows recorded before kinds)."""
+    kind = str(row.get("kind") or "-")
+    counts = usage.setdefault(kind, Counter())
+    counts["attempts"] += 1
+    counts["tokens_in"] += int(row.get("tokens_in") or 0)
+    counts["tokens_out"] += int(row.get("tokens_out") or 0)
+    counts["estimated"] += bool(row.get("tokens_estimated"))
+    cost = row.get("cost")
+    costs[kind] = costs.get(kind, 0.0) + (float(cost) if cost is not None else 0.0)
 
 
 def session_summary(rows: Iterable[Row]) -> SessionSummary:
@@ -81,8 +103,11 @@ def session_summary(rows: Iterable[Row]) -> SessionSummary:
     last: str | None = None
     attempts = 0
     example_tokens = 0
+    usage: dict[str, Counter[str]] = {}
+    costs: dict[str, float] = {}
     for row in rows:
         attempts += 1
+        _count_usage(row, usage, costs)
         key = (str(row["block"]), str(row["item"]))
         run_key = (*key, int(row.get("run") or 1))
         accepted = row["status"] in ("pass", "warn")
@@ -136,4 +161,15 @@ def session_summary(rows: Iterable[Row]) -> SessionSummary:
         ),
         "example_tokens": example_tokens,
     }
+    if any(counts["tokens_in"] or counts["tokens_out"] for counts in usage.values()):
+        figures["usage"] = {
+            kind: {
+                "attempts": counts["attempts"],
+                "tokens_in": counts["tokens_in"],
+                "tokens_out": counts["tokens_out"],
+                "estimated": counts["estimated"],
+                "cost": costs.get(kind, 0.0),
+            }
+            for kind, counts in sorted(usage.items(), key=lambda pair: _kind_order(pair[0]))
+        }
     return SessionSummary(figures, timeline, hidden, runs, dict(packs), first, last)

@@ -107,6 +107,24 @@ def run_span(
     return _span("rules.run", pack, block, item, model)
 
 
+def record_usage(span: t.Span, outcome: object) -> None:
+    """A recorded attempt's kind, tokens (``gen_ai.usage.*``), whether they were
+    estimated, and cost, when known."""
+    usage = getattr(outcome, "usage", None)
+    attributes: dict[str, t.Value | None] = {t.ATTEMPT_KIND: getattr(outcome, "kind", None)}
+    if usage is not None and usage.known:
+        attributes.update(
+            {
+                t.INPUT_TOKENS: usage.tokens_in,
+                t.OUTPUT_TOKENS: usage.tokens_out,
+                t.TOKENS_ESTIMATED: usage.estimated,
+                t.RESPONSE_MODEL: usage.model,
+                t.COST: getattr(outcome, "cost", None),
+            }
+        )
+    span.set_attributes(attributes)
+
+
 def record_run(span: t.Span, result: _Ran) -> None:
     """A run's final verdict and decision, and how many attempts it made."""
     record_decision(span, result.verdict, result.decision)
@@ -136,6 +154,7 @@ def traced_evaluation(
         with evaluation_span(session.pack, block, **named) as span:
             outcome = evaluate(session, *args, **kwargs)
             record_decision(span, outcome.verdict, outcome.decision)
+            record_usage(span, outcome)
         return outcome
 
     return traced

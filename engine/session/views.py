@@ -21,6 +21,7 @@ from engine.session.choice_book import ChoiceBook
 from engine.session.conflicts import ConflictBook
 from engine.session.evaluation import InputRefused
 from engine.session.session_ref import SessionRef
+from engine.session.summary import KINDS, session_summary
 
 Row = dict[str, Any]
 OpenPack = Callable[[str], Pack]
@@ -50,10 +51,52 @@ def attempts_json(session: SessionRef, lines: bool) -> Iterator[str]:
         yield from json_text(ledger.attempt_rows(warnings=True), lines)
 
 
+USAGE = "usage"
+"""The view of what the session's model calls used and cost, by kind of attempt."""
+
+
+def usage_view(session: SessionRef, output_format: str) -> str:
+    """Tokens and cost by kind of attempt (first, repair, retry, transport_retry), so
+    repairs and transport retries show apart: a markdown table, or the figures as JSON."""
+    with SessionLedger(session.place(), read_only=True) as ledger:
+        figures = session_summary(ledger.attempt_rows()).figures
+    usage: dict[str, Any] = figures.get("usage", {})
+    if output_format in ("json", "jsonl"):
+        indent = 2 if output_format == "json" else None
+        return json.dumps({"usage": usage}, indent=indent, ensure_ascii=False) + "\n"
+    if not usage:
+        return "No model call of this session recorded its tokens.\n"
+    lines = [
+        "| kind | attempts | tokens in | tokens out | estimated | cost |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    total = {"attempts": 0, "tokens_in": 0, "tokens_out": 0, "estimated": 0, "cost": 0.0}
+    for kind, counts in usage.items():
+        for key in total:
+            total[key] += counts[key]
+        lines.append(_usage_line(kind, counts))
+    lines.append(_usage_line("total", total))
+    kinds = ", ".join(KINDS)
+    return (
+        "\n".join(lines)
+        + f"\n\nKinds: {kinds}. Estimated tokens are counted from characters; cost is at "
+        "the pack's `model_calls.pricing`.\n"
+    )
+
+
+def _usage_line(kind: str, counts: Mapping[str, Any]) -> str:
+    return (
+        f"| {kind} | {counts['attempts']} | {counts['tokens_in']} | {counts['tokens_out']} "
+        f"| {counts['estimated']} | {counts['cost']:.6f} |"
+    )
+
+
 def session_log(request: LogRequest, open_pack: OpenPack) -> str:
     """The views ``request`` asks for, as the pack's log templates render them."""
     if request.view == "decisions":
         return decisions_record(request.session, request.pack, open_pack)
+    if request.view == USAGE:
+        return usage_view(request.session, request.output_format)
     with SessionLedger(request.session.place(), read_only=True) as ledger:
         rows = ledger.attempts()
         gate_rows = ledger.gate_results()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import click
 import pytest
+from installed import Installed
 
 from conftest import REPO
 from engine.cli.main import cli
@@ -35,6 +36,7 @@ NOT_RUN = {
     "tcp://scheduler": "needs a Dask scheduler",
     "/run/secrets/": "needs a token file the operator provides",
     "rules serve --pack": "starts a server that runs until stopped",
+    "rules mcp --pack": "starts an MCP server that runs until its client closes stdin",
     "--view shadow": "reads the sessions of a server's candidate packs (rules serve --shadow)",
 }
 """Examples holding one of these texts are not run, for the reason given."""
@@ -104,19 +106,23 @@ VERDICT_RUN = ["run", "--pack", "sentinel", "--block", "VERDICT", "--nonce", "4F
 VERDICT_RUN += ["--var", "criterion=AC1"]
 
 
-def build_world(folder: Path) -> dict[str, str]:
+def build_world(folder: Path, engine_bin: Path | None = None) -> dict[str, str]:
     """A folder with what the examples of command ``name`` name, and the environment to
     run them in: the user's packs (made by `rules init`; `new-pack` and `main-pack`, a
     team's copies of the shipped sentinel pack), outputs, logs of outputs, and sessions
-    that earlier runs left (`.rules-session/`, `runs/1`, `runs/42`, a ledger file `a.db`)."""
+    that earlier runs left (`.rules-session/`, `runs/1`, `runs/42`, a ledger file `a.db`).
+    ``engine_bin``: the folder whose `rules` runs (default: this checkout's venv; the
+    wheel's venv for the examples as a wheel user runs them)."""
     bin_dir = folder / "bin"
     bin_dir.mkdir(parents=True)
     model = bin_dir / "model-cli"
     model.write_text(MODEL_CLI, encoding="utf-8")
     model.chmod(model.stat().st_mode | stat.S_IXUSR)
     env = {**os.environ, "BLOCK": "VERDICT"}
-    env["PATH"] = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), env["PATH"]])
+    engine = engine_bin or Path(sys.executable).parent
+    env["PATH"] = os.pathsep.join([str(bin_dir), str(engine), env["PATH"]])
     env.pop("GITHUB_ACTIONS", None)
+    env.pop("VIRTUAL_ENV", None)
     env.pop("CI", None)
     env.pop("RULES_LEDGER", None)
     shutil.copy(REPO / "examples" / "sentinel" / "verdict_bad.txt", folder / "out.txt")
@@ -159,6 +165,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str
     folder = tmp_path_factory.mktemp("help-world") / "world"
     folder.mkdir()
     return folder, build_world(folder)
+
+
+@pytest.fixture(scope="session")
+def wheel_world(
+    tmp_path_factory: pytest.TempPathFactory, installed: Installed
+) -> tuple[Path, dict[str, str]]:
+    """The same folder, with `rules` the wheel's, installed in a venv of its own."""
+    folder = tmp_path_factory.mktemp("help-wheel-world") / "world"
+    folder.mkdir()
+    return folder, build_world(folder, installed.bin)
 
 
 def run_examples(
@@ -208,6 +224,20 @@ def test_every_help_example_runs_as_written(
 ) -> None:
     failed = []
     for line, status, output in run_examples(name, world, tmp_path / "fresh"):
+        crashed = "Traceback (" in output or "internal error" in output
+        if status == 2 or crashed:
+            failed.append(f"$ {line}\n{output}\n(exit {status})")
+    assert failed == [], "\n\n".join(failed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_help_example_runs_from_the_wheel(
+    name: str, wheel_world: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """As a wheel user runs them: nothing of the checkout on PATH or in the folder."""
+    failed = []
+    for line, status, output in run_examples(name, wheel_world, tmp_path / "fresh"):
         crashed = "Traceback (" in output or "internal error" in output
         if status == 2 or crashed:
             failed.append(f"$ {line}\n{output}\n(exit {status})")

@@ -30,6 +30,10 @@ TABLES = {
     "failed_gates",
     "shadow_evaluations",
     "reviews",
+    "budget_counters",
+    "budget_spend",
+    "breaker_states",
+    "breaker_outcomes",
 }
 
 ATTEMPT = Attempt(

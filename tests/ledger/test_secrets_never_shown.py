@@ -145,6 +145,7 @@ COMMANDS: dict[str, list[str]] = {
         "ledger copy --from": "ledger copy --from URL --to copy.db",
         "ledger copy --to": "ledger copy --from {source} --to URL",
         "serve": "serve --pack sentinel --port 0 --ledger URL",
+        "mcp": "mcp --pack sentinel --ledger URL",
         "serve --shadow-ledger": "serve --pack sentinel --port 0 --shadow sentinel=sentinel "
         "--shadow-ledger URL",
         "render": f"render {SENTINEL} {SESSION} {{out}}",
@@ -152,6 +153,7 @@ COMMANDS: dict[str, list[str]] = {
         "run": f"run {SENTINEL} --prompt {{prompt}} {SESSION} -- cat",
         "report": f"report {SESSION}",
         "export": f"export {SESSION}",
+        "budgets": f"budgets --pack sentinel {SESSION}",
         "choose": f"choose {SESSION} item1 opt1",
         "backtest": f"backtest --pack sentinel {SESSION}",
         "gate": f"gate --pack quality-gate --stage PLAN {SESSION} {{state}}",

@@ -14,11 +14,19 @@ EXAMPLE = REPO / "examples" / "sentinel" / "verdict.txt"  # 162 bytes
 VERDICT = ["--pack", "", "--block", "VERDICT", "--nonce", "4F2C9A", "--var", "criterion=AC1"]
 
 
+def with_limits(pack_file: Path, limits: str) -> None:
+    """The pack's own `limits:` (the sentinel pack's prompt budget) with ``limits`` (a flow
+    mapping) beside it."""
+    text = pack_file.read_text(encoding="utf-8")
+    limited = text.replace("\nlimits: {", "\nlimits: {" + limits.strip()[1:-1] + ", ", 1)
+    assert limited != text
+    pack_file.write_text(limited, encoding="utf-8")
+
+
 def limited_pack(tmp_path: Path, limits: str) -> list[str]:
     copy = tmp_path / "sentinel"
     shutil.copytree(REPO / "rules" / "sentinel", copy)
-    with (copy / "pack.yaml").open("a", encoding="utf-8") as pack_file:
-        pack_file.write(f"\nlimits: {limits}\n")
+    with_limits(copy / "pack.yaml", limits)
     assert run_cli("check", str(copy)).exit_code == 0
     return [str(copy) if part == "" else part for part in VERDICT]
 
@@ -57,14 +65,13 @@ def test_the_packs_model_timeout_ends_a_hanging_model(tmp_path: Path) -> None:
     )
     assert time.monotonic() - started < 20  # two attempts of 1 s, not 600 s
     assert done.returncode == 1
-    assert b"EXECUTION_FAILED" in done.stderr
+    assert b"MODEL_TIMEOUT" in done.stderr  # classified (model_calls defaults)
 
 
 def test_limits_out_of_range_are_findings(tmp_path: Path) -> None:
     copy = tmp_path / "sentinel"
     shutil.copytree(REPO / "rules" / "sentinel", copy)
-    with (copy / "pack.yaml").open("a", encoding="utf-8") as pack_file:
-        pack_file.write("\nlimits: {max_output_bytes: 0, model_timeout: -1}\n")
+    with_limits(copy / "pack.yaml", "{max_output_bytes: 0, model_timeout: -1}")
     checked = run_cli("check", str(copy))
     assert checked.exit_code == 1
     assert checked.output.count("limits.") >= 2, checked.output

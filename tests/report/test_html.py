@@ -93,6 +93,14 @@ def _expected(session: Path) -> dict[str, str]:
     figures["cost:attempts per accepted run"] = (
         f"{sum(len(f) for f in accepted) / len(accepted):.2f}" if accepted else "-"
     )
+    # `rules run` records each call's tokens (estimated here: the fake model reports none)
+    for kind in {str(r["kind"]) for r in rows}:
+        of = [r for r in rows if r["kind"] == kind]
+        figures[f"usage:{kind}:attempts"] = str(len(of))
+        figures[f"usage:{kind}:tokens in"] = str(sum(int(r["tokens_in"] or 0) for r in of))
+        figures[f"usage:{kind}:tokens out"] = str(sum(int(r["tokens_out"] or 0) for r in of))
+        figures[f"usage:{kind}:estimated"] = str(sum(bool(r["tokens_estimated"]) for r in of))
+        figures[f"usage:{kind}:cost"] = f"{sum(float(r['cost'] or 0) for r in of):.6f}"
     return figures
 
 

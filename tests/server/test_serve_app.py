@@ -276,9 +276,10 @@ def test_a_body_over_the_limit_is_413(make_pack: Any, tmp_path: Path) -> None:
     folder = tmp_path / "small"
     shutil.copytree(REPO / "rules" / "sentinel", folder)
     text = (folder / "pack.yaml").read_text(encoding="utf-8")
-    (folder / "pack.yaml").write_text(
-        text + "\nlimits:\n  max_output_bytes: 1000\n", encoding="utf-8"
-    )
+    # the pack's own `limits:` (its prompt budget) gets the cap beside it
+    limited = text.replace("\nlimits: {", "\nlimits: {max_output_bytes: 1000, ", 1)
+    assert limited != text
+    (folder / "pack.yaml").write_text(limited, encoding="utf-8")
     with client(tmp_path, str(folder)) as http:
         limit = 2 * 1000 + (1 << 20)
         huge = http.post("/v1/evaluate", json={**REQUEST, "output": "x" * (limit + 10)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from engine.format import fields
 
@@ -69,6 +69,42 @@ class RateLimits(fields.Strict):
     )
 
 
+ENGINE_PARTS = ("example", "original_output", "micro_hint")
+"""The parts of a repair prompt the engine empties to keep it within its budget (a retry
+prompt shows only the example). Any other name in ``drop`` is a part a template marks itself:
+``{% if "checklist" not in dropped %}...{% endif %}``."""
+
+PromptPart = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100)]
+
+DEFAULT_DROP = ("example", "original_output")
+
+
+class PromptBudget(fields.Strict):
+    """The most tokens a repair or retry prompt may take, and what to leave out, in order,
+    when a rendered prompt is over it (engine.prompts.budget)."""
+
+    tokens: int = Field(
+        ge=1,
+        le=10_000_000,
+        description="the most tokens a repair or retry prompt may take, estimated as its "
+        "characters divided by `examples.budgets.chars_per_token` (rounded up)",
+    )
+    drop: list[PromptPart] = Field(
+        default_factory=lambda: list(DEFAULT_DROP),
+        max_length=20,
+        description="the parts left out one after another, in this order, while the "
+        "rendered prompt is over `tokens`: example, original_output and micro_hint are "
+        "emptied by the engine; another name is a part templates mark with "
+        '`{% if "NAME" not in dropped %}`',
+    )
+
+    @model_validator(mode="after")
+    def _once(self) -> PromptBudget:
+        if len(set(self.drop)) != len(self.drop):
+            raise ValueError("name each part of `drop` once")
+        return self
+
+
 class Limits(fields.Strict):
     """Bounds a pack may set for its own outputs and model commands; a command-line option
     wins over them, and without either the engine's defaults hold (README "Limits")."""
@@ -85,4 +121,9 @@ class Limits(fields.Strict):
         gt=0,
         le=86400,
         description="seconds before `rules run` stops the model command (`--timeout`)",
+    )
+    prompt_budget: PromptBudget | None = Field(
+        default=None,
+        description="the token budget of repair and retry prompts, and the parts to drop "
+        "to keep it; `rules check` reports a prompt that cannot fit after every drop",
     )

@@ -53,11 +53,21 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
             "attempt",
             "next_attempt",
             "max_attempts",
+            "dropped",
         }
     )
     | EXAMPLE_VARIABLES,
+    # `dropped`: the parts the prompt budget left out (engine.prompts.budget); a template
+    # marks a part of its own with {% if "NAME" not in dropped %}
     "retry": _DECISION_VARIABLES
-    | {"modification", "example", "example_source", "example_tier", "example_truncated"},
+    | {
+        "modification",
+        "example",
+        "example_source",
+        "example_tier",
+        "example_truncated",
+        "dropped",
+    },
     "escalation": _DECISION_VARIABLES,
 }
 

@@ -20,6 +20,7 @@ from engine.format.section import Declared, mapping, single
 from engine.format.semantics import TEMPLATE_SYNTAX, UNKNOWN_TEMPLATE_VARIABLE, display
 from engine.format.sourcemap import KeyPath
 from engine.prompts.templates.model import TemplateSpec
+from engine.prompts.worst_case import check_prompt_budget
 from engine.sandbox.environment import (
     ENVIRONMENT,
     first_use,
@@ -56,7 +57,13 @@ MAX_TEMPLATE_BYTES = 1024 * 1024
 
 def check_templates(pack: Rulepack, checker: PackChecker) -> None:
     """Every template file is small, UTF-8, compiles, is safe, and uses only the variables
-    its purpose sees (and the pack's context keys)."""
+    its purpose sees (and the pack's context keys); the repair and retry prompts fit the
+    pack's prompt budget (engine.prompts.worst_case)."""
+    _check_files(pack, checker)
+    check_prompt_budget(pack, checker)
+
+
+def _check_files(pack: Rulepack, checker: PackChecker) -> None:
     for name, spec in pack.templates.items():
         path: KeyPath = ("templates", name, "file")
         target = checker.quiet_resolve(spec.file, path)

@@ -27,6 +27,7 @@ from engine.contracts.kind import (
     readable_text,
 )
 from engine.contracts.kinds.json.model import JsonContract
+from engine.contracts.kinds.json.prefix import JsonPrefix, allowed_keys
 from engine.contracts.placeholder import is_placeholder, placeholder_message
 from engine.core.errors import PackError
 from engine.core.results import Failure
@@ -94,6 +95,16 @@ class CompiledJson(WithoutParser):
 
     def failure_tier(self, failure_type: str) -> str:
         return "content" if failure_type == self.contract.schema_failure else "structure"
+
+    def prefix_reader(self, output: EvaluationInput) -> JsonPrefix | None:
+        """What a streamed output's first part decides (a syntax error, a key the schema
+        forbids), when the JSON is the whole output: ``engine.contracts.kinds.json.prefix``."""
+        contract = self.contract
+        if contract.extract != "whole" or contract.many == "jsonl":
+            return None
+        schema = getattr(self.validator, "schema", None)
+        allowed = allowed_keys(schema) if contract.many == "one" else None
+        return JsonPrefix(contract.parse_failure, contract.schema_failure, allowed)
 
 
 class JsonKind(StandaloneKind):

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from engine.contracts.kind import EvaluationInput
     from engine.contracts.kinds.sentinel.model import SentinelContract
+    from engine.contracts.kinds.sentinel.prefix import SentinelPrefix
     from engine.core.results import ParseResult
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
@@ -77,6 +78,11 @@ class CompiledSentinel:
 
     def failure_tier(self, failure_type: str) -> str:
         return "structure"
+
+    def prefix_reader(self, output: EvaluationInput) -> SentinelPrefix | None:
+        """What a streamed output's first lines decide (a wrong opener, a second block, a
+        field that already broke): ``engine.contracts.kinds.sentinel.prefix``."""
+        return self.parser.prefix_reader(output.nonce, output.params)
 
 
 def _holes(template: str) -> set[str]:

@@ -23,6 +23,7 @@ from engine.contracts.kinds.sentinel.compiler import CompiledContract
 from engine.contracts.kinds.sentinel.delimiters import DelimiterLine
 from engine.contracts.kinds.sentinel.failures import Reject
 from engine.contracts.kinds.sentinel.near import near_miss
+from engine.contracts.kinds.sentinel.prefix import SentinelPrefix, sentinel_prefix
 from engine.contracts.kinds.sentinel.rules import ABSENT, to_int
 from engine.contracts.kinds.sentinel.runtime import read_fields
 from engine.contracts.placeholder import is_placeholder
@@ -90,6 +91,12 @@ class SentinelParser:
             return self._read(text, nonce if nonce is not None else "", params)
         except Reject as rejected:
             return rejected.failure
+
+    def prefix_reader(self, nonce: str | None, params: Mapping[str, str]) -> SentinelPrefix | None:
+        """A reader of a streamed output (``engine.contracts.kinds.sentinel.prefix``)."""
+        return sentinel_prefix(
+            self._compiled, self._delimiters, nonce or "", params, self._count_failure
+        )
 
     def finish(self, reading: Reading, params: Mapping[str, str]) -> ParseResult:
         """The rest of ``parse`` after ``read`` (of this parser or of one with the same

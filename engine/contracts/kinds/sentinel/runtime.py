@@ -25,9 +25,12 @@ def _close(plan: FieldPlan, parts: list[str], line: int, report: Reporter) -> st
     return value
 
 
-def read_fields(lines: list[str], contract: CompiledContract) -> dict[str, Any]:
+def read_fields(
+    lines: list[str], contract: CompiledContract, partial: bool = False
+) -> dict[str, Any]:
     """The fields of a payload (values, multi-line texts, section item lists); raises
-    ``Reject`` at the first failing check."""
+    ``Reject`` at the first failing check. ``partial``: the payload's first lines only (a
+    stream still arriving), so a multi-line field still open at the end is left open."""
     (
         report,
         plans,
@@ -129,6 +132,6 @@ def read_fields(lines: list[str], contract: CompiledContract) -> dict[str, Any]:
             raise report.fail("must_be_quoted", number, key=key)
         fields[key] = text
 
-    if pending is not None:
+    if pending is not None and not partial:
         fields[pending.key] = _close(pending, parts, pending_line, report)
     return fields

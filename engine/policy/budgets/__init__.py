@@ -1,0 +1,1 @@
+"""The budgets and breakers sections of the rulepack format: model, checks and runtime."""

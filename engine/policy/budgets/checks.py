@@ -1,0 +1,86 @@
+"""The checks of the ``budgets:`` and ``breakers:`` sections (section.py declares them): what
+they take instead of a call ends the item, and a breaker can open at all."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.format.actions import STANDARD_ACTIONS
+from engine.format.fields import Name
+from engine.format.findings import FindingRule
+from engine.format.section import Declared, mapping
+from engine.policy.budgets.model import Breaker, Budget
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.semantics import PackChecker
+
+ACTION_NOT_FINAL = FindingRule(
+    "spending-action-not-final",
+    "A budget or breaker takes an action that is not final: the call it saves is asked for "
+    "again at once.",
+    "Take a final action (DEGRADE, NEEDS_HUMAN, STOP, or one of the pack's declared final).",
+)
+
+BREAKER_NEVER_OPENS = FindingRule(
+    "breaker-never-opens",
+    "A breaker needs more repairs known than it counts: it can never open.",
+    "Make min_repairs at most last.",
+)
+
+
+def _final(pack: Rulepack, action: str) -> bool:
+    spec = {**STANDARD_ACTIONS, **pack.actions}.get(action)
+    return spec is None or bool(spec.final)  # an unknown action is its own finding
+
+
+def check_budgets(pack: Rulepack, checker: PackChecker) -> None:
+    for name, budget in pack.budgets.items():
+        if not _final(pack, budget.action.action):
+            checker.add(
+                ACTION_NOT_FINAL,
+                f"budget {name!r} takes {budget.action.action}, which is not final",
+                ("budgets", name, "action"),
+                "take a final action instead of the call the budget cannot pay for",
+            )
+
+
+def check_breakers(pack: Rulepack, checker: PackChecker) -> None:
+    for name, breaker in pack.breakers.items():
+        if not _final(pack, breaker.action.action):
+            checker.add(
+                ACTION_NOT_FINAL,
+                f"breaker {name!r} takes {breaker.action.action}, which is not final",
+                ("breakers", name, "action"),
+                "take a final action instead of the repair the breaker skips",
+            )
+        if breaker.min_repairs is not None and breaker.min_repairs > breaker.last:
+            checker.add(
+                BREAKER_NEVER_OPENS,
+                f"breaker {name!r} needs {breaker.min_repairs} repairs known but counts "
+                f"the last {breaker.last}",
+                ("breakers", name, "min_repairs"),
+                "lower min_repairs or raise last",
+            )
+
+
+def declared_budgets() -> Declared:
+    """The ``budgets:`` section in the root model (section.py names it)."""
+    return mapping(
+        Name,
+        Budget,
+        check_budgets,
+        description="model calls a policy may spend, per item, per session or across the "
+        "fleet over a window; counted in the ledger",
+    )
+
+
+def declared_breakers() -> Declared:
+    """The ``breakers:`` section in the root model (section.py names it)."""
+    return mapping(
+        Name,
+        Breaker,
+        check_breakers,
+        description="circuit breakers on repairs: skipped for a cooldown when too few of "
+        "the recent ones worked",
+    )
