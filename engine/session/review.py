@@ -23,7 +23,7 @@ import json
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -498,7 +498,6 @@ class Resolution:
     by: str
     output: str | None = None
     reason: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 def resolve_review(
