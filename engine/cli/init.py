@@ -155,9 +155,12 @@ _REPAIR = """\
 
 {% endif %}
 Your previous {{ block_type }} output broke its contract ({{ failure_type }}):
+{% set errors %}
 {% for failure in failures %}
 - {{ failure.message }}{{ " (at " ~ failure.path ~ ")" if failure.path else "" }}
 {% endfor %}
+{% endset %}
+{{ errors.rstrip("\n") | fence("errors") }}
 
 {% if example %}
 Example of a valid answer to another question:
@@ -168,7 +171,7 @@ Example of a valid answer to another question:
 {{ shown | trim }}
 {% else %}
 Your previous output:
-{{ original_output }}
+{{ original_output | fence("previous output") }}
 
 Write it again so that it follows this contract exactly:
 {{ format_contract }}
