@@ -139,7 +139,9 @@ def _arguments(arguments: Any, max_depth: int) -> tuple[Any, str | None]:
         where = f"line {exc.lineno} column {exc.colno}: " if "\n" in arguments.strip() else ""
         where = where or f"character {exc.pos + 1}: "
         return None, f"the arguments are not JSON ({where}{exc.msg})"
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        return None, "the arguments are nested too deeply to read"
+    except ValueError as exc:
         return None, f"the arguments cannot be read: {exc}"
     if depth_of(decoded, max_depth) > max_depth:
         return None, f"the arguments are nested deeper than {max_depth} levels"

@@ -7,6 +7,7 @@ the pack `rules init --kind tool_call` writes, through `rules eval`, `rules rend
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -226,6 +227,16 @@ def call(name: str, arguments: Any) -> dict[str, Any]:
             ],
         ),
         (
+            [call("cancel", 5)],
+            [
+                (
+                    "SCHEMA_ERROR",
+                    "the call (`cancel`): the arguments are a number: it must be an object",
+                    "",
+                )
+            ],
+        ),
+        (
             [call("cancel", {"id": 7}), "cancel"],
             [
                 ("PARSE_ERROR", "item 2 is a string, not a tool call (an object)", None),
@@ -384,3 +395,34 @@ def test_the_server_evaluates_tool_calls_as_rules_eval_does(pack_dir: Path, tmp_
     assert answer.status_code == 200, answer.text
     found = [(f["type"], f["message"], f.get("path")) for f in answer.json()["verdict"]["failures"]]
     assert found == THREE_FAILURES
+
+
+def test_rules_run_repairs_a_model_command_that_prints_tool_calls(
+    pack_dir: Path, tmp_path: Path
+) -> None:
+    """The command prints a misspelt Anthropic call first, then, asked to repair, a good
+    OpenAI one; the loop proceeds with the call's data."""
+    bad = json.dumps(anthropic("get_wether", WRONG_ARGUMENTS))
+    good = json.dumps(openai_chat("get_weather", {"city": "Oslo", "unit": "celsius"}))
+    model = (
+        "import sys; prompt = sys.stdin.read(); "
+        f"print({good!r} if 'broke their contract' in prompt else {bad!r})"
+    )
+    ran = run_cli(
+        "run",
+        "--pack",
+        str(pack_dir),
+        "--block",
+        "ANSWER",
+        "--session",
+        str(tmp_path / "s"),
+        "--",
+        sys.executable,
+        "-c",
+        model,
+    )
+    assert ran.exit_code == 0, ran.output
+    assert "attempt 1: fail SCHEMA_ERROR" in ran.stderr
+    assert json.loads(ran.stdout) == {
+        "calls": [{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}]
+    }

@@ -170,7 +170,10 @@ def _check_fences(
             UNFENCED_MODEL_TEXT,
             f"template {name!r} writes {variable!r} (model text) into the prompt unfenced",
             path,
-            f"pass it through the fence filter: {{{{ {variable} | fence }}}}",
+            f"pass it through the fence filter: {{{{ {variable} | fence }}}}"
+            if variable in MODEL_TEXT[purpose]
+            else f"fence the text {variable!r} is written into (a list: build it in "
+            "{% set %}...{% endset %} and fence that)",
             position=Position(shown, line, column),
         )
 

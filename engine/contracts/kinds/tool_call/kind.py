@@ -182,7 +182,8 @@ class CompiledToolCall(WithoutParser):
             return [*failures, Failure(contract.arguments_failure, f"{where}: {call.problem}")]
         for violation in schema_violations(tool.validator, call.arguments, contract.max_errors):
             said = violation.sentence or violation.message
-            said = said.replace("the document", "the arguments", 1)
+            said = said.replace("the document is", "the arguments are", 1)
+            said = said.replace("the document has", "the arguments have", 1)
             failures.append(
                 Failure(
                     contract.schema_failure,
