@@ -162,12 +162,19 @@ MARK = "@@README-COMMAND@@"
 
 
 def console_blocks(document: str) -> list[list[tuple[str, list[str]]]]:
-    """Each ```console block as (command, expected output lines) pairs."""
+    """Each ```console block as (command, expected output lines) pairs. A block whose output
+    shows fenced text opens with more backticks (````console) and closes on as many."""
     blocks: list[list[tuple[str, list[str]]]] = []
+    fence = ""  # the fence of the block the line is in ("" outside every block)
     inside = False
     for line in document.splitlines():
-        if line.startswith("```"):
-            inside = line.strip() == "```console"
+        ticks = line[: len(line) - len(line.lstrip("`"))]
+        if fence and ticks.startswith(fence) and not line.strip("`").strip():
+            fence, inside = "", False  # the line closing the block
+            continue
+        if not fence and len(ticks) >= 3:
+            fence = ticks
+            inside = line.strip() == ticks + "console"
             if inside:
                 blocks.append([])
             continue

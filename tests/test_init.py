@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 
 
-@pytest.mark.parametrize("kind", ["sentinel", "markdown", "json"])
+@pytest.mark.parametrize("kind", ["sentinel", "markdown", "json", "tool_call"])
 def test_a_new_pack_checks_tests_and_proceeds(kind: str, tmp_path: Path) -> None:
     created = run_cli("init", "my-pack", "--kind", kind, "--dir", str(tmp_path))
     assert created.exit_code == 0, created.output

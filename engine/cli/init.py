@@ -8,10 +8,11 @@ from pathlib import Path
 import click
 
 from engine.cli.common import UsageFailure
+from engine.core.resources import data_dir
 from engine.format.schema import rulepack_schema_text
 from engine.pack.sections import rulepack_model
 
-KINDS = ("sentinel", "markdown", "json")
+KINDS = ("sentinel", "markdown", "json", "tool_call")
 
 _SENTINEL = """\
 contracts:
@@ -58,6 +59,37 @@ contracts:
     contract_text: contracts/answer.v1.md
 """
 
+_TOOL_CALL = """\
+contracts:
+  ANSWER:
+    kind: tool_call
+    description: One call of one of two tools, in any client's shape.
+    min_calls: 1
+    max_calls: 1
+    tools:
+      get_weather:
+        description: The weather forecast for a city.
+        parameters:
+          type: object
+          required: [city, unit]
+          additionalProperties: false
+          properties:
+            city: {{type: string, minLength: 1}}
+            unit: {{enum: [celsius, fahrenheit]}}
+            days: {{type: integer, minimum: 1, maximum: 14}}
+      search_web:
+        description: Search the web.
+        parameters:
+          type: object
+          required: [query]
+          additionalProperties: false
+          properties:
+            query: {{type: string}}
+        conditions:
+          - check: "arguments.query | trim | length >= 3"
+            message: "`query` must say what to search for, in 3 characters or more"
+"""
+
 _TRIGGERS = """
 triggers:
   ANSWER:
@@ -71,6 +103,7 @@ _REPAIRED = {
     "sentinel": "PARSE_ERROR, NONCE_MISMATCH, EMPTY_OUTPUT, NOT_TEXT",
     "markdown": "EMPTY_OUTPUT, NOT_TEXT, WRONG_FORMAT",
     "json": "PARSE_ERROR, SCHEMA_ERROR, EMPTY_OUTPUT, NOT_TEXT",
+    "tool_call": "PARSE_ERROR, SCHEMA_ERROR, WRONG_FORMAT, EMPTY_OUTPUT, NOT_TEXT",
 }
 """The failure types the trigger of each kind's block repairs."""
 
@@ -130,9 +163,12 @@ _REPAIR = """\
 
 {% endif %}
 Your previous {{ block_type }} output broke its contract ({{ failure_type }}):
+{% set errors %}
 {% for failure in failures %}
 - {{ failure.message }}{{ " (at " ~ failure.path ~ ")" if failure.path else "" }}
 {% endfor %}
+{% endset %}
+{{ errors.rstrip("\n") | fence("errors") }}
 
 {% if example %}
 Example of a valid answer to another question:
@@ -143,7 +179,7 @@ Example of a valid answer to another question:
 {{ shown | trim }}
 {% else %}
 Your previous output:
-{{ original_output }}
+{{ original_output | fence("previous output") }}
 
 Write it again so that it follows this contract exactly:
 {{ format_contract }}
@@ -155,7 +191,12 @@ Write only your WHAT{{ ' for the question "' ~ (task | trim) ~ '"' if task else 
 the task, what was wrong and an example to copy the form of work; the previous output and the
 contract's placeholders in the same prompt get copied back instead."""
 
-_WHAT = {"sentinel": "ANSWER block", "markdown": "report", "json": "JSON object"}
+_WHAT = {
+    "sentinel": "ANSWER block",
+    "markdown": "report",
+    "json": "JSON object",
+    "tool_call": "tool call",
+}
 
 _EXAMPLES = {
     "sentinel": (
@@ -168,6 +209,10 @@ _EXAMPLES = {
         "## Summary\nThe log shows two failing tests.\n\n**Decision:** fix them first\n",
     ),
     "json": ("answer.json", '{"decision": "NO", "reason": "The log shows two failing tests"}\n'),
+    "tool_call": (
+        "answer.json",
+        '{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}\n',
+    ),
 }
 
 _CONTRACT_TEXT = {
@@ -211,6 +256,12 @@ _GOOD = {
         '{"decision": "YES", "reason": "The tests pass on CI"}\n',
         "expect: {status: pass, action: PROCEED}\n",
     ),
+    "tool_call": (
+        "good.json",
+        '{"tool_calls": [{"id": "call_1", "type": "function", "function": {"name": '
+        '"get_weather", "arguments": "{\\"city\\": \\"Paris\\", \\"unit\\": \\"celsius\\"}"}}]}\n',
+        "expect: {status: pass, action: PROCEED}\n",
+    ),
 }
 
 _BAD = {
@@ -231,6 +282,12 @@ _BAD = {
         '  input: \'{"decision": "YES"}\'\n'
         "  expect: {status: fail, failure: SCHEMA_ERROR, action: REPAIR}\n"
     ),
+    "tool_call": (
+        "- name: a misspelt tool is repaired once\n  block: ANSWER\n"
+        '  input: \'[{"type": "tool_use", "id": "toolu_1", "name": "get_wether",\n'
+        '    "input": {"city": "Paris", "unit": "celsius"}}]\'\n'
+        "  expect: {status: fail, failure: SCHEMA_ERROR, action: REPAIR}\n"
+    ),
 }
 
 _SCHEMA = """\
@@ -246,7 +303,10 @@ _SCHEMA = """\
 }
 """
 
-_EXTENSIONS = {"sentinel": "txt", "markdown": "md", "json": "json"}
+_EXTENSIONS = {"sentinel": "txt", "markdown": "md", "json": "json", "tool_call": "json"}
+
+_REPAIR_TEMPLATES = {"tool_call": "tool_call_repair.md.j2"}
+"""Kinds whose repair template is a shared one of the engine's prompts/ folder."""
 
 
 SCHEMA_FILE = "rulepack.schema.json"
@@ -256,7 +316,9 @@ SCHEMA_FILE = "rulepack.schema.json"
 def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
     """Write the pack files of a new ``kind`` pack called ``name`` into ``folder``: the
     schema its editors' modeline names is a copy in the pack folder (see ``init_command``)."""
-    body = {"sentinel": _SENTINEL, "markdown": _MARKDOWN, "json": _JSON}[kind]
+    body = {"sentinel": _SENTINEL, "markdown": _MARKDOWN, "json": _JSON, "tool_call": _TOOL_CALL}[
+        kind
+    ]
     good_name, good_text, good_expect = _GOOD[kind]
     files = {
         "pack.yaml": _HEADER.format(schema=SCHEMA_FILE, name=name, kind=kind)
@@ -265,8 +327,9 @@ def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
         + _TAIL.format(example=_EXAMPLES[kind][0]),
         SCHEMA_FILE: rulepack_schema_text(rulepack_model()),
         "templates/first.md.j2": _FIRST,
-        "templates/repair.md.j2": _REPAIR.replace("WHAT", _WHAT[kind]),
-        "contracts/answer.v1.md": _CONTRACT_TEXT[kind],
+        "templates/repair.md.j2": _repair_template(kind),
+        # a tool-call contract writes its own text, from its tools
+        **({"contracts/answer.v1.md": _CONTRACT_TEXT[kind]} if kind in _CONTRACT_TEXT else {}),
         f"examples/{_EXAMPLES[kind][0]}": _EXAMPLES[kind][1],
         f"tests/ANSWER/{good_name}": good_text,
         f"tests/ANSWER/{good_name}.yaml": good_expect,
@@ -281,6 +344,15 @@ def scaffold(folder: Path, name: str, kind: str) -> list[Path]:
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
+
+
+def _repair_template(kind: str) -> str:
+    """The repair template of a new ``kind`` pack: a shared one of prompts/, or the generic
+    one worded for the kind."""
+    shared = _REPAIR_TEMPLATES.get(kind)
+    if shared is not None:
+        return (data_dir("prompts") / shared).read_text(encoding="utf-8")
+    return _REPAIR.replace("WHAT", _WHAT[kind])
 
 
 @click.command("init")
@@ -309,6 +381,7 @@ def init_command(name: str, kind: str, parent: str) -> None:
       rules init my-pack                  # a sentinel block
       rules init reports --kind markdown --dir rules/
       rules init answers --kind json && rules check answers && rules test answers
+      rules init calls --kind tool_call   # tool calls checked against declared tools
 
     Exit status: 0 created, 2 NAME exists or is not a valid pack name.
     """

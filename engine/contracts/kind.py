@@ -49,7 +49,13 @@ class EvaluationInput(NamedTuple):
 
 
 class CompiledContract(Protocol):
-    """One contract of a loaded pack, ready to evaluate outputs (built once, at load)."""
+    """One contract of a loaded pack, ready to evaluate outputs (built once, at load).
+
+    It may also have, read where it is there: ``generated_contract_text``, the contract
+    text prompts show when the pack names no ``contract_text`` file (a tool-call contract
+    writes its tools and their schemas); ``unknown_tool(name)``, whether a call naming
+    ``name`` calls no tool of a tool-call contract (decidable on a streamed prefix).
+    """
 
     @property
     def name(self) -> str: ...

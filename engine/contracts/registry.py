@@ -39,6 +39,7 @@ _ENGINE_KINDS: dict[str, tuple[str, str]] = {
     "markdown": ("engine.contracts.kinds.markdown", "MarkdownContract"),
     "json": ("engine.contracts.kinds.json", "JsonContract"),
     "text": ("engine.contracts.kinds.text", "TextContract"),
+    "tool_call": ("engine.contracts.kinds.tool_call", "ToolCallContract"),
 }
 
 

@@ -57,6 +57,9 @@ class CompiledPrompts:
     contract says (``CompiledContract.id_patterns``)."""
     hints: tuple[CompiledHint, ...]
     files: PackFiles
+    generated_texts: Callable[[str], str] = lambda block: ""
+    """The contract text a block's compiled contract writes itself (a tool-call contract:
+    its tools and their schemas), used when the pack gives no ``contract_text`` file."""
 
     def build_all(self) -> None:
         """Compile every template and hint pattern now (a process that renders many)."""
@@ -76,7 +79,7 @@ class CompiledPrompts:
     def contract_text(self, block: str, nonce: str, params: Mapping[str, str]) -> str:
         """The block's contract text with the nonce and params filled in, without its
         trailing line breaks (they are not content); empty when the contract has none."""
-        raw = self.contract_texts.get(block, "")
+        raw = self.contract_texts.get(block, "") or self.generated_texts(block)
         return fill(raw, {"nonce": nonce, **params}).rstrip("\n") if raw else ""
 
 
@@ -103,6 +106,7 @@ def compile_prompts(
     root: Path,
     id_patterns: Callable[[str], Mapping[str, str]],
     folder_of: FolderOf | None = None,
+    generated_texts: Callable[[str], str] = lambda block: "",
 ) -> CompiledPrompts:
     """Compile every prompt template, read every log template, contract text and example
     file of ``pack``; ``id_patterns`` gives the kinds of id of a block's outputs.
@@ -145,6 +149,7 @@ def compile_prompts(
         log_sources=log_sources,
         contract_texts=contract_texts,
         id_patterns=id_patterns,
+        generated_texts=generated_texts,
         hints=tuple(CompiledHint(frozenset(h.blocks), h.match, h.hint) for h in pack.hints),
         files=PackFiles(
             root, {file: folder(*where) for file, where in example_files(pack.examples).items()}

@@ -35,6 +35,7 @@ from engine.sandbox.bounded import BoundedEnvironment, BoundedTemplate, reason
 from engine.sandbox.bounds import bounded_output, find_undeclared_names, harden
 from engine.sandbox.budget import MAX_RANGE, BoundedRange
 from engine.sandbox.conditions import Closure, builds_values, native_condition
+from engine.sandbox.fence import fence
 from engine.sandbox.static import wide_constants
 
 
@@ -82,7 +83,7 @@ def make_environment() -> SandboxedEnvironment:
     )
     env.tests.update(search=_regex_test, fullmatch=_regex_fullmatch)
     env.filters.update(
-        json=_json, json_pretty=_json_pretty, add_minutes=add_minutes, percent=_percent
+        json=_json, json_pretty=_json_pretty, add_minutes=add_minutes, percent=_percent, fence=fence
     )
     env.globals["range"] = BoundedRange
     harden(env)

@@ -1,6 +1,10 @@
 """What a Python model call returned, made the output of an attempt with the bounds `rules run`
 puts on a model command's stdout.
 
+A call may also return an SDK's response object (or a list or dict of tool calls): its tool
+calls become the JSON text the ``tool_call`` contract kind reads
+(engine.contracts.tool_calls), whatever the client.
+
 A call's return value is the caller's object, not the engine's: it may be a ``str`` or
 ``bytes`` subclass whose methods raise or lie, and it may be far larger than the pack
 allows. It is read here once, through the built-in types' own methods (no method of the
@@ -19,6 +23,7 @@ import math
 import sys
 from typing import Any
 
+from engine.contracts.tool_calls import tool_calls_text
 from engine.core.errors import UsageError
 from engine.core.numbers import INT64_MAX
 from engine.core.textio import MAX_OUTPUT_BYTES
@@ -64,6 +69,16 @@ def returned_output(value: Any, cap: int = MAX_OUTPUT_BYTES) -> Execution:
         raise UsageError(
             "engine.run: call= returned an awaitable: use `await engine.arun(...)` for an "
             "async call"
+        )
+    try:
+        calls = tool_calls_text(value)  # an SDK's response carrying tool calls, duck-typed
+    except Exception as exc:
+        return Execution(
+            "", f"model call returned a {_name(value)} that cannot be read: {_raised(exc)}"
+        )
+    if calls is not None:
+        return (
+            Execution("", too_large(cap)) if _utf8_size_over(calls, cap) else Execution(calls, None)
         )
     return Execution("", f"model call returned {_name(value)}, not the output text")
 

@@ -99,7 +99,7 @@ def test_without_the_kind_a_pack_using_it_is_an_unknown_kind(make_pack: PackMake
     assert result.exit_code == 1
     assert (
         "contracts.haiku: unknown contract kind 'lines' (the kinds are: sentinel, markdown, "
-        "json, text) (unknown-kind)"
+        "json, text, tool_call) (unknown-kind)"
     ) in result.output
 
 

@@ -157,8 +157,10 @@ def test_plan_contract_text_agrees_with_the_repair_checklist() -> None:
 def test_repair_prompt_20000_chars_is_head_marker_tail(snapshot: SnapshotAssertion) -> None:
     text = "<" + "a" * 9_999 + "“middle”" + "b" * 9_992
     prompt = render("VERDICT", text, criterion="AC1")
-    original = prompt.split("It said:\n", 1)[1]  # no block found: a retry (issue 36)
-    original = original.split("\n\nFORMAT CONTRACT", 1)[0]
+    said = prompt.split("It said:\n", 1)[1]  # no block found: a retry (issue 36)
+    said = said.split("\n\nFORMAT CONTRACT", 1)[0]
+    _, opener, fenced = said.split("\n", 2)  # the line saying it is data, the fence
+    original = fenced.removesuffix("\n" + opener)
     assert original == text[:4000] + "[...truncated...]" + text[-4000:]
     assert len(original) == 4000 + len("[...truncated...]") + 4000
     assert prompt == snapshot
@@ -168,12 +170,13 @@ def test_micro_hint_line_disappears_when_empty(snapshot: SnapshotAssertion) -> N
     opener, closer = delimiters("VERDICT")
     no_hint = "\n".join([opener, "answer=YES", 'REASON="the reason is long enough"', closer])
     prompt = render("VERDICT", no_hint, criterion="AC1")
-    assert "line 2: unrecognized line content\n\nORIGINAL OUTPUT" in prompt
+    assert "line 2: unrecognized line content\n```\n\nORIGINAL OUTPUT" in prompt
     assert prompt == snapshot(name="empty hint")
     hinted = no_hint.replace("answer=YES", 'ANSWER="YES"')
     prompt = render("VERDICT", hinted, criterion="AC1")
     assert (
-        "line 2: ANSWER must be unquoted\n\nRemove the quotes around ANSWER.\n\nORIGINAL OUTPUT"
+        "line 2: ANSWER must be unquoted\n```\n\nRemove the quotes around ANSWER.\n\n"
+        "ORIGINAL OUTPUT"
     ) in prompt
     assert prompt == snapshot(name="with hint")
 

@@ -59,6 +59,7 @@ def test_repair_prompt_for_a_20000_char_verdict() -> None:
     prompt = PACK.render(verdict, decision, output=text, nonce=NONCE, vars={"criterion": "AC1"})
     expected_original = "a" * 4000 + "[...truncated...]" + "b" * 4000
     # no part of a block was found: the prompt is a retry that shows what the output said
-    assert "had no VERDICT block (expected exactly 1 <<<VERDICT: block, found 0)" in prompt
-    assert f"It said:\n{expected_original}\n" in prompt
+    assert "had no VERDICT block:\n" in prompt
+    assert "```\nexpected exactly 1 <<<VERDICT: block, found 0\n```\n" in prompt
+    assert f"```\n{expected_original}\n```\n" in prompt.split("It said:\n", 1)[1]
     assert "<<<VERDICT:V1:AC1:NONCE=4F2C9A>>>\nANSWER=NO\n" in prompt  # the example

@@ -14,6 +14,7 @@ import jinja2
 
 from engine.core.errors import Position
 from engine.core.suggest import did_you_mean
+from engine.core.textio import find_word
 from engine.format.fields import ContractRef, TemplateRef
 from engine.format.findings import FindingRule
 from engine.format.section import Declared, mapping, single
@@ -27,6 +28,7 @@ from engine.sandbox.environment import (
     undeclared_names,
     unsafe_constructs,
 )
+from engine.sandbox.fence import unfenced_outputs
 from engine.sandbox.syntax import syntax_error_position
 
 if TYPE_CHECKING:
@@ -51,6 +53,23 @@ UNSAFE_TEMPLATE = FindingRule(
     "A template does something the sandbox refuses at render.",
     "Remove `_` attributes, includes and huge constant ranges.",
 )
+
+UNFENCED_MODEL_TEXT = FindingRule(
+    "unfenced-model-text",
+    "A prompt template writes a model's output, or an error quoting it, without the "
+    "`fence` filter (warning): text in it can close the quote and speak as the prompt.",
+    "Write it as `{{ original_output | fence('previous output') }}`.",
+    level="warning",
+)
+
+MODEL_TEXT: dict[str, frozenset[str]] = {
+    "repair": frozenset({"original_output", "parser_error", "failures"}),
+    "retry": frozenset({"failure_message", "failures", "data"}),
+    "reprompt": frozenset({"errors"}),
+}
+"""Per purpose of a prompt sent to a model, its variables that hold model text: the output,
+the errors that quote it, the data read from it (the sections that define the purposes
+provide them: engine.policy.triggers, engine.policy.gates)."""
 
 MAX_TEMPLATE_BYTES = 1024 * 1024
 
@@ -125,6 +144,8 @@ def _check_files(pack: Rulepack, checker: PackChecker) -> None:
                 position=Position(shown, line, 1),
             )
         purposes = checker.template_variables
+        if spec.purpose in MODEL_TEXT:
+            _check_fences(name, source, spec.purpose, path, shown, checker)
         if "context" in purposes[spec.purpose]:
             tree = ENVIRONMENT.parse(source)
             checker.context_reads(tree, f"template {name!r}", path, Position(shown, 1, 1))
@@ -142,6 +163,26 @@ def _check_files(pack: Rulepack, checker: PackChecker) -> None:
                 hint,
                 position=Position(shown, line, column),
             )
+
+
+def _check_fences(
+    name: str, source: str, purpose: str, path: KeyPath, shown: str, checker: PackChecker
+) -> None:
+    """A warning where the template writes model text into the prompt unfenced."""
+    lines = source.splitlines()
+    for line, variable in unfenced_outputs(ENVIRONMENT.parse(source), MODEL_TEXT[purpose]):
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        column = find_word(text, variable) + 1 or 1
+        checker.add(
+            UNFENCED_MODEL_TEXT,
+            f"template {name!r} writes {variable!r} (model text) into the prompt unfenced",
+            path,
+            f"pass it through the fence filter: {{{{ {variable} | fence }}}}"
+            if variable in MODEL_TEXT[purpose]
+            else f"fence the text {variable!r} is written into (a list: build it in "
+            "{% set %}...{% endset %} and fence that)",
+            position=Position(shown, line, column),
+        )
 
 
 def check_prompts(pack: Rulepack, checker: PackChecker) -> None:

@@ -43,7 +43,16 @@ def _compile(pack: Rulepack, compiling: Compiling) -> CompiledPrompts:
     def id_patterns(block: str) -> Mapping[str, str]:
         return contracts[block].id_patterns if block in contracts else {}
 
-    prompts = compile_prompts(pack, compiling.root, id_patterns, compiling.folder_of)
+    def generated_text(block: str) -> str:
+        """The contract text a compiled contract writes itself (``CompiledContract``'s
+        optional ``generated_contract_text``)."""
+        if block not in contracts:
+            return ""
+        return str(getattr(contracts[block], "generated_contract_text", "") or "")
+
+    prompts = compile_prompts(
+        pack, compiling.root, id_patterns, compiling.folder_of, generated_text
+    )
     if not compiling.lazy:
         prompts.build_all()
     return prompts
