@@ -143,9 +143,7 @@ def test_an_item_names_one_across_nonces(tmp_path: Path) -> None:
             cwd=tmp_path,
         )
         return done.returncode, [
-            line.rsplit(" -> ", 1)[-1]
-            for line in done.stderr.decode().splitlines()
-            if " -> " in line  # the attempts, not the review a NEEDS_HUMAN opens
+            line.rsplit(" -> ", 1)[-1] for line in done.stderr.decode().splitlines()
         ]
 
     assert run("4F2C9A") == (0, ["REPAIR", "PROCEED"])

@@ -27,7 +27,7 @@ from engine.contracts.tool_calls import tool_calls_text
 from engine.core.errors import UsageError
 from engine.core.numbers import INT64_MAX
 from engine.core.textio import MAX_OUTPUT_BYTES
-from engine.policy.calls.replies import NotAReply, read_reply
+from engine.policy.calls.replies import NO_USAGE, NotAReply, Usage, read_reply
 from engine.session.run import Execution
 
 _CHUNK = 1 << 20
@@ -51,13 +51,23 @@ def returned_output(value: Any, cap: int = MAX_OUTPUT_BYTES) -> Execution:
                 return Execution("", too_large(cap, text=False))
             return Execution(data, None)
         awaitable = inspect.isawaitable(value)
-        reply = None if awaitable else read_reply(value)
+        # A response that calls tools is its calls (the tool_call kind reads them), with
+        # the usage it reports; one without calls is its text, when it has text.
+        called = None if awaitable else _called_tools(value)
+        reply = None if awaitable else _reply_or_none(value, called is not None)
     except NotAReply as exc:
+        if (calls := tool_calls_text(value)) is not None:  # no text and no calls: "[]"
+            return Execution(calls, None)
         return Execution("", f"model call returned a {_name(value)} without text: {exc}")
     except Exception as exc:  # a hostile return value: the call failed to give an output
         return Execution(
             "", f"model call returned a {_name(value)} that cannot be read: {_raised(exc)}"
         )
+    if called is not None:
+        usage = reply[1] if reply is not None else NO_USAGE
+        if _utf8_size_over(called, cap):
+            return Execution("", too_large(cap), usage=usage)
+        return Execution(called, None, usage=usage)
     if reply is not None:
         text, usage = reply
         if _utf8_size_over(text, cap):
@@ -81,6 +91,26 @@ def returned_output(value: Any, cap: int = MAX_OUTPUT_BYTES) -> Execution:
             Execution("", too_large(cap)) if _utf8_size_over(calls, cap) else Execution(calls, None)
         )
     return Execution("", f"model call returned {_name(value)}, not the output text")
+
+
+def _called_tools(value: Any) -> str | None:
+    """The tool calls a response object (not a plain dict or list) carries, as JSON text;
+    None when it calls no tool."""
+    if isinstance(value, (dict, list, tuple)):
+        return None  # read below as the tool_call kind reads text
+    calls = tool_calls_text(value)
+    return None if calls is None or calls == "[]" else calls
+
+
+def _reply_or_none(value: Any, calling: bool) -> tuple[str, Usage] | None:
+    """``read_reply``; a response that calls tools may have no text (its usage is read
+    when it does)."""
+    try:
+        return read_reply(value)
+    except NotAReply:
+        if calling:
+            return None
+        raise
 
 
 def too_large(cap: int, text: bool = True) -> str:

@@ -374,8 +374,11 @@ def test_a_response_without_tool_calls_is_too_few_calls(pack_dir: Path, tmp_path
     result = engine.run(
         pack_dir, "ANSWER", lambda prompt: reply, session=tmp_path / "s", prompt="Weather?"
     )
-    assert result.verdict.failure_type == "WRONG_FORMAT"
-    assert "the output holds 0 tool calls" in (result.verdict.error or "")
+    # a response that answers in prose calls no tool: its text is the output, read as the
+    # kind reads any text (engine.session.returned), and holds no call
+    assert result.verdict.failure_type == "PARSE_ERROR", result.verdict.error
+    assert result.attempts[0].output == "It is sunny."
+    assert "no JSON found" in (result.verdict.error or ""), result.verdict.error
 
 
 def test_the_server_evaluates_tool_calls_as_rules_eval_does(pack_dir: Path, tmp_path: Path) -> None:
