@@ -145,6 +145,8 @@ def create_app(settings: ServerSettings, packs: PackSet) -> FastAPI:
     app.include_router(shadow.router)
     app.include_router(budgets.router)
     app.include_router(reviews.router)
+    app.include_router(reviews.pages)
+    app.include_router(reviews.sign_in)
     app.add_middleware(
         BodyLimit, limit=lambda: app.state.live.current.body_limit(), timeout=settings.timeout
     )

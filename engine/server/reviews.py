@@ -41,7 +41,13 @@ from engine.server.problems import (
     problem_responses,
 )
 from engine.server.responses import Document
-from engine.server.security import require_token
+from engine.server.security import (
+    PAGE_COOKIE,
+    page_pass,
+    require_page_access,
+    require_token,
+    token_matches,
+)
 from engine.server.sessions import SESSION_NAME
 from engine.session.review import (
     DEFAULT_CLAIM_SECONDS,
@@ -53,6 +59,11 @@ from engine.session.review import (
 from engine.session.review_server import ServedReviews, served_figures, served_reviews
 
 router = APIRouter(dependencies=[Depends(require_token)], tags=["reviews"])
+pages = APIRouter(dependencies=[Depends(require_page_access)])
+"""The /review pages: the token as for the API, or the cookie of the page's sign-in."""
+sign_in = APIRouter()
+"""The sign-in page, open to all: a browser sends no bearer header, so a person gives the
+token once in a form and the pages then take the cookie it sets."""
 
 PROBLEMS = (
     MALFORMED_JSON,
@@ -285,7 +296,7 @@ def _html(page: str, status: int = 200) -> HTMLResponse:
     )
 
 
-@router.get("/review", include_in_schema=False)
+@pages.get("/review", include_in_schema=False)
 async def queue(request: Request) -> Response:
     settings = request.app.state.settings
 
@@ -299,7 +310,7 @@ async def queue(request: Request) -> Response:
     return _html(queue_page(found, figures, "Open reviews"))
 
 
-@router.get("/review/{session}/{review}", include_in_schema=False)
+@pages.get("/review/{session}/{review}", include_in_schema=False)
 async def page(request: Request, session: str = SessionPath, review: int = ReviewPath) -> Response:
     served = _served(request, session)
     found = await _run(request, served.show, review)
@@ -315,7 +326,7 @@ def _same_origin(request: Request) -> None:
         raise Problem(FORBIDDEN, "a review form is posted from the server's own /review page only")
 
 
-@router.post("/review/{session}/{review}", include_in_schema=False)
+@pages.post("/review/{session}/{review}", include_in_schema=False)
 async def submit(
     request: Request, session: str = SessionPath, review: int = ReviewPath
 ) -> Response:
@@ -370,3 +381,50 @@ async def submit(
 
 
 __all__ = ["STATES", "router"]
+
+
+SIGN_IN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign in: review queue</title></head>
+<body><main>
+<h1>Sign in to the review queue</h1>
+{message}<form method="post" action="/review/sign-in">
+<label for="token">Server token (the contents of the server's --token-file)</label>
+<input type="password" id="token" name="token" required autocomplete="current-password">
+<button type="submit">Sign in</button>
+</form>
+</main></body></html>
+"""
+
+
+@sign_in.get("/review/sign-in", include_in_schema=False)
+async def sign_in_page(request: Request) -> Response:
+    if request.app.state.settings.token is None:  # nothing to sign in to
+        return RedirectResponse("/review", status_code=303)
+    return _html(SIGN_IN_PAGE.format(message=""))
+
+
+@sign_in.post("/review/sign-in", include_in_schema=False)
+async def sign_in_form(request: Request) -> Response:
+    """The token given in the form: the pages' cookie (HttpOnly, SameSite=Strict, the
+    /review paths only) and a redirect to the queue; else the form again, 401."""
+    _same_origin(request)
+    token: str | None = request.app.state.settings.token
+    if token is None:
+        return RedirectResponse("/review", status_code=303)
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise Problem(INVALID_REQUEST, "the form is too large")
+    given = parse_qs(body.decode("utf-8", errors="replace")).get("token", [""])[0].strip()
+    if not token_matches(f"Bearer {given}", token):
+        refused = '<p role="alert">That is not the server\'s token.</p>\n'
+        return _html(SIGN_IN_PAGE.format(message=refused), status=401)
+    answer = RedirectResponse("/review", status_code=303)
+    answer.set_cookie(
+        PAGE_COOKIE,
+        page_pass(token),
+        httponly=True,
+        samesite="strict",
+        path="/review",
+        secure=request.url.scheme == "https",
+    )
+    return answer

@@ -55,6 +55,34 @@ async def require_token(request: Request) -> None:
         )
 
 
+PAGE_COOKIE = "rules_review"
+"""The cookie the review page's sign-in sets: a value derived from the token (never the
+token itself), sent back by the browser on the /review pages only."""
+
+
+def page_pass(token: str) -> str:
+    """What the review page's cookie holds for ``token``: an HMAC of a fixed label under
+    the token, so the cookie grants the pages and cannot be turned back into the token
+    the API takes."""
+    return hmac.new(token.encode("utf-8"), b"rules review page", "sha256").hexdigest()
+
+
+async def require_page_access(request: Request) -> None:
+    """The dependency of the /review pages: the token as for the API, or the cookie the
+    page's sign-in (``/review/sign-in``) set, since a browser sends no bearer header."""
+    token: str | None = request.app.state.settings.token
+    if token is None or token_matches(request.headers.get("authorization"), token):
+        return
+    given = request.cookies.get(PAGE_COOKIE, "")
+    if not hmac.compare_digest(given.encode("utf-8"), page_pass(token).encode("utf-8")):
+        raise Problem(
+            UNAUTHORIZED,
+            "sign in at /review/sign-in with the token of the server's --token-file (or "
+            "send `Authorization: Bearer <token>`)",
+            headers=CHALLENGE,
+        )
+
+
 async def require_admin(request: Request) -> None:
     """The admin routes: the token when the server has one, else a loopback client."""
     await require_token(request)

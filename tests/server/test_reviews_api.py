@@ -118,3 +118,37 @@ def test_the_page_and_routes_need_the_token(tmp_path: Path) -> None:
         assert http.post("/review/s1/1", data={"action": "claim", "by": "x"}).status_code == 401
         bearer = {"Authorization": "Bearer t0ken-for-reviews"}
         assert http.get("/review", headers=bearer).status_code == 200
+
+
+def test_a_person_signs_in_once_in_the_browser_and_the_pages_take_the_cookie(
+    tmp_path: Path,
+) -> None:
+    """A browser sends no bearer header: the sign-in form takes the token once and sets a
+    cookie that opens the pages (and only the pages), never holding the token itself."""
+    token = "t0ken-for-reviews"
+    with client(tmp_path, token=token) as http:
+        http.headers["Authorization"] = f"Bearer {token}"  # the pipeline, as the API's client
+        reach_review(http, "s1")
+        del http.headers["Authorization"]  # the person, in a browser
+        form = http.get("/review/sign-in")
+        assert form.status_code == 200
+        assert '<label for="token">' in form.text and 'type="password" id="token"' in form.text
+        wrong = http.post("/review/sign-in", data={"token": "guess"}, follow_redirects=False)
+        assert wrong.status_code == 401 and 'role="alert"' in wrong.text
+        assert "set-cookie" not in wrong.headers
+        signed = http.post("/review/sign-in", data={"token": token}, follow_redirects=False)
+        assert signed.status_code == 303 and signed.headers["location"] == "/review"
+        cookie = signed.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/review" in cookie
+        assert token not in cookie
+        assert http.get("/review").status_code == 200  # the client keeps the cookie
+        assert http.get("/review/s1/1").status_code == 200
+        assert http.get("/v1/reviews?session=s1").status_code == 401  # the API: bearer only
+        http.cookies.set("rules_review", "0" * 64)
+        assert http.get("/review").status_code == 401
+
+
+def test_without_a_token_the_sign_in_page_leads_to_the_queue(tmp_path: Path) -> None:
+    with client(tmp_path) as http:
+        answer = http.get("/review/sign-in", follow_redirects=False)
+        assert answer.status_code == 303 and answer.headers["location"] == "/review"
