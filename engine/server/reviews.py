@@ -416,7 +416,7 @@ async def sign_in_form(request: Request) -> Response:
         raise Problem(INVALID_REQUEST, "the form is too large")
     given = parse_qs(body.decode("utf-8", errors="replace")).get("token", [""])[0].strip()
     if not token_matches(f"Bearer {given}", token):
-        refused = '<p role="alert">That is not the server\'s token.</p>\n'
+        refused = '<p aria-live="assertive">That is not the server\'s token.</p>\n'
         return _html(SIGN_IN_PAGE.format(message=refused), status=401)
     answer = RedirectResponse("/review", status_code=303)
     answer.set_cookie(

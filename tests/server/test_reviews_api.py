@@ -134,7 +134,7 @@ def test_a_person_signs_in_once_in_the_browser_and_the_pages_take_the_cookie(
         assert form.status_code == 200
         assert '<label for="token">' in form.text and 'type="password" id="token"' in form.text
         wrong = http.post("/review/sign-in", data={"token": "guess"}, follow_redirects=False)
-        assert wrong.status_code == 401 and 'role="alert"' in wrong.text
+        assert wrong.status_code == 401 and 'aria-live="assertive"' in wrong.text
         assert "set-cookie" not in wrong.headers
         signed = http.post("/review/sign-in", data={"token": token}, follow_redirects=False)
         assert signed.status_code == 303 and signed.headers["location"] == "/review"
