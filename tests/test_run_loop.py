@@ -143,8 +143,7 @@ def test_hanging_model_times_out(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert (
-        "EXECUTION_FAILED (model command timed out after 1 s) -> NEEDS_HUMAN"
-        in done.stderr.decode()
+        "MODEL_TIMEOUT (model command timed out after 1 s) -> NEEDS_HUMAN" in done.stderr.decode()
     )
 
 
