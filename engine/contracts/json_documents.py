@@ -405,3 +405,19 @@ def output_documents(name: str, text: str) -> tuple[list[Any], str | None]:
     prefix = f"line {first.line} column {first.column}: "
     message = first.message[len(prefix) :] if first.message.startswith(prefix) else first.message
     return [], f"Invalid JSON: {name}:{first.line}:{first.column}: {message}"
+
+
+def described_type(value: Any) -> str:
+    """A decoded JSON value's type as a sentence says it ("a string", "an object"): the
+    schema sentences and the tool-call problems name what the model wrote this way."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null"

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from engine.contracts.json_documents import decode_bounded, dotted
+from engine.contracts.json_documents import decode_bounded, described_type, dotted
 from engine.contracts.json_keywords import linear_keywords, pattern_problems
 from engine.core.files import read_file_capped
 from engine.format.findings import FindingRule
@@ -188,20 +188,6 @@ _TYPE_NAMES = {
 }
 
 
-def _type_of(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return "null"
-
-
 def _shown(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -221,7 +207,7 @@ def _sentence(error: Any, where: str) -> str:
     if kind == "type":
         wanted = expected if isinstance(expected, list) else [expected]
         names = " or ".join(_TYPE_NAMES.get(str(t), str(t)) for t in wanted)
-        return f"{name} is {_type_of(value)}: it must be {names}"
+        return f"{name} is {described_type(value)}: it must be {names}"
     if kind == "minLength" and value == "":
         return f"{name} is empty: write it"
     if kind == "minLength":

@@ -20,6 +20,7 @@ from engine.contracts.json_documents import (
     JsonDocumentError,
     decode_bounded,
     depth_of,
+    described_type,
     read_documents,
 )
 
@@ -71,7 +72,7 @@ def calls_in(value: Any, max_depth: int = MAX_DEPTH) -> tuple[list[ToolCall], li
     problems: list[str] = []
     for number, item in enumerate(items, 1):
         if not isinstance(item, dict):
-            problems.append(f"item {number} is {_a(item)}, not a tool call (an object)")
+            problems.append(f"item {number} is {described_type(item)}, not a tool call (an object)")
             continue
         kind = item.get("type")
         if isinstance(kind, str) and kind in _NOT_CALLS:
@@ -104,8 +105,8 @@ def _items(value: Any) -> list[Any]:
         return value
     if not isinstance(value, dict):
         raise ToolCallsError(
-            f"the output is JSON {_a(value)}, not a tool call: write an object with the "
-            "tool's `name` and its `arguments`"
+            f"the output is JSON {described_type(value)}, not a tool call: write an object "
+            "with the tool's `name` and its `arguments`"
         )
     choices = value.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
@@ -151,20 +152,6 @@ def _arguments(arguments: Any, max_depth: int) -> tuple[Any, str | None]:
             "arguments object once"
         )
     return decoded, None
-
-
-def _a(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return "null"
 
 
 # ----------------------------------------------------------------------- SDK objects
