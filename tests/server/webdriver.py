@@ -6,6 +6,7 @@ chromedriver listens on a free loopback port and is ended by its PID."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 import signal
@@ -151,7 +152,8 @@ def chromium_browser(folder: Path, timeout: float = 60) -> Iterator[Browser]:
             try:
                 yield Browser(http, session)
             finally:
-                http.delete(f"/session/{session}")  # Chromium ends with its session
+                with contextlib.suppress(httpx.TransportError):  # chromedriver ended: killed below
+                    http.delete(f"/session/{session}")  # Chromium ends with its session
     finally:
         if process.poll() is None:
             os.kill(process.pid, signal.SIGTERM)
