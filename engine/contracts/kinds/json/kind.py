@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts.json_documents import JsonDocumentError, dotted, read_documents
 from engine.contracts.json_schemas import (
-    INVALID_SCHEMA,
+    check_schema_file,
     compile_schema,
     read_schema_file,
-    schema_problems,
     schema_violations,
 )
 from engine.contracts.kind import (
@@ -112,22 +111,7 @@ class JsonKind(StandaloneKind):
     model = JsonContract
 
     def check(self, name: str, contract: JsonContract, checker: PackChecker) -> None:
-        path: KeyPath = ("contracts", name, "schema_file")
-        target = checker.quiet_resolve(contract.schema_file, path)
-        if target is None:
-            return
-        try:
-            schema = read_schema_file(target)
-        except ValueError as exc:
-            checker.add(INVALID_SCHEMA, str(exc), path, "fix the JSON syntax")
-            return
-        for problem in schema_problems(schema):
-            checker.add(
-                INVALID_SCHEMA,
-                f"schema file {contract.schema_file!r}: {problem}",
-                path,
-                "fix the schema",
-            )
+        check_schema_file(checker, contract.schema_file, ("contracts", name, "schema_file"))
 
     def compile(
         self,

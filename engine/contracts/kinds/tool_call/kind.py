@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.json_schemas import (
-    INVALID_SCHEMA,
+    check_schema,
+    check_schema_file,
     compile_schema,
     read_schema_file,
-    schema_problems,
     schema_violations,
 )
 from engine.contracts.kind import (
@@ -247,22 +247,9 @@ class ToolCallKind(StandaloneKind):
             )
             return
         if tool.schema_file is not None:
-            where: KeyPath = (*path, "schema_file")
-            target = checker.quiet_resolve(tool.schema_file, where)
-            if target is None:
-                return
-            try:
-                schema = read_schema_file(target)
-            except ValueError as exc:
-                checker.add(INVALID_SCHEMA, str(exc), where, "fix the JSON syntax")
-                return
-            what = f"schema file {tool.schema_file!r}"
+            check_schema_file(checker, tool.schema_file, (*path, "schema_file"))
         elif tool.parameters is not None:
-            where, schema, what = (*path, "parameters"), tool.parameters, "parameters"
-        else:
-            return
-        for problem in schema_problems(schema):
-            checker.add(INVALID_SCHEMA, f"{what}: {problem}", where, "fix the schema")
+            check_schema(checker, tool.parameters, (*path, "parameters"), "parameters")
 
     def compile(
         self,
