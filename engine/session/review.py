@@ -23,7 +23,7 @@ import json
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -625,13 +625,8 @@ class ReviewState:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "state": self.state,
-            "resolution": self.resolution,
-            "resolved_by": self.resolved_by,
-            "resolved_at": self.resolved_at,
-        }
+        """The review as JSON: its fields but the session."""
+        return {k: v for k, v in asdict(self).items() if k != "session"}
 
 
 def resumed(
