@@ -44,9 +44,9 @@ from engine.server.problems import (
 from engine.server.responses import Document
 from engine.server.security import (
     PAGE_COOKIE,
+    api_router,
     page_pass,
     require_page_access,
-    require_token,
     token_matches,
 )
 from engine.server.sessions import SESSION_NAME
@@ -70,11 +70,7 @@ PROBLEMS = (
     LEDGER_UNAVAILABLE,
     TIMEOUT,
 )
-router = APIRouter(
-    dependencies=[Depends(require_token)],
-    tags=["reviews"],
-    responses=problem_responses(*PROBLEMS),
-)
+router = api_router("reviews", problem_responses(*PROBLEMS))
 pages = APIRouter(dependencies=[Depends(require_page_access)])
 """The /review pages: the token as for the API, or the cookie of the page's sign-in."""
 sign_in = APIRouter()
@@ -180,7 +176,7 @@ async def _run(request: Request, work: Any, *args: Any) -> Any:
 
 
 @router.get(
-    "/v1/reviews",
+    "/reviews",
     summary="The reviews waiting for a person across the server's sessions, oldest first",
 )
 async def reviews(
@@ -193,7 +189,7 @@ async def reviews(
 
 
 @router.get(
-    "/v1/reviews/{session}/{review}",
+    "/reviews/{session}/{review}",
     summary="One review: its attempts with their outputs, failures and prompts; its state",
 )
 async def review(request: Request, at: ReviewAt = AT) -> Document:
@@ -201,7 +197,7 @@ async def review(request: Request, at: ReviewAt = AT) -> Document:
 
 
 @router.post(
-    "/v1/reviews/{session}/{review}/claim",
+    "/reviews/{session}/{review}/claim",
     summary="Claim a review (of many claiming at once exactly one gets it; the others 409)",
 )
 async def claim(request: Request, body: ClaimRequest, at: ReviewAt = AT) -> Document:
@@ -209,14 +205,14 @@ async def claim(request: Request, body: ClaimRequest, at: ReviewAt = AT) -> Docu
     return Document(await _run(request, served.claim, at.review, body.by, body.seconds))
 
 
-@router.post("/v1/reviews/{session}/{review}/release", summary="Give a claim back")
+@router.post("/reviews/{session}/{review}/release", summary="Give a claim back")
 async def release(request: Request, body: ResolveRequest, at: ReviewAt = AT) -> Document:
     served = _served(request, at.session)
     return Document(await _run(request, served.release, at.review, body.by))
 
 
 @router.post(
-    "/v1/reviews/{session}/{review}/check",
+    "/reviews/{session}/{review}/check",
     summary="Check a draft of the corrected output against the block's contract",
 )
 async def check(request: Request, body: CheckRequest, at: ReviewAt = AT) -> Document:
@@ -276,7 +272,7 @@ resolution recorded, the request's body and the summary in the OpenAPI document.
 
 for _verb, _kind, _body, _summary in RESOLUTIONS:
     router.add_api_route(
-        f"/v1/reviews/{{session}}/{{review}}/{_verb}",
+        f"/reviews/{{session}}/{{review}}/{_verb}",
         _resolution_route(_kind, _body),
         methods=["POST"],
         name=_verb,
