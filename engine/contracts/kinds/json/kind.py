@@ -19,12 +19,7 @@ from engine.contracts.json_schemas import (
     read_schema_file,
     schema_violations,
 )
-from engine.contracts.kind import (
-    EvaluationInput,
-    StandaloneKind,
-    WithoutParser,
-    readable_text,
-)
+from engine.contracts.kind import ChecksText, EvaluationInput, StandaloneKind
 from engine.contracts.kinds.json.model import JsonContract
 from engine.contracts.kinds.json.prefix import JsonPrefix, allowed_keys
 from engine.contracts.placeholder import is_placeholder, placeholder_message
@@ -43,7 +38,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class CompiledJson(WithoutParser):
+class CompiledJson(ChecksText):
     """A json contract ready to check outputs: its schema's validator built once."""
 
     name: str
@@ -52,11 +47,8 @@ class CompiledJson(WithoutParser):
     severities: Mapping[str, str] = field(repr=False)
     param_names: frozenset[str] = frozenset()
 
-    def evaluate(self, output: EvaluationInput) -> Verdict:
+    def evaluate_text(self, text: str) -> Verdict:
         contract = self.contract
-        text = readable_text(self.name, output, self.severities)
-        if not isinstance(text, str):
-            return text
         try:
             documents = read_documents(
                 text,

@@ -22,12 +22,7 @@ from engine.contracts.json_schemas import (
     read_schema_file,
     schema_violations,
 )
-from engine.contracts.kind import (
-    EvaluationInput,
-    StandaloneKind,
-    WithoutParser,
-    readable_text,
-)
+from engine.contracts.kind import ChecksText, StandaloneKind
 from engine.contracts.kinds.tool_call.model import Tool, ToolCallContract
 from engine.contracts.tool_calls import (
     ToolCall,
@@ -82,7 +77,7 @@ class _CompiledTool:
 
 
 @dataclass(frozen=True)
-class CompiledToolCall(WithoutParser):
+class CompiledToolCall(ChecksText):
     """A tool-call contract ready to check outputs: each tool's validator and conditions
     compiled once."""
 
@@ -104,11 +99,8 @@ class CompiledToolCall(WithoutParser):
         stopped as soon as a complete name says so)."""
         return unknown_tool(name, self.tool_names)
 
-    def evaluate(self, output: EvaluationInput) -> Verdict:
+    def evaluate_text(self, text: str) -> Verdict:
         contract = self.contract
-        text = readable_text(self.name, output, self.severities)
-        if not isinstance(text, str):
-            return text
         try:
             calls, problems = read_tool_calls(
                 text, max_chars=contract.max_chars, max_depth=contract.max_depth
