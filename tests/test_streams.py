@@ -373,3 +373,30 @@ def test_a_kind_that_decides_nothing_on_a_prefix_is_read_whole(tmp_path: Path) -
     assert not stream.closed and result.attempts[0].output == text
     assert result.attempts[0].verdict == pack.evaluate("summary", text)
     assert attempts(tmp_path / "s")[0]["stream_cut"] == 0
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_a_stream_read_by_its_checks_is_evaluated_as_the_whole_text(case: dict[str, Any]) -> None:
+    """The fields the prefix checks read as the stream arrived are handed to its
+    evaluation, which reads only the lines after them: the verdict is the whole text's,
+    whatever the chunks and line ends (LF or CRLF)."""
+    from engine.session.stream import Watch
+
+    pack = engine.load_pack("sentinel")
+    args = call_args(case)
+    contract = pack.contract(case["block"])
+    inputs = EvaluationInput(None, args["nonce"], args["vars"])
+    base = build_text(case) + "\n"
+    for text in (base, base.replace("\n", "\r\n"), "notes first\n" * 30 + base):
+        whole = pack.evaluate(case["block"], text, args["nonce"], args["vars"])
+        for size in (7, 300):
+            watch = Watch(None, 1 << 26, lambda: prefix_reader(contract, inputs))
+            if any(watch.feed(text[i : i + size]) for i in range(0, len(text), size)):
+                assert whole.status == "fail"
+                continue
+            shared = watch.shared()
+            assert watch.output() == text
+            streamed = pack.evaluate(
+                case["block"], text, args["nonce"], args["vars"], shared=shared
+            )
+            assert streamed == whole, (size, text)

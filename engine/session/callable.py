@@ -337,7 +337,7 @@ def streamed_execution(streamed: Streamed, cap: int) -> Execution:
         return Execution("", streamed.error, stream=streamed.end)
     if streamed.over_cap:
         return Execution("", too_large(cap), stream=streamed.end)
-    return Execution(streamed.output, None, stream=streamed.end)
+    return Execution(streamed.output, None, stream=streamed.end, shared=streamed.shared)
 
 
 def guarded(

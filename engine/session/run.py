@@ -62,6 +62,9 @@ class Execution:
     stream: StreamEnd | None = None
     """Where a streamed output stopped (``engine.session.stream``); None: not streamed. A
     stream cut at a definite failure has that failure as its verdict."""
+    shared: dict[str, Any] | None = None
+    """What the stream's prefix reader already read of the output, which its evaluation
+    reuses (``EvaluationInput.shared``)."""
 
 
 @dataclass(frozen=True)
@@ -372,6 +375,7 @@ def attempts(
             output=execution.output,
             error=execution.error if cut is None else cut.message,
             failure_type=failure_type,
+            shared=execution.shared,
         )
         delay = None
         if execution.error is not None:

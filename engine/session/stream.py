@@ -5,7 +5,7 @@ chunks, an OpenAI or Anthropic stream object (read by the shapes of their events
 importing the SDKs), or a model command's stdout (`rules run --stream`). A ``Watch`` takes
 the chunks, counts them against the output cap, and asks the contract's prefix reader
 (``engine.contracts.kind.prefix_reader``) what the text so far already decides, each time
-the text has grown enough since it last asked (``FIRST_STEP``, or a quarter).
+the text has grown enough since it last asked (``FIRST_STEP``, then ``STEP`` or a quarter).
 
 At the first definite failure the stream is closed (``close()`` or ``aclose()``: an SDK's
 stream closes its connection and the provider stops generating; a command is ended), and
@@ -25,14 +25,20 @@ from typing import Any
 
 from engine.contracts.kind import EvaluationInput, PrefixReader, prefix_reader
 from engine.core.results import Failure
+from engine.core.textio import clean_text
 from engine.pack.compiled import Pack
 
 FIRST_STEP = 256
-"""The prefix reader is first asked once this many characters have arrived (a cut output
-shows the repair what the model was writing, not a lone first line), and then each time
-the text has grown by this much, or by a quarter, whichever is more: a failure is found
-before the text is a quarter longer than where it is, and the text is joined and read a
-bounded number of times (about 5 per doubling)."""
+"""The prefix reader is first asked once this many characters have arrived: a cut output
+shows the repair what the model was writing, not a lone first line."""
+
+STEP = 1024
+"""Then it is asked each time the text has grown by this much, or by a quarter, whichever
+is more: a failure is found before the text is that much longer than where it is. A
+reader reads only the text that is new since it was last asked, so each ask costs a
+fixed part (finding where the new lines end, a few checks) plus the new text's reading;
+asking at most once a kilobyte keeps that fixed part a few per cent of what evaluating a
+kilobyte costs, and the text is joined a bounded number of times (about 5 per doubling)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,8 @@ class Streamed:
     error: str | None = None
     raised: Exception | None = None
     over_cap: bool = False
+    shared: dict[str, Any] | None = None
+    """What the prefix reader already read of the output, for its evaluation to reuse."""
 
 
 class UnreadableChunk(Exception):
@@ -66,8 +74,16 @@ class UnreadableChunk(Exception):
 class Watch:
     """One streamed output as it arrives (a new one for each attempt)."""
 
-    def __init__(self, reader: PrefixReader | None, cap: int | None) -> None:
+    def __init__(
+        self,
+        reader: PrefixReader | None,
+        cap: int | None,
+        make: Callable[[], PrefixReader | None] | None = None,
+    ) -> None:
         self._reader = reader
+        # ``make``: the reader made at the first ask instead (an output shorter than
+        # FIRST_STEP never needs one)
+        self._make = make
         self._cap = cap
         self._parts: list[str] = []
         self._raw: bytearray | None = None  # the bytes, when the stream gives bytes
@@ -76,7 +92,7 @@ class Watch:
         self._chars = 0
         self._size = 0  # bytes (UTF-8 for text)
         # the reader is asked next when this many characters have arrived
-        self._ask_at = FIRST_STEP if reader is not None else math.inf
+        self._ask_at = FIRST_STEP if reader is not None or make is not None else math.inf
         self.failure: Failure | None = None
         self.over_cap = False
 
@@ -106,7 +122,12 @@ class Watch:
             return False
         whole = "".join(self._parts)
         self._parts = [whole]
-        self._ask_at = self._chars + max(FIRST_STEP, self._chars >> 2)
+        self._ask_at = self._chars + max(STEP, self._chars >> 2)
+        if self._make is not None:
+            self._reader, self._make = self._make(), None
+            if self._reader is None:  # the contract decides nothing on a prefix
+                self._ask_at = math.inf
+                return False
         assert self._reader is not None
         self.failure = self._reader.feed(whole)
         return self.failure is not None
@@ -119,6 +140,21 @@ class Watch:
 
     def end(self, cut: bool) -> StreamEnd:
         return StreamEnd(self._chars, cut, self.failure)
+
+    def shared(self) -> dict[str, Any] | None:
+        """What the prefix reader already read of the whole output, for its evaluation to
+        reuse (``EvaluationInput.shared``: a sentinel payload's fields are then read once
+        in all); None when it offers nothing, or the output is not the text the
+        evaluation reads (bytes, or text with a lone surrogate it cleans)."""
+        offer = getattr(self._reader, "shared", None)
+        if offer is None or self._raw is not None or self.failure is not None:
+            return None
+        text = self.output()
+        if not isinstance(text, str) or clean_text(text) is not text:
+            return None
+        self._parts = [text]
+        shared: dict[str, Any] | None = offer(text)
+        return shared
 
 
 def new_watch(
@@ -134,7 +170,7 @@ def new_watch(
     params, values = pack.split_inputs(block, context, vars)
     contract = pack.contract(block)
     inputs = EvaluationInput(None, nonce, params, values)
-    return lambda: Watch(prefix_reader(contract, inputs), cap)
+    return lambda: Watch(None, cap, lambda: prefix_reader(contract, inputs))
 
 
 def is_stream(value: Any) -> bool:
@@ -224,7 +260,8 @@ async def aread_stream(stream: AsyncIterator[Any], watch: Watch) -> Streamed:
 def _read(watch: Watch, cut: bool) -> Streamed:
     if watch.over_cap:
         return Streamed("", watch.end(cut), over_cap=True)
-    return Streamed(watch.output(), watch.end(cut))
+    shared = None if cut else watch.shared()
+    return Streamed(watch.output(), watch.end(cut), shared=shared)
 
 
 def _failed(watch: Watch, exc: Exception) -> Streamed:
