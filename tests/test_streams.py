@@ -400,3 +400,42 @@ def test_a_stream_read_by_its_checks_is_evaluated_as_the_whole_text(case: dict[s
                 case["block"], text, args["nonce"], args["vars"], shared=shared
             )
             assert streamed == whole, (size, text)
+
+
+def test_a_cut_stream_records_the_tokens_it_did_not_generate(tmp_path: Path) -> None:
+    """The 1 MB stream closed at its wrong opener: the ledger records what the call could
+    still have produced (the output cap in tokens, less what it generated), marked as an
+    estimate, and `rules log --view usage` and the session report show it; the repair,
+    returned whole, and a stream that passes record none."""
+    client = Client()
+    session = tmp_path / "s"
+    engine.run(
+        "sentinel", "VERDICT", client.call, session=str(session), max_output_bytes=2_000_000,
+        **ARGS,
+    )  # fmt: skip
+    first, second = attempts(session)
+    assert first["tokens_not_generated"] == 500_000 - -(-first["streamed_chars"] // 4) > 0
+    assert first["not_generated_estimated"] is True
+    assert second["tokens_not_generated"] is None and second["not_generated_estimated"] is None
+    left = first["tokens_not_generated"]
+    usage = run_cli("log", "--session", str(session), "--view", "usage").output
+    assert f"1 closed early; tokens not generated: at most {left} (estimated" in usage
+    figures = json.loads(
+        run_cli("log", "--session", str(session), "--view", "usage", "--format", "json").output
+    )
+    assert figures["streams"] == {
+        "streamed": 1, "cut": 1, "tokens_not_generated": left, "estimated": 1,
+    }  # fmt: skip
+    page = tmp_path / "report.html"
+    run_cli("report", "--session", str(session), "-o", str(page))
+    assert f'data-figure="streams:tokens not generated">{left}<' in page.read_text("utf-8")
+
+    passed = tmp_path / "passed"
+    engine.run(
+        "sentinel", "VERDICT", lambda p: iter(GOOD[i : i + 7] for i in range(0, len(GOOD), 7)),
+        session=str(passed), **ARGS,
+    )  # fmt: skip
+    row = attempts(passed)[0]
+    assert row["stream_cut"] == 0
+    assert row["tokens_not_generated"] is None and row["not_generated_estimated"] is None
+    assert "closed early" not in run_cli("log", "--session", str(passed), "--view", "usage").output

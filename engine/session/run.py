@@ -40,7 +40,7 @@ from engine.session.items import sha256
 from engine.session.recording import EXECUTION_FAILURE, Outcome, Session
 from engine.session.review import ReviewState, Shown, resumed, wait_for
 from engine.session.session_ref import DEFAULT_SESSION, SessionRef
-from engine.session.stream import StreamEnd
+from engine.session.stream import StreamEnd, not_generated
 from engine.session.tracing import record_run, run_span
 
 
@@ -388,6 +388,9 @@ def attempts(
                 text = execution.output.decode("utf-8", "replace")
             usage = estimated(usage, current, text, calls.chars_per_token)
         call = Call(usage, delay, retried)
+        stream = execution.stream
+        if stream is not None and stream.cut:  # what the closed stream did not generate
+            stream = not_generated(stream, usage.tokens_out, calls.chars_per_token)
         outcome = session.evaluate(
             attempt,
             run=run,
@@ -396,7 +399,7 @@ def attempts(
             prompt=current,
             transcript=[Shown(a.prompt, a.output, a.verdict) for a in done],
             admitted=admitted,
-            stream=execution.stream,
+            stream=stream,
             call=call,
         )
         admitted = False

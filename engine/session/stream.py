@@ -20,7 +20,7 @@ import contextlib
 import inspect
 import math
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.contracts.kind import EvaluationInput, PrefixReader, prefix_reader
@@ -45,11 +45,32 @@ kilobyte costs, and the text is joined a bounded number of times (about 5 per do
 class StreamEnd:
     """Where a streamed output stopped: the characters read (``chars``), whether the stream
     was closed before its end (``cut``), and the definite failure it was closed at
-    (``failure``; None when it ran to its end or was closed at the size cap)."""
+    (``failure``; None when it ran to its end or was closed at the size cap). ``cap``:
+    the most bytes the output could have taken. ``not_generated``: of a stream closed
+    early, the tokens it could still have produced (``estimated``: counted from
+    characters, see ``not_generated``)."""
 
     chars: int
     cut: bool
     failure: Failure | None = None
+    cap: int | None = None
+    not_generated: int | None = None
+    estimated: bool = False
+
+
+def not_generated(end: StreamEnd, tokens_out: int | None, chars_per_token: int) -> StreamEnd:
+    """``end`` with the tokens a stream closed early did not generate: what the call could
+    still have produced, its ceiling (the output cap, ``cap`` bytes, at ``chars_per_token``
+    characters a token: a byte holds at most one character) less the tokens it generated
+    (``tokens_out`` as the provider reported them, else its ``chars`` at the same ratio,
+    rounded up, as the usage estimate counts them). The engine is never told a call's
+    own token limit, so the count is always an estimate, and an upper bound: the model
+    might have stopped sooner. A stream that ran to its end generated all it would."""
+    if not end.cut or end.cap is None:
+        return end
+    ceiling = -(-end.cap // chars_per_token)
+    generated = tokens_out if tokens_out is not None else -(-end.chars // chars_per_token)
+    return replace(end, not_generated=max(0, ceiling - generated), estimated=True)
 
 
 @dataclass(frozen=True)
@@ -139,7 +160,7 @@ class Watch:
         return "".join(self._parts)
 
     def end(self, cut: bool) -> StreamEnd:
-        return StreamEnd(self._chars, cut, self.failure)
+        return StreamEnd(self._chars, cut, self.failure, self._cap)
 
     def shared(self) -> dict[str, Any] | None:
         """What the prefix reader already read of the whole output, for its evaluation to
