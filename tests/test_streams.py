@@ -439,3 +439,27 @@ def test_a_cut_stream_records_the_tokens_it_did_not_generate(tmp_path: Path) -> 
     assert row["stream_cut"] == 0
     assert row["tokens_not_generated"] is None and row["not_generated_estimated"] is None
     assert "closed early" not in run_cli("log", "--session", str(passed), "--view", "usage").output
+
+
+def test_a_declared_token_limit_bounds_what_a_cut_stream_did_not_generate(
+    tmp_path: Path,
+) -> None:
+    """With the call's own limit (`max_output_tokens=`, the request's max_tokens) the count
+    is that limit less what was generated: still an estimate while the tokens generated
+    are counted from characters, exact when they were reported."""
+    from engine.session.stream import StreamEnd, not_generated
+
+    client = Client()
+    engine.run(
+        "sentinel", "VERDICT", client.call, session=str(tmp_path / "s"),
+        max_output_tokens=4096, **ARGS,
+    )  # fmt: skip
+    first = attempts(tmp_path / "s")[0]
+    assert first["tokens_not_generated"] == 4096 - -(-first["streamed_chars"] // 4) > 0
+    assert first["not_generated_estimated"] is True
+    cut = StreamEnd(1000, True, max_tokens=4096)
+    assert not_generated(cut, 300, 4) == StreamEnd(1000, True, None, None, 4096, 3796, False)
+    assert not_generated(cut, None, 4).estimated
+    assert not_generated(StreamEnd(1000, False, max_tokens=4096), 300, 4).not_generated is None
+    with pytest.raises(engine.UsageError, match="max_output_tokens= takes a whole number"):
+        engine.run("sentinel", "VERDICT", lambda p: GOOD, max_output_tokens=0, **ARGS)

@@ -390,7 +390,8 @@ def attempts(
         call = Call(usage, delay, retried)
         stream = execution.stream
         if stream is not None and stream.cut:  # what the closed stream did not generate
-            stream = not_generated(stream, usage.tokens_out, calls.chars_per_token)
+            reported = execution.usage.tokens_out  # None: not reported, counted from chars
+            stream = not_generated(stream, reported, calls.chars_per_token)
         outcome = session.evaluate(
             attempt,
             run=run,

@@ -47,31 +47,40 @@ class StreamEnd:
     """Where a streamed output stopped: the characters read (``chars``), whether the stream
     was closed before its end (``cut``), and the definite failure it was closed at
     (``failure``; None when it ran to its end or was closed at the size cap). ``cap``:
-    the most bytes the output could have taken. ``not_generated``: of a stream closed
-    early, the tokens it could still have produced (``estimated``: counted from
-    characters, see ``not_generated``)."""
+    the most bytes the output could have taken; ``max_tokens``: the most tokens the call
+    could generate, as the caller declared it (None: not declared). ``not_generated``: of
+    a stream closed early, the tokens it could still have produced (``estimated``: not
+    all of it reported, see ``not_generated``)."""
 
     chars: int
     cut: bool
     failure: Failure | None = None
     cap: int | None = None
+    max_tokens: int | None = None
     not_generated: int | None = None
     estimated: bool = False
 
 
 def not_generated(end: StreamEnd, tokens_out: int | None, chars_per_token: int) -> StreamEnd:
     """``end`` with the tokens a stream closed early did not generate: what the call could
-    still have produced, its ceiling (the output cap, ``cap`` bytes, at ``chars_per_token``
-    characters a token: a byte holds at most one character) less the tokens it generated
-    (``tokens_out`` as the provider reported them, else its ``chars`` at the same ratio,
-    rounded up, as the usage estimate counts them). The engine is never told a call's
-    own token limit, so the count is always an estimate, and an upper bound: the model
-    might have stopped sooner. A stream that ran to its end generated all it would."""
-    if not end.cut or end.cap is None:
+    still have produced, its ceiling less the tokens it generated. The ceiling is the
+    call's own limit when the caller declared it (``max_tokens``), else the output cap
+    (``cap`` bytes at ``chars_per_token`` characters a token: a byte holds at most one
+    character); the tokens generated are ``tokens_out`` as the provider or the command
+    reported them, else the ``chars`` read at the same ratio, rounded up, as the usage
+    estimate counts them. It is an estimate unless both are known (a declared limit and
+    reported tokens), and in any case an upper bound: the model might have stopped
+    sooner. A stream that ran to its end generated all it would: nothing is counted."""
+    if not end.cut:
         return end
-    ceiling = -(-end.cap // chars_per_token)
+    if end.max_tokens is not None:
+        ceiling, guessed = end.max_tokens, tokens_out is None
+    elif end.cap is not None:
+        ceiling, guessed = -(-end.cap // chars_per_token), True
+    else:
+        return end
     generated = tokens_out if tokens_out is not None else -(-end.chars // chars_per_token)
-    return replace(end, not_generated=max(0, ceiling - generated), estimated=True)
+    return replace(end, not_generated=max(0, ceiling - generated), estimated=guessed)
 
 
 @dataclass(frozen=True)
@@ -101,8 +110,10 @@ class Watch:
         reader: PrefixReader | None,
         cap: int | None,
         make: Callable[[], PrefixReader | None] | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self._reader = reader
+        self._max_tokens = max_tokens  # the call's own limit, when the caller declared it
         # ``make``: the reader made at the first ask instead (an output shorter than
         # FIRST_STEP never needs one)
         self._make = make
@@ -161,7 +172,7 @@ class Watch:
         return "".join(self._parts)
 
     def end(self, cut: bool) -> StreamEnd:
-        return StreamEnd(self._chars, cut, self.failure, self._cap)
+        return StreamEnd(self._chars, cut, self.failure, self._cap, self._max_tokens)
 
     def shared(self) -> dict[str, Any] | None:
         """What the prefix reader already read of the whole output, for its evaluation to
@@ -186,13 +197,15 @@ def new_watch(
     vars: Mapping[str, str],
     context: Mapping[str, Any],
     cap: int | None,
+    max_tokens: int | None = None,
 ) -> Callable[[], Watch]:
     """A maker of a fresh ``Watch`` for each streamed output of ``block`` with these inputs
-    (its contract's prefix reader, if it has one; ``cap``: bytes, None for no cap)."""
+    (its contract's prefix reader, if it has one; ``cap``: bytes, None for no cap;
+    ``max_tokens``: the call's own limit of tokens, when the caller declared it)."""
     params, values = pack.split_inputs(block, context, vars)
     contract = pack.contract(block)
     inputs = EvaluationInput(None, nonce, params, values)
-    return lambda: Watch(None, cap, lambda: prefix_reader(contract, inputs))
+    return lambda: Watch(None, cap, lambda: prefix_reader(contract, inputs), max_tokens)
 
 
 def is_stream(value: Any) -> bool:
