@@ -11,7 +11,8 @@ reader), and prints the least CPU time of each (of ``--repeat`` samples of about
 interleaved) and their ratio:
 
 * ``read+evaluate``: the Watch over every chunk, then the contract's evaluation of the
-  whole text: the engine's own work on a stream;
+  whole text (reusing what the checks read, as the engine does): the engine's own work on
+  a stream;
 * ``engine.run``: the whole loop around a client returning the stream (first prompt, the
   evaluation, the decision, the attempt recorded in a SQLite session ledger; one session
   per case and mode, created before the runs are timed).
@@ -108,17 +109,15 @@ def read_and_evaluate(
 ) -> str:
     contract = pack.contract(block)
     params = inputs.get("vars", {})
-    reader = (
-        prefix_reader(contract, EvaluationInput(None, inputs.get("nonce"), params))
-        if checks
-        else None
-    )
-    watch = Watch(reader, 64 << 20)
+    inputs_ = EvaluationInput(None, inputs.get("nonce"), params)
+    # the reader made at the first ask, as engine.run makes it
+    watch = Watch(None, 64 << 20, (lambda: prefix_reader(contract, inputs_)) if checks else None)
     for part in parts:
         if watch.feed(part):
             raise SystemExit(f"{block}: a stream that passes was cut: {watch.failure}")
+    shared = watch.shared()  # what the checks already read, as engine.run reuses it
     output = watch.output()
-    verdict = pack.evaluate(block, output, inputs.get("nonce"), params)
+    verdict = pack.evaluate(block, output, inputs.get("nonce"), params, shared=shared)
     return verdict.status
 
 

@@ -373,3 +373,93 @@ def test_a_kind_that_decides_nothing_on_a_prefix_is_read_whole(tmp_path: Path) -
     assert not stream.closed and result.attempts[0].output == text
     assert result.attempts[0].verdict == pack.evaluate("summary", text)
     assert attempts(tmp_path / "s")[0]["stream_cut"] == 0
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_a_stream_read_by_its_checks_is_evaluated_as_the_whole_text(case: dict[str, Any]) -> None:
+    """The fields the prefix checks read as the stream arrived are handed to its
+    evaluation, which reads only the lines after them: the verdict is the whole text's,
+    whatever the chunks and line ends (LF or CRLF)."""
+    from engine.session.stream import Watch
+
+    pack = engine.load_pack("sentinel")
+    args = call_args(case)
+    contract = pack.contract(case["block"])
+    inputs = EvaluationInput(None, args["nonce"], args["vars"])
+    base = build_text(case) + "\n"
+    for text in (base, base.replace("\n", "\r\n"), "notes first\n" * 30 + base):
+        whole = pack.evaluate(case["block"], text, args["nonce"], args["vars"])
+        for size in (7, 300):
+            watch = Watch(None, 1 << 26, lambda: prefix_reader(contract, inputs))
+            if any(watch.feed(text[i : i + size]) for i in range(0, len(text), size)):
+                assert whole.status == "fail"
+                continue
+            shared = watch.shared()
+            assert watch.output() == text
+            streamed = pack.evaluate(
+                case["block"], text, args["nonce"], args["vars"], shared=shared
+            )
+            assert streamed == whole, (size, text)
+
+
+def test_a_cut_stream_records_the_tokens_it_did_not_generate(tmp_path: Path) -> None:
+    """The 1 MB stream closed at its wrong opener: the ledger records what the call could
+    still have produced (the output cap in tokens, less what it generated), marked as an
+    estimate, and `rules log --view usage` and the session report show it; the repair,
+    returned whole, and a stream that passes record none."""
+    client = Client()
+    session = tmp_path / "s"
+    engine.run(
+        "sentinel", "VERDICT", client.call, session=str(session), max_output_bytes=2_000_000,
+        **ARGS,
+    )  # fmt: skip
+    first, second = attempts(session)
+    assert first["tokens_not_generated"] == 500_000 - -(-first["streamed_chars"] // 4) > 0
+    assert first["not_generated_estimated"] is True
+    assert second["tokens_not_generated"] is None and second["not_generated_estimated"] is None
+    left = first["tokens_not_generated"]
+    usage = run_cli("log", "--session", str(session), "--view", "usage").output
+    assert f"1 closed early; tokens not generated: at most {left} (estimated" in usage
+    figures = json.loads(
+        run_cli("log", "--session", str(session), "--view", "usage", "--format", "json").output
+    )
+    assert figures["streams"] == {
+        "streamed": 1, "cut": 1, "tokens_not_generated": left, "estimated": 1,
+    }  # fmt: skip
+    page = tmp_path / "report.html"
+    run_cli("report", "--session", str(session), "-o", str(page))
+    assert f'data-figure="streams:tokens not generated">{left}<' in page.read_text("utf-8")
+
+    passed = tmp_path / "passed"
+    engine.run(
+        "sentinel", "VERDICT", lambda p: iter(GOOD[i : i + 7] for i in range(0, len(GOOD), 7)),
+        session=str(passed), **ARGS,
+    )  # fmt: skip
+    row = attempts(passed)[0]
+    assert row["stream_cut"] == 0
+    assert row["tokens_not_generated"] is None and row["not_generated_estimated"] is None
+    assert "closed early" not in run_cli("log", "--session", str(passed), "--view", "usage").output
+
+
+def test_a_declared_token_limit_bounds_what_a_cut_stream_did_not_generate(
+    tmp_path: Path,
+) -> None:
+    """With the call's own limit (`max_output_tokens=`, the request's max_tokens) the count
+    is that limit less what was generated: still an estimate while the tokens generated
+    are counted from characters, exact when they were reported."""
+    from engine.session.stream import StreamEnd, not_generated
+
+    client = Client()
+    engine.run(
+        "sentinel", "VERDICT", client.call, session=str(tmp_path / "s"),
+        max_output_tokens=4096, **ARGS,
+    )  # fmt: skip
+    first = attempts(tmp_path / "s")[0]
+    assert first["tokens_not_generated"] == 4096 - -(-first["streamed_chars"] // 4) > 0
+    assert first["not_generated_estimated"] is True
+    cut = StreamEnd(1000, True, max_tokens=4096)
+    assert not_generated(cut, 300, 4) == StreamEnd(1000, True, None, None, 4096, 3796, False)
+    assert not_generated(cut, None, 4).estimated
+    assert not_generated(StreamEnd(1000, False, max_tokens=4096), 300, 4).not_generated is None
+    with pytest.raises(engine.UsageError, match="max_output_tokens= takes a whole number"):
+        engine.run("sentinel", "VERDICT", lambda p: GOOD, max_output_tokens=0, **ARGS)

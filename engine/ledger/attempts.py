@@ -58,6 +58,8 @@ class Attempt:
     tokens_out: int | None = None
     tokens_estimated: bool | None = None  # the tokens were counted from characters
     cost: float | None = None  # at the pack's price of the model; None without one
+    tokens_not_generated: int | None = None  # a stream closed early: what it did not produce
+    not_generated_estimated: bool | None = None  # that count is an estimate
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,9 @@ def _values(record: ItemAttempt, token: str | None) -> dict[str, Any]:
         **{name: getattr(attempt, name) for name in _FIELDS},  # asdict deep-copies: slow
     }
     values["final"] = int(attempt.final)
-    if attempt.tokens_estimated is not None:
-        values["tokens_estimated"] = int(attempt.tokens_estimated)
+    for flag in ("tokens_estimated", "not_generated_estimated"):
+        if getattr(attempt, flag) is not None:
+            values[flag] = int(getattr(attempt, flag))
     return values
 
 
@@ -269,7 +272,7 @@ class Attempts:
             for row in rows:
                 record = dict(zip(names, row, strict=True))
                 record["final"] = bool(record["final"])
-                for flag in ("example_truncated", "tokens_estimated"):
+                for flag in ("example_truncated", "tokens_estimated", "not_generated_estimated"):
                     if record.get(flag) is not None:
                         record[flag] = bool(record[flag])
                 record.pop("token", None)

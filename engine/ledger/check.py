@@ -136,7 +136,7 @@ class AttemptTypes:
             self.good.add(kinds)
         record = dict(zip(self.names, row, strict=True))
         record["final"] = bool(record["final"])
-        for flag in ("example_truncated", "tokens_estimated"):
+        for flag in ("example_truncated", "tokens_estimated", "not_generated_estimated"):
             if record.get(flag) is not None:
                 record[flag] = bool(record[flag])
         record.pop("token", None)

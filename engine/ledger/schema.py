@@ -354,6 +354,14 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE attempts ADD COLUMN tokens_estimated INTEGER",
         "ALTER TABLE attempts ADD COLUMN cost {real}",
     ],
+    # 10: what a stream closed early did not generate: the tokens the call could still
+    # have produced (its ceiling, less the tokens it generated), and 1 when that count is
+    # an estimate (the ceiling or the tokens generated counted from characters). NULL for
+    # outputs that were not streamed, or whose stream ran to its end.
+    [
+        "ALTER TABLE attempts ADD COLUMN tokens_not_generated {big}",
+        "ALTER TABLE attempts ADD COLUMN not_generated_estimated INTEGER",
+    ],
 ]
 
 VERSION = len(MIGRATIONS)

@@ -32,6 +32,9 @@ class OutputInput:
     error: str | None = None
     failure_type: str = "PARSE_ERROR"
     item: str | None = None
+    shared: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """Work already done on this output that its evaluation reuses (a streamed output's
+    reading: ``EvaluationInput.shared``); None: none."""
 
     def verdict(self, pack: Pack, context: Mapping[str, Any]) -> Verdict:
         """``pack``'s verdict on the output with ``context``: the failure ``error`` names
@@ -45,6 +48,7 @@ class OutputInput:
             vars=self.vars,
             context=context,
             path=self.path,
+            shared=self.shared,
         )
 
     def decide(

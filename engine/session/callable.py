@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from engine.core.errors import UsageError
 from engine.core.files import path_problem
+from engine.core.numbers import INT64_MAX
 from engine.core.redaction import scrub
 from engine.core.suggest import did_you_mean
 from engine.core.textio import MAX_OUTPUT_BYTES
@@ -115,6 +116,10 @@ class RunOptions(TypedDict, total=False):
     """The ledger the session is recorded in, as `rules run --ledger`: a path or
     ``sqlite:///path``, or ``postgresql://...`` where ``session`` is the session's name
     (default: ``$RULES_LEDGER``, else the session folder's own ledger)."""
+    max_output_tokens: int | None
+    """The most tokens a call may generate, as its request to the provider declares it
+    (``max_tokens``, ``max_output_tokens``): a stream closed early records what it did
+    not generate from it (default: the output cap in tokens, a looser bound)."""
 
 
 def run(
@@ -135,10 +140,11 @@ def run(
 
     The options (``RunOptions``, each optional, each None by default): ``session``,
     ``item``, ``prompt``, ``nonce``, ``vars``, ``context``, ``model``, ``timeout``,
-    ``max_output_bytes``, ``continue_run``, ``ledger``."""
+    ``max_output_bytes``, ``continue_run``, ``review_wait``, ``ledger``,
+    ``max_output_tokens``."""
     loaded, request, limit, cap = _request(run, pack, block, call, options)
     with _refusals(run):
-        watch = _watch(loaded, request, cap)
+        watch = _watch(loaded, request, cap, _max_tokens(run, options))
         return run_with(
             loaded,
             request,
@@ -157,7 +163,7 @@ async def arun(
     ``asyncio.wait_for``. Cancelling the task cancels the call in flight and propagates."""
     loaded, request, limit, cap = _request(arun, pack, block, call, options)
     with _refusals(arun):
-        watch = _watch(loaded, request, cap)
+        watch = _watch(loaded, request, cap, _max_tokens(arun, options))
         return await arun_with(
             loaded,
             request,
@@ -167,9 +173,24 @@ async def arun(
         )
 
 
-def _watch(pack: Pack, request: RunRequest, cap: int) -> Callable[[], Watch]:
+def _watch(
+    pack: Pack, request: RunRequest, cap: int, max_tokens: int | None
+) -> Callable[[], Watch]:
     """A fresh watch for each streamed output of the run (``engine.session.stream``)."""
-    return new_watch(pack, request.block, request.nonce, request.vars, request.context, cap)
+    return new_watch(
+        pack, request.block, request.nonce, request.vars, request.context, cap, max_tokens
+    )
+
+
+def _max_tokens(entry: Callable[..., Any], options: RunOptions) -> int | None:
+    """``max_output_tokens=``: a whole number of tokens from 1, or None."""
+    value = options.get("max_output_tokens")
+    if value is not None and (type(value) is not int or not 1 <= value <= INT64_MAX):
+        raise UsageError(
+            f"engine.{entry.__name__}: max_output_tokens= takes a whole number of tokens "
+            f"from 1 to {INT64_MAX} (the call's max_tokens), not {value!r:.60}"
+        )
+    return value
 
 
 def _request(
@@ -337,7 +358,7 @@ def streamed_execution(streamed: Streamed, cap: int) -> Execution:
         return Execution("", streamed.error, stream=streamed.end)
     if streamed.over_cap:
         return Execution("", too_large(cap), stream=streamed.end)
-    return Execution(streamed.output, None, stream=streamed.end)
+    return Execution(streamed.output, None, stream=streamed.end, shared=streamed.shared)
 
 
 def guarded(

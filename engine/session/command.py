@@ -22,6 +22,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from engine.core.redaction import scrub_environment
 from engine.core.textio import MAX_OUTPUT_BYTES  # what a model command may print on stdout
@@ -171,7 +172,8 @@ def execute(
     tail = stderr_tail(bytes(err))
     usage, asked = reported_usage(err.decode("utf-8", errors="replace"), usage_prefix)
     if watch is not None and failed.is_set():  # ended by us: its exit status says nothing
-        return Execution(bytes(out), None, tail, usage=usage, stream=watch.end(cut=True))
+        cut = replace(watch.end(cut=True), cap=max_output)  # the cap its stdout had
+        return Execution(bytes(out), None, tail, usage=usage, stream=cut)
     if reason is not None:
         failure = CallFailure(stderr=tail or "", timed_out=reason.startswith(_TIMED_OUT))
         return Execution(b"", reason, tail, failure, usage)

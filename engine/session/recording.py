@@ -334,6 +334,10 @@ class Session:
                 tokens_out=usage.tokens_out,
                 tokens_estimated=usage.estimated if usage.known else None,
                 cost=calls.cost(usage),
+                tokens_not_generated=None if stream is None else stream.not_generated,
+                not_generated_estimated=(
+                    None if stream is None or stream.not_generated is None else stream.estimated
+                ),
             )
             warnings = list(verdict.warnings)
             if decision.default is not None and decision.log in ("warning", "error"):

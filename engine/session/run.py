@@ -40,7 +40,7 @@ from engine.session.items import sha256
 from engine.session.recording import EXECUTION_FAILURE, Outcome, Session
 from engine.session.review import ReviewState, Shown, resumed, wait_for
 from engine.session.session_ref import DEFAULT_SESSION, SessionRef
-from engine.session.stream import StreamEnd
+from engine.session.stream import StreamEnd, not_generated
 from engine.session.tracing import record_run, run_span
 
 
@@ -62,6 +62,9 @@ class Execution:
     stream: StreamEnd | None = None
     """Where a streamed output stopped (``engine.session.stream``); None: not streamed. A
     stream cut at a definite failure has that failure as its verdict."""
+    shared: dict[str, Any] | None = None
+    """What the stream's prefix reader already read of the output, which its evaluation
+    reuses (``EvaluationInput.shared``)."""
 
 
 @dataclass(frozen=True)
@@ -376,6 +379,7 @@ def attempts(
             output=execution.output,
             error=execution.error if cut is None else cut.message,
             failure_type=failure_type,
+            shared=execution.shared,
         )
         delay = None
         if execution.error is not None:
@@ -388,6 +392,10 @@ def attempts(
                 text = execution.output.decode("utf-8", "replace")
             usage = estimated(usage, current, text, calls.chars_per_token)
         call = Call(usage, delay, retried)
+        stream = execution.stream
+        if stream is not None and stream.cut:  # what the closed stream did not generate
+            reported = execution.usage.tokens_out  # None: not reported, counted from chars
+            stream = not_generated(stream, reported, calls.chars_per_token)
         outcome = session.evaluate(
             attempt,
             run=run,
@@ -396,7 +404,7 @@ def attempts(
             prompt=current,
             transcript=[Shown(a.prompt, a.output, a.verdict) for a in done],
             admitted=admitted,
-            stream=execution.stream,
+            stream=stream,
             call=call,
         )
         admitted = False

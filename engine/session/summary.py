@@ -58,7 +58,9 @@ class SessionSummary:
     first of a run: the repairs and retries), rescued (runs accepted after a failed
     attempt) and example_tokens (the tokens of the examples repair prompts carried); and
     when any attempt recorded tokens, usage: per kind of attempt (first, repair, retry,
-    transport_retry) its attempts, tokens in and out, how many were estimated, and cost."""
+    transport_retry) its attempts, tokens in and out, how many were estimated, and cost;
+    and when any output was streamed, streams: how many, how many were closed early, the
+    tokens those did not generate and how many of their counts are estimates."""
     timeline: dict[RunKey, list[Row]]
     hidden_attempts: Counter[RunKey]
     runs: dict[RunKey, RunSummary]
@@ -88,6 +90,20 @@ def _count_usage(row: Row, usage: dict[str, Counter[str]], costs: dict[str, floa
     costs[kind] = costs.get(kind, 0.0) + (float(cost) if cost is not None else 0.0)
 
 
+def _count_stream(row: Row, streams: Counter[str]) -> None:
+    """Add ``row``'s stream, if its output was streamed: closed early or not, and the
+    tokens a stream closed early did not generate (how many of those counts are
+    estimates)."""
+    if row.get("streamed_chars") is None:
+        return
+    streams["streamed"] += 1
+    streams["cut"] += bool(row.get("stream_cut"))
+    left = row.get("tokens_not_generated")
+    if left is not None:
+        streams["tokens_not_generated"] += int(left)
+        streams["estimated"] += bool(row.get("not_generated_estimated"))
+
+
 def session_summary(rows: Iterable[Row]) -> SessionSummary:
     """The figures, runs and timelines of a session's attempt rows (oldest first). A tier
     succeeded when the next attempt of its item was accepted."""
@@ -105,9 +121,11 @@ def session_summary(rows: Iterable[Row]) -> SessionSummary:
     example_tokens = 0
     usage: dict[str, Counter[str]] = {}
     costs: dict[str, float] = {}
+    streams: Counter[str] = Counter()
     for row in rows:
         attempts += 1
         _count_usage(row, usage, costs)
+        _count_stream(row, streams)
         key = (str(row["block"]), str(row["item"]))
         run_key = (*key, int(row.get("run") or 1))
         accepted = row["status"] in ("pass", "warn")
@@ -171,5 +189,12 @@ def session_summary(rows: Iterable[Row]) -> SessionSummary:
                 "cost": costs.get(kind, 0.0),
             }
             for kind, counts in sorted(usage.items(), key=lambda pair: _kind_order(pair[0]))
+        }
+    if streams:
+        figures["streams"] = {
+            "streamed": streams["streamed"],
+            "cut": streams["cut"],
+            "tokens_not_generated": streams["tokens_not_generated"],
+            "estimated": streams["estimated"],
         }
     return SessionSummary(figures, timeline, hidden, runs, dict(packs), first, last)

@@ -61,11 +61,13 @@ def usage_view(session: SessionRef, output_format: str) -> str:
     with SessionLedger(session.place(), read_only=True) as ledger:
         figures = session_summary(ledger.attempt_rows()).figures
     usage: dict[str, Any] = figures.get("usage", {})
+    streams: dict[str, int] | None = figures.get("streams")
     if output_format in ("json", "jsonl"):
         indent = 2 if output_format == "json" else None
-        return json.dumps({"usage": usage}, indent=indent, ensure_ascii=False) + "\n"
+        shown = {"usage": usage, **({"streams": streams} if streams else {})}
+        return json.dumps(shown, indent=indent, ensure_ascii=False) + "\n"
     if not usage:
-        return "No model call of this session recorded its tokens.\n"
+        return "No model call of this session recorded its tokens.\n" + streams_line(streams)
     lines = [
         "| kind | attempts | tokens in | tokens out | estimated | cost |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
@@ -80,7 +82,24 @@ def usage_view(session: SessionRef, output_format: str) -> str:
     return (
         "\n".join(lines)
         + f"\n\nKinds: {kinds}. Estimated tokens are counted from characters; cost is at "
-        "the pack's `model_calls.pricing`.\n"
+        "the pack's `model_calls.pricing`.\n" + streams_line(streams)
+    )
+
+
+def streams_line(streams: Mapping[str, int] | None) -> str:
+    """What streamed outputs saved, as a line under the usage table ("" without one): the
+    streams closed early at a definite failure and the tokens they did not generate."""
+    if not streams or not streams["cut"]:
+        return ""
+    left = streams["tokens_not_generated"]
+    how = (
+        f"at most {left} (estimated: the output cap in tokens, less what was generated)"
+        if streams["estimated"]
+        else str(left)
+    )
+    return (
+        f"\nStreams: {streams['streamed']} read, {streams['cut']} closed early; "
+        f"tokens not generated: {how}.\n"
     )
 
 

@@ -95,7 +95,13 @@ class SentinelParser:
     def prefix_reader(self, nonce: str | None, params: Mapping[str, str]) -> SentinelPrefix | None:
         """A reader of a streamed output (``engine.contracts.kinds.sentinel.prefix``)."""
         return sentinel_prefix(
-            self._compiled, self._delimiters, nonce or "", params, self._count_failure
+            self._compiled,
+            self._delimiters,
+            nonce or "",
+            params,
+            self._count_failure,
+            self._payload,
+            self.reading_key,
         )
 
     def finish(self, reading: Reading, params: Mapping[str, str]) -> ParseResult:

@@ -1,8 +1,9 @@
 """What the first lines of a streamed sentinel output already decide.
 
 Only complete lines are read (a line is decided once its LF has arrived), each once: the
-delimiters are searched in the new lines only. A failure is given only when no text that
-could follow can mend it:
+delimiters are searched in the new lines only, and the payload's new lines are read into
+fields where the last reading stopped (``FieldReader`` keeps its state between steps). A
+failure is given only when no text that could follow can mend it:
 
 * a second opener (or more blocks than a contract of several allows), a second closer;
 * a closer before any opener (what follows is an opener after it, or none at all);
@@ -11,23 +12,26 @@ could follow can mend it:
 * a payload line that already broke the grammar (an unknown field, a bad value, a tab),
   read as the whole parse reads it, a multi-line field at the end left open.
 
-Fields are read again only when the payload has grown fourfold since they were last read,
-so a stream costs at most about a third more than one reading of its payload (which the
-grammar bounds), at the price of finding a broken field a little later.
+Each payload line is read once while the stream arrives, and a stream that ends without a
+definite failure hands that reading to its evaluation (``shared``), which reads only the
+lines that came after: a streamed output's fields are read once in all, as a returned
+one's are, so the checks cost little more than finding the new lines' ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from engine.contracts.kinds.sentinel.compiler import CompiledContract
 from engine.contracts.kinds.sentinel.delimiters import DelimiterLine
 from engine.contracts.kinds.sentinel.failures import Reject
-from engine.contracts.kinds.sentinel.runtime import read_fields
+from engine.contracts.kinds.sentinel.runtime import FieldReader
 from engine.core.results import Failure
 
 Found = list[tuple[int, int, str]]
 CountFailure = Callable[[str, Found, str, str, DelimiterLine, Found], Reject]
+Payload = Callable[[str, str, DelimiterLine, DelimiterLine], tuple[list[str], int]]
 
 
 class SentinelPrefix:
@@ -39,15 +43,22 @@ class SentinelPrefix:
         delimiters: tuple[DelimiterLine, DelimiterLine],
         nonce: str,
         count_failure: CountFailure,
+        payload: Payload,
+        reading_key: str | None,
     ) -> None:
         self._compiled = compiled
         self._opener, self._closer = delimiters
         self._nonce = nonce
         self._count_failure = count_failure
+        self._payload = payload
+        self._reading_key = reading_key
         self._scanned = 0  # the text up to here (whole lines) has been searched
         self._openers: Found = []
         self._closers: Found = []
-        self._fields_read = 0  # the payload's size when its fields were last read
+        self._fields = FieldReader(compiled)
+        self._read_to = -1  # the payload's lines up to here were read (-1: no opener yet)
+        self._payload_chars = 0  # of the lines read, CRs left out, each with its LF
+        self._failed = False
 
     def feed(self, text: str) -> Failure | None:
         end = text.rfind("\n", self._scanned) + 1
@@ -61,6 +72,7 @@ class SentinelPrefix:
         try:
             self._decide(text, end)
         except Reject as rejected:
+            self._failed = True
             return rejected.failure
         return None
 
@@ -96,18 +108,43 @@ class SentinelPrefix:
             )
         if closers:
             return  # a whole block: the evaluation of the whole output reads it
-        payload = text[open_end + 1 : end - 1]  # the complete lines after the opener
-        size = len(payload) - payload.count("\r")
+        # the complete lines after the opener not read yet, each with its LF
+        start = open_end + 1 if self._read_to < 0 else self._read_to
+        self._read_to = max(start, end)
+        if end <= start:
+            return
+        new = text[start:end]
+        if "\r" in new:
+            new = new.replace("\r", "")
+        self._payload_chars += len(new)
+        size = self._payload_chars - 1  # the payload lines joined with LF
         if size > contract.max_payload_chars:
             raise report.fail("payload_too_large", max=contract.max_payload_chars, size=size)
-        if size >= 4 * self._fields_read and payload:
-            self._fields_read = max(size, 1)
-            lines = payload.replace("\r", "").split("\n")
-            try:
-                read_fields(lines, contract, partial=True)
-            except Reject as rejected:
-                line = text.count("\n", 0, open_start) + 1
-                raise report.shifted(rejected, line) from None
+        try:
+            self._fields.read(new[:-1].split("\n"))
+        except Reject as rejected:
+            line = text.count("\n", 0, open_start) + 1
+            raise report.shifted(rejected, line) from None
+
+    def shared(self, text: str) -> dict[str, Any] | None:
+        """The reading of the whole output ``text`` (what ``feed`` was given grown to its
+        end) as ``SentinelParser.read`` gives it, keyed for ``EvaluationInput.shared``:
+        the lines ``feed`` read are not read again. None when the output fails (its
+        evaluation reads it whole and says how) or the contract reads several blocks."""
+        if self._reading_key is None or self._failed or not self._scanned:
+            return None  # nothing read: the evaluation reads it all as it would anyway
+        fields = self._fields
+        try:
+            payload, _ = self._payload(text, self._nonce, self._opener, self._closer)
+            if fields.lines > len(payload):
+                return None  # not the text feed was given: nothing to reuse
+            fields.read(payload[fields.lines :])
+            reading = fields.end()
+        except Reject:
+            return None
+        finally:
+            self._failed = True  # the reader's state is spent
+        return {self._reading_key: reading}
 
 
 def sentinel_prefix(
@@ -116,6 +153,8 @@ def sentinel_prefix(
     nonce: str,
     params: Mapping[str, str],
     count_failure: CountFailure,
+    payload: Payload,
+    reading_key: str | None,
 ) -> SentinelPrefix | None:
     """A reader of a streamed output with these inputs, or None when the inputs themselves
     fail (the whole evaluation says so; nothing of the stream is decided)."""
@@ -123,4 +162,4 @@ def sentinel_prefix(
         bound = delimiters(nonce, params)
     except Reject:
         return None
-    return SentinelPrefix(compiled, bound, nonce, count_failure)
+    return SentinelPrefix(compiled, bound, nonce, count_failure, payload, reading_key)
