@@ -409,7 +409,7 @@ def started(line: str, folder: Path, env: dict[str, str]) -> subprocess.Popen[st
             ["bash", "-c", f"exec {line}"],
             cwd=folder,
             env=env,
-            stdin=subprocess.PIPE,
+            stdin=subprocess.PIPE if line.startswith("rules mcp") else subprocess.DEVNULL,
             stdout=subprocess.PIPE if line.startswith("rules mcp") else sink,
             stderr=sink if line.startswith("rules mcp") else subprocess.STDOUT,
             text=True,
@@ -444,7 +444,8 @@ def test_the_server_examples_serve_a_repair_loop(
     body = {"pack": "sentinel", "block": "VERDICT", "nonce": "4F2C9A", "output": bad}
     body["vars"] = {"criterion": "AC1"}
     server_lines = service_examples("server")
-    for line in [x for name in server_lines if name != "log" for x in server_lines[name]]:
+    serve_lines = [x for name in server_lines if name != "log" for x in server_lines[name]]
+    for index, line in enumerate(serve_lines):
         port = free_port()
         values = {"port": str(port), "postgresql": f"'{postgres_server.create_database()}'"}
         process = started(substituted(line, values), folder, env)
@@ -455,7 +456,7 @@ def test_the_server_examples_serve_a_repair_loop(
             while answer is None and process.poll() is None and time.monotonic() < deadline:
                 try:
                     answer = httpx.post(
-                        f"http://127.0.0.1:{port}/v1/sessions/S/outputs",
+                        f"http://127.0.0.1:{port}/v1/sessions/S{index}/outputs",
                         json=body,
                         headers=headers,
                         timeout=30,
@@ -474,7 +475,7 @@ def test_the_server_examples_serve_a_repair_loop(
         check_ran(line, status, output)
 
 
-MCP_CALLS = [
+MCP_CALLS: list[dict[str, Any]] = [
     {
         "method": "initialize",
         "params": {
@@ -511,13 +512,16 @@ def test_the_mcp_examples_answer_a_client_on_stdin(
     [(name, lines)] = service_examples("mcp").items()
     folder = tmp_path / "fresh"
     env = copy_world(name, world, folder)
-    for line in lines:
+    for index, line in enumerate(lines):
         process = started(line, folder, env)
         assert process.stdin is not None and process.stdout is not None
         answers: dict[int, Any] = {}
         try:
             for number, call in enumerate(MCP_CALLS, 1):
-                message = {"jsonrpc": "2.0", **call}
+                message: dict[str, Any] = {"jsonrpc": "2.0", **call}
+                if call["method"] == "tools/call":  # a session of its own per example
+                    arguments = {**call["params"]["arguments"], "session": f"s{index}"}
+                    message["params"] = {**call["params"], "arguments": arguments}
                 if not call["method"].startswith("notifications/"):
                     message["id"] = number
                 process.stdin.write(json.dumps(message) + "\n")
@@ -530,9 +534,10 @@ def test_the_mcp_examples_answer_a_client_on_stdin(
             status = process.wait(timeout=60)
         finally:
             stopped(process)
+            process.stdout.close()
         output = (folder / "server.log").read_text(encoding="utf-8", errors="replace")
         check_ran(line, status, output)
         result = answers[3]["result"]
         assert result.get("isError") is not True, result
         decision = result["structuredContent"]["decision"]
-        assert (decision["action"], decision["attempt"]) == ("REPAIR", 1), result
+        assert (decision["action"], decision["attempt"]) == ("REPAIR", 1), (line, result)
