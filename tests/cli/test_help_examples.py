@@ -78,9 +78,15 @@ EXPECTED = {
 """A text each service example's output must hold (the plain tests check the exit status)."""
 
 NOT_RUN_COMMANDS = {
-    "choose": "answers the menu of a pack with rounds and menus (tests/policy/test_choices.py)",
-    "conflicts": "continues a session of a pack with conflicts (tests/policy/test_conflicts*)",
+    "choose": "not run yet: the examples answer the pending menu of block `author` at round "
+    "3 of session runs/1, and the folder has no pack with a block `author`, rounds and menus, "
+    "nor such a session (the command runs on gap-review in tests/policy/test_choices.py)",
+    "conflicts": "not run yet: the examples need `my-pack` to declare `conflicts:` and session "
+    "runs/1 to hold conflicts ID-3 and ID-7; the folder's my-pack (rules init) declares none "
+    "(the commands run on gap-review in tests/policy/test_conflicts*.py)",
 }
+"""Commands whose examples need a pack and session the folder does not have: their tests
+are skipped, with this reason."""
 
 
 def commands() -> dict[str, click.Command]:
@@ -270,7 +276,7 @@ def run_examples(
     env = copy_world(name, world, folder)
     lines = [x for x in examples(commands()[name]) if service_of(x) is None]
     if name.split()[0] in NOT_RUN_COMMANDS:
-        lines = []
+        pytest.skip(NOT_RUN_COMMANDS[name.split()[0]])
     return [(line, *done) for line, done in zip(lines, run_lines(lines, folder, env), strict=True)]
 
 
@@ -541,3 +547,5 @@ def test_the_mcp_examples_answer_a_client_on_stdin(
         assert result.get("isError") is not True, result
         decision = result["structuredContent"]["decision"]
         assert (decision["action"], decision["attempt"]) == ("REPAIR", 1), (line, result)
+        if "--ledger rules.db" in line:  # in the working folder (it was sqlite:///rules.db: /)
+            assert (folder / "rules.db").is_file(), line
