@@ -161,6 +161,64 @@ def test_reject_needs_a_reason_and_ends_the_item_with_on_reject(tmp_path: Path) 
     assert missing.returncode == 2 and "no review 7 in" in missing.stderr
 
 
+def test_the_markdown_log_views_name_who_resolved_a_review_and_when(tmp_path: Path) -> None:
+    """`rules log`'s markdown views say who resolved an item's review and when, as its
+    JSON rows do: the validation log's final decisions, and gap-review's round errors."""
+    make_pack(tmp_path)
+    needs_human(tmp_path)
+    needs_human(tmp_path, "--item", "t-2")
+    needs_human(tmp_path, "--item", "t-3")
+    edited = review_json(
+        tmp_path, "edit", "1", "--by", "bob", "--pack", "./my-pack", "--output", "edited.txt"
+    )
+    approved = review_json(tmp_path, "approve", "2", "--by", "cy")
+    rejected = review_json(tmp_path, "reject", "3", "--by", "dana", "--reason", "off | topic")
+    md = rules(tmp_path, "log").stdout
+    summary = md.split("### Validation Summary")[1].split("###")[0]
+    assert summary.count("| ANSWER | SUCCESS | 3 | N/A (edited in review) |") == 1
+    assert summary.count("| ANSWER | SUCCESS | 3 | N/A (approved in review) |") == 1
+    decisions = md.split("### Final Decisions\n")[1].split("\n\n")[0].splitlines()
+    assert decisions == [
+        f"- **ANSWER:** PROCEED: edited by bob at {edited['resolved_at']} (review 1)",
+        f"- **ANSWER:** PROCEED: approved by cy at {approved['resolved_at']} (review 2)",
+        f"- **ANSWER:** CYCLE_FAIL: rejected by dana at {rejected['resolved_at']} (review 3) "
+        "(off | topic)",
+    ]
+
+    # a pack whose ESCALATE opens a review: its round errors table names the person
+    (tmp_path / "gaps").mkdir()
+    (tmp_path / "gaps" / "pack.yaml").write_text(
+        'rulepack: gaps\nversion: 1.0.0\nrequires: ">=0.1"\nextends: [builtin:gap-review]\n'
+        "reviews:\n  actions: [ESCALATE]\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "ctx.yaml").write_text(
+        "known_gaps: [GAP-FLOW-001]\nround: 2\noriginal_prompt: Write round 2.\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "gap.md").write_text("# nothing useful here\n", encoding="utf-8")
+    (tmp_path / "fixed.md").write_text(GAP_RESOLUTION, encoding="utf-8")
+    where = ("--session", "g", "--pack", "./gaps")
+    ask = ("eval", *where, "--block", "engineer", "--context", "ctx.yaml", "--format", "json")
+    actions = [json.loads(rules(tmp_path, *ask, "gap.md").stdout)["decision"] for _ in range(3)]
+    assert [a["action"] for a in actions] == ["RETRY", "RETRY", "ESCALATE"]
+    fixed = review_json(
+        tmp_path, "edit", "1", "--by", "olga", "--session", "g", "--pack", "./gaps",
+        "--output", "fixed.md",
+    )  # fmt: skip
+    table = rules(tmp_path, "log", *where, "--view", "rounds").stdout
+    said = f"PROCEED: edited by olga at {fixed['resolved_at']} (review 1)"
+    assert f" | Engineer | Review edited | {said} |\n" in table, table
+    assert "Retry success" not in table  # a person's edit is not a model's retry
+
+
+GAP_RESOLUTION = (
+    "## Gap Resolution: GAP-FLOW-001\n\n**Confidence:** HIGH\n\n### Proposed Solution\n"
+    + "Validate in two tiers, structure first and content second, with examples. " * 4
+    + "\n\n### Examples\nOne.\n\n### Trade-offs\nSome.\n\n### New Gaps Introduced\nNone\n"
+)
+
+
 def test_the_next_repair_prompt_of_the_block_carries_the_reviewed_example(
     tmp_path: Path,
 ) -> None:

@@ -10,6 +10,7 @@ import click
 from engine.cli.common import UsageFailure
 from engine.cli.opening import open_pack
 from engine.cli.options import pack_option
+from engine.cli.session_options import ledger_option, sessions_dir_option
 from engine.mcp import stdio
 from engine.pack.compiled import Pack
 from engine.session.recording import ledger_problem
@@ -19,21 +20,12 @@ EXTRA_HINT = "`rules mcp` needs the mcp extra: pip install 'rules-engine[mcp]'"
 
 @click.command("mcp")
 @pack_option("A pack the tools serve: builtin name, folder or file (repeatable).", False, True)
-@click.option(
-    "--sessions-dir",
-    default="sessions",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Folder of the sessions' ledgers, for the tools' `session` argument (one folder "
+@sessions_dir_option(
+    "Folder of the sessions' ledgers, for the tools' `session` argument (one folder "
     "per session name).",
 )
-@click.option(
-    "--ledger",
-    "ledger_url",
-    envvar="RULES_LEDGER",
-    default=None,
-    metavar="URL",
-    help="One ledger for every session, sessions by name: a path or sqlite:///path, or "
+@ledger_option(
+    "One ledger for every session, sessions by name: a path or sqlite:///path, or "
     "postgresql://user@host:port/dbname. Default: $RULES_LEDGER, else one folder per "
     "session under --sessions-dir.",
 )

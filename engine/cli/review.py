@@ -223,30 +223,42 @@ def _resolve(
     _print(output_format, found, shown.changed_text)
 
 
-@review_group.command("approve")
-@_common
-@_by_option
-@_hook_pack_option
-@click.option("--reason", help="Why, recorded with the decision.")
-@click.argument("review", type=BoundedInt(min=1))
-def approve_command(
-    session_dir: str,
-    ledger_url: str | None,
-    output_format: str,
-    by: str | None,
-    pack_ref: str | None,
-    reason: str | None,
-    review: int,
-) -> None:
-    """Approve: the item's last output stands (the item ends with PROCEED)."""
-    _resolve(
-        session_dir,
-        ledger_url,
-        output_format,
-        review,
-        Resolution("approved", _who(by), None, reason),
-        pack_ref,
-    )
+def _resolution_command(
+    name: str,
+    kind: str,
+    reason_option: Callable[[Callable[..., None]], Callable[..., None]],
+    help: str,
+) -> click.Command:
+    """``rules review NAME``: resolve the review as ``kind`` with no new output; the pack,
+    when given, is only for its webhook."""
+
+    @review_group.command(name, help=help)
+    @_common
+    @_by_option
+    @_hook_pack_option
+    @reason_option
+    @click.argument("review", type=BoundedInt(min=1))
+    def resolve(
+        session_dir: str,
+        ledger_url: str | None,
+        output_format: str,
+        by: str | None,
+        pack_ref: str | None,
+        reason: str | None,
+        review: int,
+    ) -> None:
+        resolution = Resolution(kind, _who(by), None, reason)
+        _resolve(session_dir, ledger_url, output_format, review, resolution, pack_ref)
+
+    return resolve
+
+
+approve_command = _resolution_command(
+    "approve",
+    "approved",
+    click.option("--reason", help="Why, recorded with the decision."),
+    "Approve: the item's last output stands (the item ends with PROCEED).",
+)
 
 
 @review_group.command("edit")
@@ -285,30 +297,12 @@ def edit_command(
     )
 
 
-@review_group.command("reject")
-@_common
-@_by_option
-@_hook_pack_option
-@click.option("--reason", required=True, help="Why the item is rejected (recorded).")
-@click.argument("review", type=BoundedInt(min=1))
-def reject_command(
-    session_dir: str,
-    ledger_url: str | None,
-    output_format: str,
-    by: str | None,
-    pack_ref: str | None,
-    reason: str,
-    review: int,
-) -> None:
-    """Reject: the item ends with the pack's `reviews.on_reject` action."""
-    _resolve(
-        session_dir,
-        ledger_url,
-        output_format,
-        review,
-        Resolution("rejected", _who(by), None, reason),
-        pack_ref,
-    )
+reject_command = _resolution_command(
+    "reject",
+    "rejected",
+    click.option("--reason", required=True, help="Why the item is rejected (recorded)."),
+    "Reject: the item ends with the pack's `reviews.on_reject` action.",
+)
 
 
 def _read_output(name: str) -> str:

@@ -8,6 +8,7 @@ import click
 
 from engine.cli.common import UsageFailure
 from engine.cli.options import pack_option, workers_option
+from engine.cli.session_options import ledger_option, sessions_dir_option
 from engine.cli.types import BoundedInt
 
 EXTRA_HINT = "`rules serve` needs the server extra: pip install 'rules-engine[server]'"
@@ -17,20 +18,11 @@ EXTRA_HINT = "`rules serve` needs the server extra: pip install 'rules-engine[se
 @pack_option(
     "A pack to serve: builtin name, folder or file (repeatable).", required=False, multiple=True
 )
-@click.option(
-    "--sessions-dir",
-    default="sessions",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Folder of the sessions' ledgers (one folder per session name).",
+@sessions_dir_option(
+    "Folder of the sessions' ledgers (one folder per session name).",
 )
-@click.option(
-    "--ledger",
-    "ledger_url",
-    envvar="RULES_LEDGER",
-    default=None,
-    metavar="URL",
-    help="One ledger for every session, sessions by name: a path or sqlite:///path (SQLite), "
+@ledger_option(
+    "One ledger for every session, sessions by name: a path or sqlite:///path (SQLite), "
     "or postgresql://user@host:port/dbname (PostgreSQL, shared by workers on many machines). "
     "Default: $RULES_LEDGER, else one folder per session under --sessions-dir.",
 )

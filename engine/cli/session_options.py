@@ -1,6 +1,6 @@
 """The options of the commands that record in a session: `--session DIR`, `--item KEY` and
-`--ledger URL`. Apart from options.py, which `rules parse` imports and which records
-nothing."""
+`--ledger URL`, and `--sessions-dir DIR` of those serving many sessions by name. Apart from
+options.py, which `rules parse` imports and which records nothing."""
 
 from __future__ import annotations
 
@@ -39,18 +39,33 @@ def session_option(help: str, *, default: bool = True) -> Callable[[F], F]:
     )
 
 
-def ledger_option() -> Callable[[F], F]:
+def ledger_option(
+    help: str = "The session's ledger: a path or sqlite:///path (SQLite), or "
+    "postgresql://user@host:port/dbname (PostgreSQL; --session NAME is then a session "
+    "name in it). Default: $RULES_LEDGER, else the session folder's ledger.sqlite3.",
+) -> Callable[[F], F]:
     """`--ledger URL` (or ``RULES_LEDGER``; the option wins): where the session's ledger
     is. A path or sqlite:///path is a SQLite file; postgresql://user@host:port/dbname a
     PostgreSQL database, where `--session NAME` names a session (no folder is used).
-    Default: the session folder's own ledger."""
+    Default: the session folder's own ledger. A command serving many sessions says so in
+    its ``help``."""
     return click.option(
         "--ledger",
         "ledger_url",
         envvar="RULES_LEDGER",
         default=None,
         metavar="URL",
-        help="The session's ledger: a path or sqlite:///path (SQLite), or "
-        "postgresql://user@host:port/dbname (PostgreSQL; --session NAME is then a session "
-        "name in it). Default: $RULES_LEDGER, else the session folder's ledger.sqlite3.",
+        help=help,
+    )
+
+
+def sessions_dir_option(help: str) -> Callable[[F], F]:
+    """`--sessions-dir DIR` of a command serving many sessions by name: the folder holding
+    one folder per session."""
+    return click.option(
+        "--sessions-dir",
+        default="sessions",
+        show_default=True,
+        type=click.Path(file_okay=False),
+        help=help,
     )

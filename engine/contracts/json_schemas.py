@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.contracts.json_documents import decode_bounded, described_type, dotted
 from engine.contracts.json_keywords import linear_keywords, pattern_problems
 from engine.core.files import read_file_capped
 from engine.format.findings import FindingRule
+
+if TYPE_CHECKING:
+    from engine.format.semantics import PackChecker
+    from engine.format.sourcemap import KeyPath
 
 INVALID_SCHEMA = FindingRule(
     "invalid-schema",
@@ -56,6 +60,27 @@ def read_schema_file(path: Path) -> Any:
         raise ValueError(f"schema file is not valid JSON: {exc}") from None
     except ValueError as exc:
         raise ValueError(f"schema file holds a number it cannot: {exc}") from None
+
+
+def check_schema_file(checker: PackChecker, file: str, where: KeyPath) -> None:
+    """The findings of the schema file a contract names at ``where``: one that cannot be
+    read as JSON, or a schema the engine cannot use (a missing file is the generic walk's
+    finding already)."""
+    target = checker.quiet_resolve(file, where)
+    if target is None:
+        return
+    try:
+        schema = read_schema_file(target)
+    except ValueError as exc:
+        checker.add(INVALID_SCHEMA, str(exc), where, "fix the JSON syntax")
+        return
+    check_schema(checker, schema, where, f"schema file {file!r}")
+
+
+def check_schema(checker: PackChecker, schema: Any, where: KeyPath, what: str) -> None:
+    """One finding for each problem of ``schema`` (``what``: how the message names it)."""
+    for problem in schema_problems(schema):
+        checker.add(INVALID_SCHEMA, f"{what}: {problem}", where, "fix the schema")
 
 
 def compile_schema(schema: Any) -> Any:

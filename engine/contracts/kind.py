@@ -167,6 +167,24 @@ class WithoutParser:
         raise no_parser_error(self.name, self.contract.kind)
 
 
+class ChecksText(WithoutParser):
+    """What a compiled contract shares that checks the output's text: an output no check
+    can read (``readable_text``: empty, not text, ...) is its verdict before
+    ``evaluate_text`` sees it."""
+
+    severities: Mapping[str, str]
+
+    def evaluate(self, output: EvaluationInput) -> Verdict:
+        text = readable_text(self.name, output, self.severities)
+        if not isinstance(text, str):
+            return text
+        return self.evaluate_text(text)
+
+    def evaluate_text(self, text: str) -> Verdict:
+        """The verdict on the output's readable ``text``."""
+        raise NotImplementedError
+
+
 class StandaloneKind:
     """What a kind shares whose contracts stand alone (take nothing from other contracts)
     and report failure types only through their own failure-type settings."""

@@ -19,7 +19,7 @@ The figures, per block:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from jinja2 import TemplateError
@@ -76,9 +76,9 @@ class BlockProof:
     """The worst case of one block."""
 
     block: str
+    calls: int
     repairs: int
     transport_retries: int
-    calls: int
     prompt_chars: int
     prompt_tokens: int
     prompt_parts: dict[str, int] = field(default_factory=dict)
@@ -86,16 +86,7 @@ class BlockProof:
     """Each failure type's final action (what it ends with once repairs run out)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "block": self.block,
-            "calls": self.calls,
-            "repairs": self.repairs,
-            "transport_retries": self.transport_retries,
-            "prompt_chars": self.prompt_chars,
-            "prompt_tokens": self.prompt_tokens,
-            "prompt_parts": dict(self.prompt_parts),
-            "endings": dict(self.endings),
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -204,13 +195,13 @@ def _block(pack: Pack, block: str, trigger: Trigger) -> tuple[BlockProof, list[F
             )
     proof = BlockProof(
         block,
-        repairs,
-        TRANSPORT_RETRIES,
-        calls,
-        chars,
-        -(-chars // per_token),
-        parts,
-        endings,
+        calls=calls,
+        repairs=repairs,
+        transport_retries=TRANSPORT_RETRIES,
+        prompt_chars=chars,
+        prompt_tokens=-(-chars // per_token),
+        prompt_parts=parts,
+        endings=endings,
     )
     return proof, findings
 

@@ -16,7 +16,7 @@ from engine.prompts.examples.select import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
     from engine.core.verdict import Verdict
     from engine.format.model import Rulepack
@@ -197,48 +197,49 @@ def render_retry(
     """seed 003's construct_retry_prompt: banner, modification, example with its source,
     then the original prompt; the example is chosen per failure type and fits its budget."""
     assert decision.template is not None
-    pack = prompts.pack
-    trigger = pack.triggers[verdict.block]
-    context = inputs.context
-    variables = _retry_variables(verdict, decision, context, inputs.user_context)
+    trigger = prompts.pack.triggers[verdict.block]
+    variables = _retry_variables(verdict, decision, inputs.context, inputs.user_context)
     failure = verdict.failure_type or ""
     modification_template = trigger.modifications.get(failure)
     if modification_template is not None:
         modification = prompts.templates[modification_template].render(variables)
     else:
         modification = trigger.default_modification
-    budgets = pack.examples.budgets
-    chosen, example = _fitted_example(
-        prompts,
-        pack,
-        verdict.block,
-        failure,
-        context,
-        inputs.accepted_rounds,
-        budgets.retry_tokens,
-        inputs.reviewed,
-    )
     template = prompts.templates[decision.template]
     shown = {**variables, "modification": modification}
 
-    def render(dropped: tuple[str, ...]) -> str:
+    def render(example: Mapping[str, Any], dropped: tuple[str, ...]) -> str:
         kept = NO_EXAMPLE if "example" in dropped else example
         return template.render({**shown, **kept, "dropped": list(dropped)})
 
-    fitted = fit(
-        render,
-        pack.limits.prompt_budget,
-        budgets.chars_per_token,
-        NOT_IN_RETRIES,
-        f"the retry prompt of {verdict.block}",
+    return _with_example(
+        prompts, verdict, inputs, "retry", NOT_IN_RETRIES, render, modification_template
     )
-    return _rendered(fitted, chosen, example, budgets.chars_per_token, modification_template)
 
 
 def repair_prompt_with_example(
     prompts: CompiledPrompts, verdict: Verdict, decision: Decision, inputs: PromptInputs
 ) -> RenderedPrompt:
     """The repair prompt, with what went into its example (for the ledger's example log)."""
+
+    def render(example: Mapping[str, Any], dropped: tuple[str, ...]) -> str:
+        return repair_prompt(prompts, verdict, decision, inputs, example, dropped)
+
+    return _with_example(prompts, verdict, inputs, "repair", (), render)
+
+
+def _with_example(
+    prompts: CompiledPrompts,
+    verdict: Verdict,
+    inputs: PromptInputs,
+    what: str,
+    missing: tuple[str, ...],
+    render: Callable[[Mapping[str, Any], tuple[str, ...]], str],
+    modification: str | None = None,
+) -> RenderedPrompt:
+    """The ``what`` prompt of the verdict's block, ``render(example, dropped)``: with the
+    example chosen for its failure type, fitted to the pack's prompt budget (``missing``:
+    the engine's parts this prompt does not show)."""
     pack = prompts.pack
     budgets = pack.examples.budgets
     chosen, example = _fitted_example(
@@ -251,18 +252,14 @@ def repair_prompt_with_example(
         budgets.retry_tokens,
         inputs.reviewed,
     )
-
-    def render(dropped: tuple[str, ...]) -> str:
-        return repair_prompt(prompts, verdict, decision, inputs, example, dropped)
-
     fitted = fit(
-        render,
+        lambda dropped: render(example, dropped),
         pack.limits.prompt_budget,
         budgets.chars_per_token,
-        (),
-        f"the repair prompt of {verdict.block}",
+        missing,
+        f"the {what} prompt of {verdict.block}",
     )
-    return _rendered(fitted, chosen, example, budgets.chars_per_token)
+    return _rendered(fitted, chosen, example, budgets.chars_per_token, modification)
 
 
 def _rendered(

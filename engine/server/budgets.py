@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Query, Request
 
 from engine.core.errors import EngineError
 from engine.server.documents import BudgetsDocument
@@ -21,12 +21,12 @@ from engine.server.problems import (
     route_responses,
 )
 from engine.server.responses import Document
-from engine.server.security import require_token
+from engine.server.security import api_router
 from engine.session.budgets import BudgetsRequest, spending_report
 from engine.session.recording import named_session
 from engine.session.session_ref import session_name_problem
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["budgets"])
+router = api_router("budgets")
 
 
 @router.get(

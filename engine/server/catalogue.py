@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import Path, Query, Request
 
 from engine.pack.compiled import Pack
 from engine.server.documents import PackList, PackTables
@@ -15,10 +15,10 @@ from engine.server.problems import (
     route_responses,
 )
 from engine.server.responses import Document
-from engine.server.security import require_token
+from engine.server.security import api_router
 from engine.session.explain import explain
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["packs"])
+router = api_router("packs")
 
 
 @router.get(

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import Path, Request
 
 from engine.core.errors import EngineError, LedgerError, LedgerTimeout, ParamError
 from engine.core.verdict import Verdict
@@ -34,7 +34,7 @@ from engine.server.problems import (
     route_responses,
 )
 from engine.server.responses import Document
-from engine.server.security import require_token
+from engine.server.security import api_router
 from engine.server.sessions import SESSION_NAME, session_lock, session_name_problem
 from engine.server.settings import ServerSettings
 from engine.session.choice_book import SessionPaused
@@ -52,7 +52,7 @@ DecisionHook = Callable[[Pack, OutputRequest, Verdict, Decision], None]
 """Called after each decision with the pack, the request and the outcome; a hook must not
 change the response (shadow evaluation of a candidate pack is one)."""
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["outputs"])
+router = api_router("outputs")
 
 COMMON_PROBLEMS = (
     MALFORMED_JSON,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Request
 from pydantic import BaseModel, Field
 
 from engine.core.errors import EngineError
@@ -29,10 +29,10 @@ from engine.server.problems import (
     route_responses,
 )
 from engine.server.responses import Document
-from engine.server.security import require_token
+from engine.server.security import api_router
 from engine.session import gate as gates
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["gates"])
+router = api_router("gates")
 
 
 class GateRequest(BaseModel):

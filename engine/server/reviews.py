@@ -11,7 +11,8 @@ person's browser resolve a review.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
@@ -43,9 +44,9 @@ from engine.server.problems import (
 from engine.server.responses import Document
 from engine.server.security import (
     PAGE_COOKIE,
+    api_router,
     page_pass,
     require_page_access,
-    require_token,
     token_matches,
 )
 from engine.server.sessions import SESSION_NAME
@@ -58,13 +59,6 @@ from engine.session.review import (
 )
 from engine.session.review_server import ServedReviews, served_figures, served_reviews
 
-router = APIRouter(dependencies=[Depends(require_token)], tags=["reviews"])
-pages = APIRouter(dependencies=[Depends(require_page_access)])
-"""The /review pages: the token as for the API, or the cookie of the page's sign-in."""
-sign_in = APIRouter()
-"""The sign-in page, open to all: a browser sends no bearer header, so a person gives the
-token once in a form and the pages then take the cookie it sets."""
-
 PROBLEMS = (
     MALFORMED_JSON,
     BODY_TOO_LARGE,
@@ -76,6 +70,13 @@ PROBLEMS = (
     LEDGER_UNAVAILABLE,
     TIMEOUT,
 )
+router = api_router("reviews", problem_responses(*PROBLEMS))
+pages = APIRouter(dependencies=[Depends(require_page_access)])
+"""The /review pages: the token as for the API, or the cookie of the page's sign-in."""
+sign_in = APIRouter()
+"""The sign-in page, open to all: a browser sends no bearer header, so a person gives the
+token once in a form and the pages then take the cookie it sets."""
+
 MAX_FORM_BYTES = 80 * 1024 * 1024
 
 
@@ -111,6 +112,21 @@ SessionPath = Path(
     description="The session's name: 1 to 128 letters, digits, '.', '_' or '-'.",
     pattern=SESSION_NAME.pattern,
 )
+
+
+@dataclass(frozen=True)
+class ReviewAt:
+    """The review a route's path names: its session and its id there."""
+
+    session: str
+    review: int
+
+
+def _review_at(session: str = SessionPath, review: int = ReviewPath) -> ReviewAt:
+    return ReviewAt(session, review)
+
+
+AT = Depends(_review_at)
 
 
 @contextlib.contextmanager
@@ -160,9 +176,8 @@ async def _run(request: Request, work: Any, *args: Any) -> Any:
 
 
 @router.get(
-    "/v1/reviews",
+    "/reviews",
     summary="The reviews waiting for a person across the server's sessions, oldest first",
-    responses=problem_responses(*PROBLEMS),
 )
 async def reviews(
     request: Request,
@@ -174,108 +189,95 @@ async def reviews(
 
 
 @router.get(
-    "/v1/reviews/{session}/{review}",
+    "/reviews/{session}/{review}",
     summary="One review: its attempts with their outputs, failures and prompts; its state",
-    responses=problem_responses(*PROBLEMS),
 )
-async def review(
-    request: Request, session: str = SessionPath, review: int = ReviewPath
-) -> Document:
-    return Document(await _run(request, lambda: _served(request, session).show(review)))
+async def review(request: Request, at: ReviewAt = AT) -> Document:
+    return Document(await _run(request, lambda: _served(request, at.session).show(at.review)))
 
 
 @router.post(
-    "/v1/reviews/{session}/{review}/claim",
+    "/reviews/{session}/{review}/claim",
     summary="Claim a review (of many claiming at once exactly one gets it; the others 409)",
-    responses=problem_responses(*PROBLEMS),
 )
-async def claim(
-    request: Request, body: ClaimRequest, session: str = SessionPath, review: int = ReviewPath
-) -> Document:
-    served = _served(request, session)
-    return Document(await _run(request, served.claim, review, body.by, body.seconds))
+async def claim(request: Request, body: ClaimRequest, at: ReviewAt = AT) -> Document:
+    served = _served(request, at.session)
+    return Document(await _run(request, served.claim, at.review, body.by, body.seconds))
+
+
+@router.post("/reviews/{session}/{review}/release", summary="Give a claim back")
+async def release(request: Request, body: ResolveRequest, at: ReviewAt = AT) -> Document:
+    served = _served(request, at.session)
+    return Document(await _run(request, served.release, at.review, body.by))
 
 
 @router.post(
-    "/v1/reviews/{session}/{review}/release",
-    summary="Give a claim back",
-    responses=problem_responses(*PROBLEMS),
-)
-async def release(
-    request: Request, body: ResolveRequest, session: str = SessionPath, review: int = ReviewPath
-) -> Document:
-    served = _served(request, session)
-    return Document(await _run(request, served.release, review, body.by))
-
-
-@router.post(
-    "/v1/reviews/{session}/{review}/check",
+    "/reviews/{session}/{review}/check",
     summary="Check a draft of the corrected output against the block's contract",
-    responses=problem_responses(*PROBLEMS),
 )
-async def check(
-    request: Request, body: CheckRequest, session: str = SessionPath, review: int = ReviewPath
-) -> Document:
-    served = _served(request, session)
+async def check(request: Request, body: CheckRequest, at: ReviewAt = AT) -> Document:
+    served = _served(request, at.session)
 
     def work() -> dict[str, Any]:
-        found = served.show(review)
+        found = served.show(at.review)
         pack = _pack(request, str(found["pack"]))
         if pack is None:
             raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
-        return {"verdict": served.check(pack, review, body.output)}
+        return {"verdict": served.check(pack, at.review, body.output)}
 
     return Document(await _run(request, work))
 
 
-async def _resolve(
-    request: Request, session: str, review: int, kind: str, body: ResolveRequest
-) -> Document:
-    """Resolve the review as ``kind``; an edit is checked with the review's served pack."""
-    served = _served(request, session)
-    resolution = Resolution(kind, body.by, getattr(body, "output", None), body.reason)
+def _resolution_route(
+    kind: str, body_model: type[ResolveRequest]
+) -> Callable[..., Awaitable[Document]]:
+    """The route resolving a review as ``kind``; an edit is checked with the review's
+    served pack."""
 
-    def work() -> dict[str, Any]:
-        found = served.show(review)
-        pack = _pack(request, str(found["pack"]))  # its webhook is told of the resolution
-        if pack is None and kind == "edited":
-            raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
-        return served.resolve(pack, review, resolution)
+    async def resolve(request: Request, body: ResolveRequest, at: ReviewAt = AT) -> Document:
+        served = _served(request, at.session)
+        resolution = Resolution(kind, body.by, getattr(body, "output", None), body.reason)
 
-    return Document(await _run(request, work))
+        def work() -> dict[str, Any]:
+            found = served.show(at.review)
+            pack = _pack(request, str(found["pack"]))  # its webhook is told of the resolution
+            if pack is None and kind == "edited":
+                raise ReviewRefused("invalid", f"pack {found['pack']!r} is not served")
+            return served.resolve(pack, at.review, resolution)
+
+        return Document(await _run(request, work))
+
+    # FastAPI reads the body's model from the annotation: an edit's carries the output.
+    resolve.__annotations__["body"] = body_model
+    return resolve
 
 
-@router.post(
-    "/v1/reviews/{session}/{review}/approve",
-    summary="Approve: the item's last output stands (PROCEED)",
-    responses=problem_responses(*PROBLEMS),
+RESOLUTIONS = (
+    ("approve", "approved", ResolveRequest, "Approve: the item's last output stands (PROCEED)"),
+    (
+        "edit",
+        "edited",
+        EditRequest,
+        "Edit: a corrected output, which must pass the block's contract (else 422)",
+    ),
+    (
+        "reject",
+        "rejected",
+        ResolveRequest,
+        "Reject, with a reason: the item ends with the pack's reviews.on_reject",
+    ),
 )
-async def approve(
-    request: Request, body: ResolveRequest, session: str = SessionPath, review: int = ReviewPath
-) -> Document:
-    return await _resolve(request, session, review, "approved", body)
+"""The resolutions a person can make: the path's last part (and the route's name), the
+resolution recorded, the request's body and the summary in the OpenAPI document."""
 
-
-@router.post(
-    "/v1/reviews/{session}/{review}/edit",
-    summary="Edit: a corrected output, which must pass the block's contract (else 422)",
-    responses=problem_responses(*PROBLEMS),
-)
-async def edit(
-    request: Request, body: EditRequest, session: str = SessionPath, review: int = ReviewPath
-) -> Document:
-    return await _resolve(request, session, review, "edited", body)
-
-
-@router.post(
-    "/v1/reviews/{session}/{review}/reject",
-    summary="Reject, with a reason: the item ends with the pack's reviews.on_reject",
-    responses=problem_responses(*PROBLEMS),
-)
-async def reject(
-    request: Request, body: ResolveRequest, session: str = SessionPath, review: int = ReviewPath
-) -> Document:
-    return await _resolve(request, session, review, "rejected", body)
+for _verb, _kind, _body, _summary in RESOLUTIONS:
+    router.add_api_route(
+        f"/reviews/{{session}}/{{review}}/{_verb}",
+        _resolution_route(_kind, _body),
+        methods=["POST"],
+        name=_verb,
+        summary=_summary,
+    )
 
 
 # ---------------------------------------------------------------------------------- page
@@ -311,9 +313,9 @@ async def queue(request: Request) -> Response:
 
 
 @pages.get("/review/{session}/{review}", include_in_schema=False)
-async def page(request: Request, session: str = SessionPath, review: int = ReviewPath) -> Response:
-    served = _served(request, session)
-    found = await _run(request, served.show, review)
+async def page(request: Request, at: ReviewAt = AT) -> Response:
+    served = _served(request, at.session)
+    found = await _run(request, served.show, at.review)
     return _html(review_page(found))
 
 

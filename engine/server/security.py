@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import hmac
 from pathlib import Path
+from typing import Any
 
-from fastapi import Request
+from fastapi import APIRouter, Depends, Request
 
 from engine.core import redaction
 from engine.server.problems import FORBIDDEN, UNAUTHORIZED, Problem
@@ -65,6 +66,14 @@ def page_pass(token: str) -> str:
     the token, so the cookie grants the pages and cannot be turned back into the token
     the API takes."""
     return hmac.new(token.encode("utf-8"), b"rules review page", "sha256").hexdigest()
+
+
+def api_router(tag: str, responses: dict[int | str, dict[str, Any]] | None = None) -> APIRouter:
+    """A router of ``/v1`` routes, each behind ``require_token``, listed under ``tag`` in
+    the OpenAPI document (``responses``: what every route of it can answer)."""
+    return APIRouter(
+        prefix="/v1", dependencies=[Depends(require_token)], tags=[tag], responses=responses
+    )
 
 
 async def require_page_access(request: Request) -> None:

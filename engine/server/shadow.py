@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Query, Request
 from prometheus_client import Counter
 from pydantic import BaseModel, Field
 
@@ -55,7 +55,7 @@ from engine.server.problems import (
     route_responses,
 )
 from engine.server.responses import Document
-from engine.server.security import require_token
+from engine.server.security import api_router
 from engine.server.settings import ServerSettings
 
 log = logging.getLogger("rules.serve")
@@ -360,7 +360,7 @@ class ShadowDocument(BaseModel):
     )
 
 
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["shadow"])
+router = api_router("shadow")
 
 
 def summary(location: str | None, pack: str | None) -> dict[str, Any]:

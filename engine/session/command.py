@@ -36,6 +36,7 @@ from engine.session.run import (
     RunRequest,
     RunResult,
     Waits,
+    no_progress,
     run_with,
 )
 from engine.session.stream import Watch, new_watch
@@ -196,7 +197,7 @@ def run_with_command(
     *,
     timeout: float | None = None,
     max_output_bytes: int | None = None,
-    progress: Progress = lambda outcome: None,
+    progress: Progress = no_progress,
     stream: bool = False,
     waits: Waits = REAL_WAITS,
 ) -> RunResult:

@@ -23,7 +23,7 @@ import json
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -331,6 +331,30 @@ def _final_attempt(
     return attempt_id
 
 
+def _final_of_last(
+    tx: Tx,
+    row: Mapping[str, Any],
+    material: Mapping[str, Any],
+    *,
+    action: str,
+    rule: str,
+    reason: str,
+) -> int:
+    """Record the item's final decision over its last attempt's output and status (from the
+    review's ``material``): an approval, a rejection or an expiry brings no new output."""
+    last = (material.get("attempts") or [{}])[-1]
+    return _final_attempt(
+        tx,
+        row,
+        action=action,
+        status=str(last.get("status") or "fail"),
+        rule=rule,
+        reason=reason,
+        text=str(last.get("output") or ""),
+        nonce=material.get("nonce"),
+    )
+
+
 def expire_in(tx: Tx, at: datetime, session: str | None) -> list[int]:
     """Expire the reviews past their due time inside ``tx``: each ends its item with its
     fallback action, recorded once (a review another worker expired first is not listed)."""
@@ -338,18 +362,14 @@ def expire_in(tx: Tx, at: datetime, session: str | None) -> list[int]:
     for row in review_rows.expire_due(tx, _iso(at), session):
         full = review_rows.get(tx, row["session"], int(row["id"]), material=True)
         assert full is not None
-        material = json.loads(full["material"])
-        last = (material.get("attempts") or [{}])[-1]
-        _final_attempt(
+        _final_of_last(
             tx,
             full,
+            json.loads(full["material"]),
             action=str(row["fallback"]),
-            status=str(last.get("status") or "fail"),
             rule="review:expired",
             reason=f"review {row['id']} was not resolved by {row['due']}: "
             f"the pack's fallback {row['fallback']} was taken",
-            text=str(last.get("output") or ""),
-            nonce=material.get("nonce"),
         )
         done.append(int(row["id"]))
     return done
@@ -551,7 +571,6 @@ def resolve_review(
             row = review_rows.get(tx, ledger.session, review, material=True)
             if not done or row is None:
                 return False, row
-            last = (current.get("attempts") or [{}])[-1]
             said = f" ({reason})" if reason else ""
             if kind == "edited":
                 assert text is not None and verdict is not None
@@ -566,27 +585,15 @@ def resolve_review(
                     nonce=current.get("nonce"),
                     kept=KeptOutput(text, current.get("vars") or {}, current.get("context") or {}),
                 )
-            elif kind == "approved":
-                _final_attempt(
+            else:  # approved or rejected: the last attempt's output stands or ends
+                action = "PROCEED" if kind == "approved" else str(row["on_reject"])
+                _final_of_last(
                     tx,
                     row,
-                    action="PROCEED",
-                    status=str(last.get("status") or "fail"),
-                    rule="review:approved",
-                    reason=f"approved by {who} at {stamp} (review {review}){said}",
-                    text=str(last.get("output") or ""),
-                    nonce=current.get("nonce"),
-                )
-            else:
-                _final_attempt(
-                    tx,
-                    row,
-                    action=str(row["on_reject"]),
-                    status=str(last.get("status") or "fail"),
-                    rule="review:rejected",
-                    reason=f"rejected by {who} at {stamp} (review {review}){said}",
-                    text=str(last.get("output") or ""),
-                    nonce=current.get("nonce"),
+                    current,
+                    action=action,
+                    rule=f"review:{kind}",
+                    reason=f"{kind} by {who} at {stamp} (review {review}){said}",
                 )
             return True, review_rows.get(tx, ledger.session, review, material=True)
 
@@ -625,13 +632,8 @@ class ReviewState:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "state": self.state,
-            "resolution": self.resolution,
-            "resolved_by": self.resolved_by,
-            "resolved_at": self.resolved_at,
-        }
+        """The review as JSON: its fields but the session."""
+        return {k: v for k, v in asdict(self).items() if k != "session"}
 
 
 def resumed(

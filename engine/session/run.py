@@ -127,6 +127,10 @@ AsyncStep = Callable[[str], Awaitable[Execution]]
 Progress = Callable[[Outcome], None]
 
 
+def no_progress(outcome: Outcome) -> None:
+    """The progress of a run no one watches: each attempt's outcome is not shown."""
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """A run to start: its block, its first prompt (None: the pack's first prompt for the
@@ -268,7 +272,7 @@ def run_with(
     pack: Pack,
     request: RunRequest,
     step: Step,
-    progress: Progress = lambda outcome: None,
+    progress: Progress = no_progress,
     waits: Waits = REAL_WAITS,
 ) -> RunResult:
     """Run ``request`` with ``step`` giving the output for each prompt, in a run span;
@@ -289,7 +293,7 @@ async def arun_with(
     """``run_with`` with an async step; ``sleep`` waits before a transport retry without
     holding the event loop (a wait for a review runs in a worker thread)."""
     with started(pack, request) as run, _span(pack, request) as span:
-        result = await adrive(run.attempts(lambda outcome: None, waits), step, sleep)
+        result = await adrive(run.attempts(no_progress, waits), step, sleep)
         record_run(span, result)
     if result.review is None:
         return result
@@ -324,7 +328,7 @@ def attempts(
     given: OutputInput,
     *,
     prompt: str,
-    progress: Progress = lambda outcome: None,
+    progress: Progress = no_progress,
     continue_run: bool = False,
     draw: Callable[[], float] = REAL_WAITS.random,
 ) -> Generator[Ask, Execution, RunResult]:

@@ -1,31 +1,33 @@
-"""The review page end to end: a real `rules serve` on 127.0.0.1, a session that reaches
-NEEDS_HUMAN through the session route, the page drawn by headless Chromium (its DOM read
-back with --dump-dom and a screenshot kept under the test's folder), then the edited output
-submitted with the page's own form fields (an HTTP form POST: Chromium's command line
-cannot type into a form) and checked: the review resolved, the item's final decision the
-edited output, `rules log` naming who resolved it, the next repair prompt of the block
-carrying the reviewed example, the queue's figures in /metrics. And the page as a screen
-reader and a keyboard meet it, with a model's `<script>` shown as text."""
+"""The review page end to end: a real `rules serve` on 127.0.0.1 with a token, a session
+that reaches NEEDS_HUMAN through the session route, and headless Chromium driven through
+chromedriver (tests/server/webdriver.py) as a person would: signed in through the page's
+form, the review opened from the queue, a screenshot kept under the test's folder, the
+draft checked and refused, the corrected output typed into the editor, checked, and
+submitted from the keyboard. Then: the review resolved, the item's final decision the
+edited output, `rules log` (JSON and markdown) naming who resolved it and when, the next
+repair prompt of the block carrying the reviewed example, the queue's figures in /metrics.
+And the page as a screen reader and a keyboard meet it (the parsed page's landmarks,
+headings and labels; the browser's tab order and accessible names), with a model's
+`<script>` shown as text."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from server_process import running_server
 from test_reviews import BAD, EDITED, NONCE, make_pack
+from webdriver import ENTER, MISSING, TAB, Browser, chromium_browser
 
 from conftest import run_script, script
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+BEARER = {"Authorization": "Bearer page-token-Qm4"}
 OUTPUT = {
     "pack": "my-pack",
     "block": "ANSWER",
@@ -106,45 +108,43 @@ def check_accessible(page: Page) -> None:
         assert not any(v.startswith(("http:", "https:", "//")) for v in attrs.values()), name
 
 
-def chromium(url: str, folder: Path, *mode: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    return subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={folder / 'profile'}",
-            "--window-size=1200,1600",
-            *mode,
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-
-
-def rules_log(folder: Path) -> list[dict[str, Any]]:
-    done = run_script(
-        script("rules"), "log", "--session", "sessions/s1", "--format", "json", cwd=folder
-    )
+def rules_log(folder: Path, *args: str) -> str:
+    done = run_script(script("rules"), "log", "--session", "sessions/s1", *args, cwd=folder)
     assert done.returncode == 0, done.stderr
-    rows: list[dict[str, Any]] = json.loads(done.stdout)
-    return rows
+    return done.stdout.decode()
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
+def png_size(png: bytes) -> tuple[int, int]:
+    """A PNG's width and height, read from its IHDR chunk (which comes first)."""
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and png[12:16] == b"IHDR"
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def tab_order(browser: Browser) -> list[tuple[str, str, str]]:
+    """Every stop of the Tab key from the top of the page, once round: each control's id
+    (or its button's value, or its tag), its role and its accessible name as the browser's
+    accessibility tree computes them."""
+    stops: list[tuple[str, str, str]] = []
+    for _ in range(40):
+        browser.press(TAB)
+        focused = browser.focused()
+        name = browser.attribute(focused, "id") or browser.attribute(focused, "value") or ""
+        stop = (name, browser.role(focused), browser.label(focused))
+        if stop in stops:
+            return stops
+        if stop[1] not in ("none", "generic", "document"):  # the page itself between rounds
+            stops.append(stop)
+    raise AssertionError(f"the Tab key never came round: {stops}")
+
+
+@pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
 def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_path: Path) -> None:
     make_pack(tmp_path, "\nsession:\n  keep_outputs: true\n")
+    token = tmp_path / "token"
+    token.write_text("page-token-Qm4\n", encoding="utf-8")
     with (
-        running_server(tmp_path, "--pack", "./my-pack") as server,
-        httpx.Client(base_url=server.url, timeout=60) as http,
+        running_server(tmp_path, "--pack", "./my-pack", "--token-file", str(token)) as server,
+        httpx.Client(base_url=server.url, timeout=60, headers=BEARER) as http,
     ):
         first = http.post("/v1/sessions/s1/outputs", json=OUTPUT).json()
         second = http.post("/v1/sessions/s1/outputs", json=OUTPUT).json()
@@ -154,42 +154,88 @@ def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_pat
         assert http.get("/v1/reviews/s1/1").json()["state"] == "open"
         assert [r["id"] for r in http.get("/v1/reviews").json()["reviews"]] == [1]
 
-        # the page as Chromium draws it, and its DOM as Chromium parsed it
-        url = f"{server.url}/review/s1/1"
-        shot = tmp_path / "review.png"
-        drawn = chromium(url, tmp_path, f"--screenshot={shot}")
-        assert drawn.returncode == 0, drawn.stderr
-        png = shot.read_bytes()
-        assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 20_000  # kept in tmp_path
-        dom = chromium(url, tmp_path, "--dump-dom")
-        assert dom.returncode == 0, dom.stderr
-        page = Page(dom.stdout)
-        check_accessible(page)
-        assert "<script>alert(1)</script>" not in dom.stdout  # escaped: never an element
-        assert sum("<script>alert(1)</script>" in text for text in page.pre) == 2  # as text
-        assert [a.get("name") for a in page.named("textarea")] == ["output"]
-        [form] = page.named("form")
-        assert (form["method"], form["action"]) == ("post", "/review/s1/1")
-        assert {b.get("value") for b in page.named("button")} == {
-            "check", "edit", "approve", "reject", "claim"
-        }  # fmt: skip
-        queue = Page(http.get("/review").text)
-        check_accessible(queue)
+        with chromium_browser(tmp_path) as browser:
+            # a browser sends no bearer header: the page asks it to sign in, and it does
+            browser.go(f"{server.url}/review/s1/1")
+            assert "sign in at /review/sign-in" in browser.source
+            browser.go(f"{server.url}/review/sign-in")
+            field = browser.find("#token")
+            assert (browser.role(field), browser.label(field)) == (
+                "textbox",
+                "Server token (the contents of the server's --token-file)",
+            )
+            browser.type(field, "page-token-Qm4")
+            browser.click(browser.find("button[type=submit]"))
+            assert browser.url == f"{server.url}/review"  # the queue, signed in
+            check_accessible(Page(browser.source))
+            browser.click(browser.find('a[href="/review/s1/1"]'))  # "Review 1" in the queue
+            assert browser.url == f"{server.url}/review/s1/1"
 
-        # the editor checks a draft against the contract before an edit is taken
-        checked = http.post("/review/s1/1", data={"action": "check", "by": "rita", "output": BAD})
-        assert checked.status_code == 200
-        assert "The text fails the contract: PARSE_ERROR" in checked.text
-        refused = http.post("/review/s1/1", data={"action": "edit", "by": "rita", "output": BAD})
-        assert refused.status_code == 422
-        assert http.get("/v1/reviews/s1/1").json()["state"] == "open"
-        passed = http.post("/review/s1/1", data={"action": "check", "by": "rita", "output": EDITED})
-        assert "The text passes the contract (pass)." in passed.text
+            # the page as Chromium draws it (kept in tmp_path) and as it parsed it
+            png = browser.screenshot(tmp_path / "review.png")
+            width, height = png_size(png)
+            assert width >= 800 and height >= 600 and len(png) > 20_000, (width, height)
+            dom = browser.source
+            page = Page(dom)
+            check_accessible(page)
+            assert "<script>alert(1)</script>" not in dom  # escaped: never an element
+            assert sum("<script>alert(1)</script>" in text for text in page.pre) == 2  # as text
+            assert [a.get("name") for a in page.named("textarea")] == ["output"]
+            [form] = page.named("form")
+            assert (form["method"], form["action"]) == ("post", "/review/s1/1")
 
-        # submitted with the page's form fields, as the browser would post them
-        fields = {"action": "edit", "by": "rita", "output": EDITED.replace("\n", "\r\n")}
-        sent = http.post("/review/s1/1", data=fields)
-        assert (sent.status_code, sent.headers["location"]) == (303, "/review/s1/1")
+            # by keyboard alone: a skip link first, then the form's controls in reading
+            # order, each with the role and name a screen reader announces
+            stops = tab_order(browser)
+            assert stops[0] == ("", "link", "Skip to the review"), stops
+            form_stops = [s for s in stops if s[1] != "link"]
+            assert form_stops == [
+                ("by", "textbox", "Your name (recorded with the decision)"),
+                ("output", "textbox", "Corrected output (checked against the contract of "
+                 "block ANSWER before it is accepted)"),
+                ("reason", "textbox", "Reason (needed to reject; optional otherwise)"),
+                ("check", "button", "Check against the contract"),
+                ("edit", "button", "Submit the edited output"),
+                ("approve", "button", "Approve the last output"),
+                ("reject", "button", "Reject"),
+                ("claim", "button", "Claim it"),
+            ]  # fmt: skip
+
+            # the editor holds the failing output; checked, then submitted: both refused
+            editor = browser.find("#output")
+            assert browser.value(editor) == BAD
+            browser.type(browser.find("#by"), "rita")
+            browser.click(browser.find('button[value="check"]'))
+            verdict = browser.text(browser.find('[data-figure="review:check"]'))
+            assert verdict.startswith("The text fails the contract: PARSE_ERROR"), verdict
+            browser.click(browser.find('button[value="edit"]'))
+            refused = browser.text(browser.find("p[role=status]"))
+            assert "does not pass the contract of block ANSWER" in refused, refused
+            assert http.get("/v1/reviews/s1/1").json()["state"] == "open"
+
+            # the corrected output typed into the editor and checked: it passes
+            editor = browser.find("#output")
+            browser.clear(editor)
+            browser.type(editor, EDITED)
+            browser.click(browser.find('button[value="check"]'))
+            verdict = browser.text(browser.find('[data-figure="review:check"]'))
+            assert verdict == "The text passes the contract (pass).", verdict
+            assert browser.value(browser.find("#output")) == EDITED  # the draft kept
+            assert browser.value(browser.find("#by")) == "rita"
+
+            # and submitted from the keyboard: Tab to the button, Enter
+            for _ in range(len(stops)):
+                if browser.attribute(browser.focused(), "value") == "edit":
+                    break
+                browser.press(TAB)
+            assert browser.label(browser.focused()) == "Submit the edited output"
+            browser.press(ENTER)
+            assert browser.url == f"{server.url}/review/s1/1"  # redirected once resolved
+            state = browser.text(browser.find('[data-figure="review:state"]'))
+            assert state.startswith("resolved (edited by rita at "), state
+            assert "Submit the edited output" not in browser.source
+            browser.screenshot(tmp_path / "resolved.png")
+
         resolved = http.get("/v1/reviews/s1/1").json()
         assert (resolved["state"], resolved["resolution"], resolved["resolved_by"]) == (
             "resolved",
@@ -197,21 +243,20 @@ def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_pat
             "rita",
         )
         assert resolved["output"] == EDITED
-        after = chromium(url, tmp_path, "--dump-dom")
-        assert "edited by rita" in after.stdout and "Submit the edited output" not in after.stdout
 
-        # the item's final decision is the edited output, and the log says who
-        rows = rules_log(tmp_path)
+        # the item's final decision is the edited output, and the log says who and when
+        rows = json.loads(rules_log(tmp_path, "--format", "json"))
         final = rows[-1]
-        assert (final["action"], final["rule"], final["status"]) == (
+        assert (final["action"], final["rule"], final["status"], final["final"]) == (
             "PROCEED",
             "review:edited",
             "pass",
+            True,
         )
-        assert final["reason"].startswith("edited by rita at ")
-        assert final["output_sha256"] == resolved_sha(EDITED)
-        md = run_script(script("rules"), "log", "--session", "sessions/s1", cwd=tmp_path)
-        assert md.returncode == 0
+        said = f"edited by rita at {resolved['resolved_at']} (review 1)"
+        assert final["reason"] == said
+        assert final["output_sha256"] == hashlib.sha256(EDITED.encode()).hexdigest()
+        assert f"- **ANSWER:** PROCEED: {said}" in rules_log(tmp_path)  # the markdown view
 
         # the next repair prompt of the block in the session carries the reviewed example
         other = http.post("/v1/sessions/s1/outputs", json={**OUTPUT, "nonce": "5B3D1E"}).json()
@@ -232,12 +277,6 @@ def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_pat
             headers={"Origin": "http://evil.test"},
         )
         assert forged.status_code == 403
-
-
-def resolved_sha(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def test_the_page_and_the_routes_need_the_token_as_the_api_does(tmp_path: Path) -> None:

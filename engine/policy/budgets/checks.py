@@ -3,7 +3,7 @@ they take instead of a call ends the item, and a breaker can open at all."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from engine.format.actions import STANDARD_ACTIONS
 from engine.format.fields import Name
@@ -12,6 +12,8 @@ from engine.format.section import Declared, mapping
 from engine.policy.budgets.model import Breaker, Budget
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from engine.format.model import Rulepack
     from engine.format.semantics import PackChecker
 
@@ -29,31 +31,36 @@ BREAKER_NEVER_OPENS = FindingRule(
 )
 
 
-def _final(pack: Rulepack, action: str) -> bool:
-    spec = {**STANDARD_ACTIONS, **pack.actions}.get(action)
-    return spec is None or bool(spec.final)  # an unknown action is its own finding
+def _check_final_actions(
+    pack: Rulepack,
+    checker: PackChecker,
+    section: Literal["budgets", "breakers"],
+    spenders: Mapping[str, Budget | Breaker],
+    instead: str,
+) -> None:
+    """Each budget or breaker of ``section`` takes a final action (``instead``: of what)."""
+    actions = {**STANDARD_ACTIONS, **pack.actions}
+    for name, spender in spenders.items():
+        action = spender.action.action
+        spec = actions.get(action)  # an unknown action is its own finding
+        if spec is not None and not spec.final:
+            checker.add(
+                ACTION_NOT_FINAL,
+                f"{section[:-1]} {name!r} takes {action}, which is not final",
+                (section, name, "action"),
+                f"take a final action instead of {instead}",
+            )
 
 
 def check_budgets(pack: Rulepack, checker: PackChecker) -> None:
-    for name, budget in pack.budgets.items():
-        if not _final(pack, budget.action.action):
-            checker.add(
-                ACTION_NOT_FINAL,
-                f"budget {name!r} takes {budget.action.action}, which is not final",
-                ("budgets", name, "action"),
-                "take a final action instead of the call the budget cannot pay for",
-            )
+    _check_final_actions(
+        pack, checker, "budgets", pack.budgets, "the call the budget cannot pay for"
+    )
 
 
 def check_breakers(pack: Rulepack, checker: PackChecker) -> None:
+    _check_final_actions(pack, checker, "breakers", pack.breakers, "the repair the breaker skips")
     for name, breaker in pack.breakers.items():
-        if not _final(pack, breaker.action.action):
-            checker.add(
-                ACTION_NOT_FINAL,
-                f"breaker {name!r} takes {breaker.action.action}, which is not final",
-                ("breakers", name, "action"),
-                "take a final action instead of the repair the breaker skips",
-            )
         if breaker.min_repairs is not None and breaker.min_repairs > breaker.last:
             checker.add(
                 BREAKER_NEVER_OPENS,

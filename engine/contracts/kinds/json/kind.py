@@ -14,18 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contracts.json_documents import JsonDocumentError, dotted, read_documents
 from engine.contracts.json_schemas import (
-    INVALID_SCHEMA,
+    check_schema_file,
     compile_schema,
     read_schema_file,
-    schema_problems,
     schema_violations,
 )
-from engine.contracts.kind import (
-    EvaluationInput,
-    StandaloneKind,
-    WithoutParser,
-    readable_text,
-)
+from engine.contracts.kind import ChecksText, EvaluationInput, StandaloneKind
 from engine.contracts.kinds.json.model import JsonContract
 from engine.contracts.kinds.json.prefix import JsonPrefix, allowed_keys
 from engine.contracts.placeholder import is_placeholder, placeholder_message
@@ -44,7 +38,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class CompiledJson(WithoutParser):
+class CompiledJson(ChecksText):
     """A json contract ready to check outputs: its schema's validator built once."""
 
     name: str
@@ -53,11 +47,8 @@ class CompiledJson(WithoutParser):
     severities: Mapping[str, str] = field(repr=False)
     param_names: frozenset[str] = frozenset()
 
-    def evaluate(self, output: EvaluationInput) -> Verdict:
+    def evaluate_text(self, text: str) -> Verdict:
         contract = self.contract
-        text = readable_text(self.name, output, self.severities)
-        if not isinstance(text, str):
-            return text
         try:
             documents = read_documents(
                 text,
@@ -112,22 +103,7 @@ class JsonKind(StandaloneKind):
     model = JsonContract
 
     def check(self, name: str, contract: JsonContract, checker: PackChecker) -> None:
-        path: KeyPath = ("contracts", name, "schema_file")
-        target = checker.quiet_resolve(contract.schema_file, path)
-        if target is None:
-            return
-        try:
-            schema = read_schema_file(target)
-        except ValueError as exc:
-            checker.add(INVALID_SCHEMA, str(exc), path, "fix the JSON syntax")
-            return
-        for problem in schema_problems(schema):
-            checker.add(
-                INVALID_SCHEMA,
-                f"schema file {contract.schema_file!r}: {problem}",
-                path,
-                "fix the schema",
-            )
+        check_schema_file(checker, contract.schema_file, ("contracts", name, "schema_file"))
 
     def compile(
         self,

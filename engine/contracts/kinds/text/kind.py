@@ -6,12 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.contracts.kind import (
-    EvaluationInput,
-    StandaloneKind,
-    WithoutParser,
-    readable_text,
-)
+from engine.contracts.kind import ChecksText, StandaloneKind
 from engine.contracts.kinds.text.model import TextContract
 from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.core.placeholders import fill
@@ -60,7 +55,7 @@ class _TextRule:
 
 
 @dataclass(frozen=True)
-class CompiledText(WithoutParser):
+class CompiledText(ChecksText):
     name: str
     contract: TextContract = field(repr=False)
     require: tuple[_TextRule, ...] = field(repr=False)
@@ -72,10 +67,7 @@ class CompiledText(WithoutParser):
         template = own or self.contract.messages.get(code) or DEFAULT_MESSAGES[code]
         return fill(template, values)
 
-    def evaluate(self, output: EvaluationInput) -> Verdict:
-        text = readable_text(self.name, output, self.severities)
-        if not isinstance(text, str):
-            return text
+    def evaluate_text(self, text: str) -> Verdict:
         contract, fail = self.contract, self.contract.fail
         failures = []
         size = len(text)

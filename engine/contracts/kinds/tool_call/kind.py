@@ -16,18 +16,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.contracts.json_schemas import (
-    INVALID_SCHEMA,
+    check_schema,
+    check_schema_file,
     compile_schema,
     read_schema_file,
-    schema_problems,
     schema_violations,
 )
-from engine.contracts.kind import (
-    EvaluationInput,
-    StandaloneKind,
-    WithoutParser,
-    readable_text,
-)
+from engine.contracts.kind import ChecksText, StandaloneKind
 from engine.contracts.kinds.tool_call.model import Tool, ToolCallContract
 from engine.contracts.tool_calls import (
     ToolCall,
@@ -82,7 +77,7 @@ class _CompiledTool:
 
 
 @dataclass(frozen=True)
-class CompiledToolCall(WithoutParser):
+class CompiledToolCall(ChecksText):
     """A tool-call contract ready to check outputs: each tool's validator and conditions
     compiled once."""
 
@@ -104,11 +99,8 @@ class CompiledToolCall(WithoutParser):
         stopped as soon as a complete name says so)."""
         return unknown_tool(name, self.tool_names)
 
-    def evaluate(self, output: EvaluationInput) -> Verdict:
+    def evaluate_text(self, text: str) -> Verdict:
         contract = self.contract
-        text = readable_text(self.name, output, self.severities)
-        if not isinstance(text, str):
-            return text
         try:
             calls, problems = read_tool_calls(
                 text, max_chars=contract.max_chars, max_depth=contract.max_depth
@@ -247,22 +239,9 @@ class ToolCallKind(StandaloneKind):
             )
             return
         if tool.schema_file is not None:
-            where: KeyPath = (*path, "schema_file")
-            target = checker.quiet_resolve(tool.schema_file, where)
-            if target is None:
-                return
-            try:
-                schema = read_schema_file(target)
-            except ValueError as exc:
-                checker.add(INVALID_SCHEMA, str(exc), where, "fix the JSON syntax")
-                return
-            what = f"schema file {tool.schema_file!r}"
+            check_schema_file(checker, tool.schema_file, (*path, "schema_file"))
         elif tool.parameters is not None:
-            where, schema, what = (*path, "parameters"), tool.parameters, "parameters"
-        else:
-            return
-        for problem in schema_problems(schema):
-            checker.add(INVALID_SCHEMA, f"{what}: {problem}", where, "fix the schema")
+            check_schema(checker, tool.parameters, (*path, "parameters"), "parameters")
 
     def compile(
         self,
