@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
@@ -11,12 +10,12 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import jsonschema
 import pytest
+from dask_cluster import dask_cluster
 from sentinel_cases import VERDICT_ARGS
 
 from conftest import child_pids, run_cli, still_running
@@ -582,44 +581,6 @@ def test_dask_local_cluster_gives_the_local_report(generated: tuple[Path, Path, 
     assert report == json.loads(local.stdout)
 
 
-@contextlib.contextmanager
-def _dask_cluster(folder: Path, env: dict[str, str] | None = None) -> Iterator[str]:
-    """A Dask scheduler and two workers, each its own process (as on a cluster), quiet,
-    in ``folder``; the scheduler's address. ``env``: the workers' environment."""
-    info = folder / "scheduler.json"
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(module: str, *args: str, env: dict[str, str] | None = None) -> None:
-        started.append(
-            subprocess.Popen(
-                [sys.executable, "-m", module, *args, "--no-dashboard"],
-                cwd=folder,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-
-    try:
-        start(
-            "distributed.cli.dask_scheduler",
-            *("--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(info)),
-        )
-        deadline = time.monotonic() + 60
-        while not (info.exists() and info.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        start(
-            "distributed.cli.dask_worker",
-            *("--scheduler-file", str(info), "--nworkers", "2", "--nthreads", "1"),
-            env=env,
-        )
-        yield json.loads(info.read_text())["address"]
-    finally:
-        for process in reversed(started):
-            process.terminate()
-            process.wait(timeout=30)
-
-
 @pytest.mark.slow
 def test_dask_cluster_started_apart_gives_the_local_report(
     generated: tuple[Path, Path, int], tmp_path: Path
@@ -631,7 +592,7 @@ def test_dask_cluster_started_apart_gives_the_local_report(
     records, strict, expected = generated
     args = ["backtest", "--pack", str(strict), "--baseline", "sentinel", "--format", "json"]
     local = run_cli(*args, str(records))
-    with _dask_cluster(tmp_path) as address:
+    with dask_cluster(tmp_path) as address:
         remote = run_cli(*args, "--executor", "dask", "--scheduler", address, str(records))
     assert remote.exit_code == 0, remote.output
     assert json.loads(remote.stdout) == json.loads(local.stdout)
@@ -650,7 +611,7 @@ def test_dask_workers_without_this_engine_are_a_clear_error(tmp_path: Path) -> N
     (other / "__init__.py").write_text("", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(other.parent)}
     records = REPO / "examples" / "sentinel" / "records.jsonl"
-    with _dask_cluster(tmp_path, env) as address:
+    with dask_cluster(tmp_path, env) as address:
         started = time.monotonic()
         with pytest.raises(BacktestError, match="the cluster has had no worker for 5 s"):
             backtest(

@@ -4,6 +4,7 @@ the caller's, at every front door, and the pack's own promises hold where docs s
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -399,3 +400,74 @@ def test_the_prompt_and_the_terminal_count_attempts_alike(tmp_path: Path) -> Non
     assert "the next output is attempt 2 of 3" in evaluated.stdout
     rendered = run_cli("render", *given)
     assert "RETRY ATTEMPT 2 of 3" in rendered.stdout, rendered.stdout
+
+
+def attempt_shown(text: str) -> tuple[int, int]:
+    """The (attempt, of) of the terminal's `action REPAIR (attempt 1 of 2; ...)` line."""
+    found = re.search(r"^action +\w+ \(attempt (\d+) of (\d+);", text, re.MULTILINE)
+    assert found, text
+    return int(found[1]), int(found[2])
+
+
+def test_the_text_and_the_json_of_an_evaluation_count_attempts_alike(
+    my_pack: Path, out: Path, tmp_path: Path
+) -> None:
+    """`rules init`'s pack allows one repair (`max_attempts: 1`): two attempts in all. The
+    terminal says attempt 1 of 2, and so does the decision document of `--format json`
+    (it said `"max_attempts": 1`, the repairs); gap-review's engineer, 1 of 3."""
+    context = tmp_path / "ctx.yaml"
+    context.write_text("known_gaps: [GAP-FLOW-001]\nround: 1\n", encoding="utf-8")
+    engineer = tmp_path / "engineer.md"
+    engineer.write_text("# nothing useful\n", encoding="utf-8")
+    cases = [
+        (("--pack", str(my_pack), "--block", "ANSWER", "--nonce", "4F2C9A"), out, 2),
+        (("--pack", "gap-review", "--block", "engineer", "--context", str(context)), engineer, 3),
+    ]
+    for given, output, most in cases:
+        extra = ("--var", "question=Q1") if "ANSWER" in given else ()
+        text = run_cli("eval", *given, *extra, str(output))
+        document = run_cli("eval", *given, *extra, "--format", "json", str(output))
+        assert text.exit_code == document.exit_code == 3, text.output + document.output
+        decision = json.loads(document.stdout)["decision"]
+        shown = attempt_shown(text.stdout)
+        assert (decision["attempt"], decision["max_attempts"]) == shown == (1, most)
+        assert decision["attempts_left"] == most - 2  # repairs left after this one
+
+
+def test_the_api_and_the_server_count_attempts_as_the_terminal(
+    front: str, my_pack: Path, out: Path, tmp_path: Path
+) -> None:
+    """`engine.run`'s decisions, `Pack.decide` and the server's answer carry the
+    terminal's `of 2` as `max_attempts` for a pack that allows one repair."""
+    if front == "wheel":
+        pytest.skip("in-process: the checkout's engine, as the checkout run already has it")
+    bad = out.read_text(encoding="utf-8")
+    pack = engine.load_pack(str(my_pack))
+    verdict = pack.evaluate("ANSWER", bad, nonce="4F2C9A", vars={"question": "Q1"})
+    assert pack.decide(verdict, output=bad, attempt=1, nonce="4F2C9A").max_attempts == 2
+    result = engine.run(
+        pack,
+        "ANSWER",
+        lambda prompt: bad,
+        nonce="4F2C9A",
+        vars={"question": "Q1"},
+        session=str(tmp_path / "s"),
+    )
+    counted = [(a.decision.attempt, a.decision.max_attempts) for a in result.attempts]
+    assert counted == [(1, 2), (2, 2)]
+    assert result.decision.action == "NEEDS_HUMAN"
+    pytest.importorskip("fastapi", reason="the server extra is not installed")
+    from fastapi.testclient import TestClient
+
+    from engine.server.app import create_app
+    from engine.server.packs import load_pack_set
+    from engine.server.settings import ServerSettings
+
+    config = ServerSettings(packs=(str(my_pack),), sessions_dir=str(tmp_path / "sessions"))
+    with TestClient(create_app(config, load_pack_set(config.packs))) as client:
+        body = {"pack": "my-pack", "block": "ANSWER", "nonce": "4F2C9A", "output": bad}
+        body["vars"] = {"question": "Q1"}
+        answer = client.post("/v1/evaluate", json=body)
+    assert answer.status_code == 200, answer.text
+    decision = answer.json()["decision"]
+    assert (decision["action"], decision["attempt"], decision["max_attempts"]) == ("REPAIR", 1, 2)

@@ -56,7 +56,7 @@ def mcp_command(
     Examples:
       rules mcp --pack sentinel
       rules mcp --pack sentinel --pack ./my-pack --sessions-dir sessions
-      rules mcp --pack sentinel --ledger sqlite:///rules.db
+      rules mcp --pack sentinel --ledger rules.db               # a file here
       rules mcp --print-tools > tools.json
     """
     try:  # the SDK is imported when first used (engine.mcp.stdio): named when missing

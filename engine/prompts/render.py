@@ -179,7 +179,7 @@ def _retry_variables(
         # `rules eval` print them: `max_attempts` is how many the item may have in all.
         "attempt": decision.attempt,
         "next_attempt": decision.attempt + 1,
-        "max_attempts": decision.max_attempts + 1,
+        "max_attempts": decision.max_attempts,
         "retries_left": decision.attempts_left,
         "reason": decision.reason,
         "rule": decision.rule,
@@ -344,7 +344,7 @@ def repair_prompt(
             "failure_type": verdict.failure_type or "",
             "attempt": decision.attempt,
             "next_attempt": decision.attempt + 1,
-            "max_attempts": decision.max_attempts + 1,  # outputs in all, as the terminal counts
+            "max_attempts": decision.max_attempts,  # outputs in all, as the terminal counts
             "params": dict(params),
             "context": dict(inputs.context),
             "dropped": list(dropped),

@@ -31,7 +31,8 @@ def explain(explained: Explained) -> str:
     for row in tables["blocks"]:
         on = ", ".join(row["repair_on"]) or "never (no repair)"
         skip = ", ".join(row["skip_when"]) or "-"
-        repair = f"{row['action']} x{row['max_attempts']}" if row["repair_on"] else "-"
+        most = row["max_attempts"]
+        repair = f"{row['action']}, {most} attempts in all" if row["repair_on"] else "-"
         after = _after(row["after_failure"])
         rows.append([row["block"], on, repair, row["template"] or "-", skip, after])
     out = title + "\n\n"

@@ -106,7 +106,7 @@ def evaluation(verdict: Verdict, decision: Decision, pack: Mapping[str, str] | N
     else:
         left = decision.attempts_left
         progress = (
-            f"attempt {decision.attempt} of {decision.max_attempts + 1}; "
+            f"attempt {decision.attempt} of {decision.max_attempts}; "
             f"{left} repair{'s' if left != 1 else ''} left after this one"
         )
     rows.append(("action", f"{decision.action} ({progress})"))

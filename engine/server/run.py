@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import uvicorn
 from fastapi import FastAPI
@@ -36,6 +39,32 @@ def address_problem(host: str, port: int) -> str | None:
     return None
 
 
+class _Stopped(Exception):
+    """The signal that stopped the server, raised again by uvicorn once it has shut down."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
+
+
+@contextmanager
+def _stopped_by_signal() -> Iterator[None]:
+    """A stop by SIGINT or SIGTERM ends the command normally (exit 0, as `rules serve
+    --help` says). uvicorn (0.29 on) shuts down, restores the handlers it found and sends
+    itself the signal again, which would end the process by SIGTERM (status 143) or a
+    KeyboardInterrupt; here that signal finds a handler that says the server was stopped.
+    A signal before uvicorn listens stops the start the same way."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, _stop) for signum in stops}
+    try:
+        yield
+    except _Stopped:
+        pass
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def worker_app() -> FastAPI:
     """The application of one worker process (uvicorn's factory with --workers N): the
     settings from the environment, the packs loaded afresh (a pack that fails its check
@@ -58,10 +87,11 @@ def serve(settings: ServerSettings, packs: PackSet) -> None:
         **protocol_options(),  # the request's head bounded; a shutdown drains connections
     }
     if settings.workers <= 1:
-        uvicorn.run(create_app(settings, packs), **common)  # type: ignore[arg-type]
+        with _stopped_by_signal():
+            uvicorn.run(create_app(settings, packs), **common)  # type: ignore[arg-type]
         return
     os.environ[SETTINGS_ENV] = settings.to_env()
-    with tempfile.TemporaryDirectory(prefix="rules-metrics-") as folder:
+    with _stopped_by_signal(), tempfile.TemporaryDirectory(prefix="rules-metrics-") as folder:
         # prometheus-client's multiprocess mode: each worker writes its values here and
         # /metrics sums them
         os.environ[MULTIPROCESS_ENV] = folder

@@ -58,7 +58,8 @@ def explain_tables(model: Rulepack, block: str | None = None) -> dict[str, Any]:
                 "block": name,
                 "repair_on": list(trigger.on),
                 "action": trigger.action if trigger.on else None,
-                "max_attempts": trigger.max_attempts if trigger.on else 0,
+                # Outputs in all, the original included, as a decision counts them.
+                "max_attempts": trigger.max_attempts + 1 if trigger.on else 1,
                 "template": trigger.template,
                 "skip_when": [g.name for g in trigger.skip_when],
                 "after_failure": {

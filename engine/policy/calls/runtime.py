@@ -398,7 +398,7 @@ def transport_decision(
         reason=f"{verdict.failure_type}: transport retry {retried + 1} of {most}, "
         f"after {wait:.2f} s",
         attempt=attempt,
-        max_attempts=trigger.max_attempts,
+        max_attempts=trigger.max_attempts + 1,  # outputs in all, as every decision counts
         attempts_left=max(0, trigger.max_attempts - attempt + 1),
         final=False,
         exit_code=3,

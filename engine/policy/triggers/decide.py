@@ -1,9 +1,12 @@
 """Deciding what happens next: trigger tables, guards, attempt caps, after-failure policies.
 
 Counting, defined once: the output being evaluated is *attempt* k, where the original output
-is attempt 1 and each repair or retry adds one. A trigger's ``max_attempts`` is the number of
-repairs/retries allowed after the original, so a decision on attempt k may ask for another
-one while k <= max_attempts; ``attempts_left`` is how many remain after this decision.
+is attempt 1 and each repair or retry adds one. A pack's trigger key ``max_attempts`` is the
+number of repairs/retries allowed after the original (what a pack author writes); everything
+the engine puts out (the decision, the terminal, templates, guards, `rules explain`) counts
+outputs instead: a decision's ``max_attempts`` is the outputs the item may have in all, the
+trigger's key plus one, so a decision on attempt k may ask for another one while
+k < max_attempts; ``attempts_left`` is how many repairs/retries remain after this decision.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ class Decision:
     reason: str
     attempt: int
     max_attempts: int
+    """The outputs the item may have in all, the original included (the trigger's
+    ``max_attempts`` plus one): "attempt 1 of 2" on the terminal is attempt=1,
+    max_attempts=2."""
     attempts_left: int
     final: bool
     exit_code: int
@@ -314,7 +320,7 @@ def decide(
             action=action,
             reason=reason,
             attempt=attempt,
-            max_attempts=cap,
+            max_attempts=cap + 1,  # outputs in all, as the terminal and templates count
             attempts_left=0 if spec.final else cap - attempt,
             final=spec.final,
             exit_code=spec.exit_code,
