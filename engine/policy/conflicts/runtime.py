@@ -26,12 +26,6 @@ if TYPE_CHECKING:
 EXPLICIT = "explicit"
 IMPLICIT = "implicit"
 
-# A recorded conflict's status: open (the presentation shows it), flagged (an unaddressed
-# item a user may convert into a conflict or waive), resolved, waived.
-OPEN = "open"
-FLAGGED = "flagged"
-RESOLVED = "resolved"
-WAIVED = "waived"
 _NUMBER = re.compile(r"(\d+)\D*$")
 _DIGITS = re.compile(r"\d+")
 
