@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from engine.format.model import Rulepack
+    from engine.format.section import Compiling
     from engine.format.vocabulary import ActionSpec
     from engine.policy.budgets.model import Breaker, Budget
     from engine.policy.triggers.decide import Decision
@@ -204,3 +205,13 @@ def taken_instead(
         default=source.default,
         log=source.log,
     )
+
+
+def compile_budgets_section(pack: Rulepack, compiling: Compiling) -> tuple[CompiledBudget, ...]:
+    """The ``budgets:`` section compiled (``engine.policy.budgets.section``)."""
+    return compile_budgets(pack)
+
+
+def compile_breakers_section(pack: Rulepack, compiling: Compiling) -> tuple[CompiledBreaker, ...]:
+    """The ``breakers:`` section compiled (``engine.policy.budgets.section``)."""
+    return compile_breakers(pack)
