@@ -9,6 +9,9 @@ counter itself, or the ``budget_spend`` rows of the window) and, when it pays fo
 adds its row. A transaction that fails gives its call back. A breaker's row is taken the
 same way before its state is read and changed.
 
+A budget of tokens or cost adds what each recorded call used (``amount``) instead of
+counting calls.
+
 Times are milliseconds since 1970 (``{big}`` columns), given by the caller, whose clock
 (``engine.core.clock``) tests control.
 """
@@ -31,73 +34,89 @@ class Scope:
     scope: str
 
 
-def spent(tx: Tx, scope: Scope, since: int | None) -> int:
-    """The calls ``scope`` has paid for (since ``since`` ms when given), its row taken
-    first: it stays locked until ``tx`` ends, so the count cannot change under it."""
+def spent(tx: Tx, scope: Scope, since: int | None, usage: bool = False) -> float:
+    """What ``scope`` has spent (since ``since`` ms when given): the calls it paid for, or
+    with ``usage`` the tokens or cost its recorded calls added; its row taken first: it
+    stays locked until ``tx`` ends, so the count cannot change under it."""
     # ON CONFLICT DO UPDATE reads the row's latest committed version once it holds it
     row = tx.one(
         "INSERT INTO budget_counters (pack, budget, scope, spent, ts) VALUES (?, ?, ?, 0, ?)"
-        " ON CONFLICT (pack, budget, scope) DO UPDATE SET ts = excluded.ts RETURNING spent",
+        " ON CONFLICT (pack, budget, scope) DO UPDATE SET ts = excluded.ts"
+        f" RETURNING {'amount' if usage else 'spent'}",
         (scope.pack, scope.budget, scope.scope, now()),
     )
     if since is not None:
         # a statement of its own: on PostgreSQL its snapshot is taken once the row is held,
         # so it sees every call paid for by the transactions that held it before
         row = tx.one(
-            "SELECT count(*) FROM budget_spend WHERE pack = ? AND budget = ? AND scope = ?"
-            " AND at > ?",
+            f"SELECT {'COALESCE(sum(amount), 0)' if usage else 'count(*)'} FROM budget_spend"
+            " WHERE pack = ? AND budget = ? AND scope = ? AND at > ?",
             (scope.pack, scope.budget, scope.scope, since),
         )
-    return int(row[0]) if row else 0
+    if not row:
+        return 0
+    return float(row[0]) if usage else int(row[0])
 
 
 _BUMP = "UPDATE budget_counters SET spent = spent + 1 WHERE pack = ? AND budget = ? AND scope = ?"
+_ADDS = "UPDATE budget_counters SET amount = amount + ? WHERE pack = ? AND budget = ? AND scope = ?"
 _FORGET = "DELETE FROM budget_spend WHERE pack = ? AND budget = ? AND scope = ? AND at <= ?"
 _ADD = (
-    "INSERT INTO budget_spend (pack, budget, scope, at, session, block, item)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO budget_spend (pack, budget, scope, at, session, block, item, amount)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
 def pay(
-    tx: Tx, scope: Scope, at: int, where: tuple[str, str, str], since: int | None = None
+    tx: Tx,
+    scope: Scope,
+    at: int,
+    where: tuple[str, str, str],
+    since: int | None = None,
+    amount: float | None = None,
 ) -> None:
     """Record one call paid for by ``scope`` at ``at`` ms (``spent`` took its row;
-    ``where``: the session, block and item that spent it). A budget over a window (its
-    start ``since``) keeps each call with its time and forgets those that left it."""
+    ``where``: the session, block and item that spent it), or with ``amount`` the tokens
+    or cost a recorded call added. A budget over a window (its start ``since``) keeps
+    each call with its time and forgets those that left it."""
     key = (scope.pack, scope.budget, scope.scope)
+    bump, bumped = (_BUMP, key) if amount is None else (_ADDS, (amount, *key))
+    added = (*key, at, *where, 1 if amount is None else amount)
     if since is None:
-        tx.execute(_BUMP, key)
+        tx.execute(bump, bumped)
     elif tx.dialect == "postgresql":  # one round trip to the server
         tx.execute(
-            f"WITH gone AS ({_FORGET}), bump AS ({_BUMP}) {_ADD}",
-            (*key, since, *key, *key, at, *where),
+            f"WITH gone AS ({_FORGET}), bump AS ({bump}) {_ADD}",
+            (*key, since, *bumped, *added),
         )
     else:
         tx.execute(_FORGET, (*key, since))
-        tx.execute(_BUMP, key)
-        tx.execute(_ADD, (*key, at, *where))
+        tx.execute(bump, bumped)
+        tx.execute(_ADD, added)
 
 
 def spend_report(
-    tx: Tx, pack: str, budget: str, scope_prefix: str, since: int | None
-) -> list[tuple[str, int]]:
+    tx: Tx, pack: str, budget: str, scope_prefix: str, since: int | None, usage: bool = False
+) -> list[tuple[str, float]]:
     """Each scope of a budget whose key starts with ``scope_prefix``, with what it spent
-    (since ``since`` ms when given), most spent first. Reads only."""
+    (since ``since`` ms when given; with ``usage`` the tokens or cost), most spent first.
+    Reads only."""
     like = scope_prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
     if since is None:
         rows = tx.all(
-            "SELECT scope, spent FROM budget_counters WHERE pack = ? AND budget = ?"
-            " AND scope LIKE ? ESCAPE '!'",
+            f"SELECT scope, {'amount' if usage else 'spent'} FROM budget_counters"
+            " WHERE pack = ? AND budget = ? AND scope LIKE ? ESCAPE '!'",
             (pack, budget, like),
         )
     else:
         rows = tx.all(
-            "SELECT scope, count(*) FROM budget_spend WHERE pack = ? AND budget = ?"
-            " AND scope LIKE ? ESCAPE '!' AND at > ? GROUP BY scope",
+            f"SELECT scope, {'sum(amount)' if usage else 'count(*)'} FROM budget_spend"
+            " WHERE pack = ? AND budget = ? AND scope LIKE ? ESCAPE '!' AND at > ?"
+            " GROUP BY scope",
             (pack, budget, like, since),
         )
-    return sorted(((str(s), int(n)) for s, n in rows), key=lambda r: (-r[1], r[0]))
+    found = ((str(s), float(n) if usage else int(n)) for s, n in rows)
+    return sorted(found, key=lambda r: (-r[1], r[0]))
 
 
 # ------------------------------------------------------------------------------- breakers

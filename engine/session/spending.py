@@ -7,9 +7,10 @@ call is paid for, or turned into the budget's or breaker's action, exactly once 
 every worker of the ledger. In order:
 
 1. an item's first call is counted by the ``calls`` budgets that apply (it was made
-   already: counted, never refused);
-2. a decision that asks for another call is checked against every budget that applies
-   (one spent: the budget's action instead);
+   already: counted, never refused), and what the recorded call used by the budgets of
+   tokens and cost;
+2. a decision that asks for another call (a transport retry too) is checked against every
+   budget that applies (one spent: the budget's action instead);
 3. the outcome of the repair that produced this output, when the run's previous attempt
    asked for one after a failure, goes to the breakers watching it (which may open or
    close them);
@@ -36,6 +37,7 @@ from engine.policy.budgets.runtime import (
     after_outcome,
     taken_instead,
 )
+from engine.policy.calls.runtime import TRANSPORT_RULE
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -67,7 +69,7 @@ class Refusal:
     budget and what it had spent."""
 
     budget: CompiledBudget
-    spent: int
+    spent: float
 
     @property
     def reason(self) -> str:
@@ -77,9 +79,10 @@ class Refusal:
 @dataclass(frozen=True)
 class Recording:
     """The attempt being recorded: where (session, block, item and its run), its number,
-    its verdict, and the earlier attempts of its run (oldest first, as stored).
-    ``admitted``: its call was paid for before it was made (``admit_first_call``);
-    ``refused``: it was never made."""
+    its verdict, and the earlier attempts of its run (oldest first, as stored, transport
+    retries included). ``admitted``: its call was paid for before it was made
+    (``admit_first_call``); ``refused``: it was never made. ``tokens_in``, ``tokens_out``
+    and ``cost``: what its call used, as recorded (None: unknown)."""
 
     session: str
     block: str
@@ -90,31 +93,46 @@ class Recording:
     earlier: Sequence[dict[str, Any]]
     admitted: bool = False
     refused: Refusal | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+
+
+def refusing_first_calls(pack: Pack) -> bool:
+    """Whether a budget may refuse a first call before it is made (``admit_first_call``)."""
+    return any(b.budget.counts != "repairs" and b.budget.per != "item" for b in budgets_of(pack))
 
 
 def admit_first_call(tx: Tx, pack: Pack, session: str, block: str) -> Refusal | None:
     """Pay for the first call of a run the engine itself is about to make (`rules run`,
     ``engine.run``) from every ``calls`` budget per session or fleet that applies, or the
-    first such budget that cannot pay (nothing paid then). A budget per item run counts
-    the call when it is recorded (the run's number is taken then)."""
+    first such budget that cannot pay (nothing paid then); a budget of tokens or cost
+    that is spent refuses it too. A budget per item run counts the call when it is
+    recorded (the run's number is taken then)."""
     moment = now_ms()
     paying: list[tuple[Scope, int | None]] = []
     for budget in budgets_of(pack):
         spec = budget.budget
-        if spec.counts != "calls" or spec.per == "item" or not budget.applies(block):
+        if spec.counts == "repairs" or spec.per == "item" or not budget.applies(block):
             continue
         scope = Scope(pack.name, budget.name, budget.scope(session, block, "", 0))
-        used = rows.spent(tx, scope, _since(budget, moment))
+        used = rows.spent(tx, scope, _since(budget, moment), budget.usage)
         if used >= spec.limit:
             return Refusal(budget, used)
-        paying.append((scope, _since(budget, moment)))
+        if not budget.usage:
+            paying.append((scope, _since(budget, moment)))
     for scope, since in paying:
         rows.pay(tx, scope, moment, (session, block, ""), since)
     return None
 
 
-def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
-    """``decision``, or what a budget or breaker takes instead of the call it asks for."""
+def govern(
+    tx: Tx, pack: Pack, at: Recording, decision: Decision, transport: bool = False
+) -> Decision:
+    """``decision``, or what a budget or breaker takes instead of the call it asks for.
+    ``transport``: the decision resends the same prompt after a failed call (a transport
+    retry): the ``calls`` budgets pay for it and those of tokens and cost may refuse it,
+    but it spends no repair, and no breaker judges it or the failed call."""
     budgets, breakers = budgets_of(pack), breakers_of(pack)
     if not budgets and not breakers:
         return decision
@@ -135,20 +153,28 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
     # pack's order, then breakers in the pack's order), so two never wait on each other.
     paying: list[tuple[Scope, int | None]] = []
     refused: Decision | None = None
+    # the run's first call (a transport retry of it was paid for when it was asked)
+    opening = at.number == 1 and not at.earlier
     for budget in budgets:
         if not budget.applies(at.block):
             continue
-        first = at.number == 1 and budget.budget.counts == "calls"
-        if first and at.admitted and budget.budget.per != "item":
-            first = False  # paid for before it was made
-        asking = not decision.final and refused is None
-        if not first and not asking:
+        counts = budget.budget.counts
+        if budget.usage:
+            made = budget.amount(at.tokens_in, at.tokens_out, at.cost)
+        else:
+            first = opening and counts == "calls"
+            if first and at.admitted and budget.budget.per != "item":
+                first = False  # paid for before it was made
+            made = 1 if first else 0
+        asking = not decision.final and refused is None and not (transport and counts == "repairs")
+        if not made and not asking:
             continue
         scope = _scope(pack, budget, at)
-        used = rows.spent(tx, scope, _since(budget, moment))
-        if first:  # made already: counted, never refused
-            rows.pay(tx, scope, moment, where, _since(budget, moment))
-            used += 1
+        since = _since(budget, moment)
+        used = rows.spent(tx, scope, since, budget.usage)
+        if made:  # made already: counted, never refused
+            rows.pay(tx, scope, moment, where, since, made if budget.usage else None)
+            used += made
         if not asking:
             continue
         if used >= budget.budget.limit:
@@ -160,9 +186,17 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
                 actions,
                 trigger.after_failure,
             )
-        else:
-            paying.append((scope, _since(budget, moment)))
-    previous = at.earlier[-1] if at.earlier else None
+        elif not budget.usage:  # a call budget pays before the call is made
+            paying.append((scope, since))
+    if transport:
+        if refused is not None:
+            return refused
+        for scope, since in paying:
+            rows.pay(tx, scope, moment, where, since)
+        return decision
+    # the breakers judge repairs by their outputs: a transport retry's row is neither
+    judged = [row for row in at.earlier if row["rule"] != TRANSPORT_RULE]
+    previous = judged[-1] if judged else None
     repaired = previous is not None and not previous["final"] and previous["status"] == "fail"
     asks = refused is None and not decision.final and at.verdict.status == "fail"
     watching = [
