@@ -52,9 +52,9 @@ from engine.session.session_ref import SessionRef, item_name_problem
 from engine.session.spending import (
     Recording,
     Refusal,
-    admit_first_call,
+    admission,
+    first_call_budgets,
     govern,
-    refusing_first_calls,
 )
 from engine.session.stream import StreamEnd
 from engine.session.tracing import traced_evaluation
@@ -400,10 +400,10 @@ class Session:
     def admit_call(self, block: str) -> Refusal | None:
         """Pay for a first call the engine is about to make from the budgets that count
         calls across items, or the budget that refuses it (``engine.session.spending``)."""
-        if not refusing_first_calls(self.pack):
+        if not first_call_budgets(self.pack, block):
             return None
-        session = self.ledger.session
-        return self.ledger.write(lambda tx: admit_first_call(tx, self.pack, session, block))
+        work, single = admission(self.pack, self.ledger.session, block)
+        return self.ledger.write(work, single=single)
 
     def _round_outcome(
         self, choices: ChoiceBook, block: str, round_number: int, decision: Decision, tx: Tx
