@@ -69,11 +69,17 @@ def reading_spent(dialect: str, scope: Scope, since: int | None, usage: bool) ->
     if since is not None:
         # a statement of its own: on PostgreSQL its snapshot is taken once the row is held,
         # so it sees every call paid for by the transactions that held it before
+        # and how many calls left the window (``stale_in``: ``paying`` forgets them)
+        kept = (
+            "COALESCE(sum(amount) FILTER (WHERE at > ?), 0)"
+            if usage
+            else ("count(*) FILTER (WHERE at > ?)")
+        )
         found.append(
             (
-                f"SELECT {'COALESCE(sum(amount), 0)' if usage else 'count(*)'}"
-                " FROM budget_spend WHERE pack = ? AND budget = ? AND scope = ? AND at > ?",
-                (*key, since),
+                f"SELECT {kept}, count(*) FILTER (WHERE at <= ?) FROM budget_spend"
+                " WHERE pack = ? AND budget = ? AND scope = ?",
+                (since, since, *key),
             )
         )
     return found
@@ -84,6 +90,11 @@ def spent_in(rows: list[Row], usage: bool) -> float:
     if not rows or rows[0][0] is None:
         return 0
     return float(rows[0][0]) if usage else int(rows[0][0])
+
+
+def stale_in(rows: list[Row]) -> bool:
+    """Whether ``reading_spent`` found calls that left the window."""
+    return bool(rows and len(rows[0]) > 1 and rows[0][1])
 
 
 def spent(tx: Tx, scope: Scope, since: int | None, usage: bool = False) -> float:
@@ -141,23 +152,23 @@ def paying(
     where: tuple[str, str, str],
     since: int | None = None,
     amount: float | None = None,
+    stale: bool = True,
 ) -> list[Statement]:
     """The statements that record one call paid for by ``scope`` at ``at`` ms (its row
     taken by ``reading_spent``; ``where``: the session, block and item that spent it), or
     with ``amount`` the tokens or cost a recorded call added. A budget over a window (its
-    start ``since``) keeps each call with its time and forgets those that left it."""
+    start ``since``) keeps each call with its time (its counter is not used) and forgets
+    those that left it (on SQLite only when ``stale``: ``stale_in`` found some)."""
     key = (scope.pack, scope.budget, scope.scope)
-    added = (*key, at, *where, 1 if amount is None else amount)
+    if since is not None:
+        added = (*key, at, *where, 1 if amount is None else amount)
+        if dialect == "postgresql":  # one statement
+            return [(f"WITH gone AS ({_FORGET}) {_ADD}", (*key, since, *added))]
+        return [*([(_FORGET, (*key, since))] if stale else []), (_ADD, added)]
     if dialect == "sqlite":  # its row is created here (``reading_spent`` wrote nothing)
         counted = (1, 0) if amount is None else (0, amount)
-        found: list[Statement] = [(_UPSERT, (*key, *counted, now()))]
-        if since is not None:
-            found += [(_FORGET, (*key, since)), (_ADD, added)]
-        return found
-    bump, bumped = (_BUMP, key) if amount is None else (_ADDS, (amount, *key))
-    if since is None:
-        return [(bump, bumped)]
-    return [(f"WITH gone AS ({_FORGET}), bump AS ({bump}) {_ADD}", (*key, since, *bumped, *added))]
+        return [(_UPSERT, (*key, *counted, now()))]
+    return [(_BUMP, key) if amount is None else (_ADDS, (amount, *key))]
 
 
 def pay(
@@ -266,35 +277,49 @@ def adding_outcome(
     last: int,
 ) -> list[Statement]:
     """The statements that keep a repair's outcome (``where``: its session, block and
-    item) and read the outcomes of the breaker's last ``last`` repairs, this one included
-    (``outcomes_in``): those since the breaker last closed (its state's ``since``, read
-    here: run after ``taking_breaker``) and, with ``within``, at or after that ms."""
+    item) and read the breaker's state (``breaker_in``) and the outcomes of its last
+    ``last`` repairs, this one included (``outcomes_in``): those since it last closed (its
+    state's ``since``) and, with ``within``, at or after that ms. On PostgreSQL they run
+    after ``taking_breaker`` (which holds the row); on SQLite the transaction holds the
+    ledger, and they are the only statements that read the breaker."""
     added = (pack, breaker, at, int(success), *where)
     larger = "max" if dialect == "sqlite" else "GREATEST"
+    state = (
+        "SELECT state, opened_at, probe_at, since FROM breaker_states"
+        " WHERE pack = ? AND breaker = ?"
+    )
     recent = (
         "SELECT id, at, success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND"
         f" at >= {larger}(?, COALESCE((SELECT since FROM breaker_states"
         " WHERE pack = ? AND breaker = ?), 0))"
     )
     floor = (pack, breaker, within or 0, pack, breaker)
+    # every row: an outcome, newest first, with the state (none: never used, closed)
+    shown = "SELECT o.success, s.state, s.opened_at, s.probe_at, s.since FROM"
+    joined = f"LEFT JOIN ({state}) s ON 1 = 1 ORDER BY o.at DESC, o.id DESC LIMIT ?"
     if dialect == "postgresql":  # one statement
         return [
             (
-                f"WITH added AS ({_OUTCOME} RETURNING id, at, success) SELECT success FROM"
-                f" ({recent} UNION ALL SELECT id, at, success FROM added) o"
-                " ORDER BY at DESC, id DESC LIMIT ?",
-                (*added, *floor, last),
+                f"WITH added AS ({_OUTCOME} RETURNING id, at, success) {shown}"
+                f" ({recent} UNION ALL SELECT id, at, success FROM added) o {joined}",
+                (*added, *floor, pack, breaker, last),
             )
         ]
     return [
         (_OUTCOME, added),
-        (f"SELECT success FROM ({recent}) o ORDER BY at DESC, id DESC LIMIT ?", (*floor, last)),
+        (f"{shown} ({recent}) o {joined}", (*floor, pack, breaker, last)),
     ]
 
 
 def outcomes_in(rows: list[Row]) -> list[bool]:
     """The outcomes ``adding_outcome`` read, oldest first."""
     return [bool(r[0]) for r in reversed(rows)]
+
+
+def state_with_outcomes(rows: list[Row]) -> dict[str, Any]:
+    """The breaker's state ``adding_outcome`` read (closed when never used)."""
+    found = rows[0][1:] if rows and rows[0][1] is not None else _CLOSED
+    return dict(zip(_STATE, found, strict=True))
 
 
 def outcomes(tx: Tx, pack: str, breaker: str, since: int, last: int) -> list[bool]:

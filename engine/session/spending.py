@@ -154,7 +154,10 @@ def admit_first_call(tx: Tx, pack: Pack, session: str, block: str) -> Refusal | 
             return Refusal(budget, used)
         if not budget.usage:
             since = _since(budget, moment)
-            paying += rows.paying(tx.dialect, scope, moment, (session, block, ""), since)
+            stale = rows.stale_in(read)
+            paying += rows.paying(
+                tx.dialect, scope, moment, (session, block, ""), since, None, stale
+            )
     tx.batch(paying)
     return None
 
@@ -241,7 +244,10 @@ def govern(
     ]
     success = at.verdict.status != "fail"
     reads = [rows.reading_spent(dialect, scope, since, b.usage) for b, scope, since, *_ in counted]
-    taken = [rows.taking_breaker(dialect, pack.name, b.name) for b in watching]
+    # a breaker that judges a repair reads its state with the outcomes; on PostgreSQL its
+    # row is taken first all the same (every breaker's, in the pack's order)
+    locking = [b for b in watching if dialect == "postgresql" or b not in judging]
+    taken = [rows.taking_breaker(dialect, pack.name, b.name) for b in locking]
     kept = [
         rows.adding_outcome(
             dialect,
@@ -258,17 +264,21 @@ def govern(
     found = tx.batch([*(s for read in reads for s in read), *taken, *(s for k in kept for s in k)])
     spent = _last_of(found[: sum(len(r) for r in reads)], reads)
     offset = sum(len(r) for r in reads)
-    states = {b.name: _state(rows.breaker_in(found[offset + n])) for n, b in enumerate(watching)}
+    states = {b.name: _state(rows.breaker_in(found[offset + n])) for n, b in enumerate(locking)}
     recent = dict(zip((b.name for b in judging), _last_of(found, kept), strict=True))
+    for breaker in judging:
+        states[breaker.name] = _state(rows.state_with_outcomes(recent[breaker.name]))
     writes: list[Statement] = []
     paying: list[Statement] = []
     refused: Decision | None = None
     for (budget, scope, since, made, asking), read in zip(counted, spent, strict=True):
         used = rows.spent_in(read, budget.usage)
+        stale = rows.stale_in(read)
         if made:  # made already: counted, never refused
             amount = made if budget.usage else None
-            writes += rows.paying(dialect, scope, moment, where, since, amount)
+            writes += rows.paying(dialect, scope, moment, where, since, amount, stale)
             used += made
+            stale = False
         if not asking or refused is not None:
             continue
         if used >= budget.budget.limit:
@@ -281,7 +291,7 @@ def govern(
                 trigger.after_failure,
             )
         elif not budget.usage:  # a call budget pays before the call is made
-            paying += rows.paying(dialect, scope, moment, where, since)
+            paying += rows.paying(dialect, scope, moment, where, since, stale=stale)
     for breaker in judging:
         state = states[breaker.name]
         outcomes = rows.outcomes_in(recent[breaker.name])

@@ -266,8 +266,8 @@ def test_a_fleet_calls_budget_refuses_a_first_call_the_engine_would_make(
         "model not called: budget 'three-calls' spent: 3 of 3 calls per hour across the fleet"
     )
     with open_ledger(ledger_url) as ledger:
-        paid = ledger.read(lambda tx: tx.one("SELECT spent FROM budget_counters"))
-    assert paid == (3,)
+        paid = ledger.read(lambda tx: tx.one("SELECT count(*) FROM budget_spend"))
+    assert paid == (3,)  # a budget over a window keeps each call with its time
 
 
 class Replying:
@@ -402,3 +402,32 @@ breakers:
     assert after.calls == 2  # the breaker is closed: the repair went
     shown = run_cli("budgets", "--pack", str(pack), "--session", where["session"])
     assert "every-repair  closed  1               1" in shown.stdout
+
+
+def test_a_session_calls_budget_without_a_window_pays_first_calls_to_its_limit(
+    tmp_path: Path, ledger_url: str
+) -> None:
+    spending = """budgets:
+  session-calls:
+    counts: calls
+    limit: 3
+    per: session
+    action: {action: DEGRADE, default: {answer: LATER}}
+"""
+    pack = write_pack(tmp_path / "pack", spending)
+    where = {"session": "s", "ledger": ledger_url}
+    models = [Scripted(BAD, GOOD), Scripted(GOOD), Scripted(GOOD)]
+    results = [run(pack, f"item-{n}", model, where) for n, model in enumerate(models)]
+    # a first call and its repair, a first call, then no call: three calls in all
+    assert [m.calls for m in models] == [2, 1, 0]
+    assert [r.decision.action for r in results] == ["PROCEED", "PROCEED", "DEGRADE"]
+    assert results[2].verdict.error == (
+        "model not called: budget 'session-calls' spent: 3 of 3 calls per session"
+    )
+    other = run(pack, "item-0", Scripted(GOOD), {**where, "session": "t"})
+    assert other.decision.action == "PROCEED"
+    with open_ledger(ledger_url) as ledger:
+        paid = ledger.read(
+            lambda tx: tx.all("SELECT scope, spent FROM budget_counters ORDER BY scope")
+        )
+    assert [n for _, n in paid] == [3, 1]  # each session its own count
