@@ -97,17 +97,17 @@ class Tx:
             rows = self.cursor.fetchall() if self.cursor.description else []
             return [([tuple(row) for row in rows], int(self.cursor.rowcount))]
         connection = self.cursor.connection
-        cursors = []
+        # the last statement on this transaction's own cursor: ``columns`` describes it
+        cursors = [connection.cursor() for _ in statements[:-1]] + [self.cursor]
         with connection.pipeline():
-            for sql, params in statements:
-                cursor = connection.cursor()
+            for cursor, (sql, params) in zip(cursors, statements, strict=True):
                 cursor.execute(_sql(sql, self.dialect), params)
-                cursors.append(cursor)
         results = []
         for cursor in cursors:
             rows = cursor.fetchall() if cursor.description else []
             results.append(([tuple(row) for row in rows], int(cursor.rowcount)))
-            cursor.close()
+            if cursor is not self.cursor:
+                cursor.close()
         return results
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
