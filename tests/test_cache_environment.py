@@ -25,6 +25,11 @@ VERDICT = (
     "<<<END_VERDICT:AC1:NONCE=4F2C9A>>>\n"
 )
 NOBODY = 65534
+
+# Each test starts `rules` processes on a cold cache of a pack of its own (about 1 s each
+# on 2 cores): together a fifth of the default run. They run with the slow tests; the
+# cache's everyday behaviour is tested in the default run by test_pack_cache.py.
+pytestmark = pytest.mark.slow
 PARSE = ["--block", "VERDICT", "--nonce", "4F2C9A", "--var", "criterion=AC1"]
 
 

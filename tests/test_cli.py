@@ -7,6 +7,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, copy_fixture, run_cli, run_script, script
 from engine.format.schema import rulepack_schema_text
 from engine.pack.sections import rulepack_model
@@ -61,6 +63,7 @@ def test_help_has_examples() -> None:
     assert "Examples:" in run_cli("check", "--help").output
 
 
+@pytest.mark.slow
 def test_installed_scripts_run_as_subprocesses(tmp_path: Path) -> None:
     copy_fixture("many_findings", tmp_path)
     clean = run_script(script("rules-check"), "builtin:core", cwd=tmp_path)

@@ -43,6 +43,7 @@ def rules(*args: str, input: bytes | None = None, bound: float = 10) -> tuple[in
 # --------------------------------------------------------------------------- patterns
 
 
+@pytest.mark.slow
 def test_a_catastrophic_schema_pattern_runs_on_re2_and_fails_the_output(
     make_pack: PackMaker, tmp_path: Path
 ) -> None:
@@ -279,6 +280,7 @@ def _context(tmp_path: Path) -> Path:
     return context
 
 
+@pytest.mark.slow
 def test_sections_past_the_limit_fail_naming_it(tmp_path: Path) -> None:
     from engine.contracts.kinds.markdown.sections import MAX_SECTIONS
 

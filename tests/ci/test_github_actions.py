@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from conftest import REPO
@@ -108,6 +109,7 @@ def run_step(step: dict[str, Any], root: Path, base: str) -> subprocess.Complete
     )
 
 
+@pytest.mark.slow
 def test_the_workflow_passes_a_pull_request_that_changes_no_outcome(tmp_path: Path) -> None:
     steps = rules_steps()
     root, base = pull_request(
@@ -129,6 +131,7 @@ def test_the_workflow_passes_a_pull_request_that_changes_no_outcome(tmp_path: Pa
     assert "pass->fail" not in summary
 
 
+@pytest.mark.slow
 def test_the_workflow_fails_a_pull_request_that_flips_logged_outputs(tmp_path: Path) -> None:
     steps = rules_steps()
     root, base = pull_request(

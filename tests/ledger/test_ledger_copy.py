@@ -337,6 +337,7 @@ def test_the_command_has_examples_in_its_help() -> None:
     assert done.returncode == 0 and "Examples:" in done.stdout and "--replace" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_real_session_copied_to_postgresql_and_back_logs_and_exports_the_same(
     tmp_path: Path, postgres_server: PostgresServer
 ) -> None:

@@ -177,6 +177,13 @@ COMMANDS: dict[str, list[str]] = {
 }
 NAMED_IN_THE_ISSUE = ("log", "eval", "ledger copy --from", "ledger copy --to", "serve")
 
+# `rules serve` imports the server's libraries before it reaches the ledger (3 s a case on
+# 2 cores): its five cases run with the slow tests.
+NAMED_CASES = [
+    pytest.param(command, marks=pytest.mark.slow) if command == "serve" else command
+    for command in NAMED_IN_THE_ISSUE
+]
+
 
 def _conflict_inputs(folder: Path) -> dict[str, str]:
     """A gap-review output whose conflict block passes (from the conflicts tests)."""
@@ -230,7 +237,7 @@ def _check(command: str, failure: str, url: str, folder: Path, env: bool = False
 
 
 @pytest.mark.parametrize("failure", FAILURES)
-@pytest.mark.parametrize("command", NAMED_IN_THE_ISSUE)
+@pytest.mark.parametrize("command", NAMED_CASES)
 def test_the_commands_of_the_issue_never_show_the_password(
     command: str, failure: str, failing_url: Callable[[str], str], tmp_path: Path
 ) -> None:

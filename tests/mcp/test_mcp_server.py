@@ -101,6 +101,7 @@ def test_a_session_records_each_attempt_as_the_server_does(tmp_path: Path) -> No
     assert [(r["attempt"], r["action"]) for r in rows] == [(1, "REPAIR"), (2, "NEEDS_HUMAN")]
 
 
+@pytest.mark.slow
 def test_first_prompt_and_explain(tmp_path: Path) -> None:
     async def steps(client: Client) -> Any:
         prompt = await client.call_tool("first_prompt", ARGS)
@@ -114,6 +115,7 @@ def test_first_prompt_and_explain(tmp_path: Path) -> None:
     assert "PARSE_ERROR" in explained["blocks"][0]["repair_on"]
 
 
+@pytest.mark.slow
 def test_a_refused_call_says_which_argument_and_why(tmp_path: Path) -> None:
     async def steps(client: Client) -> Any:
         return [
@@ -135,6 +137,7 @@ def test_a_refused_call_says_which_argument_and_why(tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_a_pack_with_errors_stops_the_start(tmp_path: Path) -> None:
     done = run_script(script("rules"), "mcp", "--pack", str(tmp_path / "missing"), cwd=tmp_path)
     assert done.returncode == 2
