@@ -336,35 +336,6 @@ class Pack(Parsing):
             context=context,
             extra_attempts=extra_attempts,
         )
-        return self.decide_checked(
-            verdict,
-            output=output,
-            attempt=attempt,
-            previous_errors=previous_errors,
-            nonce=nonce,
-            model=model,
-            context=context,
-            measure=measure,
-            earlier=earlier,
-            extra_attempts=extra_attempts,
-        )
-
-    def decide_checked(
-        self,
-        verdict: Verdict,
-        *,
-        output: str | bytes,
-        attempt: int = 1,
-        previous_errors: Sequence[str] = (),
-        nonce: str | None = None,
-        model: str | None = None,
-        context: Mapping[str, Any] | None = None,
-        measure: Measure | None = None,
-        earlier: Sequence[tuple[int, int, int]] | None = None,
-        extra_attempts: int = 0,
-    ) -> Decision:
-        """``decide`` of arguments the engine made itself (an ``OutputInput`` the use case
-        prepared): the caller's types are not checked again on every output."""
         carry = {"nonce": nonce, "model": model}
         return decide(
             self.policy,

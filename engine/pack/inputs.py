@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.core.textio import decode_output
 from engine.pack.compiled import prepared_output
+from engine.policy.triggers.decide import decide
 
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
@@ -60,14 +62,15 @@ class OutputInput:
     ) -> Decision:
         """``pack``'s decision on ``verdict`` of the output as attempt ``attempt`` after
         ``previous_errors`` (``counts``: the rate-limit counts and extra attempts
-        ``Pack.decide`` takes)."""
-        return pack.decide_checked(
+        ``Pack.decide`` takes). The inputs were prepared by the engine (the use case
+        checked them once), so ``Pack.decide``'s checks of a caller's types are skipped."""
+        return decide(
+            pack.policy,
             verdict,
-            output=self.output or b"",
+            output=decode_output(self.output or b""),
             attempt=attempt,
             previous_errors=previous_errors,
-            nonce=self.nonce,
-            model=self.model,
+            carry={"nonce": self.nonce, "model": self.model},
             context=context,
             **counts,
         )
