@@ -36,6 +36,7 @@ import pytest
 from dask_cluster import dask_cluster
 from installed import Installed
 from pg_server import PASSWORD, PostgresServer
+from rounds_world import HELP, build_rounds_state
 
 from conftest import REPO
 from engine.cli.main import cli
@@ -77,16 +78,24 @@ EXPECTED = {
 }
 """A text each service example's output must hold (the plain tests check the exit status)."""
 
-NOT_RUN_COMMANDS = {
-    "choose": "not run yet: the examples answer the pending menu of block `author` at round "
-    "3 of session runs/1, and the folder has no pack with a block `author`, rounds and menus, "
-    "nor such a session (the command runs on gap-review in tests/policy/test_choices.py)",
-    "conflicts": "not run yet: the examples need `my-pack` to declare `conflicts:` and session "
-    "runs/1 to hold conflicts ID-3 and ID-7; the folder's my-pack (rules init) declares none "
-    "(the commands run on gap-review in tests/policy/test_conflicts*.py)",
+ROUNDS_COMMANDS = ("choose", "conflicts")
+"""Commands whose examples answer a pending menu or work on a session's conflicts: they
+run in a folder where `my-pack` is a pack with rounds, menus and conflicts (blocks `author`
+and `critic`) and session `runs/1` holds pending menus of rounds 3 and 4 (rounds_world)."""
+
+RESULTS = {
+    "rules choose --session runs/1 author@3 1": (0, "  author: SKIP"),
+    "rules choose --session runs/1 --context ctx.yaml author@4 3": (0, "RETRY ATTEMPT 4 of 4"),
+    "rules choose --session runs/1 --resume": (0, "runs/1: resumed"),
+    "rules conflicts detect": (0, "flag ID-7 (HIGH): not addressed"),
+    "rules conflicts convert --session runs/1 ID-7": (0, "### Conflict: ID-7"),
+    "rules conflicts propose --session runs/1 ID-3": (0, "**Synthesized Option (Option C):**"),
+    "rules conflicts resolve --session runs/1 ID-3": (0, "ID-3: resolved with option C"),
+    "rules conflicts list --session runs/1 --open": (0, "ID-7"),
+    "rules conflicts termination --session runs/1 COMPLETE": (1, "COMPLETE: blocked"),
 }
-"""Commands whose examples need a pack and session the folder does not have: their tests
-are skipped, with this reason."""
+"""The exit status and a text of the output of those examples, as their help says: a
+choice is recorded (0); ID-7 was converted and not resolved, so it blocks COMPLETE (1)."""
 
 
 def commands() -> dict[str, click.Command]:
@@ -242,6 +251,8 @@ def copy_world(name: str, world: tuple[Path, dict[str, str]], folder: Path) -> d
     env = {**world[1], "PATH": world[1]["PATH"].replace(str(world[0]), str(folder))}
     if name == "init":
         shutil.rmtree(folder / "my-pack")
+    if name.split()[0] in ROUNDS_COMMANDS:
+        build_rounds_state(folder, env, HELP)
     return env
 
 
@@ -249,7 +260,8 @@ def run_lines(lines: list[str], folder: Path, env: dict[str, str]) -> list[tuple
     """Run ``lines`` in order in one shell in ``folder``: (status, output) each."""
     script: list[str] = []
     for line in lines:
-        script += [f"echo '{MARK}'", "{", line, "} 2>&1", "echo $?"]
+        # The status on a line of its own, after an output without a final newline too.
+        script += [f"echo '{MARK}'", "{", line, "} 2>&1", "__s=$?", "echo", "echo $__s"]
     done = subprocess.run(
         ["bash", "-c", "\n".join(script)],
         cwd=folder,
@@ -264,7 +276,7 @@ def run_lines(lines: list[str], folder: Path, env: dict[str, str]) -> list[tuple
     results = []
     for output in outputs:
         text, _, status = output.rstrip("\n").rpartition("\n")
-        results.append((int(status), text))
+        results.append((int(status), text.removesuffix("\n")))
     return results
 
 
@@ -275,8 +287,6 @@ def run_examples(
     the world; (example, status, output) each."""
     env = copy_world(name, world, folder)
     lines = [x for x in examples(commands()[name]) if service_of(x) is None]
-    if name.split()[0] in NOT_RUN_COMMANDS:
-        pytest.skip(NOT_RUN_COMMANDS[name.split()[0]])
     return [(line, *done) for line, done in zip(lines, run_lines(lines, folder, env), strict=True)]
 
 
@@ -295,9 +305,26 @@ def test_every_help_example_runs_as_written(
     failed = []
     for line, status, output in run_examples(name, world, tmp_path / "fresh"):
         crashed = "Traceback (" in output or "internal error" in output
-        if status == 2 or crashed:
-            failed.append(f"$ {line}\n{output}\n(exit {status})")
+        expected = next((v for k, v in RESULTS.items() if line.startswith(k)), None)
+        if (
+            status == 2
+            or crashed
+            or (expected and (status, expected[1] in output) != (expected[0], True))
+        ):
+            failed.append(f"$ {line}\n{output}\n(exit {status}; expected {expected})")
     assert failed == [], "\n\n".join(failed)
+
+
+def test_every_rounds_example_has_its_result() -> None:
+    """Each example of the rounds commands has its status and output in RESULTS."""
+    lines = [
+        x
+        for name in COMMANDS
+        if name.split()[0] in ROUNDS_COMMANDS
+        for x in examples(commands()[name])
+    ]
+    assert len(lines) == len(RESULTS)
+    assert all(sum(x.startswith(k) for x in lines) == 1 for k in RESULTS), lines
 
 
 @pytest.mark.slow
