@@ -162,7 +162,7 @@ def build_world(folder: Path, engine_bin: Path | None = None) -> dict[str, str]:
     run them in: the user's packs (made by `rules init`; `new-pack`, `main-pack` and
     `sentinel-next`, a team's copies of the shipped sentinel pack), outputs, logs of
     outputs, and sessions that earlier runs left (`.rules-session/`, `runs/1`, `runs/42`,
-    a ledger file `a.db`).
+    a ledger file `a.db`); in `.rounds/`, the state of ROUNDS_COMMANDS' examples.
     ``engine_bin``: the folder whose `rules` runs (default: this checkout's venv; the
     wheel's venv for the examples as a wheel user runs them)."""
     bin_dir = folder / "bin"
@@ -208,6 +208,8 @@ def build_world(folder: Path, engine_bin: Path | None = None) -> dict[str, str]:
             ["rules", *args], cwd=folder, env=env, capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, (args, done.stdout + done.stderr)
+    (folder / ".rounds").mkdir()
+    build_rounds_state(folder / ".rounds", env, HELP)  # once: copy_world puts it in place
     return env
 
 
@@ -251,8 +253,10 @@ def copy_world(name: str, world: tuple[Path, dict[str, str]], folder: Path) -> d
     env = {**world[1], "PATH": world[1]["PATH"].replace(str(world[0]), str(folder))}
     if name == "init":
         shutil.rmtree(folder / "my-pack")
-    if name.split()[0] in ROUNDS_COMMANDS:
-        build_rounds_state(folder, env, HELP)
+    if name.split()[0] in ROUNDS_COMMANDS:  # the rounds state for my-pack and runs/1
+        shutil.rmtree(folder / "my-pack")
+        shutil.rmtree(folder / "runs" / "1")
+        shutil.copytree(folder / ".rounds", folder, dirs_exist_ok=True)
     return env
 
 
