@@ -29,7 +29,8 @@ from engine.core.errors import EngineError
 from engine.core.files import read_file_capped
 from engine.core.textio import read_capped, too_large_message
 from engine.pack.compiled import Pack
-from engine.policy.conflicts.runtime import FLAGGED, OPEN, CompiledConflicts
+from engine.policy.conflicts.runtime import CompiledConflicts
+from engine.policy.conflicts.statuses import FLAGGED, OPEN
 from engine.report import render
 from engine.session.conflicts import ConflictBook
 from engine.session.session_ref import SessionRef

@@ -104,11 +104,19 @@ def kind_names() -> list[str]:
     return [*_ENGINE_KINDS, *sorted(_kinds.registered)]
 
 
+_imported: dict[str, ContractKind] = {}
+"""The engine's own kinds imported so far: every evaluation asks for its kind, and asking
+the import system again costs more than the rest of a short output's reading."""
+
+
 def contract_kind(name: str) -> ContractKind:
     """The kind registered as ``name``."""
+    if name in _imported:
+        return _imported[name]
     if name in _ENGINE_KINDS:
         module = importlib.import_module(f"{_ENGINE_KINDS[name][0]}.kind")
         kind: ContractKind = module.KIND
+        _imported[name] = kind
         return kind
     if name not in _kinds.registered:
         _load_entry_points()

@@ -309,6 +309,13 @@ class SQLiteLedger(Ledger):
         self.db.close()
 
 
+def _flushed(work: Callable[[Tx], T], tx: Tx) -> T:
+    """``work(tx)``, then what it left for later (``Tx.later``) run before the commit."""
+    result = work(tx)
+    tx.flush()
+    return result
+
+
 def changed(where: object, problem: object) -> str:
     """The message of a ledger whose tables or rows were changed outside this engine."""
     return (
@@ -440,21 +447,21 @@ class PostgresLedger(Ledger):
         bounded = deadline.remaining() is not None
         if single and not retry and not bounded:  # autocommit makes it its transaction
             with self._connection(False, until) as conn, conn.cursor() as cursor:
-                return work(Tx(cursor, "postgresql", retry))
+                return _flushed(work, Tx(cursor, "postgresql", retry))
         with (
             self._connection(retry, until) as conn,
             conn.transaction(),
             conn.cursor() as cursor,
         ):
             if not bounded:
-                return work(Tx(cursor, "postgresql", retry))
+                return _flushed(work, Tx(cursor, "postgresql", retry))
             # a caller's deadline: no statement runs past it, and the transaction commits
             # before it or rolls back (an answered error records nothing)
             left = until - time.monotonic()
             if left <= 0:
                 raise self.timeout()
             cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(left * 1000))}")
-            result = work(Tx(cursor, "postgresql", retry))
+            result = _flushed(work, Tx(cursor, "postgresql", retry))
             if time.monotonic() >= until:
                 raise self.timeout()
             return result

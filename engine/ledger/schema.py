@@ -362,6 +362,12 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE attempts ADD COLUMN tokens_not_generated {big}",
         "ALTER TABLE attempts ADD COLUMN not_generated_estimated INTEGER",
     ],
+    # 11: budgets of tokens and cost (engine/ledger/spending.py): what a scope spent of
+    # them, and what each recorded call added (a call budget's rows add 1, as counted).
+    [
+        "ALTER TABLE budget_counters ADD COLUMN amount {real} NOT NULL DEFAULT 0",
+        "ALTER TABLE budget_spend ADD COLUMN amount {real} NOT NULL DEFAULT 1",
+    ],
 ]
 
 VERSION = len(MIGRATIONS)

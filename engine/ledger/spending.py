@@ -2,12 +2,19 @@
 every worker of a ledger.
 
 Exact across workers: before counting a budget, a transaction takes the budget's row of
-``budget_counters`` (``INSERT ... ON CONFLICT DO UPDATE``: on PostgreSQL the row stays
+``budget_counters`` (on PostgreSQL ``INSERT ... ON CONFLICT DO UPDATE``: the row stays
 locked until the transaction ends; on SQLite the whole ledger is, from ``BEGIN
-IMMEDIATE``), so two workers never both see the last call free. Then it counts (the
-counter itself, or the ``budget_spend`` rows of the window) and, when it pays for a call,
-adds its row. A transaction that fails gives its call back. A breaker's row is taken the
-same way before its state is read and changed.
+IMMEDIATE``, and the row is only read), so two workers never both see the last call
+free. Then it counts (the counter itself, or the ``budget_spend`` rows of the window)
+and, when it pays for a call, adds its row. A transaction that fails gives its call back.
+A breaker's row is taken the same way before its state is read and changed.
+
+The functions that build statements (``reading_spent``, ``paying``, ``taking_breaker``,
+``adding_outcome``, ``putting_breaker``) let the caller send several at once
+(``Tx.batch``: one round trip to a PostgreSQL server), in the order that takes the rows.
+
+A budget of tokens or cost adds what each recorded call used (``amount``) instead of
+counting calls.
 
 Times are milliseconds since 1970 (``{big}`` columns), given by the caller, whose clock
 (``engine.core.clock``) tests control.
@@ -20,6 +27,7 @@ from typing import Any
 
 from engine.ledger.attempts import now
 from engine.ledger.connection import Tx
+from engine.ledger.tx import Row, Statement
 
 
 @dataclass(frozen=True)
@@ -31,105 +39,224 @@ class Scope:
     scope: str
 
 
-def spent(tx: Tx, scope: Scope, since: int | None) -> int:
-    """The calls ``scope`` has paid for (since ``since`` ms when given), its row taken
-    first: it stays locked until ``tx`` ends, so the count cannot change under it."""
-    # ON CONFLICT DO UPDATE reads the row's latest committed version once it holds it
-    row = tx.one(
-        "INSERT INTO budget_counters (pack, budget, scope, spent, ts) VALUES (?, ?, ?, 0, ?)"
-        " ON CONFLICT (pack, budget, scope) DO UPDATE SET ts = excluded.ts RETURNING spent",
-        (scope.pack, scope.budget, scope.scope, now()),
-    )
+def reading_spent(dialect: str, scope: Scope, since: int | None, usage: bool) -> list[Statement]:
+    """The statements that take ``scope``'s row and read what it has spent (since
+    ``since`` ms when given): the calls it paid for, or with ``usage`` the tokens or cost
+    its recorded calls added. The last one's rows give it (``spent_in``). The row stays
+    locked until the transaction ends, so the count cannot change under it; on SQLite the
+    transaction holds the whole ledger from ``BEGIN IMMEDIATE``: nothing is written to
+    read it (``paying`` creates the row)."""
+    key = (scope.pack, scope.budget, scope.scope)
+    column = "amount" if usage else "spent"
+    found: list[Statement] = []
+    if dialect == "postgresql":
+        # ON CONFLICT DO UPDATE reads the row's latest committed version once it holds it
+        found.append(
+            (
+                "INSERT INTO budget_counters (pack, budget, scope, spent, ts)"
+                " VALUES (?, ?, ?, 0, ?) ON CONFLICT (pack, budget, scope)"
+                f" DO UPDATE SET ts = excluded.ts RETURNING {column}",
+                (*key, now()),
+            )
+        )
+    elif since is None:
+        found.append(
+            (
+                f"SELECT {column} FROM budget_counters WHERE pack = ? AND budget = ? AND scope = ?",
+                key,
+            )
+        )
     if since is not None:
         # a statement of its own: on PostgreSQL its snapshot is taken once the row is held,
         # so it sees every call paid for by the transactions that held it before
-        row = tx.one(
-            "SELECT count(*) FROM budget_spend WHERE pack = ? AND budget = ? AND scope = ?"
-            " AND at > ?",
-            (scope.pack, scope.budget, scope.scope, since),
+        # and how many calls left the window (``stale_in``: ``paying`` forgets them)
+        kept = (
+            "COALESCE(sum(amount) FILTER (WHERE at > ?), 0)"
+            if usage
+            else ("count(*) FILTER (WHERE at > ?)")
         )
-    return int(row[0]) if row else 0
+        found.append(
+            (
+                f"SELECT {kept}, count(*) FILTER (WHERE at <= ?) FROM budget_spend"
+                " WHERE pack = ? AND budget = ? AND scope = ?",
+                (since, since, *key),
+            )
+        )
+    return found
+
+
+def spent_in(rows: list[Row], usage: bool) -> float:
+    """What ``reading_spent``'s last statement read (its rows)."""
+    if not rows or rows[0][0] is None:
+        return 0
+    return float(rows[0][0]) if usage else int(rows[0][0])
+
+
+def stale_in(rows: list[Row]) -> bool:
+    """Whether ``reading_spent`` found calls that left the window."""
+    return bool(rows and len(rows[0]) > 1 and rows[0][1])
+
+
+def spent(tx: Tx, scope: Scope, since: int | None, usage: bool = False) -> float:
+    """``reading_spent`` run: what ``scope`` has spent, its row taken."""
+    return spent_in(tx.batch(reading_spent(tx.dialect, scope, since, usage))[-1], usage)
+
+
+def without_waiting_for_disk(dialect: str) -> list[Statement]:
+    """The statement that lets a transaction commit on PostgreSQL without waiting for its
+    WAL to reach the disk (as every commit of a SQLite ledger, ``synchronous = NORMAL``).
+    For the payment of a call before it is made: the attempt the call gives is recorded
+    by a transaction that waits, and its flush carries this one's (the WAL is written in
+    order); only a crash of the database server in between loses the payment, with the
+    attempt."""
+    if dialect == "postgresql":
+        return [("SET LOCAL synchronous_commit = off", ())]
+    return []
+
+
+def paying_if_left(dialect: str, scope: Scope, limit: int) -> Statement:
+    """One statement that pays for a call from a budget of calls without a window when it
+    has one left (``limit`` at least 1), and returns what it has then spent; no row when it
+    has none left. The row is taken as it is changed, so it is its own transaction. On
+    PostgreSQL it does not wait for the disk either (``without_waiting_for_disk``: set in
+    the statement, it holds for the transaction the statement is)."""
+    quick = ", set_config('synchronous_commit', 'off', true)" if dialect == "postgresql" else ""
+    return (
+        "INSERT INTO budget_counters (pack, budget, scope, spent, amount, ts)"
+        " VALUES (?, ?, ?, 1, 0, ?) ON CONFLICT (pack, budget, scope) DO UPDATE"
+        " SET spent = budget_counters.spent + 1, ts = excluded.ts"
+        f" WHERE budget_counters.spent < ? RETURNING spent{quick}",
+        (scope.pack, scope.budget, scope.scope, now(), limit),
+    )
 
 
 _BUMP = "UPDATE budget_counters SET spent = spent + 1 WHERE pack = ? AND budget = ? AND scope = ?"
+_ADDS = "UPDATE budget_counters SET amount = amount + ? WHERE pack = ? AND budget = ? AND scope = ?"
+_UPSERT = (
+    "INSERT INTO budget_counters (pack, budget, scope, spent, amount, ts)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (pack, budget, scope) DO UPDATE"
+    " SET spent = budget_counters.spent + excluded.spent,"
+    " amount = budget_counters.amount + excluded.amount"
+)
 _FORGET = "DELETE FROM budget_spend WHERE pack = ? AND budget = ? AND scope = ? AND at <= ?"
 _ADD = (
-    "INSERT INTO budget_spend (pack, budget, scope, at, session, block, item)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO budget_spend (pack, budget, scope, at, session, block, item, amount)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
-def pay(
-    tx: Tx, scope: Scope, at: int, where: tuple[str, str, str], since: int | None = None
-) -> None:
-    """Record one call paid for by ``scope`` at ``at`` ms (``spent`` took its row;
-    ``where``: the session, block and item that spent it). A budget over a window (its
-    start ``since``) keeps each call with its time and forgets those that left it."""
+def paying(
+    dialect: str,
+    scope: Scope,
+    at: int,
+    where: tuple[str, str, str],
+    since: int | None = None,
+    amount: float | None = None,
+    stale: bool = True,
+) -> list[Statement]:
+    """The statements that record one call paid for by ``scope`` at ``at`` ms (its row
+    taken by ``reading_spent``; ``where``: the session, block and item that spent it), or
+    with ``amount`` the tokens or cost a recorded call added. A budget over a window (its
+    start ``since``) keeps each call with its time (its counter is not used) and forgets
+    those that left it (on SQLite only when ``stale``: ``stale_in`` found some)."""
     key = (scope.pack, scope.budget, scope.scope)
-    if since is None:
-        tx.execute(_BUMP, key)
-    elif tx.dialect == "postgresql":  # one round trip to the server
-        tx.execute(
-            f"WITH gone AS ({_FORGET}), bump AS ({_BUMP}) {_ADD}",
-            (*key, since, *key, *key, at, *where),
-        )
-    else:
-        tx.execute(_FORGET, (*key, since))
-        tx.execute(_BUMP, key)
-        tx.execute(_ADD, (*key, at, *where))
+    if since is not None:
+        added = (*key, at, *where, 1 if amount is None else amount)
+        if dialect == "postgresql":  # one statement
+            return [(f"WITH gone AS ({_FORGET}) {_ADD}", (*key, since, *added))]
+        return [*([(_FORGET, (*key, since))] if stale else []), (_ADD, added)]
+    if dialect == "sqlite":  # its row is created here (``reading_spent`` wrote nothing)
+        counted = (1, 0) if amount is None else (0, amount)
+        return [(_UPSERT, (*key, *counted, now()))]
+    return [(_BUMP, key) if amount is None else (_ADDS, (amount, *key))]
+
+
+def pay(
+    tx: Tx,
+    scope: Scope,
+    at: int,
+    where: tuple[str, str, str],
+    since: int | None = None,
+    amount: float | None = None,
+) -> None:
+    """``paying`` run."""
+    tx.batch(paying(tx.dialect, scope, at, where, since, amount))
 
 
 def spend_report(
-    tx: Tx, pack: str, budget: str, scope_prefix: str, since: int | None
-) -> list[tuple[str, int]]:
+    tx: Tx, pack: str, budget: str, scope_prefix: str, since: int | None, usage: bool = False
+) -> list[tuple[str, float]]:
     """Each scope of a budget whose key starts with ``scope_prefix``, with what it spent
-    (since ``since`` ms when given), most spent first. Reads only."""
+    (since ``since`` ms when given; with ``usage`` the tokens or cost), most spent first.
+    Reads only."""
     like = scope_prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
     if since is None:
         rows = tx.all(
-            "SELECT scope, spent FROM budget_counters WHERE pack = ? AND budget = ?"
-            " AND scope LIKE ? ESCAPE '!'",
+            f"SELECT scope, {'amount' if usage else 'spent'} FROM budget_counters"
+            " WHERE pack = ? AND budget = ? AND scope LIKE ? ESCAPE '!'",
             (pack, budget, like),
         )
     else:
         rows = tx.all(
-            "SELECT scope, count(*) FROM budget_spend WHERE pack = ? AND budget = ?"
-            " AND scope LIKE ? ESCAPE '!' AND at > ? GROUP BY scope",
+            f"SELECT scope, {'sum(amount)' if usage else 'count(*)'} FROM budget_spend"
+            " WHERE pack = ? AND budget = ? AND scope LIKE ? ESCAPE '!' AND at > ?"
+            " GROUP BY scope",
             (pack, budget, like, since),
         )
-    return sorted(((str(s), int(n)) for s, n in rows), key=lambda r: (-r[1], r[0]))
+    found = ((str(s), float(n) if usage else int(n)) for s, n in rows)
+    return sorted(found, key=lambda r: (-r[1], r[0]))
 
 
 # ------------------------------------------------------------------------------- breakers
 
 _STATE = ("state", "opened_at", "probe_at", "since")
+_CLOSED = ("closed", None, None, 0)
 
 
-def breaker_state(tx: Tx, pack: str, breaker: str) -> dict[str, Any]:
-    """The breaker's state (closed when never used), its row taken until ``tx`` ends."""
-    row = tx.one(
+def taking_breaker(dialect: str, pack: str, breaker: str) -> Statement:
+    """The statement that takes the breaker's row until the transaction ends and reads
+    its state (``breaker_in``). On SQLite the transaction holds the whole ledger: it
+    reads without writing (``putting_breaker`` creates the row)."""
+    if dialect == "sqlite":
+        return (
+            "SELECT state, opened_at, probe_at, since FROM breaker_states"
+            " WHERE pack = ? AND breaker = ?",
+            (pack, breaker),
+        )
+    return (
         "INSERT INTO breaker_states (pack, breaker, state, opened_at, probe_at, since, ts)"
         " VALUES (?, ?, 'closed', NULL, NULL, 0, ?) ON CONFLICT (pack, breaker) DO UPDATE"
         " SET ts = breaker_states.ts RETURNING state, opened_at, probe_at, since",
         (pack, breaker, now()),
     )
-    assert row is not None
-    return dict(zip(_STATE, row, strict=True))
 
 
-def put_breaker_state(
-    tx: Tx,
+def breaker_in(rows: list[Row]) -> dict[str, Any]:
+    """The state ``taking_breaker`` read (closed when never used)."""
+    return dict(zip(_STATE, rows[0] if rows else _CLOSED, strict=True))
+
+
+def breaker_state(tx: Tx, pack: str, breaker: str) -> dict[str, Any]:
+    """``taking_breaker`` run: the breaker's state, its row taken."""
+    return breaker_in(tx.batch([taking_breaker(tx.dialect, pack, breaker)])[0])
+
+
+def putting_breaker(
     pack: str,
     breaker: str,
     state: str,
     opened_at: int | None,
     probe_at: int | None,
     since: int,
-) -> None:
-    tx.execute(
-        "UPDATE breaker_states SET state = ?, opened_at = ?, probe_at = ?, since = ?, ts = ?"
-        " WHERE pack = ? AND breaker = ?",
-        (state, opened_at, probe_at, since, now(), pack, breaker),
+) -> Statement:
+    """The statement that keeps a breaker's new state (its row taken by
+    ``taking_breaker``)."""
+    return (
+        "INSERT INTO breaker_states (pack, breaker, state, opened_at, probe_at, since, ts)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (pack, breaker) DO UPDATE"
+        " SET state = excluded.state, opened_at = excluded.opened_at,"
+        " probe_at = excluded.probe_at, since = excluded.since, ts = excluded.ts",
+        (pack, breaker, state, opened_at, probe_at, since, now()),
     )
 
 
@@ -139,37 +266,60 @@ _OUTCOME = (
 )
 
 
-def add_outcome(
-    tx: Tx,
+def adding_outcome(
+    dialect: str,
     pack: str,
     breaker: str,
     at: int,
     success: bool,
     where: tuple[str, str, str],
-    since: int,
+    within: int | None,
     last: int,
-) -> list[bool]:
-    """Keep a repair's outcome (``where``: its session, block and item); the outcomes of
-    the breaker's last ``last`` repairs at or after ``since`` ms, this one included,
-    oldest first (``breaker_state`` took its row)."""
+) -> list[Statement]:
+    """The statements that keep a repair's outcome (``where``: its session, block and
+    item) and read the breaker's state (``breaker_in``) and the outcomes of its last
+    ``last`` repairs, this one included (``outcomes_in``): those since it last closed (its
+    state's ``since``) and, with ``within``, at or after that ms. On PostgreSQL they run
+    after ``taking_breaker`` (which holds the row); on SQLite the transaction holds the
+    ledger, and they are the only statements that read the breaker."""
     added = (pack, breaker, at, int(success), *where)
-    recent = (
-        "SELECT id, at, success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND at >= ?"
+    larger = "max" if dialect == "sqlite" else "GREATEST"
+    state = (
+        "SELECT state, opened_at, probe_at, since FROM breaker_states"
+        " WHERE pack = ? AND breaker = ?"
     )
-    if tx.dialect == "postgresql":  # one round trip to the server
-        rows = tx.all(
-            f"WITH added AS ({_OUTCOME} RETURNING id, at, success) SELECT success FROM"
-            f" ({recent} UNION ALL SELECT id, at, success FROM added) o"
-            " ORDER BY at DESC, id DESC LIMIT ?",
-            (*added, pack, breaker, since, last),
-        )
-    else:
-        tx.execute(_OUTCOME, added)
-        rows = tx.all(
-            f"SELECT success FROM ({recent}) o ORDER BY at DESC, id DESC LIMIT ?",
-            (pack, breaker, since, last),
-        )
+    recent = (
+        "SELECT id, at, success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND"
+        f" at >= {larger}(?, COALESCE((SELECT since FROM breaker_states"
+        " WHERE pack = ? AND breaker = ?), 0))"
+    )
+    floor = (pack, breaker, within or 0, pack, breaker)
+    # every row: an outcome, newest first, with the state (none: never used, closed)
+    shown = "SELECT o.success, s.state, s.opened_at, s.probe_at, s.since FROM"
+    joined = f"LEFT JOIN ({state}) s ON 1 = 1 ORDER BY o.at DESC, o.id DESC LIMIT ?"
+    if dialect == "postgresql":  # one statement
+        return [
+            (
+                f"WITH added AS ({_OUTCOME} RETURNING id, at, success) {shown}"
+                f" ({recent} UNION ALL SELECT id, at, success FROM added) o {joined}",
+                (*added, *floor, pack, breaker, last),
+            )
+        ]
+    return [
+        (_OUTCOME, added),
+        (f"{shown} ({recent}) o {joined}", (*floor, pack, breaker, last)),
+    ]
+
+
+def outcomes_in(rows: list[Row]) -> list[bool]:
+    """The outcomes ``adding_outcome`` read, oldest first."""
     return [bool(r[0]) for r in reversed(rows)]
+
+
+def state_with_outcomes(rows: list[Row]) -> dict[str, Any]:
+    """The breaker's state ``adding_outcome`` read (closed when never used)."""
+    found = rows[0][1:] if rows and rows[0][1] is not None else _CLOSED
+    return dict(zip(_STATE, found, strict=True))
 
 
 def outcomes(tx: Tx, pack: str, breaker: str, since: int, last: int) -> list[bool]:

@@ -122,8 +122,10 @@ class SessionLedger:
     def read(self, work: Callable[[Tx], T]) -> T:
         return self.ledger.read(work)
 
-    def write(self, work: Callable[[Tx], T]) -> T:
-        return self.ledger.write(work)
+    def write(self, work: Callable[[Tx], T], single: bool = False) -> T:
+        """``work`` in a write transaction (``single``: one statement, see
+        ``Ledger.write``)."""
+        return self.ledger.write(work, single=single)
 
     def close(self) -> None:
         if self.owned:

@@ -29,7 +29,7 @@ from engine.pack.arguments import check
 from engine.pack.parsing import Parsing
 from engine.pack.revision import pack_revision
 from engine.pack.sections import BUILTIN, section
-from engine.policy.gates.runtime import GateError, GateInput
+from engine.policy.gates.inputs import GateError, GateInput
 from engine.policy.triggers.decide import decide
 from engine.policy.triggers.section import TRIGGERS
 
@@ -256,13 +256,21 @@ class Pack(Parsing):
         )
 
     def evaluate_prepared(
-        self, block: str, output: EvaluationInput, context: Mapping[str, Any] | None = None
+        self,
+        block: str,
+        output: EvaluationInput,
+        context: Mapping[str, Any] | None = None,
+        *,
+        checked: bool = False,
     ) -> Verdict:
         """``evaluate`` of an output prepared once (``prepared_output``) for several packs;
-        ``context`` is checked against this pack's keys."""
+        ``context`` is checked against this pack's keys unless ``checked`` says it already
+        was (``split_inputs`` built it: checking it again costs as much as reading a short
+        output)."""
         compiled = self.contract(block)
-        checked = build_context(self.model.context, context)
-        return compiled.evaluate(output._replace(context=checked) if checked else output)
+        if not checked:
+            context = build_context(self.model.context, context)
+        return compiled.evaluate(output._replace(context=context) if context else output)
 
     def gate(
         self,
@@ -328,8 +336,36 @@ class Pack(Parsing):
             context=context,
             extra_attempts=extra_attempts,
         )
-        carry = {"nonce": nonce, "model": model}
+        return self.decide_checked(
+            verdict,
+            output=output,
+            attempt=attempt,
+            previous_errors=previous_errors,
+            nonce=nonce,
+            model=model,
+            context=context,
+            measure=measure,
+            earlier=earlier,
+            extra_attempts=extra_attempts,
+        )
 
+    def decide_checked(
+        self,
+        verdict: Verdict,
+        *,
+        output: str | bytes,
+        attempt: int = 1,
+        previous_errors: Sequence[str] = (),
+        nonce: str | None = None,
+        model: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        measure: Measure | None = None,
+        earlier: Sequence[tuple[int, int, int]] | None = None,
+        extra_attempts: int = 0,
+    ) -> Decision:
+        """``decide`` of arguments the engine made itself (an ``OutputInput`` the use case
+        prepared): the caller's types are not checked again on every output."""
+        carry = {"nonce": nonce, "model": model}
         return decide(
             self.policy,
             verdict,

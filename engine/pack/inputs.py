@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.pack.compiled import prepared_output
+
 if TYPE_CHECKING:
     from engine.core.verdict import Verdict
     from engine.pack.compiled import Pack
@@ -41,15 +43,10 @@ class OutputInput:
         when there is one."""
         if self.error is not None:
             return pack.verdict_for_error(self.block, self.error, self.failure_type)
-        return pack.evaluate(
-            self.block,
-            self.output,
-            nonce=self.nonce,
-            vars=self.vars,
-            context=context,
-            path=self.path,
-            shared=self.shared,
+        prepared = prepared_output(
+            self.output, self.nonce, self.vars, path=self.path, shared=self.shared
         )
+        return pack.evaluate_prepared(self.block, prepared, context, checked=True)
 
     def decide(
         self,
@@ -64,7 +61,7 @@ class OutputInput:
         """``pack``'s decision on ``verdict`` of the output as attempt ``attempt`` after
         ``previous_errors`` (``counts``: the rate-limit counts and extra attempts
         ``Pack.decide`` takes)."""
-        return pack.decide(
+        return pack.decide_checked(
             verdict,
             output=self.output or b"",
             attempt=attempt,

@@ -6,9 +6,13 @@ policy that can loop without a bound or that wants more calls than a budget of i
 The figures, per block:
 
 - **calls**: the first call, then a repair or retry for each attempt the trigger allows
-  (``max_attempts`` when it repairs anything), each times ``1 + transport retries`` (none
-  are declared yet: a pack's transport retries add to this figure when the format has
-  them). Attempts a person grants with ``rules choose`` are theirs to grant: not counted.
+  (``max_attempts`` when it repairs anything), each times ``1 + transport retries`` (the
+  ``max_retries`` of ``model_calls.retry``: each prompt may be resent that often). Attempts
+  a person grants with ``rules choose`` are theirs to grant: not counted.
+- **tokens, cost**: what the repairs' prompts alone take (repairs times the largest
+  prompt's tokens; at the cheapest input price of ``model_calls.pricing``): a floor, as the
+  first prompt and the outputs are the caller's and the model's. A budget per item run of
+  tokens or cost under that floor is exceeded by construction.
 - **prompt**: the largest repair, retry or escalation prompt the block's decisions render:
   the template's text, the contract text, the output as truncated (``truncate``; with
   ``strategy: none`` the largest output read, ``limits.max_output_bytes``), the example
@@ -30,7 +34,7 @@ from engine.format.findings import Finding, FindingRule
 from engine.format.locate import find_pack_files
 from engine.pack.loaded import load_pack
 from engine.pack.result import CheckResult
-from engine.policy.budgets.runtime import seconds
+from engine.policy.budgets.runtime import seconds, shown
 from engine.policy.triggers.model import Trigger
 from engine.sandbox.environment import undeclared_names
 
@@ -54,8 +58,9 @@ UNBOUNDED_LOOP = FindingRule(
 
 OVER_BUDGET = FindingRule(
     "worst-case-over-budget",
-    "The policy of a block can want more calls than a budget of it allows.",
-    "Lower the trigger's max_attempts, or raise the budget's limit.",
+    "The policy of a block can want more calls, tokens or cost than a budget of it allows.",
+    "Lower the trigger's max_attempts (or the transport retry's max_retries), or raise the "
+    "budget's limit.",
 )
 
 FIRST_CALLS_UNCOUNTED = FindingRule(
@@ -67,8 +72,20 @@ FIRST_CALLS_UNCOUNTED = FindingRule(
     level="warning",
 )
 
-TRANSPORT_RETRIES = 0
-"""Transport retries per call: none are declared in the format yet."""
+
+def transport_retries(model: Rulepack) -> int:
+    """How often one prompt may be resent at the transport (``model_calls.retry``)."""
+    calls = model.model_calls
+    return 0 if calls is None or calls.retry is None else calls.retry.max_retries
+
+
+def _cheapest_input(model: Rulepack) -> float | None:
+    """The least price of one token in of the pack's priced models; None without any."""
+    calls = model.model_calls
+    if calls is None or not calls.pricing:
+        return None
+    cheapest: float = min(price.input / price.per for price in calls.pricing.values())
+    return cheapest
 
 
 @dataclass(frozen=True)
@@ -159,24 +176,38 @@ def _block(pack: Pack, block: str, trigger: Trigger) -> tuple[BlockProof, list[F
             )
         )
     repairs = trigger.max_attempts if trigger.on else 0
-    calls = (1 + repairs) * (1 + TRANSPORT_RETRIES)
+    resent = transport_retries(model)
+    calls = (1 + repairs) * (1 + resent)
     parts = _prompt_parts(pack, block, trigger)
     chars = sum(parts.values())
     per_token = model.examples.budgets.chars_per_token
+    tokens = -(-chars // per_token)
+    floor: dict[str, float | None] = {
+        "calls": calls,
+        "repairs": repairs,  # a transport retry spends no repair
+        "tokens": repairs * tokens,
+    }
+    cheapest = _cheapest_input(model)
+    floor["cost"] = None if cheapest is None else repairs * tokens * cheapest
     for name, budget in model.budgets.items():
         if budget.blocks and block not in budget.blocks:
             continue
         path = ("budgets", name, "limit")
         if budget.per == "item":
-            wanted = calls if budget.counts == "calls" else calls - 1 - TRANSPORT_RETRIES
-            if wanted > budget.limit:
+            wanted = floor[budget.counts]
+            if wanted is not None and wanted > budget.limit:
+                amount = shown(wanted)
+                worst = {
+                    "tokens": f"at least {amount} tokens",
+                    "cost": f"a cost of at least {amount}",
+                }.get(budget.counts, f"{amount} {budget.counts}")
                 findings.append(
                     _at(
                         pack,
                         OVER_BUDGET,
-                        f"block {block}: the worst case is {wanted} {budget.counts} per "
-                        f"item run, over budget {name!r} ({budget.limit} per item run): "
-                        f"the budget, not the trigger, ends such items",
+                        f"block {block}: the worst case is {worst} per item run, over "
+                        f"budget {name!r} ({shown(budget.limit)} per item run): the budget, "
+                        "not the trigger, ends such items",
                         path,
                     )
                 )
@@ -197,9 +228,9 @@ def _block(pack: Pack, block: str, trigger: Trigger) -> tuple[BlockProof, list[F
         block,
         calls=calls,
         repairs=repairs,
-        transport_retries=TRANSPORT_RETRIES,
+        transport_retries=resent,
         prompt_chars=chars,
-        prompt_tokens=-(-chars // per_token),
+        prompt_tokens=tokens,
         prompt_parts=parts,
         endings=endings,
     )

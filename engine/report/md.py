@@ -84,7 +84,8 @@ def explain(explained: Explained) -> str:
     budgets = [
         [
             b["name"],
-            f"{b['limit']} {b['counts']}" + (f" per {b['window']}" if b["window"] else ""),
+            (f"a cost of {b['limit']}" if b["counts"] == "cost" else f"{b['limit']} {b['counts']}")
+            + (f" per {b['window']}" if b["window"] else ""),
             b["per"],
             ", ".join(b["blocks"]) or "every block",
             b["action"]["action"],

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.pack.result import CheckResult
-from engine.policy.conflicts.runtime import FLAGGED, OPEN
+from engine.policy.conflicts.statuses import FLAGGED, OPEN
 from engine.report import md
 from engine.report.cases import PackTestRuns, describe
 from engine.report.table import deciding_rules, pairs, text_columns

@@ -28,6 +28,7 @@ from engine.server.problems import (
 from engine.server.responses import Document
 from engine.server.security import require_admin
 from engine.server.sessions import ready_problem
+from engine.session.budgets import breaker_gauges
 from engine.session.review_server import served_figures
 
 router = APIRouter(tags=["operations"])
@@ -63,14 +64,19 @@ async def readyz(request: Request) -> Document:
 async def prometheus_metrics(request: Request) -> Response:
     body, content_type = metrics.exposition()
     settings = request.app.state.settings
+    packs = request.app.state.live.current.packs.values()
     try:
         figures = await within_time(
             settings.timeout, served_figures, settings.ledger, settings.sessions_dir
         )
+        breakers = await within_time(
+            settings.timeout, breaker_gauges, packs, settings.ledger, settings.sessions_dir
+        )
     except (LedgerError, Problem):  # the ledger unavailable: the other metrics still answer
         metrics.LEDGER_ERRORS.inc()
         return Response(body, media_type=content_type)
-    return Response(body + metrics.review_exposition(figures), media_type=content_type)
+    body += metrics.review_exposition(figures) + metrics.breaker_exposition(breakers)
+    return Response(body, media_type=content_type)
 
 
 def reload_packs(live: LivePacks) -> dict[str, object]:

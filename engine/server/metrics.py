@@ -1,7 +1,8 @@
 """Prometheus metrics: decisions by pack, block and action; failures by type; model tokens
 and cost by kind of attempt (first, repair, retry, transport_retry: repairs and transport
 retries apart); request latency; ledger errors; the review queue (depth and age by pack
-and block, resolutions, time to resolve, share of edits), read from the ledger when scraped.
+and block, resolutions, time to resolve, share of edits) and the circuit breakers' states,
+read from the ledger when scraped.
 
 With ``--workers N`` the command sets ``PROMETHEUS_MULTIPROC_DIR`` before the workers
 start, and ``/metrics`` sums every worker's values (prometheus-client's multiprocess mode).
@@ -121,6 +122,33 @@ def review_exposition(figures: dict[str, Any]) -> bytes:
     """The review queue's gauges in Prometheus text format."""
     registry = CollectorRegistry()
     registry.register(ReviewQueue(figures))
+    return generate_latest(registry)
+
+
+class Breakers:
+    """The circuit breakers' states as gauges, read from the ledger when scraped: how many
+    of the server's ledgers hold each breaker in each state (with a shared ledger: 1 for
+    the state it is in)."""
+
+    def __init__(self, gauges: dict[tuple[str, str, str], int]) -> None:
+        self.gauges = gauges
+
+    def collect(self) -> Iterator[Metric]:
+        state = GaugeMetricFamily(
+            "rules_breaker_state",
+            "Circuit breakers by pack, breaker and state (closed, open, half_open): the "
+            "ledgers holding the breaker in that state",
+            labels=["pack", "breaker", "state"],
+        )
+        for (pack, breaker, name), count in sorted(self.gauges.items()):
+            state.add_metric([pack, breaker, name], count)
+        yield state
+
+
+def breaker_exposition(gauges: dict[tuple[str, str, str], int]) -> bytes:
+    """The breakers' gauges in Prometheus text format."""
+    registry = CollectorRegistry()
+    registry.register(Breakers(gauges))
     return generate_latest(registry)
 
 

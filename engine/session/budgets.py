@@ -8,21 +8,25 @@ spent and how many reached the limit. A session without a ledger yet has spent n
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from engine.core import clock
 from engine.ledger import spending as rows
-from engine.ledger.store import SessionLedger
+from engine.ledger.store import LEDGER_FILE, Place, SessionLedger
 from engine.ledger.tx import Tx
+from engine.ledger.url import parse_url
 from engine.pack.compiled import Pack
 from engine.policy.budgets.runtime import (
     CLOSED,
+    HALF_OPEN,
     OPEN,
     CompiledBreaker,
     CompiledBudget,
 )
+from engine.session.review_server import session_folders, whole_ledger
 from engine.session.session_ref import SessionRef
 from engine.session.spending import breakers_of, budgets_of, now_ms
 
@@ -71,7 +75,10 @@ def _spent(tx: Tx, pack: str, budget: CompiledBudget, session: str, moment: int)
         prefix = f"session\x1f{session}"
     else:
         prefix = f"item\x1f{session}\x1f"
-    found = rows.spend_report(tx, pack, budget.name, prefix, since)
+    found = [
+        (scope, _amount(budget, n))
+        for scope, n in rows.spend_report(tx, pack, budget.name, prefix, since, budget.usage)
+    ]
     if per != "item":
         return {"spent": sum(n for scope, n in found if scope == prefix), "items_at_limit": None}
     limit = budget.budget.limit
@@ -79,6 +86,11 @@ def _spent(tx: Tx, pack: str, budget: CompiledBudget, session: str, moment: int)
         "spent": max((n for _, n in found), default=0),
         "items_at_limit": sum(1 for _, n in found if n >= limit),
     }
+
+
+def _amount(budget: CompiledBudget, spent: float) -> float:
+    """A count as kept: calls and tokens whole, a cost without float noise."""
+    return round(spent, 9) if budget.budget.counts == "cost" else int(spent)
 
 
 def _budget(budget: CompiledBudget, spent: dict[str, Any]) -> dict[str, Any]:
@@ -93,9 +105,15 @@ def _budget(budget: CompiledBudget, spent: dict[str, Any]) -> dict[str, Any]:
         "blocks": list(spec.blocks),
         "action": spec.action.action,
         "spent": spent["spent"],
-        "left": max(spec.limit - spent["spent"], 0),
+        "left": _left(spec.limit, spent["spent"]),
         "items_at_limit": spent["items_at_limit"],
     }
+
+
+def _left(limit: float, spent: float) -> float:
+    """What a budget has left (a cost rounded as shown: no float noise)."""
+    left = max(limit - spent, 0)
+    return left if isinstance(left, int) else round(left, 9)
 
 
 def _state(tx: Tx, pack: str, breaker: CompiledBreaker, moment: int) -> dict[str, Any]:
@@ -140,3 +158,35 @@ def _breaker(breaker: CompiledBreaker, state: dict[str, Any] | None) -> dict[str
         "last": spec.last,
         "action": spec.action.action,
     }
+
+
+def breaker_gauges(
+    packs: Iterable[Pack], ledger: str | None, sessions_dir: str
+) -> dict[tuple[str, str, str], int]:
+    """For ``/metrics``: how many of a server's ledgers hold each breaker of the served
+    ``packs`` in each state (closed, open, half_open), by pack, breaker and state. With
+    ``--ledger`` there is one ledger, shared by the fleet: 1 for the state it is in, 0 for
+    the others; with session folders, each folder's ledger has breakers of its own. A
+    breaker never used is closed. The ledger is read only."""
+    served = [(pack.name, b.name) for pack in packs for b in breakers_of(pack)]
+    counts = {
+        (pack, breaker, state): 0 for pack, breaker in served for state in (CLOSED, OPEN, HALF_OPEN)
+    }
+    if not served:
+        return counts
+    names = sorted({pack for pack, _ in served})
+
+    def tally(tx: Tx) -> None:
+        states = {pack: rows.breaker_states(tx, pack) for pack in names}
+        for pack, breaker in served:
+            state = str(states[pack].get(breaker, {}).get("state", CLOSED))
+            counts[(pack, breaker, state)] = counts.get((pack, breaker, state), 0) + 1
+
+    if ledger is None:
+        for folder in session_folders(sessions_dir):
+            with Place(parse_url(folder / LEDGER_FILE), "", folder).open(read_only=True) as one:
+                one.read(tally)
+    else:
+        with whole_ledger(ledger) as opened:
+            opened.read(tally)
+    return counts

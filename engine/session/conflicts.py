@@ -14,14 +14,8 @@ from engine.ledger import conflicts as rows
 from engine.ledger.attempts import now
 from engine.ledger.connection import Tx
 from engine.ledger.store import SessionLedger
-from engine.policy.conflicts.runtime import (
-    FLAGGED,
-    IMPLICIT,
-    OPEN,
-    RESOLVED,
-    WAIVED,
-    CompiledConflicts,
-)
+from engine.policy.conflicts.runtime import IMPLICIT, CompiledConflicts
+from engine.policy.conflicts.statuses import FLAGGED, OPEN, RESOLVED, WAIVED
 from engine.session.session_ref import SessionRef
 
 

@@ -52,8 +52,8 @@ from engine.session.session_ref import SessionRef, item_name_problem
 from engine.session.spending import (
     Recording,
     Refusal,
-    admit_first_call,
-    budgets_of,
+    admission,
+    first_call_budgets,
     govern,
 )
 from engine.session.stream import StreamEnd
@@ -247,6 +247,7 @@ class Session:
         decided: list[Decision] = []  # the decision the first run recorded
         reviewed = frozenset(self.pack.model.reviews.actions)
         kinds: list[str] = []  # the kind of attempt it recorded
+        cost = calls.cost(usage)
 
         def record(tx: Tx) -> tuple[Decision, int, int | None]:
             if tx.retry and decided:
@@ -274,6 +275,7 @@ class Session:
                 round_rows.put_count(
                     tx, session, block, measure.round, measure.count, measure.total
                 )
+            transport = call.transport is not None
             if call.transport is not None:
                 decision = transport_decision(
                     self.pack.policy.trigger(block).trigger,
@@ -294,18 +296,28 @@ class Session:
                     earlier=earlier,
                     extra_attempts=grant.attempts,
                 )
-                # Budgets and breakers govern the calls the policy asks for: a transport
-                # retry is the same call again (its own declared bound), and the rows of
-                # earlier transport retries are no repairs a breaker should judge.
-                judged = [row for row in this_run if row["rule"] != TRANSPORT_RULE]
-                decision = govern(
-                    tx,
-                    self.pack,
-                    Recording(
-                        session, block, key, run_number, number, verdict, judged, admitted, refused
-                    ),
-                    decision,
-                )
+            # Budgets and breakers govern the calls the policy asks for, transport retries
+            # included (a call budget counts them; no breaker judges them as repairs).
+            decision = govern(
+                tx,
+                self.pack,
+                Recording(
+                    session,
+                    block,
+                    key,
+                    run_number,
+                    number,
+                    verdict,
+                    this_run,
+                    admitted,
+                    refused,
+                    usage.tokens_in,
+                    usage.tokens_out,
+                    cost,
+                ),
+                decision,
+                transport,
+            )
             if isinstance(round_number, int) and decision.final and verdict.status == "fail":
                 decision = self._round_outcome(choices, block, round_number, decision, tx)
             row = Attempt(
@@ -333,7 +345,7 @@ class Session:
                 tokens_in=usage.tokens_in,
                 tokens_out=usage.tokens_out,
                 tokens_estimated=usage.estimated if usage.known else None,
-                cost=calls.cost(usage),
+                cost=cost,
                 tokens_not_generated=None if stream is None else stream.not_generated,
                 not_generated_estimated=(
                     None if stream is None or stream.not_generated is None else stream.estimated
@@ -386,16 +398,16 @@ class Session:
             review,
             kinds[-1] if kinds else None,
             usage,
-            calls.cost(usage),
+            cost,
         )
 
     def admit_call(self, block: str) -> Refusal | None:
         """Pay for a first call the engine is about to make from the budgets that count
         calls across items, or the budget that refuses it (``engine.session.spending``)."""
-        if not any(b.budget.counts == "calls" for b in budgets_of(self.pack)):
+        if not first_call_budgets(self.pack, block):
             return None
-        session = self.ledger.session
-        return self.ledger.write(lambda tx: admit_first_call(tx, self.pack, session, block))
+        work, single = admission(self.pack, self.ledger.session, block)
+        return self.ledger.write(work, single=single)
 
     def _round_outcome(
         self, choices: ChoiceBook, block: str, round_number: int, decision: Decision, tx: Tx

@@ -35,7 +35,7 @@ from engine.session.session_ref import SessionRef, session_name_problem
 MAX_LISTED = 500
 
 
-def _folders(sessions_dir: str) -> list[Path]:
+def session_folders(sessions_dir: str) -> list[Path]:
     """The session folders under ``sessions_dir`` that hold a ledger, by name."""
     root = Path(sessions_dir)
     if not root.is_dir():
@@ -47,7 +47,7 @@ def _folders(sessions_dir: str) -> list[Path]:
     )
 
 
-def _whole_ledger(ledger: str) -> SessionLedger:
+def whole_ledger(ledger: str) -> SessionLedger:
     """The server's ledger, for a query across its sessions."""
     url = parse_url(ledger)
     return SessionLedger(Place(url, "", None), opened=shared_ledger(ledger, url))
@@ -60,14 +60,14 @@ def served_reviews(
     past their due time take their fallback first)."""
     if ledger is None:
         found = []
-        for folder in _folders(sessions_dir):
+        for folder in session_folders(sessions_dir):
             for review in list_reviews(SessionRef(folder), states):
                 found.append({**review, "session": folder.name})
         found.sort(key=lambda r: (r["created"], r["session"], r["id"]))
         return found[:MAX_LISTED]
     at = now()
     stamp = clock.iso(at)
-    with _whole_ledger(ledger) as opened:
+    with whole_ledger(ledger) as opened:
 
         def work(tx: Tx) -> list[dict[str, Any]]:
             expire_in(tx, at, None)
@@ -82,11 +82,11 @@ def served_figures(ledger: str | None, sessions_dir: str) -> dict[str, Any]:
     """The queue's figures across the server's sessions (``review.figures``)."""
     rows: list[dict[str, Any]] = []
     if ledger is None:
-        for folder in _folders(sessions_dir):
+        for folder in session_folders(sessions_dir):
             with Place(parse_url(folder / LEDGER_FILE), "", folder).open(read_only=True) as one:
                 rows += one.read(lambda tx: review_rows.figures_rows(tx, ""))
     else:
-        with _whole_ledger(ledger) as opened:
+        with whole_ledger(ledger) as opened:
             rows = opened.read(lambda tx: review_rows.figures_rows(tx, None))
     return figures(rows)
 

@@ -7,9 +7,10 @@ call is paid for, or turned into the budget's or breaker's action, exactly once 
 every worker of the ledger. In order:
 
 1. an item's first call is counted by the ``calls`` budgets that apply (it was made
-   already: counted, never refused);
-2. a decision that asks for another call is checked against every budget that applies
-   (one spent: the budget's action instead);
+   already: counted, never refused), and what the recorded call used by the budgets of
+   tokens and cost;
+2. a decision that asks for another call (a transport retry too) is checked against every
+   budget that applies (one spent: the budget's action instead);
 3. the outcome of the repair that produced this output, when the run's previous attempt
    asked for one after a failure, goes to the breakers watching it (which may open or
    close them);
@@ -36,12 +37,14 @@ from engine.policy.budgets.runtime import (
     after_outcome,
     taken_instead,
 )
+from engine.policy.calls.runtime import TRANSPORT_RULE
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from engine.core.verdict import Verdict
     from engine.ledger.connection import Tx
+    from engine.ledger.tx import Row, Statement
     from engine.pack.compiled import Pack
     from engine.policy.triggers.decide import Decision
 
@@ -67,7 +70,7 @@ class Refusal:
     budget and what it had spent."""
 
     budget: CompiledBudget
-    spent: int
+    spent: float
 
     @property
     def reason(self) -> str:
@@ -77,9 +80,10 @@ class Refusal:
 @dataclass(frozen=True)
 class Recording:
     """The attempt being recorded: where (session, block, item and its run), its number,
-    its verdict, and the earlier attempts of its run (oldest first, as stored).
-    ``admitted``: its call was paid for before it was made (``admit_first_call``);
-    ``refused``: it was never made."""
+    its verdict, and the earlier attempts of its run (oldest first, as stored, transport
+    retries included). ``admitted``: its call was paid for before it was made
+    (``admit_first_call``); ``refused``: it was never made. ``tokens_in``, ``tokens_out``
+    and ``cost``: what its call used, as recorded (None: unknown)."""
 
     session: str
     block: str
@@ -90,36 +94,100 @@ class Recording:
     earlier: Sequence[dict[str, Any]]
     admitted: bool = False
     refused: Refusal | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+
+
+def admission(pack: Pack, session: str, block: str) -> tuple[Callable[[Tx], Refusal | None], bool]:
+    """The work that pays for the first call of a run the engine is about to make
+    (``admit_first_call``), and whether it is one statement (a transaction of its own:
+    one round trip to a server). It is when one budget pays, of calls, without a window,
+    and with a call to give: the common case."""
+    counted = first_call_budgets(pack, block)
+    if len(counted) == 1:
+        budget = counted[0]
+        spec = budget.budget
+        if spec.counts == "calls" and budget.window is None and int(spec.limit) >= 1:
+            scope = Scope(pack.name, budget.name, budget.scope(session, block, "", 0))
+
+            def at_once(tx: Tx) -> Refusal | None:
+                if tx.one(*rows.paying_if_left(tx.dialect, scope, int(spec.limit))):
+                    return None
+                return Refusal(budget, rows.spent(tx, scope, None))
+
+            return at_once, True
+    return (lambda tx: admit_first_call(tx, pack, session, block)), False
+
+
+def first_call_budgets(pack: Pack, block: str) -> list[CompiledBudget]:
+    """The budgets that pay for (or refuse) a first call before it is made."""
+    return [
+        budget
+        for budget in budgets_of(pack)
+        if budget.budget.counts != "repairs"
+        and budget.budget.per != "item"
+        and budget.applies(block)
+    ]
 
 
 def admit_first_call(tx: Tx, pack: Pack, session: str, block: str) -> Refusal | None:
     """Pay for the first call of a run the engine itself is about to make (`rules run`,
     ``engine.run``) from every ``calls`` budget per session or fleet that applies, or the
-    first such budget that cannot pay (nothing paid then). A budget per item run counts
-    the call when it is recorded (the run's number is taken then)."""
+    first such budget that cannot pay (nothing paid then); a budget of tokens or cost
+    that is spent refuses it too. A budget per item run counts the call when it is
+    recorded (the run's number is taken then). The payment does not wait for the disk
+    (``without_waiting_for_disk``): the attempt's record does."""
     moment = now_ms()
-    paying: list[tuple[Scope, int | None]] = []
-    for budget in budgets_of(pack):
-        spec = budget.budget
-        if spec.counts != "calls" or spec.per == "item" or not budget.applies(block):
-            continue
-        scope = Scope(pack.name, budget.name, budget.scope(session, block, "", 0))
-        used = rows.spent(tx, scope, _since(budget, moment))
-        if used >= spec.limit:
+    counted = [
+        (budget, Scope(pack.name, budget.name, budget.scope(session, block, "", 0)))
+        for budget in first_call_budgets(pack, block)
+    ]
+    reads = [rows.reading_spent(tx.dialect, s, _since(b, moment), b.usage) for b, s in counted]
+    found = tx.batch(
+        [*rows.without_waiting_for_disk(tx.dialect), *(one for read in reads for one in read)]
+    )
+    paying: list[Statement] = []
+    for (budget, scope), read in zip(counted, _last_of(found, reads), strict=True):
+        used = rows.spent_in(read, budget.usage)
+        if used >= budget.budget.limit:
             return Refusal(budget, used)
-        paying.append((scope, _since(budget, moment)))
-    for scope, since in paying:
-        rows.pay(tx, scope, moment, (session, block, ""), since)
+        if not budget.usage:
+            since = _since(budget, moment)
+            stale = rows.stale_in(read)
+            paying += rows.paying(
+                tx.dialect, scope, moment, (session, block, ""), since, None, stale
+            )
+    tx.batch(paying)
     return None
 
 
-def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
-    """``decision``, or what a budget or breaker takes instead of the call it asks for."""
+def _last_of(found: list[list[Row]], reads: list[list[Statement]]) -> list[list[Row]]:
+    """The rows of the last statement of each read, from the rows of a batch that ran
+    them all after ``len(found) - sum(len(r) for r in reads)`` other statements."""
+    index = len(found) - sum(len(read) for read in reads)
+    last = []
+    for read in reads:
+        index += len(read)
+        last.append(found[index - 1])
+    return last
+
+
+def govern(
+    tx: Tx, pack: Pack, at: Recording, decision: Decision, transport: bool = False
+) -> Decision:
+    """``decision``, or what a budget or breaker takes instead of the call it asks for.
+    ``transport``: the decision resends the same prompt after a failed call (a transport
+    retry): the ``calls`` budgets pay for it and those of tokens and cost may refuse it,
+    but it spends no repair, and no breaker judges it or the failed call.
+
+    One round trip to a PostgreSQL server: one batch takes the rows (budgets, then
+    breakers, each in the pack's order, so two workers never wait on each other), reads
+    them and keeps a repair's outcome; what was paid and changed is written with the
+    attempt's record (``Tx.later``)."""
     budgets, breakers = budgets_of(pack), breakers_of(pack)
     if not budgets and not breakers:
         return decision
-    moment = now_ms()
-    where = (at.session, at.block, at.item)
     trigger = pack.policy.trigger(at.block).trigger
     actions = pack.policy.actions
     if at.refused is not None:
@@ -131,25 +199,87 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
             actions,
             trigger.after_failure,
         )
-    # Rows are taken in one order by every worker (the item's counter, then budgets in the
-    # pack's order, then breakers in the pack's order), so two never wait on each other.
-    paying: list[tuple[Scope, int | None]] = []
-    refused: Decision | None = None
+    moment = now_ms()
+    where = (at.session, at.block, at.item)
+    dialect = tx.dialect
+    # the budgets this attempt pays (a call made: the run's first, or what it used) or
+    # that the call it asks for needs; a transport retry of the first call was paid for
+    # when it was asked
+    opening = at.number == 1 and not at.earlier
+    counted: list[tuple[CompiledBudget, Scope, int | None, float, bool]] = []
     for budget in budgets:
         if not budget.applies(at.block):
             continue
-        first = at.number == 1 and budget.budget.counts == "calls"
-        if first and at.admitted and budget.budget.per != "item":
-            first = False  # paid for before it was made
-        asking = not decision.final and refused is None
-        if not first and not asking:
-            continue
-        scope = _scope(pack, budget, at)
-        used = rows.spent(tx, scope, _since(budget, moment))
-        if first:  # made already: counted, never refused
-            rows.pay(tx, scope, moment, where, _since(budget, moment))
-            used += 1
-        if not asking:
+        counts = budget.budget.counts
+        if budget.usage:
+            made = budget.amount(at.tokens_in, at.tokens_out, at.cost)
+        else:
+            first = opening and counts == "calls"
+            if first and at.admitted and budget.budget.per != "item":
+                first = False  # paid for before it was made
+            made = 1 if first else 0
+        asking = not decision.final and not (transport and counts == "repairs")
+        if made or asking:
+            since = _since(budget, moment)
+            counted.append((budget, _scope(pack, budget, at), since, made, asking))
+    # the breakers judge repairs by their outputs: a transport retry's row is neither
+    judged = [row for row in at.earlier if row["rule"] != TRANSPORT_RULE]
+    previous = judged[-1] if judged else None
+    repaired = (
+        not transport
+        and previous is not None
+        and not previous["final"]
+        and previous["status"] == "fail"
+    )
+    may_ask = not transport and not decision.final and at.verdict.status == "fail"
+    judging = [
+        breaker
+        for breaker in breakers
+        if repaired and previous is not None and breaker.applies(at.block, previous["failure_type"])
+    ]
+    watching = [
+        breaker
+        for breaker in breakers
+        if breaker in judging or (may_ask and breaker.applies(at.block, at.verdict.failure_type))
+    ]
+    success = at.verdict.status != "fail"
+    reads = [rows.reading_spent(dialect, scope, since, b.usage) for b, scope, since, *_ in counted]
+    # a breaker that judges a repair reads its state with the outcomes; on PostgreSQL its
+    # row is taken first all the same (every breaker's, in the pack's order)
+    locking = [b for b in watching if dialect == "postgresql" or b not in judging]
+    taken = [rows.taking_breaker(dialect, pack.name, b.name) for b in locking]
+    kept = [
+        rows.adding_outcome(
+            dialect,
+            pack.name,
+            b.name,
+            moment,
+            success,
+            where,
+            None if b.within is None else moment - int(b.within * 1000),
+            b.breaker.last,
+        )
+        for b in judging
+    ]
+    found = tx.batch([*(s for read in reads for s in read), *taken, *(s for k in kept for s in k)])
+    spent = _last_of(found[: sum(len(r) for r in reads)], reads)
+    offset = sum(len(r) for r in reads)
+    states = {b.name: _state(rows.breaker_in(found[offset + n])) for n, b in enumerate(locking)}
+    recent = dict(zip((b.name for b in judging), _last_of(found, kept), strict=True))
+    for breaker in judging:
+        states[breaker.name] = _state(rows.state_with_outcomes(recent[breaker.name]))
+    writes: list[Statement] = []
+    paying: list[Statement] = []
+    refused: Decision | None = None
+    for (budget, scope, since, made, asking), read in zip(counted, spent, strict=True):
+        used = rows.spent_in(read, budget.usage)
+        stale = rows.stale_in(read)
+        if made:  # made already: counted, never refused
+            amount = made if budget.usage else None
+            writes += rows.paying(dialect, scope, moment, where, since, amount, stale)
+            used += made
+            stale = False
+        if not asking or refused is not None:
             continue
         if used >= budget.budget.limit:
             refused = taken_instead(
@@ -160,53 +290,36 @@ def govern(tx: Tx, pack: Pack, at: Recording, decision: Decision) -> Decision:
                 actions,
                 trigger.after_failure,
             )
-        else:
-            paying.append((scope, _since(budget, moment)))
-    previous = at.earlier[-1] if at.earlier else None
-    repaired = previous is not None and not previous["final"] and previous["status"] == "fail"
-    asks = refused is None and not decision.final and at.verdict.status == "fail"
-    watching = [
-        breaker
-        for breaker in breakers
-        if (
-            repaired
-            and previous is not None
-            and breaker.applies(at.block, previous["failure_type"])
-        )
-        or (asks and breaker.applies(at.block, at.verdict.failure_type))
-    ]
-    # each breaker's row, taken in the pack's order before any is changed
-    states = {b.name: _state(rows.breaker_state(tx, pack.name, b.name)) for b in watching}
-    if repaired and previous is not None:
-        success = at.verdict.status != "fail"
-        for breaker in watching:
-            if breaker.applies(at.block, previous["failure_type"]):
-                states[breaker.name] = _outcome(
-                    tx, pack.name, breaker, states[breaker.name], success, moment, at
-                )
-    if refused is not None:
-        return refused
-    if not asks:
-        return decision
-    for breaker in watching:
-        if not breaker.applies(at.block, at.verdict.failure_type):
-            continue
+        elif not budget.usage:  # a call budget pays before the call is made
+            paying += rows.paying(dialect, scope, moment, where, since, stale=stale)
+    for breaker in judging:
         state = states[breaker.name]
-        allowed, changed = admit(breaker, state, moment)
+        outcomes = rows.outcomes_in(recent[breaker.name])
+        changed = after_outcome(breaker, state, success, outcomes, moment)
         if changed != state:
-            _put(tx, pack.name, breaker.name, changed)
-        if not allowed:
-            return taken_instead(
-                decision,
-                breaker.breaker.action,
-                f"breaker {breaker.name!r} is open: repairs are skipped ({breaker.describe()})",
-                f"breaker:{breaker.name}",
-                actions,
-                trigger.after_failure,
-            )
-    for scope, since in paying:
-        rows.pay(tx, scope, moment, where, since)
-    return decision
+            writes.append(_put(pack.name, breaker.name, changed))
+        states[breaker.name] = changed
+    if refused is None and may_ask:
+        for breaker in watching:
+            if not breaker.applies(at.block, at.verdict.failure_type):
+                continue
+            state = states[breaker.name]
+            allowed, changed = admit(breaker, state, moment)
+            if changed != state:
+                writes.append(_put(pack.name, breaker.name, changed))
+            if not allowed:
+                refused = taken_instead(
+                    decision,
+                    breaker.breaker.action,
+                    f"breaker {breaker.name!r} is open: repairs are skipped ({breaker.describe()})",
+                    f"breaker:{breaker.name}",
+                    actions,
+                    trigger.after_failure,
+                )
+                break
+    # nothing reads these rows before the attempt is recorded: they go with its statements
+    tx.later(writes if refused is not None else writes + paying)
+    return refused or decision
 
 
 def _scope(pack: Pack, budget: CompiledBudget, at: Recording) -> Scope:
@@ -226,30 +339,7 @@ def _state(row: dict[str, Any]) -> BreakerState:
     )
 
 
-def _put(tx: Tx, pack: str, name: str, state: BreakerState) -> None:
-    rows.put_breaker_state(
-        tx, pack, name, state.state, state.opened_at, state.probe_at, state.since
+def _put(pack: str, name: str, state: BreakerState) -> Statement:
+    return rows.putting_breaker(
+        pack, name, state.state, state.opened_at, state.probe_at, state.since
     )
-
-
-def _outcome(
-    tx: Tx,
-    pack: str,
-    breaker: CompiledBreaker,
-    state: BreakerState,
-    success: bool,
-    moment: int,
-    at: Recording,
-) -> BreakerState:
-    """Keep a repair's outcome and move the breaker as it says; its state after."""
-    since = state.since
-    if breaker.within is not None:
-        since = max(since, moment - int(breaker.within * 1000))
-    where = (at.session, at.block, at.item)
-    recent = rows.add_outcome(
-        tx, pack, breaker.name, moment, success, where, since, breaker.breaker.last
-    )
-    changed = after_outcome(breaker, state, success, recent, moment)
-    if changed != state:
-        _put(tx, pack, breaker.name, changed)
-    return changed

@@ -4,6 +4,7 @@ opening, skipping, probing and closing under a controlled clock (``SOURCE_DATE_E
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -265,5 +266,168 @@ def test_a_fleet_calls_budget_refuses_a_first_call_the_engine_would_make(
         "model not called: budget 'three-calls' spent: 3 of 3 calls per hour across the fleet"
     )
     with open_ledger(ledger_url) as ledger:
-        paid = ledger.read(lambda tx: tx.one("SELECT spent FROM budget_counters"))
-    assert paid == (3,)
+        paid = ledger.read(lambda tx: tx.one("SELECT count(*) FROM budget_spend"))
+    assert paid == (3,)  # a budget over a window keeps each call with its time
+
+
+class Replying:
+    """A model that answers from a script with usage (``engine.ModelReply``: 40 tokens in,
+    10 out, of the model ``m``), or raises what the script holds; counts its calls."""
+
+    def __init__(self, *outputs: str | Exception) -> None:
+        self.outputs = list(outputs)
+        self.calls = 0
+
+    def __call__(self, prompt: str) -> engine.ModelReply:
+        self.calls += 1
+        answer = self.outputs.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return engine.ModelReply(answer, tokens_in=40, tokens_out=10, model="m")
+
+
+PRICED = """model_calls:
+  pricing:
+    m: {input: 1, output: 2, per: 1000}
+"""
+
+
+def test_a_token_budget_refuses_the_next_call_once_its_tokens_are_spent(
+    tmp_path: Path, ledger_url: str
+) -> None:
+    spending = """budgets:
+  session-tokens:
+    counts: tokens
+    limit: 150
+    per: session
+    action: {action: DEGRADE, default: {answer: LATER}}
+"""
+    pack = write_pack(tmp_path / "pack", spending + PRICED)
+    where = {"session": "s", "ledger": ledger_url}
+    models = [Replying(BAD, GOOD), Replying(BAD, GOOD), Replying(GOOD)]
+    results = [run(pack, f"item-{n}", model, where) for n, model in enumerate(models)]
+    # 100 tokens; then a first call (150: the budget is spent) and no repair; then no call
+    assert [m.calls for m in models] == [2, 1, 0]
+    assert [r.decision.action for r in results] == ["PROCEED", "DEGRADE", "DEGRADE"]
+    assert results[1].decision.reason == (
+        "budget 'session-tokens' spent: 150 of 150 tokens per session"
+    )
+    assert results[2].verdict.error == (
+        "model not called: budget 'session-tokens' spent: 150 of 150 tokens per session"
+    )
+    other = run(pack, "item-0", Replying(GOOD), {**where, "session": "t"})
+    assert other.decision.action == "PROCEED"  # another session has its own count
+
+
+def test_a_cost_budget_is_exceeded_by_at_most_the_calls_in_flight(
+    tmp_path: Path, ledger_url: str, clock: Callable[[int], None]
+) -> None:
+    spending = """budgets:
+  hourly-cost:
+    counts: cost
+    limit: 0.1
+    window: 1h
+    action: NEEDS_HUMAN
+"""
+    pack = write_pack(tmp_path / "pack", spending + PRICED)
+    where = {"session": "s", "ledger": ledger_url}
+    # each call costs 40/1000 * 1 + 10/1000 * 2 = 0.06: the repair is asked for at 0.06
+    # (under 0.1) and made; the fleet has then spent 0.12, and the next item is refused
+    first, second = Replying(BAD, GOOD), Replying(GOOD)
+    assert run(pack, "a", first, where).decision.action == "PROCEED"
+    refused = run(pack, "b", second, {**where, "session": "t"})
+    assert (first.calls, second.calls) == (2, 0)
+    assert refused.decision.action == "NEEDS_HUMAN"
+    assert refused.decision.reason == (
+        "budget 'hourly-cost' spent: 0.12 of a cost of 0.1 per hour across the fleet"
+    )
+    clock(3601)  # the window has moved past both calls
+    assert run(pack, "c", Replying(GOOD), where).decision.action == "PROCEED"
+    if not ledger_url.startswith("postgresql"):
+        shown = run_cli(
+            "budgets", "--pack", str(pack), "--ledger", ledger_url, "--session", "s",
+            "--format", "json",
+        )  # fmt: skip
+        [budget] = json.loads(shown.stdout)["budgets"]
+        assert (budget["counts"], budget["spent"], budget["left"]) == ("cost", 0.06, 0.04)
+        assert budget["allows"] == "a cost of 0.1 per hour across the fleet"
+
+
+class RateLimitError(Exception):
+    """The shape of the openai and anthropic clients' 429 (the engine's defaults classify
+    it as MODEL_RATE_LIMITED)."""
+
+    status_code = 429
+
+
+RETRIED = """model_calls:
+  retry: {on: [MODEL_RATE_LIMITED], max_retries: 5, initial: 0.01, ceiling: 0.05}
+"""
+
+
+def test_a_calls_budget_pays_for_transport_retries_and_no_breaker_judges_them(
+    tmp_path: Path,
+) -> None:
+    spending = """budgets:
+  three-calls:
+    counts: calls
+    limit: 3
+    per: item
+    action: {action: STOP, reason: the item spent its calls}
+breakers:
+  every-repair:
+    last: 1
+    min_success: 1
+    cooldown: 60s
+    action: DEGRADE
+"""
+    pack = write_pack(tmp_path / "pack", spending + RETRIED)
+    where = {"session": str(tmp_path / "session")}
+    limited = RateLimitError("slow down")
+    # the first call and two transport retries are three calls: the third retry is refused
+    model = Replying(limited, limited, limited, GOOD)
+    stopped = run(pack, "resent", model, where)
+    assert model.calls == 3
+    assert stopped.decision.action == "STOP"
+    assert stopped.decision.reason == (
+        "the item spent its calls (budget 'three-calls' spent: 3 of 3 calls per item run)"
+    )
+    # a repair whose call is rate limited, then resent, and works: the breaker judges the
+    # repair once, by the output it gave (a breaker that judged the failed call would open)
+    repaired = Replying(BAD, limited, GOOD)
+    assert run(pack, "repaired", repaired, where).decision.action == "PROCEED"
+    assert repaired.calls == 3
+    after = Replying(BAD, GOOD)
+    assert run(pack, "after", after, where).decision.action == "PROCEED"
+    assert after.calls == 2  # the breaker is closed: the repair went
+    shown = run_cli("budgets", "--pack", str(pack), "--session", where["session"])
+    assert "every-repair  closed  1               1" in shown.stdout
+
+
+def test_a_session_calls_budget_without_a_window_pays_first_calls_to_its_limit(
+    tmp_path: Path, ledger_url: str
+) -> None:
+    spending = """budgets:
+  session-calls:
+    counts: calls
+    limit: 3
+    per: session
+    action: {action: DEGRADE, default: {answer: LATER}}
+"""
+    pack = write_pack(tmp_path / "pack", spending)
+    where = {"session": "s", "ledger": ledger_url}
+    models = [Scripted(BAD, GOOD), Scripted(GOOD), Scripted(GOOD)]
+    results = [run(pack, f"item-{n}", model, where) for n, model in enumerate(models)]
+    # a first call and its repair, a first call, then no call: three calls in all
+    assert [m.calls for m in models] == [2, 1, 0]
+    assert [r.decision.action for r in results] == ["PROCEED", "PROCEED", "DEGRADE"]
+    assert results[2].verdict.error == (
+        "model not called: budget 'session-calls' spent: 3 of 3 calls per session"
+    )
+    other = run(pack, "item-0", Scripted(GOOD), {**where, "session": "t"})
+    assert other.decision.action == "PROCEED"
+    with open_ledger(ledger_url) as ledger:
+        paid = ledger.read(
+            lambda tx: tx.all("SELECT scope, spent FROM budget_counters ORDER BY scope")
+        )
+    assert [n for _, n in paid] == [3, 1]  # each session its own count

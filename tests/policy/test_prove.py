@@ -170,3 +170,75 @@ def test_the_spending_actions_must_end_the_item(make_pack: PackMaker) -> None:
         "spending-action-not-final) [fix: take a final action instead of the repair the "
         "breaker skips]",
     ]
+
+
+TRANSPORT = """\
+rulepack: resent
+version: 1.0.0
+extends: [builtin:sentinel]
+triggers:
+  VERDICT:
+    on: [PARSE_ERROR]
+    max_attempts: 1
+    after_failure: NEEDS_HUMAN
+model_calls:
+  retry: {on: [MODEL_RATE_LIMITED], max_retries: 2, initial: 1, ceiling: 10}
+  pricing:
+    cheap: {input: 1, output: 2, per: 1000}
+    dear: {input: 10, output: 20, per: 1000}
+budgets:
+  five-calls:
+    blocks: [VERDICT]
+    counts: calls
+    limit: 5
+    per: item
+    action: STOP
+  few-tokens:
+    blocks: [VERDICT]
+    counts: tokens
+    limit: 100
+    per: item
+    action: STOP
+  little-cost:
+    blocks: [VERDICT]
+    counts: cost
+    limit: 0.01
+    per: item
+    action: STOP
+"""
+
+
+def test_the_worst_case_counts_transport_retries_and_floors_tokens_and_cost(
+    make_pack: PackMaker,
+) -> None:
+    folder = make_pack(TRANSPORT)
+    result = run_cli("check", "--prove", str(folder))
+    assert result.exit_code == 1
+    errors = [x.split("] ", 1)[1] for x in result.stdout.splitlines() if "[error]" in x]
+    # two calls (the first and one repair), each resent up to twice: six
+    assert errors[0] == (
+        "block VERDICT: the worst case is 6 calls per item run, over budget 'five-calls' "
+        "(5 per item run): the budget, not the trigger, ends such items (worst-case-over-budget)"
+    )
+    # the repair's prompt alone takes thousands of tokens; at the cheapest input price
+    assert errors[1].startswith("block VERDICT: the worst case is at least 60")
+    assert "tokens per item run, over budget 'few-tokens' (100 per item run)" in errors[1]
+    assert errors[2].startswith("block VERDICT: the worst case is a cost of at least 6.0")
+    assert "per item run, over budget 'little-cost' (0.01 per item run)" in errors[2]
+    explained = run_cli("explain", "--pack", str(folder), "--format", "md", "VERDICT")
+    assert "| VERDICT | 6     | 1       | 2                 |" in explained.stdout
+    assert "| little-cost | a cost of 0.01 | item | VERDICT | STOP |" in explained.stdout
+
+
+def test_a_cost_budget_without_prices_never_spends(make_pack: PackMaker) -> None:
+    folder = make_pack(
+        OVER_BUDGET.replace("counts: calls\n    limit: 2", "counts: cost\n    limit: 0.5")
+    )
+    result = run_cli("check", str(folder))
+    assert result.exit_code == 1
+    assert "budget 'two-calls' counts cost, but model_calls.pricing prices no model" in (
+        result.stdout
+    )
+    half = make_pack(OVER_BUDGET.replace("limit: 2", "limit: 2.5"), name="half")
+    refused = run_cli("check", str(half))
+    assert refused.exit_code == 1 and "a budget of calls takes a whole number" in refused.stdout

@@ -46,9 +46,9 @@ breakers:
 REQUEST = {"pack": "budgeted", "block": "VERDICT", "nonce": "4F2C9A", "vars": {"criterion": "AC1"}}
 
 
-def client(tmp_path: Path, **settings: Any) -> TestClient:
+def client(tmp_path: Path, pack: str = PACK, **settings: Any) -> TestClient:
     (tmp_path / "pack").mkdir(exist_ok=True)
-    (tmp_path / "pack" / "pack.yaml").write_text(PACK, encoding="utf-8")
+    (tmp_path / "pack" / "pack.yaml").write_text(pack, encoding="utf-8")
     config = ServerSettings(
         packs=(str(tmp_path / "pack"),), sessions_dir=str(tmp_path / "sessions"), **settings
     )
@@ -109,3 +109,30 @@ def test_openapi_describes_the_budgets_route() -> None:
     route = document["paths"]["/v1/budgets"]["get"]
     assert {p["name"] for p in route["parameters"]} == {"pack", "session"}
     assert "401" in route["responses"] and "200" in route["responses"]
+
+
+def test_metrics_show_each_breakers_state_from_the_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1800000000")
+    # no budget, and a breaker that opens on one failed repair
+    pack = PACK.split("budgets:")[0] + "breakers:" + PACK.split("breakers:")[1]
+    pack = pack.replace("last: 2", "last: 1")
+    gauge = 'rules_breaker_state{{breaker="verdict-breaker",pack="budgeted",state="{}"}} {}'
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "folders").mkdir()
+    for ledger in (str(tmp_path / "shared" / "ledger.db"), None):
+        folder = tmp_path / ("folders" if ledger is None else "shared")
+        with client(folder, pack, ledger=ledger) as http:
+            before = http.get("/metrics").text
+            for _ in range(2):  # a repair asked for, and it failed: the breaker opens
+                http.post("/v1/sessions/s/outputs", json={**REQUEST, "output": BAD})
+            after = http.get("/metrics").text
+            answer = http.get("/v1/budgets", params={"pack": "budgeted", "session": "s"})
+        assert answer.json()["breakers"][0]["state"] == "open"
+        closed_before = 1.0 if ledger is not None else 0.0  # no session folder yet
+        assert gauge.format("closed", closed_before) in before
+        assert gauge.format("open", "0.0") in before
+        assert gauge.format("open", "1.0") in after
+        assert gauge.format("closed", "0.0") in after
+        assert gauge.format("half_open", "0.0") in after

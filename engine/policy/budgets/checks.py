@@ -24,6 +24,13 @@ ACTION_NOT_FINAL = FindingRule(
     "Take a final action (DEGRADE, NEEDS_HUMAN, STOP, or one of the pack's declared final).",
 )
 
+COST_UNPRICED = FindingRule(
+    "cost-budget-unpriced",
+    "A budget counts cost, but the pack prices no model: every call costs nothing known, "
+    "so the budget never spends.",
+    "Declare `model_calls.pricing` for the models the pack's calls use, or count tokens.",
+)
+
 BREAKER_NEVER_OPENS = FindingRule(
     "breaker-never-opens",
     "A breaker needs more repairs known than it counts: it can never open.",
@@ -56,6 +63,15 @@ def check_budgets(pack: Rulepack, checker: PackChecker) -> None:
     _check_final_actions(
         pack, checker, "budgets", pack.budgets, "the call the budget cannot pay for"
     )
+    calls = pack.model_calls
+    for name, budget in pack.budgets.items():
+        if budget.counts == "cost" and (calls is None or not calls.pricing):
+            checker.add(
+                COST_UNPRICED,
+                f"budget {name!r} counts cost, but model_calls.pricing prices no model",
+                ("budgets", name, "counts"),
+                "price the models under model_calls.pricing, or count tokens",
+            )
 
 
 def check_breakers(pack: Rulepack, checker: PackChecker) -> None:
@@ -77,8 +93,8 @@ def declared_budgets() -> Declared:
         Name,
         Budget,
         check_budgets,
-        description="model calls a policy may spend, per item, per session or across the "
-        "fleet over a window; counted in the ledger",
+        description="model calls, tokens or cost a policy may spend, per item, per session "
+        "or across the fleet over a window; counted in the ledger",
     )
 
 

@@ -2,18 +2,19 @@
 or across the fleet over a window) and ``breakers:`` (repairs skipped for a while when
 they stop working).
 
-A budget counts calls the engine can see in the ledger today: ``repairs`` (each further
-call a decision asks for: a repair or a retry) and ``calls`` (those, and each item's first
-call when it is recorded). Tokens and cost are the ledger's to count once it records usage
-per attempt: the format keeps their names free for that (``counts: tokens | cost``) and
-refuses them until then.
+A budget counts what the ledger records: ``repairs`` (each further call a decision asks
+for: a repair or a retry), ``calls`` (those, each item's first call and each transport
+retry), or the ``tokens`` (in and out) and the ``cost`` (at the pack's prices) of each
+recorded attempt. A call budget pays for a call before it is made, so it is never
+exceeded; tokens and cost are known only once a call returns, so a call is refused once
+they are spent and a budget of them is exceeded by at most the calls in flight.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from engine.format import fields
 from engine.policy.triggers.model import AfterFailure
@@ -27,12 +28,17 @@ class Budget(fields.Strict):
     are spent, the decision that would ask for one more takes ``action`` instead (its
     reason names the budget)."""
 
-    counts: Literal["repairs", "calls"] = Field(
+    counts: Literal["repairs", "calls", "tokens", "cost"] = Field(
         description="`repairs`: each further call a decision asks for (a repair or a "
-        "retry); `calls`: those and each item's first call. Token and cost budgets come "
-        "with the usage the ledger records per attempt",
+        "retry); `calls`: those, each item's first call and each transport retry; "
+        "`tokens`: the tokens in and out of each recorded call; `cost`: its cost at the "
+        "pack's `model_calls.pricing`",
     )
-    limit: int = Field(ge=0, le=1_000_000_000)
+    limit: int | float = Field(
+        ge=0,
+        le=1_000_000_000_000,
+        description="how many it pays for (a whole number; a cost budget takes a fraction)",
+    )
     per: Literal["item", "session", "fleet"] = Field(
         default="fleet",
         description="`item`: each run of an item; `session`: each session; `fleet`: every "
@@ -51,6 +57,15 @@ class Budget(fields.Strict):
         "a final action (DEGRADE, NEEDS_HUMAN, STOP or one of the pack's)"
     )
     description: str = ""
+
+    @model_validator(mode="after")
+    def _whole(self) -> Budget:
+        if self.counts != "cost" and not isinstance(self.limit, int):
+            raise ValueError(
+                f"limit: a budget of {self.counts} takes a whole number (only a cost "
+                "budget takes a fraction)"
+            )
+        return self
 
 
 class Breaker(fields.Strict):

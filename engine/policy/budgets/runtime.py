@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from engine.format.model import Rulepack
+    from engine.format.section import Compiling
     from engine.format.vocabulary import ActionSpec
     from engine.policy.budgets.model import Breaker, Budget
     from engine.policy.triggers.decide import Decision
@@ -65,6 +66,18 @@ class CompiledBudget:
     def applies(self, block: str) -> bool:
         return not self.budget.blocks or block in self.budget.blocks
 
+    @property
+    def usage(self) -> bool:
+        """Whether it counts what calls used (tokens, cost), known once they return,
+        rather than the calls, paid for before they are made."""
+        return self.budget.counts in ("tokens", "cost")
+
+    def amount(self, tokens_in: int | None, tokens_out: int | None, cost: float | None) -> float:
+        """What a recorded call adds to it (0 for what is unknown: a model not priced)."""
+        if self.budget.counts == "tokens":
+            return (tokens_in or 0) + (tokens_out or 0)
+        return cost or 0.0
+
     def scope(self, session: str, block: str, item: str, run: int) -> str:
         """The key its count is kept under: one count per item run, per session, or one
         for the fleet."""
@@ -76,13 +89,27 @@ class CompiledBudget:
         return "fleet"
 
     def describe(self) -> str:
-        """What it allows in words: ``40 repairs per hour across the fleet``."""
+        """What it allows in words: ``40 repairs per hour across the fleet``, ``a cost of
+        5 per session``."""
         spec = self.budget
         window = f" {_span(self.window)}" if self.window is not None else ""
-        return f"{spec.limit} {spec.counts}{window} {_PER[spec.per]}"
+        allows = (
+            f"a cost of {shown(spec.limit)}"
+            if spec.counts == "cost"
+            else (f"{spec.limit} {spec.counts}")
+        )
+        return f"{allows}{window} {_PER[spec.per]}"
 
-    def spent_reason(self, spent: int) -> str:
-        return f"budget {self.name!r} spent: {spent} of {self.describe()}"
+    def spent_reason(self, spent: float) -> str:
+        return f"budget {self.name!r} spent: {shown(spent)} of {self.describe()}"
+
+
+def shown(amount: float) -> str:
+    """A count or an amount as said: whole numbers without a point, a cost to six
+    significant digits."""
+    if isinstance(amount, int) or float(amount).is_integer():
+        return str(int(amount))
+    return f"{amount:.6g}"
 
 
 @dataclass(frozen=True)
@@ -204,3 +231,13 @@ def taken_instead(
         default=source.default,
         log=source.log,
     )
+
+
+def compile_budgets_section(pack: Rulepack, compiling: Compiling) -> tuple[CompiledBudget, ...]:
+    """The ``budgets:`` section compiled (``engine.policy.budgets.section``)."""
+    return compile_budgets(pack)
+
+
+def compile_breakers_section(pack: Rulepack, compiling: Compiling) -> tuple[CompiledBreaker, ...]:
+    """The ``breakers:`` section compiled (``engine.policy.budgets.section``)."""
+    return compile_breakers(pack)

@@ -4,27 +4,15 @@ ledger (``engine.ledger.spending``) by the session (``engine.session.spending``)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from engine.format.section import BuiltinSection
 
-from engine.format.section import BuiltinSection, Compiling
-from engine.policy.budgets.runtime import (
-    CompiledBreaker,
-    CompiledBudget,
-    compile_breakers,
-    compile_budgets,
+BUDGETS = BuiltinSection(
+    "budgets",
+    "engine.policy.budgets.checks:declared_budgets",
+    "engine.policy.budgets.runtime:compile_budgets_section",
 )
-
-if TYPE_CHECKING:
-    from engine.format.model import Rulepack
-
-
-def _budgets(pack: Rulepack, compiling: Compiling) -> tuple[CompiledBudget, ...]:
-    return compile_budgets(pack)
-
-
-def _breakers(pack: Rulepack, compiling: Compiling) -> tuple[CompiledBreaker, ...]:
-    return compile_breakers(pack)
-
-
-BUDGETS = BuiltinSection("budgets", "engine.policy.budgets.checks:declared_budgets", _budgets)
-BREAKERS = BuiltinSection("breakers", "engine.policy.budgets.checks:declared_breakers", _breakers)
+BREAKERS = BuiltinSection(
+    "breakers",
+    "engine.policy.budgets.checks:declared_breakers",
+    "engine.policy.budgets.runtime:compile_breakers_section",
+)

@@ -18,12 +18,16 @@ from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.core.patterns import CompiledPattern, compile_pattern
 from engine.core.verdict import Verdict
 from engine.policy.calls.replies import Usage
 from engine.policy.triggers.decide import Decision
+
+if TYPE_CHECKING:
+    from engine.format.model import Rulepack
+    from engine.format.section import Compiling
 
 MODEL_TIMEOUT = "MODEL_TIMEOUT"
 MODEL_RATE_LIMITED = "MODEL_RATE_LIMITED"
@@ -404,3 +408,8 @@ def transport_decision(
         exit_code=3,
         rule=TRANSPORT_RULE,
     )
+
+
+def compile_section(pack: Rulepack, compiling: Compiling) -> CompiledCalls:
+    """The ``model_calls:`` section compiled (``engine.policy.calls.section``)."""
+    return compile_calls(pack.model_calls)

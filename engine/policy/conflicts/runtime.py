@@ -21,17 +21,13 @@ from engine.sandbox.environment import compile_condition
 
 if TYPE_CHECKING:
     from engine.core.errors import Locate
+    from engine.format.model import Rulepack
+    from engine.format.section import Compiling
     from engine.policy.conflicts.model import ConflictRules
 
 EXPLICIT = "explicit"
 IMPLICIT = "implicit"
 
-# A recorded conflict's status: open (the presentation shows it), flagged (an unaddressed
-# item a user may convert into a conflict or waive), resolved, waived.
-OPEN = "open"
-FLAGGED = "flagged"
-RESOLVED = "resolved"
-WAIVED = "waived"
 _NUMBER = re.compile(r"(\d+)\D*$")
 _DIGITS = re.compile(r"\d+")
 
@@ -242,3 +238,11 @@ def compile_conflicts(spec: ConflictRules, locate: Locate | None = None) -> Comp
         tuple(condition(o.when, i, "when") for i, o in enumerate(spec.options)),
         tuple(condition(o.recommended, i, "recommended") for i, o in enumerate(spec.options)),
     )
+
+
+def compile_section(pack: Rulepack, compiling: Compiling) -> CompiledConflicts | None:
+    """The conflict rules compiled (None when the pack declares none)."""
+    if pack.conflicts is None:
+        return None
+
+    return compile_conflicts(pack.conflicts, compiling.locate)

@@ -4,14 +4,7 @@ which conflicts a verdict holds and their options in ``runtime.py`` (recording t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from engine.format.section import BuiltinSection, Compiling
-from engine.policy.conflicts.runtime import compile_conflicts
-
-if TYPE_CHECKING:
-    from engine.format.model import Rulepack
-    from engine.policy.conflicts.runtime import CompiledConflicts
+from engine.format.section import BuiltinSection
 
 # Variables the engine provides to the conflict presentation and the decisions record.
 TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
@@ -19,14 +12,9 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 }
 
 
-def _compile(pack: Rulepack, compiling: Compiling) -> CompiledConflicts | None:
-    """The conflict rules compiled (None when the pack declares none)."""
-    if pack.conflicts is None:
-        return None
-
-    return compile_conflicts(pack.conflicts, compiling.locate)
-
-
 CONFLICTS = BuiltinSection(
-    "conflicts", "engine.policy.conflicts.checks:declared", _compile, TEMPLATE_VARIABLES
+    "conflicts",
+    "engine.policy.conflicts.checks:declared",
+    "engine.policy.conflicts.runtime:compile_section",
+    TEMPLATE_VARIABLES,
 )

@@ -15,7 +15,7 @@ requires that no output matched. Outputs no detection rule matches are not check
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,22 +24,19 @@ import jinja2
 
 from engine.contracts.json_schemas import compile_schema, read_schema_file, schema_violations
 from engine.core.clock import compact, iso
-from engine.core.errors import ConditionError, EngineError, Locate, PackError, RenderError
+from engine.core.errors import ConditionError, Locate, PackError, RenderError
 from engine.core.suggest import did_you_mean
 from engine.format.actions import STANDARD_ACTIONS
+from engine.policy.gates.inputs import GateError, GateInput
 from engine.sandbox.environment import ENVIRONMENT, compile_condition
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from engine.format.model import Rulepack
+    from engine.format.section import Compiling
     from engine.format.vocabulary import ActionSpec
     from engine.policy.gates.model import Gates
-
-
-class GateError(EngineError):
-    """A gate cannot be run: unknown gate name, no decision rule applies, an artifact that
-    does not validate."""
 
 
 @dataclass(frozen=True)
@@ -110,19 +107,6 @@ class GateOutcome:
     timestamp: str
     reprompt: str | None
     artifact: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class GateInput:
-    """What one gate runs on: the gate's name, the outputs (JSON values), which retry this
-    is, the context (checked against the pack's keys) and errors found reading the outputs
-    (e.g. unreadable JSON: they count as errors of the gate before the schema violations)."""
-
-    gate: str
-    outputs: Sequence[Any]
-    retry: int = 0
-    context: Mapping[str, Any] = field(default_factory=dict)
-    input_errors: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -341,3 +325,11 @@ def compile_gates(
         output_file=output_file,
         descriptions={name: s.description for name, s in spec.schemas.items()},
     )
+
+
+def compile_section(pack: Rulepack, compiling: Compiling) -> CompiledGates | None:
+    """The gates with the pack's templates (None when the pack declares no gate)."""
+    if not pack.gates.steps:
+        return None
+    templates = compiling.section("templates").templates
+    return compile_gates(pack, compiling.folder_of, templates, compiling.locate)

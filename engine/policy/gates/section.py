@@ -4,13 +4,7 @@ gates compile."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from engine.format.section import BuiltinSection, Compiling
-from engine.policy.gates.runtime import compile_gates
-
-if TYPE_CHECKING:
-    from engine.format.model import Rulepack
+from engine.format.section import BuiltinSection
 
 # What gate reprompt and artifact templates see of a gate result (engine.policy.gates.runtime).
 _GATE_RESULT_VARIABLES = frozenset(
@@ -38,13 +32,9 @@ TEMPLATE_VARIABLES: dict[str, frozenset[str]] = {
 }
 
 
-def _compile(pack: Rulepack, compiling: Compiling) -> Any:
-    """The gates with the pack's templates (None when the pack declares no gate)."""
-    if not pack.gates.steps:
-        return None
-
-    templates = compiling.section("templates").templates
-    return compile_gates(pack, compiling.folder_of, templates, compiling.locate)
-
-
-GATES = BuiltinSection("gates", "engine.policy.gates.checks:declared", _compile, TEMPLATE_VARIABLES)
+GATES = BuiltinSection(
+    "gates",
+    "engine.policy.gates.checks:declared",
+    "engine.policy.gates.runtime:compile_section",
+    TEMPLATE_VARIABLES,
+)
