@@ -81,7 +81,8 @@ EXPECTED = {
 ROUNDS_COMMANDS = ("choose", "conflicts")
 """Commands whose examples answer a pending menu or work on a session's conflicts: they
 run in a folder where `my-pack` is a pack with rounds, menus and conflicts (blocks `author`
-and `critic`) and session `runs/1` holds pending menus of rounds 3 and 4 (rounds_world)."""
+and `critic`) and session `runs/1` holds pending menus of rounds 3 and 4 (rounds_world).
+They take about 10 s (each command opens a pack of rounds, menus and conflicts): slow."""
 
 RESULTS = {
     "rules choose --session runs/1 author@3 1": (0, "  author: SKIP"),
@@ -208,8 +209,6 @@ def build_world(folder: Path, engine_bin: Path | None = None) -> dict[str, str]:
             ["rules", *args], cwd=folder, env=env, capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, (args, done.stdout + done.stderr)
-    (folder / ".rounds").mkdir()
-    build_rounds_state(folder / ".rounds", env, HELP)  # once: copy_world puts it in place
     return env
 
 
@@ -253,10 +252,8 @@ def copy_world(name: str, world: tuple[Path, dict[str, str]], folder: Path) -> d
     env = {**world[1], "PATH": world[1]["PATH"].replace(str(world[0]), str(folder))}
     if name == "init":
         shutil.rmtree(folder / "my-pack")
-    if name.split()[0] in ROUNDS_COMMANDS:  # the rounds state for my-pack and runs/1
-        shutil.rmtree(folder / "my-pack")
-        shutil.rmtree(folder / "runs" / "1")
-        shutil.copytree(folder / ".rounds", folder, dirs_exist_ok=True)
+    if name.split()[0] in ROUNDS_COMMANDS:  # my-pack and runs/1 as their examples need
+        build_rounds_state(folder, env, HELP)
     return env
 
 
@@ -295,6 +292,10 @@ def run_examples(
 
 
 COMMANDS = sorted(name for name, command in commands().items() if examples(command))
+DEFAULT_RUN = [
+    pytest.param(x, marks=pytest.mark.slow) if x.split()[0] in ROUNDS_COMMANDS else x
+    for x in COMMANDS
+]
 
 
 def test_the_examples_are_found() -> None:
@@ -302,7 +303,7 @@ def test_the_examples_are_found() -> None:
     assert examples(commands()["run"])[0].startswith("rules run --pack sentinel")
 
 
-@pytest.mark.parametrize("name", COMMANDS)
+@pytest.mark.parametrize("name", DEFAULT_RUN)
 def test_every_help_example_runs_as_written(
     name: str, world: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
