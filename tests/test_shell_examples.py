@@ -3,12 +3,14 @@ the test that runs exactly its commands; a block that does neither fails
 test_every_shell_block_is_run_or_covered, so a new shell example cannot go unrun.
 
 A block runs as one bash script in a fresh folder that holds what a user's folder would
-(world()): the shipped sentinel pack under rules/, a pack made by `rules init`, logs of
-outputs, a team's copy of sentinel (`sentinel-next`), a session that a run left, and a model
-command `model-cli` on PATH (examples/fake_model.py). A placeholder is replaced by a real
-thing the test starts, and only those of PLACEHOLDERS; a benchmark gets the tiny sizes of
-BENCHMARK_SIZES. Every command must succeed but those a runner names with the status its
-page gives, and the key output the runner names must be there.
+(world()): the shipped sentinel pack under rules/, a team's copy of it (`sentinel-next`),
+logs of outputs, and a model command `model-cli` on PATH (examples/fake_model.py); each test
+adds what its block names (a pack extending a git repository, a session a run left, the
+rounds of tests/rounds_world.py). A placeholder is replaced by a real thing the test starts,
+and only those of PLACEHOLDERS; a benchmark gets the tiny sizes of BENCHMARK_SIZES; the
+lines of NOT_HERE say why they do not run and what runs instead. Every command must succeed
+but those a test names with the status its page gives, and the output the test names must
+be there.
 """
 
 from __future__ import annotations
