@@ -55,7 +55,7 @@ def choose_command(
     \b
     Examples:
       rules choose --session runs/1 author@3 1                       # skip this round
-      rules choose --session runs/1 --context ctx.yaml author@3 3 \\
+      rules choose --session runs/1 --context ctx.yaml author@4 3 \\
           --text "The flow diagram is in docs/flow.md"               # one more retry
       rules choose --session runs/1 --resume
 

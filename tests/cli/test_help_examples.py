@@ -36,6 +36,7 @@ import pytest
 from dask_cluster import dask_cluster
 from installed import Installed
 from pg_server import PASSWORD, PostgresServer
+from rounds_world import HELP, build_rounds_state
 
 from conftest import REPO
 from engine.cli.main import cli
@@ -77,16 +78,25 @@ EXPECTED = {
 }
 """A text each service example's output must hold (the plain tests check the exit status)."""
 
-NOT_RUN_COMMANDS = {
-    "choose": "not run yet: the examples answer the pending menu of block `author` at round "
-    "3 of session runs/1, and the folder has no pack with a block `author`, rounds and menus, "
-    "nor such a session (the command runs on gap-review in tests/policy/test_choices.py)",
-    "conflicts": "not run yet: the examples need `my-pack` to declare `conflicts:` and session "
-    "runs/1 to hold conflicts ID-3 and ID-7; the folder's my-pack (rules init) declares none "
-    "(the commands run on gap-review in tests/policy/test_conflicts*.py)",
+ROUNDS_COMMANDS = ("choose", "conflicts")
+"""Commands whose examples answer a pending menu or work on a session's conflicts: they
+run in a folder where `my-pack` is a pack with rounds, menus and conflicts (blocks `author`
+and `critic`) and session `runs/1` holds pending menus of rounds 3 and 4 (rounds_world).
+They take about 10 s (each command opens a pack of rounds, menus and conflicts): slow."""
+
+RESULTS = {
+    "rules choose --session runs/1 author@3 1": (0, "  author: SKIP"),
+    "rules choose --session runs/1 --context ctx.yaml author@4 3": (0, "RETRY ATTEMPT 4 of 4"),
+    "rules choose --session runs/1 --resume": (0, "runs/1: resumed"),
+    "rules conflicts detect": (0, "flag ID-7 (HIGH): not addressed"),
+    "rules conflicts convert --session runs/1 ID-7": (0, "### Conflict: ID-7"),
+    "rules conflicts propose --session runs/1 ID-3": (0, "**Synthesized Option (Option C):**"),
+    "rules conflicts resolve --session runs/1 ID-3": (0, "ID-3: resolved with option C"),
+    "rules conflicts list --session runs/1 --open": (0, "ID-7"),
+    "rules conflicts termination --session runs/1 COMPLETE": (1, "COMPLETE: blocked"),
 }
-"""Commands whose examples need a pack and session the folder does not have: their tests
-are skipped, with this reason."""
+"""The exit status and a text of the output of those examples, as their help says: a
+choice is recorded (0); ID-7 was converted and not resolved, so it blocks COMPLETE (1)."""
 
 
 def commands() -> dict[str, click.Command]:
@@ -153,7 +163,7 @@ def build_world(folder: Path, engine_bin: Path | None = None) -> dict[str, str]:
     run them in: the user's packs (made by `rules init`; `new-pack`, `main-pack` and
     `sentinel-next`, a team's copies of the shipped sentinel pack), outputs, logs of
     outputs, and sessions that earlier runs left (`.rules-session/`, `runs/1`, `runs/42`,
-    a ledger file `a.db`).
+    a ledger file `a.db`); in `.rounds/`, the state of ROUNDS_COMMANDS' examples.
     ``engine_bin``: the folder whose `rules` runs (default: this checkout's venv; the
     wheel's venv for the examples as a wheel user runs them)."""
     bin_dir = folder / "bin"
@@ -242,6 +252,8 @@ def copy_world(name: str, world: tuple[Path, dict[str, str]], folder: Path) -> d
     env = {**world[1], "PATH": world[1]["PATH"].replace(str(world[0]), str(folder))}
     if name == "init":
         shutil.rmtree(folder / "my-pack")
+    if name.split()[0] in ROUNDS_COMMANDS:  # my-pack and runs/1 as their examples need
+        build_rounds_state(folder, env, HELP)
     return env
 
 
@@ -249,7 +261,8 @@ def run_lines(lines: list[str], folder: Path, env: dict[str, str]) -> list[tuple
     """Run ``lines`` in order in one shell in ``folder``: (status, output) each."""
     script: list[str] = []
     for line in lines:
-        script += [f"echo '{MARK}'", "{", line, "} 2>&1", "echo $?"]
+        # The status on a line of its own, after an output without a final newline too.
+        script += [f"echo '{MARK}'", "{", line, "} 2>&1", "__s=$?", "echo", "echo $__s"]
     done = subprocess.run(
         ["bash", "-c", "\n".join(script)],
         cwd=folder,
@@ -264,7 +277,7 @@ def run_lines(lines: list[str], folder: Path, env: dict[str, str]) -> list[tuple
     results = []
     for output in outputs:
         text, _, status = output.rstrip("\n").rpartition("\n")
-        results.append((int(status), text))
+        results.append((int(status), text.removesuffix("\n")))
     return results
 
 
@@ -275,12 +288,14 @@ def run_examples(
     the world; (example, status, output) each."""
     env = copy_world(name, world, folder)
     lines = [x for x in examples(commands()[name]) if service_of(x) is None]
-    if name.split()[0] in NOT_RUN_COMMANDS:
-        pytest.skip(NOT_RUN_COMMANDS[name.split()[0]])
     return [(line, *done) for line, done in zip(lines, run_lines(lines, folder, env), strict=True)]
 
 
 COMMANDS = sorted(name for name, command in commands().items() if examples(command))
+DEFAULT_RUN = [
+    pytest.param(x, marks=pytest.mark.slow) if x.split()[0] in ROUNDS_COMMANDS else x
+    for x in COMMANDS
+]
 
 
 def test_the_examples_are_found() -> None:
@@ -288,16 +303,33 @@ def test_the_examples_are_found() -> None:
     assert examples(commands()["run"])[0].startswith("rules run --pack sentinel")
 
 
-@pytest.mark.parametrize("name", COMMANDS)
+@pytest.mark.parametrize("name", DEFAULT_RUN)
 def test_every_help_example_runs_as_written(
     name: str, world: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     failed = []
     for line, status, output in run_examples(name, world, tmp_path / "fresh"):
         crashed = "Traceback (" in output or "internal error" in output
-        if status == 2 or crashed:
-            failed.append(f"$ {line}\n{output}\n(exit {status})")
+        expected = next((v for k, v in RESULTS.items() if line.startswith(k)), None)
+        if (
+            status == 2
+            or crashed
+            or (expected and (status, expected[1] in output) != (expected[0], True))
+        ):
+            failed.append(f"$ {line}\n{output}\n(exit {status}; expected {expected})")
     assert failed == [], "\n\n".join(failed)
+
+
+def test_every_rounds_example_has_its_result() -> None:
+    """Each example of the rounds commands has its status and output in RESULTS."""
+    lines = [
+        x
+        for name in COMMANDS
+        if name.split()[0] in ROUNDS_COMMANDS
+        for x in examples(commands()[name])
+    ]
+    assert len(lines) == len(RESULTS)
+    assert all(sum(x.startswith(k) for x in lines) == 1 for k in RESULTS), lines
 
 
 @pytest.mark.slow
