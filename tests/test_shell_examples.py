@@ -207,7 +207,7 @@ BENCHMARK_SIZES = {
     "python benchmarks/ledger.py": "--records 5 --items 2 --writers 1,2 --rounds 1",
     "python benchmarks/cli_cache.py": "--repeat 1",
     "python benchmarks/streams.py": "--repeat 1",
-    "python benchmarks/tool_call.py --limit 1": "--repeat 1",
+    "python benchmarks/tool_call.py": "--repeat 1",
 }
 """Tiny sizes for the benchmarks (appended; `backtest.py`'s replace the page's)."""
 
