@@ -102,30 +102,17 @@ def spent(tx: Tx, scope: Scope, since: int | None, usage: bool = False) -> float
     return spent_in(tx.batch(reading_spent(tx.dialect, scope, since, usage))[-1], usage)
 
 
-def without_waiting_for_disk(dialect: str) -> list[Statement]:
-    """The statement that lets a transaction commit on PostgreSQL without waiting for its
-    WAL to reach the disk (as every commit of a SQLite ledger, ``synchronous = NORMAL``).
-    For the payment of a call before it is made: the attempt the call gives is recorded
-    by a transaction that waits, and its flush carries this one's (the WAL is written in
-    order); only a crash of the database server in between loses the payment, with the
-    attempt."""
-    if dialect == "postgresql":
-        return [("SET LOCAL synchronous_commit = off", ())]
-    return []
-
-
-def paying_if_left(dialect: str, scope: Scope, limit: int) -> Statement:
+def paying_if_left(scope: Scope, limit: int) -> Statement:
     """One statement that pays for a call from a budget of calls without a window when it
     has one left (``limit`` at least 1), and returns what it has then spent; no row when it
-    has none left. The row is taken as it is changed, so it is its own transaction. On
-    PostgreSQL it does not wait for the disk either (``without_waiting_for_disk``: set in
-    the statement, it holds for the transaction the statement is)."""
-    quick = ", set_config('synchronous_commit', 'off', true)" if dialect == "postgresql" else ""
+    has none left. The row is taken as it is changed, so it is its own transaction; it
+    waits for the disk as every commit does: a payment lost in a crash of the database
+    server would let a call budget pay for more calls than its limit."""
     return (
         "INSERT INTO budget_counters (pack, budget, scope, spent, amount, ts)"
         " VALUES (?, ?, ?, 1, 0, ?) ON CONFLICT (pack, budget, scope) DO UPDATE"
         " SET spent = budget_counters.spent + 1, ts = excluded.ts"
-        f" WHERE budget_counters.spent < ? RETURNING spent{quick}",
+        " WHERE budget_counters.spent < ? RETURNING spent",
         (scope.pack, scope.budget, scope.scope, now(), limit),
     )
 

@@ -112,7 +112,7 @@ def admission(pack: Pack, session: str, block: str) -> tuple[Callable[[Tx], Refu
             scope = Scope(pack.name, budget.name, budget.scope(session, block, "", 0))
 
             def at_once(tx: Tx) -> Refusal | None:
-                if tx.one(*rows.paying_if_left(tx.dialect, scope, int(spec.limit))):
+                if tx.one(*rows.paying_if_left(scope, int(spec.limit))):
                     return None
                 return Refusal(budget, rows.spent(tx, scope, None))
 
@@ -136,17 +136,14 @@ def admit_first_call(tx: Tx, pack: Pack, session: str, block: str) -> Refusal | 
     ``engine.run``) from every ``calls`` budget per session or fleet that applies, or the
     first such budget that cannot pay (nothing paid then); a budget of tokens or cost
     that is spent refuses it too. A budget per item run counts the call when it is
-    recorded (the run's number is taken then). The payment does not wait for the disk
-    (``without_waiting_for_disk``): the attempt's record does."""
+    recorded (the run's number is taken then)."""
     moment = now_ms()
     counted = [
         (budget, Scope(pack.name, budget.name, budget.scope(session, block, "", 0)))
         for budget in first_call_budgets(pack, block)
     ]
     reads = [rows.reading_spent(tx.dialect, s, _since(b, moment), b.usage) for b, s in counted]
-    found = tx.batch(
-        [*rows.without_waiting_for_disk(tx.dialect), *(one for read in reads for one in read)]
-    )
+    found = tx.batch([one for read in reads for one in read])
     paying: list[Statement] = []
     for (budget, scope), read in zip(counted, _last_of(found, reads), strict=True):
         used = rows.spent_in(read, budget.usage)

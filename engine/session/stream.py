@@ -39,9 +39,10 @@ thousand tokens while the text is under 16 KB, as most model outputs are; a quar
 the text beyond: the reader is handed the whole text, and joining it at every 4 KB of a
 megabyte would cost more than evaluating it). A reader reads only the text that is new
 since it was last asked, so an ask costs a fixed part (joining the text, finding where the
-new lines end, a few checks) plus the new text's reading; at 4 KB a step that fixed part stays within a few per cent of
-what evaluating the text costs (benchmarks/streams.py: +9% at 2 KB, +4% at 4 KB on a
-7.5 KB sentinel stream), and the text is joined a bounded number of times."""
+new lines end, a few checks) plus the new text's reading; at 4 KB a step that fixed part
+stays within a few per cent of what evaluating the text costs (benchmarks/streams.py: +9%
+at 2 KB, +4% at 4 KB on a 7.5 KB sentinel stream), and the text is joined a bounded
+number of times."""
 
 
 @dataclass(frozen=True)
