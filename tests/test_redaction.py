@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from engine.core import redaction
+from engine.server.access import ScrubFilter
 
 
 def test_a_registered_value_is_scrubbed_in_every_form_and_piece() -> None:
@@ -63,7 +64,7 @@ def test_a_log_record_and_its_traceback_are_scrubbed() -> None:
     redaction.register("Log-Secret-66")
     sink = io.StringIO()
     handler = logging.StreamHandler(sink)
-    handler.addFilter(redaction.ScrubFilter())
+    handler.addFilter(ScrubFilter())
     log = logging.getLogger("tests.redaction")
     log.addHandler(handler)
     try:

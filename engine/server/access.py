@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, quote
 
 from starlette.types import Receive, Scope, Send
 
+from engine.core.redaction import scrub
 from engine.server.middleware import HttpMiddleware, ResponseStatus
 from engine.server.problems import TOKEN_MISPLACED, problem_response
 
@@ -124,11 +125,11 @@ def logged_path(scope: Scope) -> str:
 def log_config() -> dict[str, Any]:
     """uvicorn's ``log_config``: its error log and the server's own messages on stderr,
     the access log on stdout, every record scrubbed of secrets."""
-    scrub = {"()": "engine.core.redaction.ScrubFilter"}
+    scrubbing = {"()": "engine.server.access.ScrubFilter"}
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"scrub": scrub},
+        "filters": {"scrub": scrubbing},
         "formatters": {
             "default": {
                 "()": "uvicorn.logging.DefaultFormatter",
@@ -159,3 +160,20 @@ def log_config() -> dict[str, Any]:
             ACCESS_LOGGER: {"handlers": ["access"], "level": "INFO", "propagate": False},
         },
     }
+
+
+class ScrubFilter(logging.Filter):
+    """A logging filter that scrubs a record's message and its traceback before any
+    handler formats them (attached to the server's log handlers)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = scrub(record.getMessage())
+        record.args = None
+        record.__dict__.pop("color_message", None)  # uvicorn's coloured copy of the message
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info)
+        return True
