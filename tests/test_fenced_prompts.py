@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import FIXTURES, REPO, run_cli
 from engine.cli.init import scaffold
 from engine.sandbox.environment import ENVIRONMENT
-from engine.sandbox.fence import fence
+from engine.sandbox.fence import fence, longest_run
 
 GOLDEN = FIXTURES / "golden" / "fence"
 
@@ -212,3 +214,11 @@ def test_rules_check_warns_where_a_template_writes_model_text_unfenced(
     ]
     assert "writes 'failure' (model text) into the prompt unfenced" in lines[0]
     assert "writes 'shown' (model text)" in lines[1]
+
+
+@given(st.text(alphabet="`a\n", max_size=200))
+def test_the_fence_is_longer_than_the_longest_run_of_backticks(text: str) -> None:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    assert longest_run(text, "`") == longest
+    delimiter = fence(text).split("\n")[1]
+    assert set(delimiter) == {"`"} and len(delimiter) == max(3, longest + 1)
