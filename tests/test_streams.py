@@ -261,11 +261,20 @@ def test_rules_run_stream_ends_a_slow_command_early(tmp_path: Path) -> None:
     assert 0 < rows[0]["streamed_chars"] < 20_000
 
 
+@pytest.fixture(scope="module")
+def sentinel() -> engine.Pack:
+    """The sentinel pack, loaded once for the cases of this module (a load per case was
+    most of their time)."""
+    return engine.load_pack("sentinel")
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_a_prefix_fails_only_when_the_whole_output_fails(case: dict[str, Any]) -> None:
+def test_a_prefix_fails_only_when_the_whole_output_fails(
+    case: dict[str, Any], sentinel: engine.Pack
+) -> None:
     """Soundness over every sentinel case: no prefix of an output that passes is failed,
     and a failure found on a prefix is a failure of the whole output."""
-    pack = engine.load_pack("sentinel")
+    pack = sentinel
     text = build_text(case) + "\n"
     args = call_args(case)
     whole = pack.evaluate(case["block"], text, args["nonce"], args["vars"])
@@ -376,13 +385,15 @@ def test_a_kind_that_decides_nothing_on_a_prefix_is_read_whole(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_a_stream_read_by_its_checks_is_evaluated_as_the_whole_text(case: dict[str, Any]) -> None:
+def test_a_stream_read_by_its_checks_is_evaluated_as_the_whole_text(
+    case: dict[str, Any], sentinel: engine.Pack
+) -> None:
     """The fields the prefix checks read as the stream arrived are handed to its
     evaluation, which reads only the lines after them: the verdict is the whole text's,
     whatever the chunks and line ends (LF or CRLF)."""
     from engine.session.stream import Watch
 
-    pack = engine.load_pack("sentinel")
+    pack = sentinel
     args = call_args(case)
     contract = pack.contract(case["block"])
     inputs = EvaluationInput(None, args["nonce"], args["vars"])
