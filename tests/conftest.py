@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -14,10 +15,19 @@ from typing import TYPE_CHECKING
 import pytest
 from click.testing import CliRunner, Result
 
+import engine
 from engine.cli.main import cli
 
 if TYPE_CHECKING:
     from installed import Installed
+
+# The engine runs here as an installed engine runs: from its bytecode cache. A shell that
+# sets PYTHONDONTWRITEBYTECODE (some CI images and sandboxes do) would make every `rules`
+# process the tests start compile the engine's modules from source, and pytest rewrite
+# every test module's asserts on every run. Dropped here, before any test starts a
+# process or imports a test module.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -28,13 +38,13 @@ NESTED = "RULES_ENGINE_NESTED_TEST_RUN"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The README test runs the suite again inside itself; there the slow tests (already
-    run by the outer suite) are skipped."""
+    """The README test runs the suite again inside itself; there the slow and heavy tests
+    (run by the outer suite) are skipped."""
     if os.environ.get(NESTED) != "1":
         return
-    skip = pytest.mark.skip(reason="slow test, run by the outer suite")
+    skip = pytest.mark.skip(reason="slow or heavy test, run by the outer suite")
     for item in items:
-        if "slow" in item.keywords:
+        if "slow" in item.keywords or "heavy" in item.keywords:
             item.add_marker(skip)
 
 
@@ -68,6 +78,13 @@ def run_cli(
 ) -> Result:
     runner = CliRunner()
     return runner.invoke(cli, list(args), input=input, env=env, catch_exceptions=False)
+
+
+@functools.cache
+def shipped_pack(name: str) -> engine.Pack:
+    """A shipped pack, loaded once in this test process for the modules that only read it:
+    each load validates the pack again (0.2 s), and every worker collects every module."""
+    return engine.load_pack(name)
 
 
 PackMaker = Callable[..., Path]

@@ -799,7 +799,7 @@ def test_parquet_records_give_the_jsonl_report(
     assert result.stderr.startswith(f"error: {damaged}: not a readable Parquet file (")
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
     import os
     import pty

@@ -27,9 +27,10 @@ VERDICT = (
 NOBODY = 65534
 
 # Each test starts `rules` processes on a cold cache of a pack of its own (about 1 s each
-# on 2 cores): together a fifth of the default run. They run with the slow tests; the
-# cache's everyday behaviour is tested in the default run by test_pack_cache.py.
-pytestmark = pytest.mark.slow
+# on 2 cores): together a fifth of the default run. They run with the heavy tests
+# (`pytest -m heavy`, in CI); the cache's everyday behaviour is tested in the default run
+# by test_pack_cache.py.
+pytestmark = pytest.mark.heavy
 PARSE = ["--block", "VERDICT", "--nonce", "4F2C9A", "--var", "criterion=AC1"]
 
 

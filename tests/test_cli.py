@@ -63,7 +63,7 @@ def test_help_has_examples() -> None:
     assert "Examples:" in run_cli("check", "--help").output
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_installed_scripts_run_as_subprocesses(tmp_path: Path) -> None:
     copy_fixture("many_findings", tmp_path)
     clean = run_script(script("rules-check"), "builtin:core", cwd=tmp_path)

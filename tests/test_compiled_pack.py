@@ -10,11 +10,12 @@ import pytest
 from sentinel_cases import NONCE
 
 import engine
+from conftest import shipped_pack
 from engine.sandbox.environment import ENVIRONMENT
 
 RULES = Path(engine.__file__).resolve().parent.parent / "rules"
-SENTINEL = engine.load_pack("sentinel")
-GAP_REVIEW = engine.load_pack("gap-review")
+SENTINEL = shipped_pack("sentinel")
+GAP_REVIEW = shipped_pack("gap-review")
 GAP_CONTEXT: dict[str, Any] = {
     "known_gaps": ["GAP-FLOW-001"],
     "round": 2,

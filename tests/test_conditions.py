@@ -116,6 +116,7 @@ def _outcome(function: Any, variables: dict[str, Any]) -> tuple[str, Any]:
         return "error", str(exc) or type(exc).__name__
 
 
+@pytest.mark.heavy
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expression=_expressions(), a=VALUES, b=VALUES, c=VALUES)
 def test_a_closure_that_finishes_gives_jinjas_value(

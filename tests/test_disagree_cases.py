@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 import engine
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, shipped_pack
 
-PACK = engine.load_pack("gap-review")
+PACK = shipped_pack("gap-review")
 # Seed 001's cases are the pack's own tests (`rules test rules/gap-review` runs them).
 CASES: list[dict[str, Any]] = yaml.safe_load(
     (REPO / "rules" / "gap-review" / "tests" / "seed001_disagree.yaml").read_text(encoding="utf-8")

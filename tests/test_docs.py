@@ -134,6 +134,7 @@ def test_render_one_liner_works_with_a_model_command(tmp_path: Path) -> None:
     assert json.loads(repaired.stdout)["answer"] == "YES"
 
 
+@pytest.mark.heavy
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
     """`mkdocs build --strict`: no broken link or anchor, no page left out of the nav, and
     every object the API page names has its docstrings (CI installs the `docs` extra)."""
@@ -221,6 +222,7 @@ def test_every_document_has_console_examples_and_the_readme_the_tour() -> None:
 @pytest.mark.parametrize(
     "document", [path.relative_to(REPO).as_posix() for path in documents()], ids=str
 )
+@pytest.mark.heavy
 def test_every_console_example_prints_what_it_shows(document: str, tmp_path: Path) -> None:
     """Each ```console block of the README and of every page under docs/ runs as one shell
     session, the blocks of a document in order in one copy of the files they use; every

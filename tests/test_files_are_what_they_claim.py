@@ -161,6 +161,7 @@ def _cached_parse(cache: Path, output: Path) -> subprocess.CompletedProcess[str]
         lambda data: data.update({"kinds": "x"}),
     ],
 )
+@pytest.mark.heavy
 def test_a_cache_entry_edited_by_hand_is_not_believed(tmp_path: Path, edit: object) -> None:
     cache = tmp_path / "cache"
     output = tmp_path / "out.txt"
@@ -181,6 +182,7 @@ def test_a_cache_entry_edited_by_hand_is_not_believed(tmp_path: Path, edit: obje
     assert "internal error" not in again.stderr
 
 
+@pytest.mark.heavy
 def test_a_cache_entry_that_is_a_fifo_is_passed_over(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     output = tmp_path / "out.txt"
@@ -193,6 +195,7 @@ def test_a_cache_entry_that_is_a_fifo_is_passed_over(tmp_path: Path) -> None:
     assert (again.returncode, again.stderr) == (first.returncode, first.stderr)
 
 
+@pytest.mark.heavy
 def test_a_golden_prompt_that_is_a_fifo_is_the_cases_problem(tmp_path: Path) -> None:
     """Reading it (or writing it with --update) would wait for the other end forever."""
     pack = _sentinel_pack(tmp_path)
@@ -232,6 +235,7 @@ def test_an_output_file_that_is_a_fifo_is_refused_without_waiting(
     assert "output.txt: cannot read: a FIFO (named pipe), not a regular file" in result.stderr
 
 
+@pytest.mark.heavy
 def test_a_forged_cache_entry_with_its_digest_recomputed_falls_back_to_a_fresh_load(
     tmp_path: Path,
 ) -> None:

@@ -227,6 +227,7 @@ def test_check_without_packs_says_where_it_looked_and_how_to_name_them(tmp_path:
         assert "`args: [packs/]`" in done.stderr and "[tool.rules]" in done.stderr
 
 
+@pytest.mark.heavy
 def test_a_tool_rules_table_gives_every_command_its_defaults(tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / "packs").mkdir(parents=True)

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 import engine
-from conftest import FIXTURES, REPO, run_cli
+from conftest import FIXTURES, REPO, run_cli, shipped_pack
 
-PACK = engine.load_pack("gap-review")
+PACK = shipped_pack("gap-review")
 SEEDS = {p.name[:3]: p for p in (FIXTURES / "seeds").glob("*.txt")}
 
 

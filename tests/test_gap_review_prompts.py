@@ -12,11 +12,11 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 import engine
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, shipped_pack
 from engine.pack.inputs import OutputInput
 from engine.prompts.examples.select import earlier_rounds, select_example, truncate_example
 
-PACK = engine.load_pack("gap-review")
+PACK = shipped_pack("gap-review")
 EXAMPLES = PACK.model.examples
 IDS = PACK.contract("engineer").id_patterns
 GAPS = ["GAP-FLOW-001", "GAP-FLOW-002"]

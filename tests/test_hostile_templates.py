@@ -48,7 +48,7 @@ def test_check_refuses_unsafe_templates(tmp_path: Path, template: str, problem: 
     assert elapsed < 10
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_constant_folding_does_not_hang_check(tmp_path: Path) -> None:
     folder = template_pack(tmp_path, "{{ 'x' * 10**10 }}")
     code, output, elapsed = bounded("check", ".", cwd=folder)
@@ -108,7 +108,7 @@ def test_output_cap(tmp_path: Path) -> None:
         compiled.render()
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_unsafe_expressions_are_findings(tmp_path: Path) -> None:
     folder = template_pack(tmp_path, "{{ parser_error }}", guard="output.__class__")
     code, output, _ = bounded("check", ".", cwd=folder)
@@ -119,7 +119,7 @@ def test_unsafe_expressions_are_findings(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- packs stay in their workspace
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_extends_outside_the_workspace_is_refused_before_reading(tmp_path: Path) -> None:
     folder = tmp_path / "work" / "a"
     folder.mkdir(parents=True)
@@ -154,7 +154,7 @@ def test_siblings_and_git_workspaces_may_be_extended(tmp_path: Path) -> None:
     assert code == 0, output
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_derived_pack_finds_the_base_packs_files(tmp_path: Path) -> None:
     from conftest import REPO
 
@@ -203,7 +203,7 @@ def test_a_nul_byte_in_a_pack_is_a_finding(tmp_path: Path) -> None:
         " or ".join(["attempt > 1"] * 1000),
     ],
 )
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_huge_or_deep_expressions_are_findings(tmp_path: Path, expression: str) -> None:
     folder = template_pack(tmp_path, "{{ parser_error }}", guard=expression)
     code, output, elapsed = bounded("check", ".", cwd=folder)
@@ -214,7 +214,7 @@ def test_huge_or_deep_expressions_are_findings(tmp_path: Path, expression: str) 
 # ---------------------------------------------------------------- outputs past the cap
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_an_endless_output_is_not_read_past_the_cap(tmp_path: Path) -> None:
     args = [
         *VERDICT_ARGS,
@@ -302,7 +302,7 @@ def test_size_taking_filters_and_recursion_are_bounded(template: str, message: s
         compiled.render()
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_no_constant_folding_of_filters_at_check(tmp_path: Path) -> None:
     """`{{ 'x'|center(10**9) }}` was folded while compiling: 19 s and 3 GB at check."""
     folder = template_pack(tmp_path, "{{ 'x'|center(1000000000) }}")
@@ -322,7 +322,7 @@ def test_lipsum_cycler_joiner_are_not_provided(tmp_path: Path) -> None:
         assert f"uses {name!r}, which the engine does not provide" in text
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_nul_byte_in_a_template_is_a_finding(tmp_path: Path) -> None:
     folder = template_pack(tmp_path, "line 1\nab\x00c{{ 1 }}")
     code, text, elapsed = bounded("check", str(folder), cwd=tmp_path)

@@ -91,6 +91,7 @@ def logged(folder: Path) -> list[tuple[str, int, str]]:
     return [(r["item"], r["attempt"], r["action"]) for r in json.loads(log.stdout)]
 
 
+@pytest.mark.heavy
 def test_runs_without_a_nonce_are_items_of_their_own(tmp_path: Path, model: Path) -> None:
     # the measured case: after three good runs the fourth run's bad output was attempt 4
     # of one shared item and went straight to the after-failure action
@@ -113,6 +114,7 @@ def test_runs_without_a_nonce_are_items_of_their_own(tmp_path: Path, model: Path
     assert {json.loads(item)["round"] for item in items} == {2}  # the pack's parts stay
 
 
+@pytest.mark.heavy
 def test_runs_with_the_same_item_share_its_count(tmp_path: Path, model: Path) -> None:
     assert rules_run(tmp_path, *ENGINEER, "--item", "job-7", model=model) == (0, RETRIED)
     # the first run ended (PROCEED): the next run of the item starts again at attempt 1
@@ -130,6 +132,7 @@ def test_runs_with_the_same_item_share_its_count(tmp_path: Path, model: Path) ->
     assert [number for _, number, _ in rows] == [1, 2, 1, 2, 3, 1, 2]
 
 
+@pytest.mark.heavy
 def test_an_item_names_one_across_nonces(tmp_path: Path) -> None:
     """Sentinel packs count per nonce; `--item` joins two nonces' runs into one item."""
     fake = str(REPO / "examples" / "fake_model.py")

@@ -44,6 +44,7 @@ def count(directory: Path) -> int:
     return rows
 
 
+@pytest.mark.heavy
 def test_the_cap_holds_across_processes(tmp_path: Path) -> None:
     """Each process is one output of the item: the second spends the run's one repair and
     ends it; the third starts the item's next run, which the fourth ends the same way."""
@@ -201,6 +202,7 @@ def _as_reader_only(folder: Path) -> list[str]:
     return prefix
 
 
+@pytest.mark.heavy
 def test_a_ledger_on_read_only_media_can_be_read_not_written(tmp_path: Path) -> None:
     shared = Path(tempfile.mkdtemp(prefix="rules-ro-"))  # reachable by an unprivileged user
     try:

@@ -43,7 +43,7 @@ def rules(*args: str, input: bytes | None = None, bound: float = 10) -> tuple[in
 # --------------------------------------------------------------------------- patterns
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_catastrophic_schema_pattern_runs_on_re2_and_fails_the_output(
     make_pack: PackMaker, tmp_path: Path
 ) -> None:
@@ -60,6 +60,7 @@ def test_a_catastrophic_schema_pattern_runs_on_re2_and_fails_the_output(
     assert (code, "pass" in text) == (0, True)
 
 
+@pytest.mark.heavy
 def test_a_schema_pattern_no_linear_engine_takes_is_a_finding_with_its_pointer(
     make_pack: PackMaker, tmp_path: Path
 ) -> None:
@@ -280,7 +281,7 @@ def _context(tmp_path: Path) -> Path:
     return context
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_sections_past_the_limit_fail_naming_it(tmp_path: Path) -> None:
     from engine.contracts.kinds.markdown.sections import MAX_SECTIONS
 

@@ -370,6 +370,7 @@ print('rules-usage: ' + json.dumps({"input_tokens": 99, "output_tokens": 7,
 """
 
 
+@pytest.mark.heavy
 def test_rules_run_classifies_a_command_by_stderr_and_exit_status(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -157,6 +157,7 @@ def sdk(request: pytest.FixtureRequest) -> Iterator[tuple[str, _Stub, Callable[[
         yield name, stub, maker(stub.url)
 
 
+@pytest.mark.heavy
 def test_an_sdk_client_is_retried_at_the_transport_and_repaired(
     tmp_path: Path, sdk: tuple[str, _Stub, Callable[[str], Any]]
 ) -> None:

@@ -105,7 +105,7 @@ def scripted_session(ledger: list[str]) -> list[tuple[str, int, str, str]]:
     return steps
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_sqlite_folder_and_a_postgresql_ledger_give_the_same_session(
     postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -51,6 +51,7 @@ def _entries(cache: Path) -> list[Path]:
     return sorted(cache.glob("*.json")) if cache.is_dir() else []
 
 
+@pytest.mark.heavy
 def test_a_cache_hit_parses_exactly_like_a_load(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     cold = _parse("sentinel", VERDICT, cache, "--format", "json")
@@ -62,6 +63,7 @@ def test_a_cache_hit_parses_exactly_like_a_load(tmp_path: Path) -> None:
     assert json.loads(warm.stdout)["data"]["reason"] == "r" * 400
 
 
+@pytest.mark.heavy
 def test_editing_the_pack_invalidates_its_entry(tmp_path: Path) -> None:
     pack = tmp_path / "sentinel"
     shutil.copytree(REPO / "rules" / "sentinel", pack)
@@ -88,6 +90,7 @@ def test_a_pack_broken_after_a_cached_parse_is_refused(tmp_path: Path) -> None:
     assert "pack.yaml:2:1: invalid YAML" in broken.stderr
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("damage", ["", "{not json", '{"format": 1}', "[]"])
 def test_a_damaged_entry_falls_back_to_loading(tmp_path: Path, damage: str) -> None:
     cache = tmp_path / "cache"
@@ -99,6 +102,7 @@ def test_a_damaged_entry_falls_back_to_loading(tmp_path: Path, damage: str) -> N
     assert json.loads(entry.read_text(encoding="utf-8"))["format"] == FORMAT
 
 
+@pytest.mark.heavy
 def test_no_cache_writes_nothing_and_an_unwritable_folder_is_ignored(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     assert _parse("sentinel", VERDICT, cache, env={"RULES_NO_CACHE": "1"}).returncode == 0
@@ -143,6 +147,7 @@ def _check(target: str, cache: Path, *extra: str) -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.heavy
 def test_rules_check_remembers_a_clean_pack_until_a_file_of_it_changes(tmp_path: Path) -> None:
     pack = tmp_path / "sentinel"
     shutil.copytree(REPO / "rules" / "sentinel", pack)

@@ -79,6 +79,7 @@ def test_a_shipped_pack_read_back_from_its_image_passes_its_own_tests(name: str)
     ],
     ids=["eval", "render", "eval-markdown", "gate"],
 )
+@pytest.mark.heavy
 def test_a_command_from_the_image_says_what_it_says_without_a_cache(
     tmp_path: Path, command: list[str]
 ) -> None:
@@ -91,6 +92,7 @@ def test_a_command_from_the_image_says_what_it_says_without_a_cache(
     assert "internal error" not in warm.stderr
 
 
+@pytest.mark.heavy
 def test_a_warm_eval_and_render_import_no_yaml_or_pydantic(tmp_path: Path) -> None:
     """Jinja2 they need (guards and templates are Jinja2 expressions); nothing else heavy."""
     cache = tmp_path / "cache"
@@ -133,6 +135,7 @@ def test_an_image_written_in_one_folder_serves_a_command_run_in_another(tmp_path
     assert outcomes[0][0] == 0, outcomes[0][2]
 
 
+@pytest.mark.heavy
 def test_editing_the_pack_or_a_template_it_names_is_seen_at_once(tmp_path: Path) -> None:
     pack = _sentinel_copy(tmp_path)
     cache = tmp_path / "cache"
@@ -157,6 +160,7 @@ def test_editing_the_pack_or_a_template_it_names_is_seen_at_once(tmp_path: Path)
     ],
     ids=["a-field-of-the-wrong-type", "no-models", "no-model"],
 )
+@pytest.mark.heavy
 def test_an_image_not_signed_with_the_cache_key_is_not_used(tmp_path: Path, forge: object) -> None:
     """The key is the cache folder's own: an image changed by anyone, with its digest
     recomputed as a checksum, is passed over and the pack loaded afresh."""

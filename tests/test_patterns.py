@@ -232,6 +232,7 @@ patterns = st.lists(
 texts = st.text(alphabet=st.sampled_from(list("abcx. é_-1\n٣\v\u00a0Kſ")), max_size=12)
 
 
+@pytest.mark.heavy
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pattern=patterns, prefix=st.booleans(), samples=st.lists(texts, max_size=8))
 def test_generated_patterns_agree_with_re2(pattern: str, prefix: bool, samples: list[str]) -> None:

@@ -12,10 +12,10 @@ import pytest
 from sentinel_cases import NONCE, build_text, delimiters, load
 
 import engine
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, shipped_pack
 
 CASES: list[dict[str, Any]] = load("plans_cases.yaml")
-PACK = engine.load_pack("sentinel")
+PACK = shipped_pack("sentinel")
 
 
 def output_of(case: dict[str, Any]) -> str:

@@ -560,6 +560,7 @@ def test_every_numeric_option_is_range_checked(
     assert calls == []
 
 
+@pytest.mark.heavy
 def test_ledger_and_rules_ledger_record_as_rules_run_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ledger_url: str
 ) -> None:

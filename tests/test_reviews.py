@@ -78,6 +78,7 @@ def logged(folder: Path, *where: str) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.heavy
 def test_needs_human_opens_a_review_holding_the_attempts_outputs_and_prompts(
     tmp_path: Path,
 ) -> None:
@@ -103,6 +104,7 @@ def test_needs_human_opens_a_review_holding_the_attempts_outputs_and_prompts(
     assert "attempt 2: fail -> NEEDS_HUMAN (PARSE_ERROR: DECISION must be YES or NO)" in text
 
 
+@pytest.mark.heavy
 def test_an_edit_must_pass_the_contract_and_becomes_the_final_decision(tmp_path: Path) -> None:
     make_pack(tmp_path)
     needs_human(tmp_path)
@@ -148,6 +150,7 @@ def test_an_edit_must_pass_the_contract_and_becomes_the_final_decision(tmp_path:
     assert EDITED in [json.loads(line)["text"] for line in exported.stdout.splitlines()]
 
 
+@pytest.mark.heavy
 def test_reject_needs_a_reason_and_ends_the_item_with_on_reject(tmp_path: Path) -> None:
     make_pack(tmp_path, "\nreviews:\n  on_reject: ESCALATE\n")
     needs_human(tmp_path)
@@ -161,6 +164,7 @@ def test_reject_needs_a_reason_and_ends_the_item_with_on_reject(tmp_path: Path) 
     assert missing.returncode == 2 and "no review 7 in" in missing.stderr
 
 
+@pytest.mark.heavy
 def test_the_markdown_log_views_name_who_resolved_a_review_and_when(tmp_path: Path) -> None:
     """`rules log`'s markdown views say who resolved an item's review and when, as its
     JSON rows do: the validation log's final decisions, and gap-review's round errors."""
@@ -219,6 +223,7 @@ GAP_RESOLUTION = (
 )
 
 
+@pytest.mark.heavy
 def test_the_next_repair_prompt_of_the_block_carries_the_reviewed_example(
     tmp_path: Path,
 ) -> None:
@@ -241,6 +246,7 @@ def test_the_next_repair_prompt_of_the_block_carries_the_reviewed_example(
     ]
 
 
+@pytest.mark.heavy
 def test_engine_run_waits_for_the_review_and_ends_with_the_edit(tmp_path: Path) -> None:
     pack_folder = make_pack(tmp_path)
     pack = engine.load_pack(pack_folder)
@@ -283,6 +289,7 @@ def test_engine_run_waits_for_the_review_and_ends_with_the_edit(tmp_path: Path) 
     assert (at_once.decision.action, at_once.data) == ("NEEDS_HUMAN", None)
 
 
+@pytest.mark.heavy
 def test_rules_check_names_where_review_settings_are_wrong(tmp_path: Path) -> None:
     make_pack(tmp_path, "\nreviews:\n  actions: [REPAIR]\n  fallback: NOPE\n  resolve_within: 0\n")
     done = rules(tmp_path, "check", "my-pack")
@@ -406,6 +413,7 @@ class Hook(http.server.BaseHTTPRequestHandler):
         return
 
 
+@pytest.mark.heavy
 def test_the_webhook_is_told_signed_retried_and_never_redirected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

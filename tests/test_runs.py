@@ -67,6 +67,7 @@ def logged(folder: Path, *args: str) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------- runs
 
 
+@pytest.mark.heavy
 def test_the_readme_run_gives_the_same_result_twice(tmp_path: Path) -> None:
     """The README's tour, `rules run` included, run as written; then its `rules run` once
     more: a finished run does not swallow the next one (it was attempt 3: NEEDS_HUMAN)."""
@@ -103,6 +104,7 @@ def test_the_readme_run_gives_the_same_result_twice(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.heavy
 def test_continue_goes_on_counting_the_ended_run(folder: Path) -> None:
     model = ("--", "sh", "-c", REPAIRED)
     assert rules(folder, "run", *ANSWER, *model)[0] == 0
@@ -123,6 +125,7 @@ def test_continue_goes_on_counting_the_ended_run(folder: Path) -> None:
     ]
 
 
+@pytest.mark.heavy
 def test_log_shows_the_runs_of_an_item_apart(folder: Path) -> None:
     model = ("--", "sh", "-c", REPAIRED)
     for _ in range(2):
@@ -134,6 +137,7 @@ def test_log_shows_the_runs_of_an_item_apart(folder: Path) -> None:
     assert summary[2:] == ["| ANSWER | SUCCESS | 2 | N/A (passed on retry) |"] * 2
 
 
+@pytest.mark.heavy
 def test_eval_starts_a_new_run_after_a_final_decision(folder: Path) -> None:
     session = ("--session", "s")
     good = str(folder / "my-pack" / "tests" / "ANSWER" / "good.txt")
@@ -252,6 +256,7 @@ def test_a_failing_model_commands_stderr_is_shown_and_kept(folder: Path) -> None
     assert row["stderr"] == "ERROR: OPENAI_API_KEY not set"
 
 
+@pytest.mark.heavy
 def test_the_kept_stderr_is_bounded_and_scrubbed(folder: Path) -> None:
     secret = "sk-test-0123456789abcdef"
     command = (
@@ -279,6 +284,7 @@ def test_the_kept_stderr_is_bounded_and_scrubbed(folder: Path) -> None:
     assert "the key was ***" in done.stderr
 
 
+@pytest.mark.heavy
 def test_stderr_is_never_put_in_a_prompt(folder: Path) -> None:
     """A model that prints to stderr and breaks its contract: the repair prompt it gets
     carries the error and the output, not the stderr; the stderr is kept with the attempt

@@ -13,12 +13,12 @@ import pytest
 from sentinel_cases import CASES, build_text, call_args
 
 import engine
-from conftest import REPO
+from conftest import REPO, shipped_pack
 from engine.contracts.kinds.sentinel.parser import SentinelParser
 from engine.core.verdict import Verdict
 from engine.pack.compiled import Pack
 
-PACK = engine.load_pack("sentinel")
+PACK = shipped_pack("sentinel")
 
 
 def _copy(folder: Path, name: str, old: str, new: str) -> Pack:

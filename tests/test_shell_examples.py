@@ -427,6 +427,7 @@ def test_the_backtest_example_finds_no_flip(tmp_path: Path) -> None:
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
 
 
+@pytest.mark.heavy
 def test_the_lock_examples_pin_a_git_pack(tmp_path: Path) -> None:
     """`rules/my-pack` extends a pack of a git repository (a local one, by file://) at a
     branch; the lock pins its commit, and `--locked check` accepts the pinned pack."""

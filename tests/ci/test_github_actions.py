@@ -109,7 +109,7 @@ def run_step(step: dict[str, Any], root: Path, base: str) -> subprocess.Complete
     )
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_the_workflow_passes_a_pull_request_that_changes_no_outcome(tmp_path: Path) -> None:
     steps = rules_steps()
     root, base = pull_request(
@@ -131,7 +131,7 @@ def test_the_workflow_passes_a_pull_request_that_changes_no_outcome(tmp_path: Pa
     assert "pass->fail" not in summary
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_the_workflow_fails_a_pull_request_that_flips_logged_outputs(tmp_path: Path) -> None:
     steps = rules_steps()
     root, base = pull_request(

@@ -303,6 +303,7 @@ def test_the_examples_are_found() -> None:
     assert examples(commands()["run"])[0].startswith("rules run --pack sentinel")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", DEFAULT_RUN)
 def test_every_help_example_runs_as_written(
     name: str, world: tuple[Path, dict[str, str]], tmp_path: Path
@@ -346,6 +347,7 @@ def test_every_help_example_runs_from_the_wheel(
     assert failed == [], "\n\n".join(failed)
 
 
+@pytest.mark.heavy
 def test_the_first_run_example_proceeds(world: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     """The first example of `rules run --help`: the stand-in model answers badly, the
     pack's own first prompt and repair get a good block back."""
@@ -395,6 +397,7 @@ def test_every_example_is_run_by_one_test() -> None:
         assert service_examples(service), service
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", sorted(service_examples("postgresql")))
 def test_the_postgresql_examples_run_on_a_real_server(
     name: str, world: tuple[Path, dict[str, str]], tmp_path: Path, postgres_server: PostgresServer

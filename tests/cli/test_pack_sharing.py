@@ -104,7 +104,7 @@ def lowered_pack(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_with_base_lists_exactly_the_base_cases_whose_action_changes(tmp_path: Path) -> None:
     wanted = expected_changes()
     assert len(wanted) >= 2

@@ -59,6 +59,7 @@ def test_a_model_command_that_does_not_exist_is_a_usage_error(tmp_path: Path) ->
     assert not session.exists()  # no attempt used up
 
 
+@pytest.mark.heavy
 def test_the_pack_s_first_prompt_is_sent_when_none_is_given(tmp_path: Path) -> None:
     assert run_script(script("rules"), "init", "p", cwd=tmp_path).returncode == 0
     pack = ("--pack", str(tmp_path / "p"), "--block", "ANSWER", "--nonce", "4F2C9A")

@@ -142,6 +142,7 @@ def _rules(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.heavy
 def test_an_entry_point_registers_the_kind(make_pack: PackMaker, tmp_path: Path) -> None:
     env = _with_distribution(tmp_path, "lines = lines_kind:KIND")
     folder = make_pack(PACK)

@@ -77,7 +77,7 @@ def _rules(env: dict[str, str], *args: str, stdin: bytes = b"") -> tuple[int, st
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("behaviour", list(IMPORTS))
 def test_a_pack_using_a_broken_plugin_fails_naming_it(
     behaviour: str, tmp_path: Path, make_pack: PackMaker
@@ -96,7 +96,7 @@ def test_a_pack_using_a_broken_plugin_fails_naming_it(
     assert "Traceback" not in err and "internal error" not in err
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("behaviour", list(IMPORTS))
 def test_commands_that_show_every_plugin_refuse_a_broken_one(
     behaviour: str, tmp_path: Path
@@ -109,7 +109,7 @@ def test_commands_that_show_every_plugin_refuse_a_broken_one(
         assert "internal error" not in err
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.parametrize("behaviour", ["raises", "exits 0", "hangs"])
 def test_a_pack_that_does_not_use_the_plugin_is_not_affected(
     behaviour: str, tmp_path: Path

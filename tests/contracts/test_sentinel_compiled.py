@@ -13,14 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sentinel_cases import CASES, build_text, call_args
 
-import engine
-from conftest import REPO
+from conftest import REPO, shipped_pack
 from engine.contracts.kinds.sentinel import syntax
 from engine.contracts.kinds.sentinel.parser import SentinelParser
 from engine.contracts.kinds.sentinel.values import ValueError_, parse_value, tokenize
 
 FAST = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-PACK = engine.load_pack("sentinel")
+PACK = shipped_pack("sentinel")
 
 line_text = st.text(alphabet=st.sampled_from(list('AZaz09_=:-" \t\\ÉѦ٣\u00a0xQ')), max_size=20)
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from sentinel_cases import CASES, NONCE, build_text, call_args, delimiters, expand, load
 
-import engine
+from conftest import shipped_pack
 
-PACK = engine.load_pack("sentinel")
+PACK = shipped_pack("sentinel")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])

@@ -6,14 +6,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sentinel_cases import NONCE, delimiters
 
 import engine
-from conftest import REPO
+from conftest import REPO, shipped_pack
 
-PACK = engine.load_pack("sentinel")
+PACK = shipped_pack("sentinel")
 BLOCKS = list(PACK.blocks)
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -134,6 +135,7 @@ path = st.from_regex(r"[a-z0-9_-]{1,10}(/[a-z0-9_-]{1,10}){0,3}\.py", fullmatch=
     acceptance=st.lists(words, min_size=1, max_size=10),
     diff=st.integers(1, 10**9),
 )
+@pytest.mark.heavy
 def test_generated_plan_parses_back(
     task: str,
     title: str,

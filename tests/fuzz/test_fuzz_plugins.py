@@ -165,7 +165,7 @@ def _check(case: Any) -> None:
     assert problem is None, f"{problem}\n[{group}] {command}\n--- toy_plugin.py:\n{shown}"
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_fuzz_plugins_smoke() -> None:
     @settings(SMOKE, max_examples=3)
     @given(case=plugin_cases())

@@ -126,7 +126,7 @@ def _run(tmp_path: Path, examples: int, steps: int) -> None:
     )
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_fuzz_server_smoke(tmp_path: Path) -> None:
     _run(tmp_path, examples=2, steps=6)
 

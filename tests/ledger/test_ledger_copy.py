@@ -276,6 +276,7 @@ def rules(*args: str) -> subprocess.CompletedProcess[str]:
 RULES = str(Path(sys.executable).with_name("rules"))
 
 
+@pytest.mark.heavy
 def test_the_command_copies_a_session_folder_to_postgresql_and_back(
     tmp_path: Path, postgres_server: PostgresServer
 ) -> None:
@@ -337,7 +338,7 @@ def test_the_command_has_examples_in_its_help() -> None:
     assert done.returncode == 0 and "Examples:" in done.stdout and "--replace" in done.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_real_session_copied_to_postgresql_and_back_logs_and_exports_the_same(
     tmp_path: Path, postgres_server: PostgresServer
 ) -> None:
@@ -372,6 +373,7 @@ def test_a_real_session_copied_to_postgresql_and_back_logs_and_exports_the_same(
     assert views("--session", str(back)) == original  # kept outputs byte for byte
 
 
+@pytest.mark.heavy
 def test_a_copy_of_a_ledger_being_written_is_one_snapshot(
     tmp_path: Path, postgres_server: PostgresServer
 ) -> None:

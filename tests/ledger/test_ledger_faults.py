@@ -139,6 +139,7 @@ def _await_sync_rep(server: PostgresServer, admin: Any) -> None:
                 return
 
 
+@pytest.mark.heavy
 def test_an_evaluation_whose_connection_is_lost_after_commit_is_recorded_once(
     postgres_server: PostgresServer,
 ) -> None:

@@ -178,9 +178,9 @@ COMMANDS: dict[str, list[str]] = {
 NAMED_IN_THE_ISSUE = ("log", "eval", "ledger copy --from", "ledger copy --to", "serve")
 
 # `rules serve` imports the server's libraries before it reaches the ledger (3 s a case on
-# 2 cores): its five cases run with the slow tests.
+# 2 cores): its five cases run with the heavy tests (`pytest -m heavy`, in CI).
 NAMED_CASES = [
-    pytest.param(command, marks=pytest.mark.slow) if command == "serve" else command
+    pytest.param(command, marks=pytest.mark.heavy) if command == "serve" else command
     for command in NAMED_IN_THE_ISSUE
 ]
 

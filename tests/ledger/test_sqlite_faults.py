@@ -27,7 +27,7 @@ def eval_in(session: Path) -> subprocess.CompletedProcess[bytes]:
     return run_script(script("rules"), "eval", *VERDICT_ARGS, "--session", str(session), input=GOOD)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_ledger_another_process_holds_locked_is_exit_2_naming_the_lock_within_10_s(
     tmp_path: Path,
 ) -> None:
@@ -84,7 +84,7 @@ def _can_mount_tmpfs() -> str | None:
     return None
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.skipif(bool(_can_mount_tmpfs()), reason=str(_can_mount_tmpfs()))
 def test_a_full_disk_under_the_session_is_named_as_such(tmp_path: Path) -> None:
     """A session on a 1 MB file system filled by another file: eval --session said 'not a

@@ -46,6 +46,7 @@ def drive(folder: Path, args: tuple[str, ...], steps: Callable[[Client], Awaitab
     return anyio.run(main)
 
 
+@pytest.mark.heavy
 def test_the_tools_are_listed_with_their_schemas(tmp_path: Path) -> None:
     async def steps(client: Client) -> Any:
         return (await client.list_tools()).tools
@@ -64,6 +65,7 @@ def test_the_tools_are_listed_with_their_schemas(tmp_path: Path) -> None:
     assert evaluate.output_schema["$defs"]["verdict"]["properties"] == shipped["properties"]
 
 
+@pytest.mark.heavy
 def test_a_failing_output_gets_its_failures_and_the_repair_prompt(tmp_path: Path) -> None:
     async def steps(client: Client) -> Any:
         # the client checks each structuredContent against the tool's outputSchema
@@ -87,6 +89,7 @@ def test_a_failing_output_gets_its_failures_and_the_repair_prompt(tmp_path: Path
     assert good["decision"]["action"] == "PROCEED"
 
 
+@pytest.mark.heavy
 def test_a_session_records_each_attempt_as_the_server_does(tmp_path: Path) -> None:
     async def steps(client: Client) -> Any:
         first = await client.call_tool("evaluate_output", {**ARGS, "output": BAD, "session": "S"})
@@ -101,7 +104,7 @@ def test_a_session_records_each_attempt_as_the_server_does(tmp_path: Path) -> No
     assert [(r["attempt"], r["action"]) for r in rows] == [(1, "REPAIR"), (2, "NEEDS_HUMAN")]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_first_prompt_and_explain(tmp_path: Path) -> None:
     async def steps(client: Client) -> Any:
         prompt = await client.call_tool("first_prompt", ARGS)
@@ -115,7 +118,7 @@ def test_first_prompt_and_explain(tmp_path: Path) -> None:
     assert "PARSE_ERROR" in explained["blocks"][0]["repair_on"]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_refused_call_says_which_argument_and_why(tmp_path: Path) -> None:
     async def steps(client: Client) -> Any:
         return [
@@ -137,7 +140,7 @@ def test_a_refused_call_says_which_argument_and_why(tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_pack_with_errors_stops_the_start(tmp_path: Path) -> None:
     done = run_script(script("rules"), "mcp", "--pack", str(tmp_path / "missing"), cwd=tmp_path)
     assert done.returncode == 2

@@ -90,6 +90,7 @@ FLEET = """budgets:
 """
 
 
+@pytest.mark.heavy
 def test_a_fleet_budget_pays_for_its_limit_then_degrades_naming_itself(
     tmp_path: Path, ledger_url: str, clock: Callable[[int], None]
 ) -> None:

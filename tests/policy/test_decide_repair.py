@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from sentinel_cases import NONCE, delimiters
 
-import engine
+from conftest import shipped_pack
 from engine.core.verdict import verdict_from_parse
 from engine.policy.triggers.decide import decide
 
-PACK = engine.load_pack("sentinel")
+PACK = shipped_pack("sentinel")
 SEVERITIES = {name: ft.severity for name, ft in PACK.model.failure_types.items()}
 
 

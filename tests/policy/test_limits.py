@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import FIXTURES, REPO, run_cli, run_script, script
 
 EXAMPLE = REPO / "examples" / "sentinel" / "verdict.txt"  # 162 bytes
@@ -47,6 +49,7 @@ def test_the_packs_output_cap_holds_unless_the_command_gives_one(tmp_path: Path)
     assert run_cli("eval", *shipped, str(EXAMPLE)).exit_code == 0  # the default: 64 MiB
 
 
+@pytest.mark.heavy
 def test_the_packs_model_timeout_ends_a_hanging_model(tmp_path: Path) -> None:
     options = limited_pack(tmp_path, "{model_timeout: 1}")
     started = time.monotonic()

@@ -16,13 +16,13 @@ from legacy_ledger import expected, kept_rows, write_legacy
 from syrupy.assertion import SnapshotAssertion
 
 import engine
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, shipped_pack
 from engine.ledger.store import LEDGER_FILE, SessionLedger, locate
 from engine.pack.inputs import OutputInput
 from engine.session.recording import Session
 
 PACK_DIR = REPO / "rules" / "gap-review"
-PACK = engine.load_pack("gap-review")
+PACK = shipped_pack("gap-review")
 CASES: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).parent.parent / "cases" / "rate_limit_cases.yaml").read_text(encoding="utf-8")
 )

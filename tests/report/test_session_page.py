@@ -70,6 +70,7 @@ def visible(html: str) -> str:
     return markup.unescape(re.sub(r"<[^>]+>", " ", html))
 
 
+@pytest.mark.heavy
 def test_the_page_names_items_packs_times_and_how_runs_ended(session: Path) -> None:
     rows = logged(session)
     html = page(session)
@@ -108,6 +109,7 @@ def test_the_page_names_items_packs_times_and_how_runs_ended(session: Path) -> N
     assert "stderr: ERROR: OPENAI_API_KEY not set" in markup.unescape(html)  # its title
 
 
+@pytest.mark.heavy
 def test_the_page_loads_nothing_from_the_network(session: Path) -> None:
     html = page(session)
     without_namespace = html.replace('xmlns="http://www.w3.org/2000/svg"', "")
@@ -125,6 +127,7 @@ def test_the_page_loads_nothing_from_the_network(session: Path) -> None:
     reason="Chromium is not installed (apt-get install -y chromium; .ci/run installs it): "
     "the page's content is checked without it by the other tests",
 )
+@pytest.mark.heavy
 def test_the_page_renders_in_headless_chromium(session: Path, tmp_path: Path) -> None:
     page(session)
     shot = tmp_path / "report.png"

@@ -71,7 +71,7 @@ APPENDED = (
         ),
     ],
 )
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_template_is_refused_before_it_builds(
     tmp_path: Path, template: str, message: str
 ) -> None:
@@ -97,7 +97,7 @@ def test_a_constant_width_is_refused_when_the_pack_loads(
     assert f"error: rep.j2:1:1: template 'rep': {message}" in output
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_guard_is_refused_before_it_builds(tmp_path: Path) -> None:
     # the width computed at run: nothing for `rules check` to see
     guard = "output.ljust(attempt * 1500000000) | length < 10"
@@ -136,7 +136,7 @@ def test_check_sees_constant_widths(tmp_path: Path, template: str, finding: str)
     assert f"rep.j2:{line}:1:" in output
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_small_widths_and_formats_are_not_findings(tmp_path: Path) -> None:
     folder = template_pack(
         tmp_path,
@@ -257,7 +257,7 @@ def test_loops_over_texts_and_lists_stop_at_the_time_budget() -> None:
     assert time.monotonic() - start < 7
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_short_loop_of_expensive_steps_stops_at_the_time_budget() -> None:
     """The deadline is read at every step: 300 steps of a few tenths of a second each, with
     no output, ran 38 s when it was read every 1,024 steps."""
@@ -274,7 +274,7 @@ def test_a_short_loop_of_expensive_steps_stops_at_the_time_budget() -> None:
     assert time.monotonic() - start < 8
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_check_computes_no_constant_expression(tmp_path: Path) -> None:
     """Listing a template's variables ran Jinja's optimizer, which computed constants:
     ``{'a': 1}[18] ~ 1`` raised out of the check as an internal error (found by the fuzzer,

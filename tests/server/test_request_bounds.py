@@ -56,7 +56,7 @@ def exchange(port: int, data: bytes, wait: float = 10.0) -> tuple[bytes, float, 
     return received, time.monotonic() - started, closed
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_the_head_and_the_body_of_a_request_are_bounded_in_size_and_time(
     tmp_path: Path,
 ) -> None:
@@ -104,7 +104,7 @@ def attempts_of(place: Any) -> list[dict[str, Any]]:
         ledger.close()
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_an_answered_timeout_records_nothing_on_sqlite(tmp_path: Path) -> None:
     """Another process held the session's ledger past the request's limit: the client got
     503, and the abandoned write committed once the lock was released (a client that

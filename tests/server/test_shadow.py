@@ -122,6 +122,7 @@ class _Raising:
         raise RuntimeError("a candidate that breaks")
 
 
+@pytest.mark.heavy
 def test_a_slow_candidate_that_raises_never_delays_or_breaks_an_answer(tmp_path: Path) -> None:
     candidate = strict_sentinel(tmp_path)
     with client(tmp_path / "plain") as http:

@@ -78,7 +78,7 @@ def test_the_access_log_line_has_no_query_string(
     assert all(line.endswith(" ms") for line in lines)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_real_server_never_logs_the_token(tmp_path: Path) -> None:
     """The row: ``GET /v1/packs?access_token=TOKEN`` on a server with ``--token-file``."""
     (tmp_path / "token").write_text(TOKEN + "\n", encoding="utf-8")
