@@ -55,6 +55,7 @@ def html_report(records: Path, strict: Path) -> str:
     return page.read_text(encoding="utf-8")
 
 
+@pytest.mark.heavy
 def test_lower_reason_limit_flips_exactly_the_long_reasons(
     generated: tuple[Path, Path, int],
 ) -> None:
@@ -100,6 +101,7 @@ def test_lower_reason_limit_flips_exactly_the_long_reasons(
     assert pack["further_attempts"] - baseline["further_attempts"] == expected
 
 
+@pytest.mark.heavy
 def test_results_do_not_depend_on_workers_or_chunks(generated: tuple[Path, Path, int]) -> None:
     records, strict, _ = generated
     reports = [
@@ -948,6 +950,7 @@ def test_an_output_that_cannot_be_written_is_a_usage_error_before_the_work(
     assert "Invalid value for '-o' / '--output'" in result.stderr
 
 
+@pytest.mark.heavy
 def test_a_full_disk_is_an_error_not_an_internal_error(tmp_path: Path) -> None:
     records = one_record(tmp_path)
     if not os.path.exists("/dev/full"):
@@ -1011,6 +1014,7 @@ def test_parquet_values_json_cannot_hold_are_invalid_records(tmp_path: Path) -> 
     }
 
 
+@pytest.mark.heavy
 def test_backtest_reads_a_session_in_a_ledger(tmp_path: Path, ledger_url: str) -> None:
     """`--ledger URL --session NAME`: the kept outputs of a session in a ledger are the
     records, as those of the same runs in a session folder are."""

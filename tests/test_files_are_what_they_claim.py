@@ -61,6 +61,7 @@ def test_the_reader_refuses_a_fifo_a_folder_and_bounds_a_device(tmp_path: Path) 
     assert read_file_capped(regular, 5) == (b"12345", False)
 
 
+@pytest.mark.heavy
 def test_a_pack_test_whose_input_file_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
     pack = _sentinel_pack(tmp_path)
     shutil.rmtree(pack / "tests", ignore_errors=True)

@@ -102,6 +102,7 @@ def _sentinel_with_link(tmp_path: Path) -> Path:
     return pack
 
 
+@pytest.mark.heavy
 def test_rules_check_reports_a_symlink_out_of_a_local_pack_quickly(tmp_path: Path) -> None:
     """The row: an unused symlink to a 1.2 GB file outside; `rules check` says path-escape
     within seconds, reading none of it."""
@@ -117,6 +118,7 @@ def test_rules_check_reports_a_symlink_out_of_a_local_pack_quickly(tmp_path: Pat
     assert "(path-escape)" in shown
 
 
+@pytest.mark.heavy
 def test_eval_session_does_not_read_through_the_link(tmp_path: Path) -> None:
     """`eval --session` loads the pack (refused: the same finding) without hashing the
     1.2 GB file for a revision."""

@@ -216,6 +216,7 @@ def _script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.heavy
 def test_check_without_packs_says_where_it_looked_and_how_to_name_them(tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / "packs").mkdir(parents=True)

@@ -40,6 +40,7 @@ def bounded(*args: str, cwd: Path) -> tuple[int, str, float]:
         ("{{ range(200000) | length }}", "range of 200000 numbers (at most 100000)"),
     ],
 )
+@pytest.mark.heavy
 def test_check_refuses_unsafe_templates(tmp_path: Path, template: str, problem: str) -> None:
     folder = template_pack(tmp_path, template)
     code, output, elapsed = bounded("check", ".", cwd=folder)
@@ -228,6 +229,7 @@ def test_an_endless_output_is_not_read_past_the_cap(tmp_path: Path) -> None:
     assert "failure  OUTPUT_TOO_LARGE (HIGH): output is larger than 67108864 bytes" in output
 
 
+@pytest.mark.heavy
 def test_the_cap_is_an_option(tmp_path: Path) -> None:
     from conftest import REPO
 

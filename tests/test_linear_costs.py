@@ -81,6 +81,7 @@ def test_a_schema_pattern_no_linear_engine_takes_is_a_finding_with_its_pointer(
     assert "cannot run in linear time" in text and "Traceback" not in text
 
 
+@pytest.mark.heavy
 def test_patterns_matched_by_jsonschema_internals_are_checked_too(make_pack: PackMaker) -> None:
     schema = {"patternProperties": {"^(a+)+$": {}}, "unevaluatedProperties": False}
     code, text, _ = rules("check", str(json_pack(make_pack, schema)))
@@ -213,6 +214,7 @@ def test_a_finding_of_a_pack_reached_twice_is_reported_once(tmp_path: Path) -> N
 # --------------------------------------------------------------------------- many
 
 
+@pytest.mark.heavy
 def test_json_lines_past_the_document_limit_fail_naming_it(
     make_pack: PackMaker, tmp_path: Path
 ) -> None:

@@ -210,6 +210,7 @@ def test_an_integer_of_401_digits_is_the_outputs_failure_not_an_overflow(
     assert verdict["failures"][0]["message"].startswith("n: a number of 401 digits")
 
 
+@pytest.mark.heavy
 def test_a_number_of_3_000_000_digits_is_refused_in_bounded_time(
     make_pack: PackMaker, tmp_path: Path
 ) -> None:

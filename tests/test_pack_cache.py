@@ -79,6 +79,7 @@ def test_editing_the_pack_invalidates_its_entry(tmp_path: Path) -> None:
     assert shorter.stderr == "error: REASON exceeds 300 chars\n"
 
 
+@pytest.mark.heavy
 def test_a_pack_broken_after_a_cached_parse_is_refused(tmp_path: Path) -> None:
     pack = tmp_path / "sentinel"
     shutil.copytree(REPO / "rules" / "sentinel", pack)
@@ -113,6 +114,7 @@ def test_no_cache_writes_nothing_and_an_unwritable_folder_is_ignored(tmp_path: P
     assert (done.returncode, done.stderr) == (0, "")
 
 
+@pytest.mark.heavy
 def test_a_warm_parse_imports_no_yaml_pydantic_or_jinja2(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     _parse("sentinel", VERDICT, cache)
@@ -178,6 +180,7 @@ def test_rules_check_remembers_a_clean_pack_until_a_file_of_it_changes(tmp_path:
     assert "unknown-template-variable" in broken.stdout
 
 
+@pytest.mark.heavy
 def test_rules_check_never_remembers_findings(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     target = str(REPO / "tests" / "fixtures" / "packs" / "many_findings")

@@ -114,6 +114,7 @@ def _sentinel_copy(folder: Path) -> Path:
     return pack
 
 
+@pytest.mark.heavy
 def test_an_image_written_in_one_folder_serves_a_command_run_in_another(tmp_path: Path) -> None:
     """Positions name files relative to the working folder: an image keeps where the files
     are, and a command run elsewhere finds them and shows them relative to its own."""
@@ -180,6 +181,7 @@ def test_an_image_not_signed_with_the_cache_key_is_not_used(tmp_path: Path, forg
     assert _outcome(again) == _outcome(first)
 
 
+@pytest.mark.heavy
 def test_the_cache_key_is_readable_by_its_owner_only(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     _rules(cache, "eval", "--pack", "sentinel", *VERDICT, BAD)

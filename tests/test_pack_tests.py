@@ -8,6 +8,8 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, run_cli
 
 BAD = (REPO / "rules" / "sentinel" / "tests" / "outputs" / "VERDICT.junk.txt").read_text()
@@ -26,6 +28,7 @@ def cases_of(result_stdout: str) -> list[dict[str, object]]:
     return [case for pack in json.loads(result_stdout)["packs"] for case in pack["cases"]]
 
 
+@pytest.mark.heavy
 def test_fixture_folders_case_files_and_golden_prompts(tmp_path: Path) -> None:
     pack = sentinel_copy(tmp_path)
     fixtures = pack / "tests" / "VERDICT"
@@ -61,6 +64,7 @@ def test_fixture_folders_case_files_and_golden_prompts(tmp_path: Path) -> None:
     assert root.get("failures") == "1" and "repaired once" in failure.text
 
 
+@pytest.mark.heavy
 def test_cases_that_cannot_be_read_are_usage_errors(tmp_path: Path) -> None:
     pack = sentinel_copy(tmp_path)
     fixtures = pack / "tests" / "VERDICT"

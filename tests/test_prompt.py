@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from syrupy.assertion import SnapshotAssertion
 
@@ -140,6 +141,7 @@ def test_only_the_previous_rounds_decisions(tmp_path: Path) -> None:
     assert "CONFLICT RESOLUTIONS" not in later.stdout
 
 
+@pytest.mark.heavy
 def test_the_session_ledger_gives_the_decisions(tmp_path: Path) -> None:
     issues = [
         {

@@ -47,6 +47,7 @@ def test_tokens_are_characters_over_the_packs_ratio_rounded_up() -> None:
 # ------------------------------------------------------------------ dropping, in order
 
 
+@pytest.mark.heavy
 def test_the_golden_prompts_that_drop_parts_are_the_ones_rendered() -> None:
     """The fixture pack's own tests: one repair drops the example, one the output too."""
     done = run_script(script("rules"), "test", str(BUDGET_PACK))
@@ -54,6 +55,7 @@ def test_the_golden_prompts_that_drop_parts_are_the_ones_rendered() -> None:
     assert "2 cases: 2 passed" in done.stdout.decode()
 
 
+@pytest.mark.heavy
 def test_a_long_output_drops_the_example_and_says_so() -> None:
     code, prompt, warnings = render(BUDGET_PACK, "PLAN", OUTPUTS / "PLAN.long.txt")
     assert code == 0
@@ -126,6 +128,7 @@ def test_a_retry_prompt_drops_its_example(tmp_path: Path) -> None:
     assert "## Gap Resolution:" in texts[()]  # the shipped budget keeps the example
 
 
+@pytest.mark.heavy
 def test_a_run_records_what_the_budget_dropped(tmp_path: Path) -> None:
     """The warning goes with the attempt into the ledger (`rules log`)."""
     command = [
@@ -289,6 +292,7 @@ def test_the_gap_review_retry_carries_the_roles_prompt() -> None:
 # ------------------------------------------------------------ a model's context overflow
 
 
+@pytest.mark.heavy
 def test_the_operator_sees_a_models_context_overflow(tmp_path: Path) -> None:
     """Issue 36: through `llm -m SmolLM2` (a 512-token context) the repair failed as
     "Requested tokens (1179) exceed context window of 512", which nobody saw."""

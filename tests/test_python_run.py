@@ -231,6 +231,7 @@ def test_an_exception_is_an_execution_failure_with_its_type_and_message(tmp_path
     assert result.data is None
 
 
+@pytest.mark.heavy
 def test_a_call_that_hangs_past_the_timeout_is_a_model_timeout(tmp_path: Path) -> None:
     release = threading.Event()
 
@@ -337,6 +338,7 @@ def test_keyboard_interrupt_propagates_and_records_nothing_half(tmp_path: Path) 
         assert [(r["attempt"], r["action"]) for r in consistent(folder)] == [(1, "REPAIR")]
 
 
+@pytest.mark.heavy
 def test_what_a_call_returns_must_be_text(tmp_path: Path) -> None:
     result = engine.run(
         "sentinel", "VERDICT", lambda p: None, session=tmp_path / "s", prompt="p", **VERDICT
@@ -464,6 +466,7 @@ def test_a_return_over_the_packs_output_cap_is_an_execution_failure(tmp_path: Pa
     assert over.attempts[0].verdict.failure_type != "EXECUTION_FAILED"
 
 
+@pytest.mark.heavy
 def test_a_huge_return_is_refused_without_being_copied(tmp_path: Path) -> None:
     """The default cap (64 MiB) holds for a call's return: a 10**8-character text was read
     whole (encoded, 334 MB of memory); it is refused from its length."""

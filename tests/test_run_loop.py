@@ -34,6 +34,7 @@ def stamps(text: str) -> str:
     return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "<TS>", text)
 
 
+@pytest.mark.heavy
 def test_readme_run_then_log(tmp_path: Path) -> None:
     done = run_script(
         script("rules"),
@@ -60,6 +61,7 @@ def test_readme_run_then_log(tmp_path: Path) -> None:
     assert rows[0]["prompt_sha256"] is not None
 
 
+@pytest.mark.heavy
 def test_fails_twice_then_succeeds(tmp_path: Path, snapshot: SnapshotAssertion) -> None:
     session = tmp_path / "s"
     done = run_script(
@@ -88,6 +90,7 @@ def test_fails_twice_then_succeeds(tmp_path: Path, snapshot: SnapshotAssertion) 
     assert stamps(log.stdout) == snapshot
 
 
+@pytest.mark.heavy
 def test_always_failing_model_ends_with_the_after_failure_action(tmp_path: Path) -> None:
     done = run_script(
         script("rules"),
@@ -177,6 +180,7 @@ def test_crash_is_an_execution_failure_and_stderr_never_reaches_a_prompt(tmp_pat
     assert "SECRET" not in json.dumps({k: v for k, v in rows[0].items() if k != "stderr"})
 
 
+@pytest.mark.heavy
 def test_a_pack_may_retry_execution_failures_with_the_same_prompt(tmp_path: Path) -> None:
     copy = tmp_path / "sentinel"
     shutil.copytree(REPO / "rules" / "sentinel", copy)

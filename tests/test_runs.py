@@ -151,6 +151,7 @@ def test_eval_starts_a_new_run_after_a_final_decision(folder: Path) -> None:
     assert [(r["run"], r["attempt"]) for r in rows] == [(1, 1), (1, 2), (2, 1), (2, 2), (2, 3)]
 
 
+@pytest.mark.heavy
 def test_continue_needs_an_item_to_continue(folder: Path) -> None:
     code, _, lines = rules(
         folder, "run", "--pack", "./my-pack", "--block", "ANSWER", "--var", "question=Q1",
@@ -239,6 +240,7 @@ def test_a_ledger_of_schema_4_is_migrated_into_runs(
 # ----------------------------------------------------------------------- model stderr
 
 
+@pytest.mark.heavy
 def test_a_failing_model_commands_stderr_is_shown_and_kept(folder: Path) -> None:
     """The table's row: the stderr of `sh -c 'echo "ERROR: OPENAI_API_KEY not set" >&2;
     exit 1'` was nowhere."""

@@ -122,6 +122,7 @@ def test_sessions_of_a_server_ledger_count_apart(postgres_server: PostgresServer
     assert [r["attempt"] for r in log_rows("--session", "job-2", "--ledger", url)] == [1]
 
 
+@pytest.mark.heavy
 def test_a_role_that_may_only_read_reads_and_a_writer_names_the_permission(
     postgres_server: PostgresServer,
 ) -> None:

@@ -417,6 +417,7 @@ def test_the_extra_installs_name_extras_the_project_has() -> None:
     assert len(lines) >= 4 and all(is_extra_install(x) for x in lines), lines
 
 
+@pytest.mark.heavy
 def test_the_backtest_example_finds_no_flip(tmp_path: Path) -> None:
     env = world(tmp_path / "w")
     key = next(k for k, v in RUN.items() if v == "test_the_backtest_example_finds_no_flip")

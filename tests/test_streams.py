@@ -238,6 +238,7 @@ open(os.path.join(here, "finished"), "w").close()
 """
 
 
+@pytest.mark.heavy
 def test_rules_run_stream_ends_a_slow_command_early(tmp_path: Path) -> None:
     model = tmp_path / "slow_model.py"
     model.write_text(SLOW_MODEL, encoding="utf-8")

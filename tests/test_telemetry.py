@@ -320,6 +320,7 @@ def test_the_cli_sends_spans_where_the_otel_variables_say(tmp_path: Path) -> Non
     assert span["attributes"]["rules.attempt"] == 1
 
 
+@pytest.mark.heavy
 def test_the_library_sets_up_nothing_the_otel_variables_ask_for(tmp_path: Path) -> None:
     probe = (
         "import sys, engine\nfrom engine.pack.inputs import OutputInput\n"

@@ -145,6 +145,7 @@ def test_the_workflow_fails_a_pull_request_that_flips_logged_outputs(tmp_path: P
     assert "pass->fail" in summary
 
 
+@pytest.mark.heavy
 def test_a_finding_fails_the_check_step_and_is_in_the_sarif(tmp_path: Path) -> None:
     steps = rules_steps()
     root, base = pull_request(tmp_path / "team", ("max_payload_chars: 16000", "max_payload: 1"))

@@ -176,6 +176,7 @@ def test_lock_without_argument_locks_the_pack_beside_it(
 # --- the schema reference of rules init ----------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_init_schema_reference_survives_a_commit_and_a_clone(tmp_path: Path) -> None:
     import jsonschema
 

@@ -84,6 +84,7 @@ words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz ", min_size=1, max_size=60)
     tasks=st.integers(min_value=1, max_value=10**40),
     blocked=st.one_of(st.none(), st.booleans()),
 )
+@pytest.mark.heavy
 def test_generated_track_parses_back(
     track_id: str,
     phase: str,

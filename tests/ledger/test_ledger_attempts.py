@@ -51,6 +51,7 @@ def run_writers(url: str, processes: int, count: int, items: int) -> list[tuple[
     return given
 
 
+@pytest.mark.heavy
 def test_writers_in_several_processes_get_distinct_consecutive_numbers(ledger_url: str) -> None:
     given = run_writers(ledger_url, processes=4, count=50, items=3)
     assert len(given) == 200

@@ -169,6 +169,7 @@ BREAKER = """breakers:
 """
 
 
+@pytest.mark.heavy
 def test_a_breaker_opens_skips_for_its_cooldown_probes_once_and_closes(
     tmp_path: Path, clock: Callable[[int], None]
 ) -> None:
@@ -207,6 +208,7 @@ def test_a_breaker_opens_skips_for_its_cooldown_probes_once_and_closes(
     assert after.calls == 2
 
 
+@pytest.mark.heavy
 def test_a_failed_probe_opens_the_breaker_again(
     tmp_path: Path, clock: Callable[[int], None]
 ) -> None:
@@ -293,6 +295,7 @@ PRICED = """model_calls:
 """
 
 
+@pytest.mark.heavy
 def test_a_token_budget_refuses_the_next_call_once_its_tokens_are_spent(
     tmp_path: Path, ledger_url: str
 ) -> None:
@@ -320,6 +323,7 @@ def test_a_token_budget_refuses_the_next_call_once_its_tokens_are_spent(
     assert other.decision.action == "PROCEED"  # another session has its own count
 
 
+@pytest.mark.heavy
 def test_a_cost_budget_is_exceeded_by_at_most_the_calls_in_flight(
     tmp_path: Path, ledger_url: str, clock: Callable[[int], None]
 ) -> None:
@@ -405,6 +409,7 @@ breakers:
     assert "every-repair  closed  1               1" in shown.stdout
 
 
+@pytest.mark.heavy
 def test_a_session_calls_budget_without_a_window_pays_first_calls_to_its_limit(
     tmp_path: Path, ledger_url: str
 ) -> None:

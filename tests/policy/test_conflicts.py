@@ -434,6 +434,7 @@ def copy_pack(tmp_path: Path, *changes: tuple[str, str]) -> str:
     return str(folder)
 
 
+@pytest.mark.heavy
 def test_copies_change_behaviour_without_code(tmp_path: Path) -> None:
     pack = copy_pack(
         tmp_path,

@@ -83,6 +83,7 @@ def test_the_pack_checks_clean() -> None:
     assert result.findings == []
 
 
+@pytest.mark.heavy
 def test_the_seed_example_output_byte_for_byte(tmp_path: Path) -> None:
     todo = write(tmp_path / "todo.json", [todo_without_criteria()])
     done = run_script(

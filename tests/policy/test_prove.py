@@ -43,6 +43,7 @@ triggers:
 """
 
 
+@pytest.mark.heavy
 def test_every_shipped_pack_passes_the_proof() -> None:
     result = run_cli("check", "--prove", str(REPO / "rules"))
     assert result.exit_code == 0, result.stdout

@@ -109,6 +109,7 @@ def test_a_guard_is_refused_before_it_builds(tmp_path: Path) -> None:
     assert f"pack.yaml:7:37: condition {guard!r} failed: a padded text of 1500000000" in output
 
 
+@pytest.mark.heavy
 def test_a_guard_with_a_constant_width_fails_at_run_and_at_check(tmp_path: Path) -> None:
     guard = "output.ljust(1500000000) | length < 10"
     folder = template_pack(tmp_path, "{{ parser_error }}", guard=guard)

@@ -43,6 +43,7 @@ def reach_review(http: TestClient, session: str = "s1") -> dict[str, Any]:
     return answer
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("ledger", [None, "ledger.db"], ids=["session folders", "one ledger"])
 def test_the_api_claims_once_and_takes_an_edit_only_when_it_passes(
     tmp_path: Path, ledger: str | None
@@ -87,6 +88,7 @@ def test_the_api_claims_once_and_takes_an_edit_only_when_it_passes(
         } <= paths
 
 
+@pytest.mark.heavy
 def test_the_page_escapes_model_text_and_labels_every_control(tmp_path: Path) -> None:
     with client(tmp_path) as http:
         reach_review(http)
@@ -120,6 +122,7 @@ def test_the_page_and_routes_need_the_token(tmp_path: Path) -> None:
         assert http.get("/review", headers=bearer).status_code == 200
 
 
+@pytest.mark.heavy
 def test_a_person_signs_in_once_in_the_browser_and_the_pages_take_the_cookie(
     tmp_path: Path,
 ) -> None:
@@ -148,6 +151,7 @@ def test_a_person_signs_in_once_in_the_browser_and_the_pages_take_the_cookie(
         assert http.get("/review").status_code == 401
 
 
+@pytest.mark.heavy
 def test_without_a_token_the_sign_in_page_leads_to_the_queue(tmp_path: Path) -> None:
     with client(tmp_path) as http:
         answer = http.get("/review/sign-in", follow_redirects=False)

@@ -65,6 +65,7 @@ def exchange(http: TestClient) -> list[bytes]:
     return bodies
 
 
+@pytest.mark.heavy
 def test_responses_are_byte_identical_and_flips_are_summed_as_a_backtest(tmp_path: Path) -> None:
     candidate = strict_sentinel(tmp_path)
     with client(tmp_path / "plain") as http:
