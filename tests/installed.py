@@ -64,8 +64,8 @@ def fresh_copy(dest: Path) -> Path:
 
 def build_and_install(folder: Path) -> Installed:
     """`python -m build` as CI runs it (the sdist, then the wheel from the sdist), and the
-    wheel installed with its dependencies and the server and mcp extras in a new venv under
-    ``folder``."""
+    wheel installed with its dependencies and the server, mcp and postgres extras in a new
+    venv under ``folder``."""
     dist = folder / "dist"
     build = subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(dist), str(fresh_copy(folder / "src"))],
@@ -80,8 +80,9 @@ def build_and_install(folder: Path) -> Installed:
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     install = subprocess.run(
-        # with the extras of the commands a team runs first (`rules serve`, `rules mcp`)
-        [str(venv / "bin" / "pip"), "install", "-q", f"{wheel}[server,mcp]"],
+        # with the extras of the commands a team runs first (`rules serve`, `rules mcp`, a
+        # shared PostgreSQL ledger)
+        [str(venv / "bin" / "pip"), "install", "-q", f"{wheel}[server,mcp,postgres]"],
         capture_output=True,
         text=True,
         timeout=600,

@@ -402,6 +402,24 @@ def test_every_example_is_run_by_one_test() -> None:
 def test_the_postgresql_examples_run_on_a_real_server(
     name: str, world: tuple[Path, dict[str, str]], tmp_path: Path, postgres_server: PostgresServer
 ) -> None:
+    run_postgresql_examples(name, world, tmp_path, postgres_server)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(service_examples("postgresql")))
+def test_the_postgresql_examples_run_from_the_wheel(
+    name: str,
+    wheel_world: tuple[Path, dict[str, str]],
+    tmp_path: Path,
+    postgres_server: PostgresServer,
+) -> None:
+    """As a wheel user with the postgres extra runs them: nothing of the checkout on PATH."""
+    run_postgresql_examples(name, wheel_world, tmp_path, postgres_server)
+
+
+def run_postgresql_examples(
+    name: str, world: tuple[Path, dict[str, str]], tmp_path: Path, postgres_server: PostgresServer
+) -> None:
     """On a new database of the test's PostgreSQL server, which holds the sessions the
     examples read (`nightly`, `s1`: copies of `.rules-session/`, which kept its outputs)
     unless the examples make them (`rules ledger copy`)."""
