@@ -12,12 +12,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from chromium import CHROMIUM, HEADLESS
 
 from conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_MODEL = REPO / "examples" / "fake_model.py"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FIGURE = re.compile(r'data-figure="([^"]+)">([^<]*)<')
 
 
@@ -243,13 +243,7 @@ def test_session_page_renders_in_chromium(session: Path, tmp_path: Path) -> None
     run_cli("report", "--session", str(session), "-o", str(page))
     base = [
         str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
+        *HEADLESS,
         f"--user-data-dir={tmp_path / 'profile'}",
         "--enable-logging=stderr",
         "--v=0",

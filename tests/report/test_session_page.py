@@ -8,17 +8,16 @@ from __future__ import annotations
 import html as markup
 import json
 import re
-import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chromium import CHROMIUM, HEADLESS
 
 from conftest import run_script, script
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FIGURE = re.compile(r'data-figure="([^"]+)">([^<]*)<')
 BAD = (
     '<<<ANSWER:V1:Q1:NONCE=4F2C9A>>>\nDECISION="YES"\nREASON="it holds"\n'
@@ -134,13 +133,7 @@ def test_the_page_renders_in_headless_chromium(session: Path, tmp_path: Path) ->
     done = subprocess.run(
         [
             str(CHROMIUM),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
+            *HEADLESS,
             f"--user-data-dir={tmp_path / 'profile'}",
             f"--screenshot={shot}",
             "--window-size=1200,1600",

@@ -79,10 +79,16 @@ def running_server(
             time.sleep(0.1)
         yield server
     finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(timeout=20)
+        end_process(process)
+
+
+def end_process(process: subprocess.Popen[bytes]) -> None:
+    """End a process the tests started, by its PID: SIGTERM, then SIGKILL if it has not
+    ended within 20 s."""
+    if process.poll() is None:
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=20)

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -19,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from server_process import free_port
+from chromium import CHROMIUM, HEADLESS
+from server_process import end_process, free_port
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 MISSING = (
     None
@@ -38,16 +36,7 @@ ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 TAB, ENTER = "\ue004", "\ue007"
 """The protocol's codes of the Tab and Enter keys."""
 
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1200,1600",
-]
+ARGS = [*HEADLESS, "--window-size=1200,1600"]
 
 
 class WebDriverFailed(AssertionError):
@@ -155,13 +144,7 @@ def chromium_browser(folder: Path, timeout: float = 60) -> Iterator[Browser]:
                 with contextlib.suppress(httpx.TransportError):  # chromedriver ended: killed below
                     http.delete(f"/session/{session}")  # Chromium ends with its session
     finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait(timeout=20)
+        end_process(process)
         shutil.rmtree(profile, ignore_errors=True)
 
 
