@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import TemplateError
 
 from engine.core.textio import MAX_OUTPUT_BYTES
+from engine.core.tokens import estimated_tokens
 from engine.format.actions import STANDARD_ACTIONS
 from engine.format.findings import Finding, FindingRule
 from engine.format.locate import find_pack_files
@@ -181,7 +182,7 @@ def _block(pack: Pack, block: str, trigger: Trigger) -> tuple[BlockProof, list[F
     parts = _prompt_parts(pack, block, trigger)
     chars = sum(parts.values())
     per_token = model.examples.budgets.chars_per_token
-    tokens = -(-chars // per_token)
+    tokens = estimated_tokens(chars, per_token)
     floor: dict[str, float | None] = {
         "calls": calls,
         "repairs": repairs,  # a transport retry spends no repair

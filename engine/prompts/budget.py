@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.core.tokens import estimated_tokens
+
 if TYPE_CHECKING:
     from engine.policy.limits.model import PromptBudget
 
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 def estimate_tokens(text: str, chars_per_token: int) -> int:
     """The tokens ``text`` is estimated to take: its characters over ``chars_per_token``,
     rounded up (the module's docstring says why an estimate)."""
-    return -(-len(text) // chars_per_token)
+    return estimated_tokens(len(text), chars_per_token)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import RenderError
 from engine.core.textio import is_not_text, not_text_description
+from engine.core.tokens import estimated_tokens
 from engine.prompts.budget import Fitted, fit
 from engine.prompts.examples.select import (
     Example,
@@ -293,7 +294,7 @@ def _rendered(
         example_tier=chosen.tier,
         example_source=chosen.source,
         example_chars=len(text),
-        example_tokens=-(-len(text) // chars_per_token),
+        example_tokens=estimated_tokens(len(text), chars_per_token),
         example_original_chars=len(chosen.header) + len(chosen.text) + len(chosen.footer),
         example_truncated=example["example_truncated"],
         warnings=warnings,

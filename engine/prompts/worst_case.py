@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from jinja2 import nodes
 
+from engine.core.tokens import estimated_tokens
 from engine.format.findings import FindingRule
 from engine.policy.limits.model import ENGINE_PARTS
 from engine.sandbox.environment import ENVIRONMENT, undeclared_names
@@ -73,7 +74,7 @@ def check_prompt_budget(pack: Rulepack, checker: PackChecker) -> None:
                     "add original_output to `drop`, or truncate the block's output",
                 )
                 continue
-            worst = -(-chars // per_token)
+            worst = estimated_tokens(chars, per_token)
             if worst > budget.tokens:
                 left = ", ".join(budget.drop) or "nothing"
                 checker.add(

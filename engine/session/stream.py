@@ -26,6 +26,7 @@ from typing import Any
 from engine.contracts.kind import EvaluationInput, PrefixReader, prefix_reader
 from engine.core.results import Failure
 from engine.core.textio import clean_text
+from engine.core.tokens import estimated_tokens
 from engine.pack.compiled import Pack
 
 FIRST_STEP = 256
@@ -79,10 +80,12 @@ def not_generated(end: StreamEnd, tokens_out: int | None, chars_per_token: int) 
     if end.max_tokens is not None:
         ceiling, guessed = end.max_tokens, tokens_out is None
     elif end.cap is not None:
-        ceiling, guessed = -(-end.cap // chars_per_token), True
+        ceiling, guessed = estimated_tokens(end.cap, chars_per_token), True
     else:
         return end
-    generated = tokens_out if tokens_out is not None else -(-end.chars // chars_per_token)
+    generated = (
+        tokens_out if tokens_out is not None else estimated_tokens(end.chars, chars_per_token)
+    )
     return replace(end, not_generated=max(0, ceiling - generated), estimated=guessed)
 
 

@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from engine.core.tokens import estimated_tokens
+
 
 @dataclass(frozen=True)
 class ModelReply:
@@ -139,9 +141,9 @@ def estimated(usage: Usage, prompt: str, output: str, chars_per_token: int) -> U
     tokens_in, tokens_out = usage.tokens_in, usage.tokens_out
     guessed = tokens_in is None or tokens_out is None
     if tokens_in is None:
-        tokens_in = -(-len(prompt) // chars_per_token)
+        tokens_in = estimated_tokens(len(prompt), chars_per_token)
     if tokens_out is None:
-        tokens_out = -(-len(output) // chars_per_token)
+        tokens_out = estimated_tokens(len(output), chars_per_token)
     return Usage(tokens_in, tokens_out, usage.model, usage.estimated or guessed)
 
 
