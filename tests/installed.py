@@ -64,8 +64,8 @@ def fresh_copy(dest: Path) -> Path:
 
 def build_and_install(folder: Path) -> Installed:
     """`python -m build` as CI runs it (the sdist, then the wheel from the sdist), and the
-    wheel installed with its dependencies and the server, mcp and postgres extras in a new
-    venv under ``folder``."""
+    wheel installed with its dependencies and the server, mcp, postgres and dask extras in
+    a new venv under ``folder``."""
     dist = folder / "dist"
     build = subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(dist), str(fresh_copy(folder / "src"))],
@@ -81,8 +81,8 @@ def build_and_install(folder: Path) -> Installed:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     install = subprocess.run(
         # with the extras of the commands a team runs first (`rules serve`, `rules mcp`, a
-        # shared PostgreSQL ledger)
-        [str(venv / "bin" / "pip"), "install", "-q", f"{wheel}[server,mcp,postgres]"],
+        # shared PostgreSQL ledger, backtests on a Dask cluster)
+        [str(venv / "bin" / "pip"), "install", "-q", f"{wheel}[server,mcp,postgres,dask]"],
         capture_output=True,
         text=True,
         timeout=600,

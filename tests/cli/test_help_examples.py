@@ -442,6 +442,18 @@ def run_postgresql_examples(
 def test_the_dask_example_runs_on_a_local_cluster(
     world: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
+    run_dask_example(world, tmp_path)
+
+
+@pytest.mark.slow
+def test_the_dask_example_runs_from_the_wheel(
+    wheel_world: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """As a wheel user with the dask extra runs it: nothing of the checkout on PATH."""
+    run_dask_example(wheel_world, tmp_path)
+
+
+def run_dask_example(world: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     """`--scheduler tcp://scheduler:8786` reaches a scheduler and two workers started apart;
     the cluster's shared folder `/shared/logs/` is the folder's own `logs/`."""
     pytest.importorskip("distributed", reason="Dask is not installed (pip install -e '.[dask]')")
