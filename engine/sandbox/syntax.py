@@ -59,8 +59,13 @@ def _offset(text: str) -> int | None:
             starts.append((token, place["start"]))
             yield token
 
-    parser = Parser(ENVIRONMENT, text)
-    parser.stream = TokenStream(tokens(), None, None)
+    try:
+        # a parser and a stream lex their first token as they are made: a template broken
+        # there raises before anything is read, and its place is the error's line
+        parser = Parser(ENVIRONMENT, text)
+        parser.stream = TokenStream(tokens(), None, None)
+    except TemplateSyntaxError:
+        return None
     try:
         parser.parse()
     except TemplateSyntaxError:
