@@ -206,10 +206,10 @@ def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_pat
             assert browser.value(editor) == BAD
             browser.type(browser.find("#by"), "rita")
             browser.click(browser.find('button[value="check"]'))
-            verdict = browser.text(browser.find('[data-figure="review:check"]'))
+            verdict = browser.text_at('[data-figure="review:check"]')
             assert verdict.startswith("The text fails the contract: PARSE_ERROR"), verdict
             browser.click(browser.find('button[value="edit"]'))
-            refused = browser.text(browser.find("p[role=status]"))
+            refused = browser.text_at("p[role=status]")
             assert "does not pass the contract of block ANSWER" in refused, refused
             assert http.get("/v1/reviews/s1/1").json()["state"] == "open"
 
@@ -218,7 +218,7 @@ def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_pat
             browser.clear(editor)
             browser.type(editor, EDITED)
             browser.click(browser.find('button[value="check"]'))
-            verdict = browser.text(browser.find('[data-figure="review:check"]'))
+            verdict = browser.text_at('[data-figure="review:check"]')
             assert verdict == "The text passes the contract (pass).", verdict
             assert browser.value(browser.find("#output")) == EDITED  # the draft kept
             assert browser.value(browser.find("#by")) == "rita"
@@ -231,7 +231,7 @@ def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_pat
             assert browser.label(browser.focused()) == "Submit the edited output"
             browser.press(ENTER)
             assert browser.url == f"{server.url}/review/s1/1"  # redirected once resolved
-            state = browser.text(browser.find('[data-figure="review:state"]'))
+            state = browser.text_at('[data-figure="review:state"]')
             assert state.startswith("resolved (edited by rita at "), state
             assert "Submit the edited output" not in browser.source
             browser.screenshot(tmp_path / "resolved.png")

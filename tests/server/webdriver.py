@@ -77,6 +77,18 @@ class Browser:
     def text(self, element: str) -> str:
         return str(self._call("GET", f"/element/{element}/text"))
 
+    def text_at(self, css: str, timeout: float = 10) -> str:
+        """The text of the element ``css`` finds, found again while a click's page load
+        replaces the one found first (a stale element), for at most ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.text(self.find(css))
+            except WebDriverFailed as failed:
+                if "stale element" not in str(failed) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
     def value(self, element: str) -> str:
         return str(self._call("GET", f"/element/{element}/property/value"))
 
