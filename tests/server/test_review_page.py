@@ -165,10 +165,10 @@ def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_pat
                 "Server token (the contents of the server's --token-file)",
             )
             browser.type(field, "page-token-Qm4")
-            browser.click(browser.find("button[type=submit]"))
+            browser.click_to_load(browser.find("button[type=submit]"))
             assert browser.url == f"{server.url}/review"  # the queue, signed in
             check_accessible(Page(browser.source))
-            browser.click(browser.find('a[href="/review/s1/1"]'))  # "Review 1" in the queue
+            browser.click_to_load(browser.find('a[href="/review/s1/1"]'))  # "Review 1" in the queue
             assert browser.url == f"{server.url}/review/s1/1"
 
             # the page as Chromium draws it (kept in tmp_path) and as it parsed it
@@ -205,10 +205,10 @@ def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_pat
             editor = browser.find("#output")
             assert browser.value(editor) == BAD
             browser.type(browser.find("#by"), "rita")
-            browser.click(browser.find('button[value="check"]'))
+            browser.click_to_load(browser.find('button[value="check"]'))
             verdict = browser.text_at('[data-figure="review:check"]')
             assert verdict.startswith("The text fails the contract: PARSE_ERROR"), verdict
-            browser.click(browser.find('button[value="edit"]'))
+            browser.click_to_load(browser.find('button[value="edit"]'))
             refused = browser.text_at("p[role=status]")
             assert "does not pass the contract of block ANSWER" in refused, refused
             assert http.get("/v1/reviews/s1/1").json()["state"] == "open"
@@ -217,7 +217,7 @@ def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_pat
             editor = browser.find("#output")
             browser.clear(editor)
             browser.type(editor, EDITED)
-            browser.click(browser.find('button[value="check"]'))
+            browser.click_to_load(browser.find('button[value="check"]'))
             verdict = browser.text_at('[data-figure="review:check"]')
             assert verdict == "The text passes the contract (pass).", verdict
             assert browser.value(browser.find("#output")) == EDITED  # the draft kept
@@ -229,7 +229,7 @@ def test_a_person_edits_the_output_in_the_page_and_the_session_learns_it(tmp_pat
                     break
                 browser.press(TAB)
             assert browser.label(browser.focused()) == "Submit the edited output"
-            browser.press(ENTER)
+            browser.press_to_load(ENTER)
             assert browser.url == f"{server.url}/review/s1/1"  # redirected once resolved
             state = browser.text_at('[data-figure="review:state"]')
             assert state.startswith("resolved (edited by rita at "), state

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,9 @@ ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 """The key under which the W3C protocol returns an element's reference."""
 TAB, ENTER = "\ue004", "\ue007"
 """The protocol's codes of the Tab and Enter keys."""
+
+READY = "return document.readyState"
+"""The script that says whether the page has finished loading."""
 
 ARGS = [*HEADLESS, "--window-size=1200,1600"]
 
@@ -77,17 +80,8 @@ class Browser:
     def text(self, element: str) -> str:
         return str(self._call("GET", f"/element/{element}/text"))
 
-    def text_at(self, css: str, timeout: float = 10) -> str:
-        """The text of the element ``css`` finds, found again while a click's page load
-        replaces the one found first (a stale element), for at most ``timeout`` s."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return self.text(self.find(css))
-            except WebDriverFailed as failed:
-                if "stale element" not in str(failed) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+    def text_at(self, css: str) -> str:
+        return self.text(self.find(css))
 
     def value(self, element: str) -> str:
         return str(self._call("GET", f"/element/{element}/property/value"))
@@ -112,6 +106,35 @@ class Browser:
 
     def click(self, element: str) -> None:
         self._call("POST", f"/element/{element}/click", {})
+
+    def click_to_load(self, element: str, timeout: float = 20) -> None:
+        """A click on a link or a submit button, returning once the page it loads is
+        there. chromedriver may answer the click before the navigation starts, so a
+        find right after it could read the old page."""
+        self._load(lambda: self.click(element), timeout)
+
+    def press_to_load(self, key: str, timeout: float = 20) -> None:
+        """A key (Enter on a submit button) that loads a page, as ``click_to_load``."""
+        self._load(lambda: self.press(key), timeout)
+
+    def _load(self, action: Callable[[], None], timeout: float) -> None:
+        old = self.find("html")
+        action()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._call("GET", f"/element/{old}/name")
+            except WebDriverFailed as failed:
+                if "stale element" not in str(failed):
+                    raise
+                break  # the old document is gone
+            if time.monotonic() > deadline:
+                raise WebDriverFailed(f"no page loaded within {timeout} s of the action")
+            time.sleep(0.05)
+        while self._call("POST", "/execute/sync", {"script": READY, "args": []}) != "complete":
+            if time.monotonic() > deadline:
+                raise WebDriverFailed(f"the page did not finish loading within {timeout} s")
+            time.sleep(0.05)
 
     def focused(self) -> str:
         return str(self._call("GET", "/element/active")[ELEMENT])
