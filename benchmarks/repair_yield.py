@@ -11,8 +11,9 @@ exits 0 (skipped). A prebuilt wheel of llama-cpp-python may sit beside the proje
 README says where); a source build takes about 30 minutes on 2 cores.
 
 For every block of the task set (the sentinel pack's VERDICT and PLAN, gap-review's
-engineer in markdown, and the JSON block of a pack that `rules init --kind json` makes),
-each task (a prompt whose answer is known) runs twice with the same model:
+engineer in markdown, and the blocks of the packs that `rules init --kind json` and
+`rules init --kind tool_call` make), each task (a prompt whose answer is known) runs
+twice with the same model:
 
 - **engine**: ``engine.run`` with the pack as shipped: its repairs, retries, guards,
   examples and prompts;
@@ -148,6 +149,13 @@ _JSON_FORM = (
     '{}\nAnswer with one JSON object: {{"decision": "YES" or "NO", "reason": "<one line>"}}\n'
 )
 
+_TOOL_TASKS = (
+    ("What is the weather in Paris today, in celsius?", "get_weather:Paris"),
+    ("Search the web for the history of the Roman empire.", "search_web"),
+    ("What will the weather be in Tokyo this week, in fahrenheit?", "get_weather:Tokyo"),
+    ("Find on the web who invented the telephone.", "search_web"),
+)
+
 _GAPS = (
     ("GAP-FLOW-001", "the retry prompt does not say which header is missing"),
     ("GAP-PERF-002", "the parser reads the whole file into memory"),
@@ -174,13 +182,22 @@ def _json_answer(data: Any, _text: str) -> str | None:
     return data.get("decision") if isinstance(data, dict) else None
 
 
+def _tool_answer(data: Any, _text: str) -> str | None:
+    calls = data.get("calls") if isinstance(data, dict) else None
+    if not calls:
+        return None
+    name, arguments = calls[0].get("name"), calls[0].get("arguments") or {}
+    return f"{name}:{arguments.get('city')}" if name == "get_weather" else name
+
+
 def _engineer_answer(_data: Any, text: str) -> str | None:
     found = re.search(r"## Gap Resolution:\s*(GAP-[A-Z]{2,10}-[0-9]{3})", text)
     return found.group(1) if found else None
 
 
-def task_set(json_pack: str) -> tuple[Block, ...]:
-    """The fixed task set; ``json_pack`` is the folder of the `rules init --kind json` pack."""
+def task_set(json_pack: str, tool_pack: str) -> tuple[Block, ...]:
+    """The fixed task set; ``json_pack`` and ``tool_pack`` are the folders of the packs
+    `rules init --kind json` and `--kind tool_call` make."""
     verdicts = tuple(
         Task(
             name=criterion,
@@ -203,6 +220,10 @@ def task_set(json_pack: str) -> tuple[Block, ...]:
     answers = tuple(
         Task(name=f"Q{i + 1}", answer=answer, context={"task": question})
         for i, (question, answer) in enumerate(_QUESTIONS)
+    )
+    tool_calls = tuple(
+        Task(name=f"C{i + 1}", answer=answer, context={"task": question})
+        for i, (question, answer) in enumerate(_TOOL_TASKS)
     )
     engineers = tuple(
         Task(
@@ -245,6 +266,14 @@ def task_set(json_pack: str) -> tuple[Block, ...]:
             answers,
             _json_answer,
             example_values=("The tests pass on CI", "two failing tests"),
+        ),
+        Block(
+            "init tool_call ANSWER",
+            tool_pack,
+            "ANSWER",
+            tool_calls,
+            _tool_answer,
+            example_values=("Oslo",),
         ),
     )
 
@@ -500,21 +529,24 @@ def table(rows: list[dict[str, Any]]) -> str:
 # ----------------------------------------------------------------------------- main
 
 
-def make_json_pack(parent: Path) -> Path:
-    """The pack `rules init --kind json` makes, as this engine makes it."""
+def make_init_pack(parent: Path, kind: str) -> Path:
+    """The pack `rules init --kind KIND` makes, as this engine makes it."""
+    name = f"init-{kind}".replace("_", "-")
     subprocess.run(
-        [sys.executable, "-m", "engine", "init", "answers", "--kind", "json", "--dir", str(parent)],
+        [sys.executable, "-m", "engine", "init", name, "--kind", kind, "--dir", str(parent)],
         check=True,
         capture_output=True,
         cwd=ROOT,
     )
-    return parent / "answers"
+    return parent / name
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=0, help="tasks per block (0: all)")
-    parser.add_argument("--blocks", default="", help="comma-separated block names")
+    parser.add_argument(
+        "--blocks", default="", help='comma-separated block names or labels ("init json ANSWER")'
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -533,9 +565,11 @@ def main(argv: list[str] | None = None) -> int:
     model = Model(args.threads, args.max_tokens)
     runs: list[TaskRun] = []
     with tempfile.TemporaryDirectory(prefix="repair-yield-") as temp:
-        blocks = task_set(str(make_json_pack(Path(temp))))
+        blocks = task_set(
+            str(make_init_pack(Path(temp), "json")), str(make_init_pack(Path(temp), "tool_call"))
+        )
         wanted = {b for b in args.blocks.split(",") if b}
-        blocks = tuple(b for b in blocks if not wanted or b.block in wanted)
+        blocks = tuple(b for b in blocks if not wanted or wanted & {b.block, b.label})
         for block in blocks:
             pack = engine.load_pack(block.pack)
             calls = 1 + pack.model.triggers[block.block].max_attempts
