@@ -18,10 +18,10 @@ from engine.cli.types import BoundedInt, FiniteFloat
 from engine.core.errors import EngineError
 from engine.core.textio import MAX_OUTPUT_BYTES
 from engine.format.yamldoc import read_text
-from engine.policy.calls.runtime import TRANSPORT_RULE
+from engine.policy.calls.runtime import CALL_FAILURES, TRANSPORT_RULE
 from engine.session.command import DEFAULT_TIMEOUT, run_with_command
 from engine.session.evaluation import InputRefused
-from engine.session.recording import CALL_FAILURES, Outcome
+from engine.session.recording import Outcome
 from engine.session.run import RunRequest
 from engine.session.session_ref import SessionRef
 

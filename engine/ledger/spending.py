@@ -158,18 +158,6 @@ def paying(
     return [(_BUMP, key) if amount is None else (_ADDS, (amount, *key))]
 
 
-def pay(
-    tx: Tx,
-    scope: Scope,
-    at: int,
-    where: tuple[str, str, str],
-    since: int | None = None,
-    amount: float | None = None,
-) -> None:
-    """``paying`` run."""
-    tx.batch(paying(tx.dialect, scope, at, where, since, amount))
-
-
 def spend_report(
     tx: Tx, pack: str, budget: str, scope_prefix: str, since: int | None, usage: bool = False
 ) -> list[tuple[str, float]]:

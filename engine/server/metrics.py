@@ -30,15 +30,18 @@ from engine.policy.triggers.decide import Decision
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
-DECISIONS = Counter(
-    "rules_decisions_total",
-    "Decisions made, by pack, block and action",
-    ["pack", "block", "action"],
+
+def _per_block(name: str, documentation: str, label: str) -> Counter:
+    """A counter cut by pack, block and one more ``label``: how decisions, failures, costs
+    and refusals are counted."""
+    return Counter(name, documentation, ["pack", "block", label])
+
+
+DECISIONS = _per_block(
+    "rules_decisions_total", "Decisions made, by pack, block and action", "action"
 )
-FAILURES = Counter(
-    "rules_failures_total",
-    "Failed verdicts, by pack, block and failure type",
-    ["pack", "block", "failure_type"],
+FAILURES = _per_block(
+    "rules_failures_total", "Failed verdicts, by pack, block and failure type", "failure_type"
 )
 MODEL_TOKENS = Counter(
     "rules_model_tokens_total",
@@ -46,10 +49,10 @@ MODEL_TOKENS = Counter(
     "retry, transport_retry), direction (in, out) and whether they were estimated",
     ["pack", "block", "kind", "direction", "estimated"],
 )
-MODEL_COST = Counter(
+MODEL_COST = _per_block(
     "rules_model_cost_total",
     "Cost of recorded attempts at their pack's prices, by pack, block and kind of attempt",
-    ["pack", "block", "kind"],
+    "kind",
 )
 REQUESTS = Histogram(
     "rules_request_seconds",
@@ -57,11 +60,11 @@ REQUESTS = Histogram(
     ["route", "method", "status"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
-SPENDING = Counter(
+SPENDING = _per_block(
     "rules_spending_refusals_total",
     "Calls a budget could not pay for or a breaker skipped, by pack, block and rule "
     "(budget:NAME, breaker:NAME)",
-    ["pack", "block", "rule"],
+    "rule",
 )
 LEDGER_ERRORS = Counter("rules_ledger_errors_total", "Ledger errors (answered 503)")
 RELOADS = Counter("rules_reloads_total", "Pack reloads, by result", ["result"])

@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -148,7 +148,7 @@ def run(
         return run_with(
             loaded,
             request,
-            lambda text: call_in_thread(call, text, limit, cap, watch),
+            ModelCall(call, limit, cap, watch).in_thread,
             waits=WAITS,
         )
 
@@ -167,7 +167,7 @@ async def arun(
         return await arun_with(
             loaded,
             request,
-            lambda text: call_async(call, text, limit, cap, watch),
+            ModelCall(call, limit, cap, watch).awaited,
             lambda seconds: _sleep(seconds),
             waits=WAITS,
         )
@@ -361,82 +361,77 @@ def streamed_execution(streamed: Streamed, cap: int) -> Execution:
     return Execution(streamed.output, None, stream=streamed.end, shared=streamed.shared)
 
 
-def guarded(
-    call: Call,
-    prompt: str,
-    cap: int = MAX_OUTPUT_BYTES,
-    watch: Callable[[], Watch] | None = None,
-) -> Execution:
-    """``call(prompt)``, an exception it raises turned into an execution failure."""
-    try:
-        value = call(prompt)
-    except Exception as exc:  # the model call failed: a failed attempt, classified
-        return failed(exc)
-    return output_of(value, cap, watch)
+@dataclass(frozen=True)
+class ModelCall:
+    """The caller's model call with the bounds of each attempt: at most ``timeout`` seconds
+    (None: no bound), at most ``cap`` bytes of output, and a fresh ``watch`` for each
+    streamed output. ``engine.run`` sends each prompt ``in_thread``, ``engine.arun``
+    ``awaited``."""
 
+    call: Call
+    timeout: float | None
+    cap: int = MAX_OUTPUT_BYTES
+    watch: Callable[[], Watch] | None = None
 
-def call_in_thread(
-    call: Call,
-    prompt: str,
-    timeout: float | None,
-    cap: int = MAX_OUTPUT_BYTES,
-    watch: Callable[[], Watch] | None = None,
-) -> Execution:
-    """``guarded`` in a worker thread, waited for at most ``timeout`` seconds (in this
-    thread when there is no timeout)."""
-    if timeout is None:
-        return guarded(call, prompt, cap, watch)
-    box: list[Execution | BaseException] = []
-
-    def target() -> None:
+    def guarded(self, prompt: str) -> Execution:
+        """``call(prompt)``, an exception it raises turned into an execution failure."""
         try:
-            box.append(guarded(call, prompt, cap, watch))
-        except BaseException as exc:  # handed to the waiting thread, raised there
-            box.append(exc)
-
-    worker = threading.Thread(target=target, name="rules-model-call", daemon=True)
-    worker.start()
-    worker.join(min(timeout, threading.TIMEOUT_MAX))  # a longer wait overflows: no bound
-    if not box:
-        return timed_out(timeout)
-    if isinstance(box[0], BaseException):
-        raise box[0]
-    return box[0]
-
-
-async def call_async(
-    call: Call,
-    prompt: str,
-    timeout: float | None,
-    cap: int = MAX_OUTPUT_BYTES,
-    watch: Callable[[], Watch] | None = None,
-) -> Execution:
-    """``await call(prompt)`` bounded by ``timeout``; an exception it raises is an
-    execution failure, a cancellation propagates."""
-
-    async def attempt() -> Execution:
-        try:
-            pending = call(prompt)
+            value = self.call(prompt)
         except Exception as exc:  # the model call failed: a failed attempt, classified
             return failed(exc)
-        if watch is not None and is_async_stream(pending):  # an async generator function
-            return streamed_execution(await aread_stream(pending, watch()), cap)
-        if not inspect.isawaitable(pending):
-            raise UsageError(
-                "engine.arun: call= must be an async function (`async def`); for a plain "
-                "function use engine.run"
-            )
-        try:
-            value = await pending
-        except Exception as exc:  # the model call failed: a failed attempt, classified
-            return failed(exc)
-        if watch is not None and is_async_stream(value):  # an SDK's async stream
-            return streamed_execution(await aread_stream(value, watch()), cap)
-        return output_of(value, cap, watch)
+        return output_of(value, self.cap, self.watch)
 
-    if timeout is None:
-        return await attempt()
-    try:
-        return await asyncio.wait_for(attempt(), timeout)
-    except asyncio.TimeoutError:  # attempt() lets no exception of the call through
-        return timed_out(timeout)
+    def in_thread(self, prompt: str) -> Execution:
+        """``guarded`` in a worker thread, waited for at most ``timeout`` seconds (in this
+        thread when there is no timeout)."""
+        timeout = self.timeout
+        if timeout is None:
+            return self.guarded(prompt)
+        box: list[Execution | BaseException] = []
+
+        def target() -> None:
+            try:
+                box.append(self.guarded(prompt))
+            except BaseException as exc:  # handed to the waiting thread, raised there
+                box.append(exc)
+
+        worker = threading.Thread(target=target, name="rules-model-call", daemon=True)
+        worker.start()
+        worker.join(min(timeout, threading.TIMEOUT_MAX))  # a longer wait overflows: no bound
+        if not box:
+            return timed_out(timeout)
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    async def awaited(self, prompt: str) -> Execution:
+        """``await call(prompt)`` bounded by ``timeout``; an exception it raises is an
+        execution failure, a cancellation propagates."""
+        call, cap, watch, timeout = self.call, self.cap, self.watch, self.timeout
+
+        async def attempt() -> Execution:
+            try:
+                pending = call(prompt)
+            except Exception as exc:  # the model call failed: a failed attempt, classified
+                return failed(exc)
+            if watch is not None and is_async_stream(pending):  # an async generator function
+                return streamed_execution(await aread_stream(pending, watch()), cap)
+            if not inspect.isawaitable(pending):
+                raise UsageError(
+                    "engine.arun: call= must be an async function (`async def`); for a plain "
+                    "function use engine.run"
+                )
+            try:
+                value = await pending
+            except Exception as exc:  # the model call failed: a failed attempt, classified
+                return failed(exc)
+            if watch is not None and is_async_stream(value):  # an SDK's async stream
+                return streamed_execution(await aread_stream(value, watch()), cap)
+            return output_of(value, cap, watch)
+
+        if timeout is None:
+            return await attempt()
+        try:
+            return await asyncio.wait_for(attempt(), timeout)
+        except asyncio.TimeoutError:  # attempt() lets no exception of the call through
+            return timed_out(timeout)

@@ -34,7 +34,7 @@ from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
 from engine.policy.calls.replies import NO_CALL, NO_USAGE, Call, Usage
 from engine.policy.calls.runtime import (
-    MODEL_FAILURES,
+    CALL_FAILURES,
     TRANSPORT_RULE,
     CompiledCalls,
     attempt_kind,
@@ -60,10 +60,6 @@ from engine.session.stream import StreamEnd
 from engine.session.tracing import traced_evaluation
 
 KEEP_OUTPUTS = "keep_outputs"
-
-EXECUTION_FAILURE = "EXECUTION_FAILED"
-CALL_FAILURES = frozenset([EXECUTION_FAILURE, *MODEL_FAILURES])
-"""The failure types of a failed model call (their validation tier is `execution`)."""
 
 
 def not_text(given: OutputInput) -> str | None:

@@ -33,11 +33,11 @@ from engine.core.verdict import Verdict
 from engine.pack.compiled import Pack
 from engine.pack.inputs import OutputInput
 from engine.policy.calls.replies import NO_USAGE, Call, Usage, estimated
-from engine.policy.calls.runtime import CallFailure, CompiledCalls
+from engine.policy.calls.runtime import EXECUTION_FAILED, CallFailure, CompiledCalls
 from engine.policy.triggers.decide import Decision
 from engine.session.evaluation import InputRefused
 from engine.session.items import sha256
-from engine.session.recording import EXECUTION_FAILURE, Outcome, Session
+from engine.session.recording import Outcome, Session
 from engine.session.review import ReviewState, Shown, resumed, wait_for
 from engine.session.session_ref import DEFAULT_SESSION, SessionRef
 from engine.session.stream import StreamEnd, not_generated
@@ -360,7 +360,7 @@ def attempts(
             given,
             output="",
             error=f"model not called: {refused.reason}",
-            failure_type=EXECUTION_FAILURE,
+            failure_type=EXECUTION_FAILED,
         )
         outcome = session.evaluate(attempt, run=run, continue_run=continue_run, refused=refused)
         progress(outcome)

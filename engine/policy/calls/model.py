@@ -11,8 +11,7 @@ from engine.format.fields import FailureRef, Pattern, Strict
 from engine.format.findings import FindingRule
 from engine.format.section import Declared, single
 from engine.policy.calls.runtime import (
-    EXECUTION_FAILED,
-    MODEL_FAILURES,
+    CALL_FAILURES,
     MODEL_RATE_LIMITED,
     MODEL_TIMEOUT,
     MODEL_UNAVAILABLE,
@@ -171,7 +170,7 @@ def check_model_calls(pack: Rulepack, checker: PackChecker) -> None:
     section = pack.model_calls
     if section is None or section.retry is None:
         return
-    possible = {EXECUTION_FAILED, *MODEL_FAILURES, *(rule.type for rule in section.classify)}
+    possible = {*CALL_FAILURES, *(rule.type for rule in section.classify)}
     for index, failure_type in enumerate(section.retry.on):
         if failure_type not in possible:
             checker.add(

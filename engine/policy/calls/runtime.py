@@ -36,6 +36,8 @@ MODEL_ERROR = "MODEL_ERROR"
 EXECUTION_FAILED = "EXECUTION_FAILED"
 
 MODEL_FAILURES = (MODEL_TIMEOUT, MODEL_RATE_LIMITED, MODEL_UNAVAILABLE, MODEL_ERROR)
+CALL_FAILURES = frozenset([EXECUTION_FAILED, *MODEL_FAILURES])
+"""The failure types of a failed model call (their validation tier is `execution`)."""
 
 TRANSPORT_RULE = "transport-retry"
 """The rule of a decision that sends the same prompt again after a classified failure."""
@@ -45,7 +47,6 @@ FIRST = "first"
 REPAIR = "repair"
 RETRY = "retry"
 TRANSPORT_RETRY = "transport_retry"
-KINDS = (FIRST, REPAIR, RETRY, TRANSPORT_RETRY)
 
 USAGE_PREFIX = "rules-usage:"
 """The default start of the stderr line where a model command reports its usage."""
