@@ -171,7 +171,7 @@ Your previous {{ block_type }} output broke its contract ({{ failure_type }}):
 {{ errors.rstrip("\n") | fence("errors") }}
 
 {% if example %}
-Example of a valid answer to another question:
+LEAD
 {% set shown = example | replace("0A0A0A", nonce) %}
 {% if params.question is defined %}
 {% set shown = shown | replace(":Q0:", ":" ~ params.question ~ ":") %}
@@ -189,7 +189,18 @@ Write only your WHAT{{ ' for the question "' ~ (task | trim) ~ '"' if task else 
 """
 """The repair prompt of a new pack. Measured on a small model (benchmarks/repair_yield.py):
 the task, what was wrong and an example to copy the form of work; the previous output and the
-contract's placeholders in the same prompt get copied back instead."""
+contract's placeholders in the same prompt get copied back instead. ``LEAD`` introduces the
+example (``_LEADS``)."""
+
+_LEADS = {
+    "json": "{{ format_contract | trim }} Example, for another question:",
+}
+"""What introduces the example, by kind. A JSON contract's text is one sentence without
+placeholders, so the repair restates it there: SmolLM2-135M wrote `"No"` for `"NO"`, and
+copied the form of the example only when the sentence said "in capital letters"
+(benchmarks/repair_yield.py: 6 of 6 JSON repairs passed, 0 of 6 before). A sentinel or
+markdown contract holds placeholders, which a small model copies: it is left out."""
+_LEAD = "Example of a valid answer to another question:"
 
 _WHAT = {
     "sentinel": "ANSWER block",
@@ -233,7 +244,8 @@ A markdown report:
 **Decision:** <what to do>
 """,
     "json": """\
-One JSON object: {"decision": "YES" or "NO", "reason": "<one line>"}
+Answer with one JSON object and nothing else, with two keys: "decision", in capital letters,\
+ "YES" or "NO"; and "reason", one sentence of your own.
 """,
 }
 
@@ -352,7 +364,7 @@ def _repair_template(kind: str) -> str:
     shared = _REPAIR_TEMPLATES.get(kind)
     if shared is not None:
         return (data_dir("prompts") / shared).read_text(encoding="utf-8")
-    return _REPAIR.replace("WHAT", _WHAT[kind])
+    return _REPAIR.replace("WHAT", _WHAT[kind]).replace("LEAD", _LEADS.get(kind, _LEAD))
 
 
 @click.command("init")
