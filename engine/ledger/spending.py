@@ -117,6 +117,15 @@ def paying_if_left(scope: Scope, limit: int) -> Statement:
     )
 
 
+def giving_back(scope: Scope) -> Statement:
+    """The statement that gives back a call ``paying_if_left`` paid for in this
+    transaction (its row held) when the call is not made after all."""
+    return (
+        "UPDATE budget_counters SET spent = spent - 1 WHERE pack = ? AND budget = ? AND scope = ?",
+        (scope.pack, scope.budget, scope.scope),
+    )
+
+
 _BUMP = "UPDATE budget_counters SET spent = spent + 1 WHERE pack = ? AND budget = ? AND scope = ?"
 _ADDS = "UPDATE budget_counters SET amount = amount + ? WHERE pack = ? AND budget = ? AND scope = ?"
 _UPSERT = (
@@ -266,9 +275,11 @@ def adding_outcome(
     """The statements that keep a repair's outcome (``where``: its session, block and
     item) and read the breaker's state (``breaker_in``) and the outcomes of its last
     ``last`` repairs, this one included (``outcomes_in``): those since it last closed (its
-    state's ``since``) and, with ``within``, at or after that ms. On PostgreSQL they run
-    after ``taking_breaker`` (which holds the row); on SQLite the transaction holds the
-    ledger, and they are the only statements that read the breaker."""
+    state's ``since``) and, with ``within``, at or after that ms. They run after
+    ``taking_breaker`` (on PostgreSQL it holds the row). On SQLite, where the transaction
+    holds the ledger, the state is the one ``taking_breaker`` read, and the outcomes are
+    read alone: a statement the engine prepares again on each connection costs less the
+    simpler it is."""
     added = (pack, breaker, at, int(success), *where)
     larger = "max" if dialect == "sqlite" else "GREATEST"
     state = (
@@ -292,15 +303,12 @@ def adding_outcome(
                 (*added, *floor, pack, breaker, last),
             )
         ]
-    return [
-        (_OUTCOME, added),
-        (f"{shown} ({recent}) o {joined}", (*floor, pack, breaker, last)),
-    ]
+    return [(_OUTCOME, added), (f"{recent} ORDER BY at DESC, id DESC LIMIT ?", (*floor, last))]
 
 
-def outcomes_in(rows: list[Row]) -> list[bool]:
+def outcomes_in(rows: list[Row], dialect: str) -> list[bool]:
     """The outcomes ``adding_outcome`` read, oldest first."""
-    return [bool(r[0]) for r in reversed(rows)]
+    return [bool(r[2] if dialect == "sqlite" else r[0]) for r in reversed(rows)]
 
 
 def state_with_outcomes(rows: list[Row]) -> dict[str, Any]:

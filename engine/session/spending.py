@@ -15,7 +15,9 @@ every worker of the ledger. In order:
    asked for one after a failure, goes to the breakers watching it (which may open or
    close them);
 4. the decision, if it still asks for a call after a failure, is checked against the
-   breakers (one open: its action instead); when all let it go, each budget pays.
+   breakers (one open: its action instead); when all let it go, each budget pays (a
+   calls budget without a window pays as it is read, and gives the call back when a
+   budget or breaker refuses it: one statement where two were).
 
 Every worker takes the rows in that one order (the item's counter, the budgets, then the
 breakers, each in the pack's order), so two transactions never wait on each other.
@@ -240,11 +242,18 @@ def govern(
         if breaker in judging or (may_ask and breaker.applies(at.block, at.verdict.failure_type))
     ]
     success = at.verdict.status != "fail"
-    reads = [rows.reading_spent(dialect, scope, since, b.usage) for b, scope, since, *_ in counted]
-    # a breaker that judges a repair reads its state with the outcomes; on PostgreSQL its
-    # row is taken first all the same (every breaker's, in the pack's order)
-    locking = [b for b in watching if dialect == "postgresql" or b not in judging]
-    taken = [rows.taking_breaker(dialect, pack.name, b.name) for b in locking]
+    # a calls budget without a window that only pays for the call asked for pays as it is
+    # read when it has a call left (the statement the first call was paid with): it is
+    # given back should another budget or a breaker refuse the call
+    reads = [
+        [rows.paying_if_left(scope, int(b.budget.limit))]
+        if _pays_as_read(b, since, made, asking)
+        else rows.reading_spent(dialect, scope, since, b.usage)
+        for b, scope, since, made, asking in counted
+    ]
+    # every breaker's row is taken first, in the pack's order; on PostgreSQL one that
+    # judges a repair reads its state again with the outcomes
+    taken = [rows.taking_breaker(dialect, pack.name, b.name) for b in watching]
     kept = [
         rows.adding_outcome(
             dialect,
@@ -261,14 +270,30 @@ def govern(
     found = tx.batch([*(s for read in reads for s in read), *taken, *(s for k in kept for s in k)])
     spent = _last_of(found[: sum(len(r) for r in reads)], reads)
     offset = sum(len(r) for r in reads)
-    states = {b.name: _state(rows.breaker_in(found[offset + n])) for n, b in enumerate(locking)}
+    states = {b.name: _state(rows.breaker_in(found[offset + n])) for n, b in enumerate(watching)}
     recent = dict(zip((b.name for b in judging), _last_of(found, kept), strict=True))
-    for breaker in judging:
+    for breaker in judging if dialect == "postgresql" else ():
         states[breaker.name] = _state(rows.state_with_outcomes(recent[breaker.name]))
     writes: list[Statement] = []
     paying: list[Statement] = []
+    paid: list[Scope] = []  # paid as read (``_pays_as_read``): given back on a refusal
     refused: Decision | None = None
     for (budget, scope, since, made, asking), read in zip(counted, spent, strict=True):
+        if _pays_as_read(budget, since, made, asking):
+            if read:  # it had a call left: paid
+                paid.append(scope)
+                continue
+            if refused is None:
+                used = rows.spent(tx, scope, None)
+                refused = taken_instead(
+                    decision,
+                    budget.budget.action,
+                    budget.spent_reason(used),
+                    f"budget:{budget.name}",
+                    actions,
+                    trigger.after_failure,
+                )
+            continue
         used = rows.spent_in(read, budget.usage)
         stale = rows.stale_in(read)
         if made:  # made already: counted, never refused
@@ -291,7 +316,7 @@ def govern(
             paying += rows.paying(dialect, scope, moment, where, since, stale=stale)
     for breaker in judging:
         state = states[breaker.name]
-        outcomes = rows.outcomes_in(recent[breaker.name])
+        outcomes = rows.outcomes_in(recent[breaker.name], dialect)
         changed = after_outcome(breaker, state, success, outcomes, moment)
         if changed != state:
             writes.append(_put(pack.name, breaker.name, changed))
@@ -314,9 +339,20 @@ def govern(
                     trigger.after_failure,
                 )
                 break
+    if refused is not None:
+        writes += [rows.giving_back(scope) for scope in paid]
     # nothing reads these rows before the attempt is recorded: they go with its statements
     tx.later(writes if refused is not None else writes + paying)
     return refused or decision
+
+
+def _pays_as_read(budget: CompiledBudget, since: int | None, made: float, asking: bool) -> bool:
+    """Whether ``budget`` pays for the call asked for in the statement that reads it
+    (``paying_if_left``): a calls budget without a window, with a call to give, that
+    counts no call already made."""
+    return (
+        asking and not made and since is None and not budget.usage and int(budget.budget.limit) >= 1
+    )
 
 
 def _scope(pack: Pack, budget: CompiledBudget, at: Recording) -> Scope:
