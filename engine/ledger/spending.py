@@ -117,6 +117,35 @@ def paying_if_left(scope: Scope, limit: int) -> Statement:
     )
 
 
+_PAY_LEFT = (
+    "UPDATE budget_counters SET spent = spent + 1, ts = ?"
+    " WHERE pack = ? AND budget = ? AND scope = ? AND spent < ?"
+)
+_CREATE = (
+    "INSERT INTO budget_counters (pack, budget, scope, spent, amount, ts) VALUES (?, ?, ?, 1, 0, ?)"
+)
+
+
+def paid_if_left(tx: Tx, scope: Scope, limit: int) -> bool:
+    """Pay for a call from a budget of calls without a window when it has one left
+    (``limit`` at least 1): whether it paid. On PostgreSQL it is ``paying_if_left``, one
+    statement (a transaction of its own when it is the only one). On SQLite, whose
+    transaction holds the whole ledger, an UPDATE pays, and only when it changes no row
+    is the row read (spent: no call left) or created: SQLite prepares a statement with
+    RETURNING or ON CONFLICT several times slower than a plain UPDATE, and the engine
+    prepares its statements again on each connection."""
+    if tx.dialect != "sqlite":
+        return tx.one(*paying_if_left(scope, limit)) is not None
+    key = (scope.pack, scope.budget, scope.scope)
+    ts = now()
+    if tx.execute(_PAY_LEFT, (ts, *key, limit)):
+        return True
+    if tx.one(reading_spent("sqlite", scope, None, False)[0][0], key) is not None:
+        return False
+    tx.execute(_CREATE, (*key, ts))
+    return True
+
+
 def giving_back(scope: Scope) -> Statement:
     """The statement that gives back a call ``paying_if_left`` paid for in this
     transaction (its row held) when the call is not made after all."""
