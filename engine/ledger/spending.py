@@ -285,6 +285,10 @@ def putting_breaker(
     )
 
 
+_RECENT = (
+    "SELECT success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND at >= ?"
+    " ORDER BY at DESC, id DESC LIMIT ?"
+)
 _OUTCOME = (
     "INSERT INTO breaker_outcomes (pack, breaker, at, success, session, block, item)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -300,31 +304,31 @@ def adding_outcome(
     where: tuple[str, str, str],
     within: int | None,
     last: int,
+    closed_since: int | None = None,
 ) -> list[Statement]:
     """The statements that keep a repair's outcome (``where``: its session, block and
     item) and read the breaker's state (``breaker_in``) and the outcomes of its last
     ``last`` repairs, this one included (``outcomes_in``): those since it last closed (its
     state's ``since``) and, with ``within``, at or after that ms. They run after
     ``taking_breaker`` (on PostgreSQL it holds the row). On SQLite, where the transaction
-    holds the ledger, the state is the one ``taking_breaker`` read, and the outcomes are
-    read alone: a statement the engine prepares again on each connection costs less the
-    simpler it is."""
+    holds the ledger, the state is the one ``taking_breaker`` read, whose ``since`` the
+    caller gives (``closed_since``), and the outcomes are read alone: a statement the
+    engine prepares again on each connection costs less the simpler it is."""
     added = (pack, breaker, at, int(success), *where)
-    larger = "max" if dialect == "sqlite" else "GREATEST"
-    state = (
-        "SELECT state, opened_at, probe_at, since FROM breaker_states"
-        " WHERE pack = ? AND breaker = ?"
-    )
-    recent = (
-        "SELECT id, at, success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND"
-        f" at >= {larger}(?, COALESCE((SELECT since FROM breaker_states"
-        " WHERE pack = ? AND breaker = ?), 0))"
-    )
-    floor = (pack, breaker, within or 0, pack, breaker)
-    # every row: an outcome, newest first, with the state (none: never used, closed)
-    shown = "SELECT o.success, s.state, s.opened_at, s.probe_at, s.since FROM"
-    joined = f"LEFT JOIN ({state}) s ON 1 = 1 ORDER BY o.at DESC, o.id DESC LIMIT ?"
     if dialect == "postgresql":  # one statement
+        state = (
+            "SELECT state, opened_at, probe_at, since FROM breaker_states"
+            " WHERE pack = ? AND breaker = ?"
+        )
+        recent = (
+            "SELECT id, at, success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND"
+            " at >= GREATEST(?, COALESCE((SELECT since FROM breaker_states"
+            " WHERE pack = ? AND breaker = ?), 0))"
+        )
+        floor = (pack, breaker, within or 0, pack, breaker)
+        # every row: an outcome, newest first, with the state (none: never used, closed)
+        shown = "SELECT o.success, s.state, s.opened_at, s.probe_at, s.since FROM"
+        joined = f"LEFT JOIN ({state}) s ON 1 = 1 ORDER BY o.at DESC, o.id DESC LIMIT ?"
         return [
             (
                 f"WITH added AS ({_OUTCOME} RETURNING id, at, success) {shown}"
@@ -332,12 +336,13 @@ def adding_outcome(
                 (*added, *floor, pack, breaker, last),
             )
         ]
-    return [(_OUTCOME, added), (f"{recent} ORDER BY at DESC, id DESC LIMIT ?", (*floor, last))]
+    assert closed_since is not None
+    return [(_OUTCOME, added), (_RECENT, (pack, breaker, max(within or 0, closed_since), last))]
 
 
-def outcomes_in(rows: list[Row], dialect: str) -> list[bool]:
+def outcomes_in(rows: list[Row]) -> list[bool]:
     """The outcomes ``adding_outcome`` read, oldest first."""
-    return [bool(r[2] if dialect == "sqlite" else r[0]) for r in reversed(rows)]
+    return [bool(r[0]) for r in reversed(rows)]
 
 
 def state_with_outcomes(rows: list[Row]) -> dict[str, Any]:
@@ -349,12 +354,7 @@ def state_with_outcomes(rows: list[Row]) -> dict[str, Any]:
 def outcomes(tx: Tx, pack: str, breaker: str, since: int, last: int) -> list[bool]:
     """The outcomes of the breaker's last ``last`` repairs at or after ``since`` ms, oldest
     first."""
-    rows = tx.all(
-        "SELECT success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND at >= ?"
-        " ORDER BY at DESC, id DESC LIMIT ?",
-        (pack, breaker, since, last),
-    )
-    return [bool(r[0]) for r in reversed(rows)]
+    return outcomes_in(tx.all(_RECENT, (pack, breaker, since, last)))
 
 
 def breaker_states(tx: Tx, pack: str) -> dict[str, dict[str, Any]]:

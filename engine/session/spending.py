@@ -261,29 +261,39 @@ def govern(
         for n, (b, scope, since, made, asking) in enumerate(counted)
     ]
     # every breaker's row is taken first, in the pack's order; on PostgreSQL one that
-    # judges a repair reads its state again with the outcomes
+    # judges a repair reads its state again with the outcomes, in the same round trip;
+    # on SQLite (no round trip to save) the outcomes are read once the state is known
     taken = [rows.taking_breaker(dialect, pack.name, b.name) for b in watching]
-    kept = [
-        rows.adding_outcome(
-            dialect,
-            pack.name,
-            b.name,
-            moment,
-            success,
-            where,
-            None if b.within is None else moment - int(b.within * 1000),
-            b.breaker.last,
-        )
-        for b in judging
-    ]
+    sqlite = dialect == "sqlite"
+
+    def keeping(states: dict[str, BreakerState]) -> list[list[Statement]]:
+        return [
+            rows.adding_outcome(
+                dialect,
+                pack.name,
+                b.name,
+                moment,
+                success,
+                where,
+                None if b.within is None else moment - int(b.within * 1000),
+                b.breaker.last,
+                states[b.name].since if sqlite else None,
+            )
+            for b in judging
+        ]
+
+    kept = [] if sqlite else keeping({})
     found = tx.batch([*(s for read in reads for s in read), *taken, *(s for k in kept for s in k)])
     spent = _last_of(found[: sum(len(r) for r in reads)], reads)
     for n, paid_now in paid_here.items():  # as ``paying_if_left`` would have returned
         spent[n] = [(1,)] if paid_now else []
     offset = sum(len(r) for r in reads)
     states = {b.name: _state(rows.breaker_in(found[offset + n])) for n, b in enumerate(watching)}
+    if sqlite and judging:
+        kept = keeping(states)
+        found = tx.batch([s for k in kept for s in k])
     recent = dict(zip((b.name for b in judging), _last_of(found, kept), strict=True))
-    for breaker in judging if dialect == "postgresql" else ():
+    for breaker in () if sqlite else judging:
         states[breaker.name] = _state(rows.state_with_outcomes(recent[breaker.name]))
     writes: list[Statement] = []
     paying: list[Statement] = []
@@ -327,7 +337,7 @@ def govern(
             paying += rows.paying(dialect, scope, moment, where, since, stale=stale)
     for breaker in judging:
         state = states[breaker.name]
-        outcomes = rows.outcomes_in(recent[breaker.name], dialect)
+        outcomes = rows.outcomes_in(recent[breaker.name])
         changed = after_outcome(breaker, state, success, outcomes, moment)
         if changed != state:
             writes.append(_put(pack.name, breaker.name, changed))
