@@ -23,8 +23,10 @@ Times are milliseconds since 1970 (``{big}`` columns), given by the caller, whos
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
+from engine.core import clock
 from engine.ledger.attempts import now
 from engine.ledger.connection import Tx
 from engine.ledger.tx import Row, Statement
@@ -126,10 +128,26 @@ _CREATE = (
 )
 
 
-def paid_if_left(tx: Tx, scope: Scope, limit: int) -> bool:
+_stamped: tuple[int, str] = (-1, "")
+
+
+def stamp(at: int) -> str:
+    """The ``ts`` text of ``at`` ms (ISO 8601 UTC with seconds, as ``now``), formatted
+    once a second: formatting a time costs more than the statement it goes with."""
+    global _stamped
+    second, text = _stamped
+    if second != at // 1000:
+        second = at // 1000
+        text = clock.iso(datetime.fromtimestamp(second, timezone.utc))
+        _stamped = (second, text)
+    return text
+
+
+def paid_if_left(tx: Tx, scope: Scope, limit: int, at: int) -> bool:
     """Pay for a call from a budget of calls without a window when it has one left
     (``limit`` at least 1): whether it paid. On PostgreSQL it is ``paying_if_left``, one
-    statement (a transaction of its own when it is the only one). On SQLite, whose
+    statement (a transaction of its own when it is the only one). ``at``: the time in ms
+    (``engine.core.clock``), kept as the row's ``ts``. On SQLite, whose
     transaction holds the whole ledger, an UPDATE pays, and only when it changes no row
     is the row read (spent: no call left) or created: SQLite prepares a statement with
     RETURNING or ON CONFLICT several times slower than a plain UPDATE, and the engine
@@ -137,7 +155,7 @@ def paid_if_left(tx: Tx, scope: Scope, limit: int) -> bool:
     if tx.dialect != "sqlite":
         return tx.one(*paying_if_left(scope, limit)) is not None
     key = (scope.pack, scope.budget, scope.scope)
-    ts = now()
+    ts = stamp(at)
     if tx.execute(_PAY_LEFT, (ts, *key, limit)):
         return True
     if tx.one(reading_spent("sqlite", scope, None, False)[0][0], key) is not None:

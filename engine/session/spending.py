@@ -114,7 +114,7 @@ def admission(pack: Pack, session: str, block: str) -> tuple[Callable[[Tx], Refu
             scope = Scope(pack.name, budget.name, budget.scope(session, block, "", 0))
 
             def at_once(tx: Tx) -> Refusal | None:
-                if rows.paid_if_left(tx, scope, int(spec.limit)):
+                if rows.paid_if_left(tx, scope, int(spec.limit), now_ms()):
                     return None
                 return Refusal(budget, rows.spent(tx, scope, None))
 
@@ -248,7 +248,7 @@ def govern(
     # (on SQLite, where the order of statements takes no rows, they pay here: a
     # statement of their own saves a slow one to prepare, see ``paid_if_left``)
     paid_here = {
-        n: rows.paid_if_left(tx, scope, int(b.budget.limit))
+        n: rows.paid_if_left(tx, scope, int(b.budget.limit), moment)
         for n, (b, scope, since, made, asking) in enumerate(counted)
         if dialect == "sqlite" and _pays_as_read(b, since, made, asking)
     }
