@@ -16,6 +16,17 @@ at ``--url``, else one this script starts with the test suite's ``tests/pg_serve
 skipped, saying why, without PostgreSQL's binaries). On a machine shared with other work
 the spread says how far one figure can be trusted. The issue's target is a ratio of at
 most 1.10. It measures; it does not judge (exit status 0).
+
+Two counts that the load does not change, on SQLite, per item after three of warm-up:
+
+    python benchmarks/spending.py --items 10 --statements
+    valgrind --tool=callgrind --instr-atstart=no \
+        python benchmarks/spending.py --items 10 --callgrind governed
+
+``--statements`` prints the SQL statements each pack runs per item (SQLite's trace),
+``--callgrind PACK`` (``plain`` or ``governed``; run it under valgrind as shown) turns
+callgrind's counting on for the items only: its ``Collected`` figure divided by
+``--items`` is the instructions per item, Python and SQLite included.
 """
 
 from __future__ import annotations
@@ -107,6 +118,65 @@ def _round(pack: Any, items: int, session: Path, ledger: str | None) -> float:
     return (time.perf_counter() - started) / (2 * items)
 
 
+def _packs(folder: Path) -> dict[str, Any]:
+    (folder / "governed").mkdir()
+    (folder / "governed" / "pack.yaml").write_text(GOVERNED, encoding="utf-8")
+    return {
+        "plain": engine.load_pack("sentinel"),
+        "governed": engine.load_pack(folder / "governed"),
+    }
+
+
+def _items(pack: Any, session: Path, first: int, count: int) -> None:
+    for item in range(first, first + count):
+        engine.run(
+            pack,
+            "VERDICT",
+            _reply,
+            nonce=NONCE,
+            vars={"criterion": "AC1"},
+            item=f"item-{item}",
+            model="bench-model",
+            session=session,
+        )
+
+
+def statements(folder: Path, items: int) -> list[str]:
+    """The SQL statements each pack runs per item on SQLite, after three of warm-up."""
+    import sqlite3
+
+    from engine.ledger import connection
+
+    ran: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        db = connect(*args, **kwargs)
+        db.set_trace_callback(ran.append)
+        return db
+
+    connection.sqlite3.connect = traced  # type: ignore[assignment]
+    lines = []
+    for name, pack in _packs(folder).items():
+        _items(pack, folder / name, 0, 3)
+        ran.clear()
+        _items(pack, folder / name, 3, items)
+        lines.append(f"{name:<10}{len(ran) / items:>7.1f} statements per item")
+    return lines
+
+
+def callgrind(folder: Path, items: int, name: str) -> None:
+    """``items`` items of one pack with callgrind counting (after three of warm-up)."""
+    import os
+    import subprocess
+
+    pack = _packs(folder)[name]
+    _items(pack, folder / name, 0, 3)
+    subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True)
+    _items(pack, folder / name, 3, items)
+    subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True)
+
+
 def measure(folder: Path, items: int, rounds: int, ledgers: list[Any]) -> list[str]:
     plain = engine.load_pack("sentinel")
     (folder / "governed").mkdir()
@@ -144,7 +214,16 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=40, help="runs of two calls per round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds (the least is shown)")
     parser.add_argument("--url", help="a PostgreSQL server's URL (default: start one)")
+    parser.add_argument("--statements", action="store_true", help="count SQL statements")
+    parser.add_argument("--callgrind", choices=["plain", "governed"], help="under valgrind")
     args = parser.parse_args()
+    if args.statements or args.callgrind:
+        with tempfile.TemporaryDirectory() as folder:
+            if args.callgrind:
+                callgrind(Path(folder), args.items, args.callgrind)
+            else:
+                print("\n".join(statements(Path(folder), args.items)))
+        return
     server = None
     ledgers: list[Any] = [None]
     if args.url is None:

@@ -23,8 +23,10 @@ Times are milliseconds since 1970 (``{big}`` columns), given by the caller, whos
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
+from engine.core import clock
 from engine.ledger.attempts import now
 from engine.ledger.connection import Tx
 from engine.ledger.tx import Row, Statement
@@ -114,6 +116,60 @@ def paying_if_left(scope: Scope, limit: int) -> Statement:
         " SET spent = budget_counters.spent + 1, ts = excluded.ts"
         " WHERE budget_counters.spent < ? RETURNING spent",
         (scope.pack, scope.budget, scope.scope, now(), limit),
+    )
+
+
+_PAY_LEFT = (
+    "UPDATE budget_counters SET spent = spent + 1, ts = ?"
+    " WHERE pack = ? AND budget = ? AND scope = ? AND spent < ?"
+)
+_CREATE = (
+    "INSERT INTO budget_counters (pack, budget, scope, spent, amount, ts) VALUES (?, ?, ?, 1, 0, ?)"
+)
+
+
+_stamped: tuple[int, str] = (-1, "")
+
+
+def stamp(at: int) -> str:
+    """The ``ts`` text of ``at`` ms (ISO 8601 UTC with seconds, as ``now``), formatted
+    once a second: formatting a time costs more than the statement it goes with."""
+    global _stamped
+    second, text = _stamped
+    if second != at // 1000:
+        second = at // 1000
+        text = clock.iso(datetime.fromtimestamp(second, timezone.utc))
+        _stamped = (second, text)
+    return text
+
+
+def paid_if_left(tx: Tx, scope: Scope, limit: int, at: int) -> bool:
+    """Pay for a call from a budget of calls without a window when it has one left
+    (``limit`` at least 1): whether it paid. On PostgreSQL it is ``paying_if_left``, one
+    statement (a transaction of its own when it is the only one). ``at``: the time in ms
+    (``engine.core.clock``), kept as the row's ``ts``. On SQLite, whose
+    transaction holds the whole ledger, an UPDATE pays, and only when it changes no row
+    is the row read (spent: no call left) or created: SQLite prepares a statement with
+    RETURNING or ON CONFLICT several times slower than a plain UPDATE, and the engine
+    prepares its statements again on each connection."""
+    if tx.dialect != "sqlite":
+        return tx.one(*paying_if_left(scope, limit)) is not None
+    key = (scope.pack, scope.budget, scope.scope)
+    ts = stamp(at)
+    if tx.execute(_PAY_LEFT, (ts, *key, limit)):
+        return True
+    if tx.one(reading_spent("sqlite", scope, None, False)[0][0], key) is not None:
+        return False
+    tx.execute(_CREATE, (*key, ts))
+    return True
+
+
+def giving_back(scope: Scope) -> Statement:
+    """The statement that gives back a call ``paying_if_left`` paid for in this
+    transaction (its row held) when the call is not made after all."""
+    return (
+        "UPDATE budget_counters SET spent = spent - 1 WHERE pack = ? AND budget = ? AND scope = ?",
+        (scope.pack, scope.budget, scope.scope),
     )
 
 
@@ -235,6 +291,10 @@ def putting_breaker(
     )
 
 
+_RECENT = (
+    "SELECT success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND at >= ?"
+    " ORDER BY at DESC, id DESC LIMIT ?"
+)
 _OUTCOME = (
     "INSERT INTO breaker_outcomes (pack, breaker, at, success, session, block, item)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -250,29 +310,31 @@ def adding_outcome(
     where: tuple[str, str, str],
     within: int | None,
     last: int,
+    closed_since: int | None = None,
 ) -> list[Statement]:
     """The statements that keep a repair's outcome (``where``: its session, block and
     item) and read the breaker's state (``breaker_in``) and the outcomes of its last
     ``last`` repairs, this one included (``outcomes_in``): those since it last closed (its
-    state's ``since``) and, with ``within``, at or after that ms. On PostgreSQL they run
-    after ``taking_breaker`` (which holds the row); on SQLite the transaction holds the
-    ledger, and they are the only statements that read the breaker."""
+    state's ``since``) and, with ``within``, at or after that ms. They run after
+    ``taking_breaker`` (on PostgreSQL it holds the row). On SQLite, where the transaction
+    holds the ledger, the state is the one ``taking_breaker`` read, whose ``since`` the
+    caller gives (``closed_since``), and the outcomes are read alone: a statement the
+    engine prepares again on each connection costs less the simpler it is."""
     added = (pack, breaker, at, int(success), *where)
-    larger = "max" if dialect == "sqlite" else "GREATEST"
-    state = (
-        "SELECT state, opened_at, probe_at, since FROM breaker_states"
-        " WHERE pack = ? AND breaker = ?"
-    )
-    recent = (
-        "SELECT id, at, success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND"
-        f" at >= {larger}(?, COALESCE((SELECT since FROM breaker_states"
-        " WHERE pack = ? AND breaker = ?), 0))"
-    )
-    floor = (pack, breaker, within or 0, pack, breaker)
-    # every row: an outcome, newest first, with the state (none: never used, closed)
-    shown = "SELECT o.success, s.state, s.opened_at, s.probe_at, s.since FROM"
-    joined = f"LEFT JOIN ({state}) s ON 1 = 1 ORDER BY o.at DESC, o.id DESC LIMIT ?"
     if dialect == "postgresql":  # one statement
+        state = (
+            "SELECT state, opened_at, probe_at, since FROM breaker_states"
+            " WHERE pack = ? AND breaker = ?"
+        )
+        recent = (
+            "SELECT id, at, success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND"
+            " at >= GREATEST(?, COALESCE((SELECT since FROM breaker_states"
+            " WHERE pack = ? AND breaker = ?), 0))"
+        )
+        floor = (pack, breaker, within or 0, pack, breaker)
+        # every row: an outcome, newest first, with the state (none: never used, closed)
+        shown = "SELECT o.success, s.state, s.opened_at, s.probe_at, s.since FROM"
+        joined = f"LEFT JOIN ({state}) s ON 1 = 1 ORDER BY o.at DESC, o.id DESC LIMIT ?"
         return [
             (
                 f"WITH added AS ({_OUTCOME} RETURNING id, at, success) {shown}"
@@ -280,10 +342,8 @@ def adding_outcome(
                 (*added, *floor, pack, breaker, last),
             )
         ]
-    return [
-        (_OUTCOME, added),
-        (f"{shown} ({recent}) o {joined}", (*floor, pack, breaker, last)),
-    ]
+    assert closed_since is not None
+    return [(_OUTCOME, added), (_RECENT, (pack, breaker, max(within or 0, closed_since), last))]
 
 
 def outcomes_in(rows: list[Row]) -> list[bool]:
@@ -300,12 +360,7 @@ def state_with_outcomes(rows: list[Row]) -> dict[str, Any]:
 def outcomes(tx: Tx, pack: str, breaker: str, since: int, last: int) -> list[bool]:
     """The outcomes of the breaker's last ``last`` repairs at or after ``since`` ms, oldest
     first."""
-    rows = tx.all(
-        "SELECT success FROM breaker_outcomes WHERE pack = ? AND breaker = ? AND at >= ?"
-        " ORDER BY at DESC, id DESC LIMIT ?",
-        (pack, breaker, since, last),
-    )
-    return [bool(r[0]) for r in reversed(rows)]
+    return outcomes_in(tx.all(_RECENT, (pack, breaker, since, last)))
 
 
 def breaker_states(tx: Tx, pack: str) -> dict[str, dict[str, Any]]:

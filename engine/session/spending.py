@@ -15,7 +15,9 @@ every worker of the ledger. In order:
    asked for one after a failure, goes to the breakers watching it (which may open or
    close them);
 4. the decision, if it still asks for a call after a failure, is checked against the
-   breakers (one open: its action instead); when all let it go, each budget pays.
+   breakers (one open: its action instead); when all let it go, each budget pays (a
+   calls budget without a window pays as it is read, and gives the call back when a
+   budget or breaker refuses it: one statement where two were).
 
 Every worker takes the rows in that one order (the item's counter, the budgets, then the
 breakers, each in the pack's order), so two transactions never wait on each other.
@@ -112,7 +114,7 @@ def admission(pack: Pack, session: str, block: str) -> tuple[Callable[[Tx], Refu
             scope = Scope(pack.name, budget.name, budget.scope(session, block, "", 0))
 
             def at_once(tx: Tx) -> Refusal | None:
-                if tx.one(*rows.paying_if_left(scope, int(spec.limit))):
+                if rows.paid_if_left(tx, scope, int(spec.limit), now_ms()):
                     return None
                 return Refusal(budget, rows.spent(tx, scope, None))
 
@@ -166,7 +168,7 @@ def _last_of(found: list[list[Row]], reads: list[list[Statement]]) -> list[list[
     last = []
     for read in reads:
         index += len(read)
-        last.append(found[index - 1])
+        last.append(found[index - 1] if read else [])
     return last
 
 
@@ -240,35 +242,79 @@ def govern(
         if breaker in judging or (may_ask and breaker.applies(at.block, at.verdict.failure_type))
     ]
     success = at.verdict.status != "fail"
-    reads = [rows.reading_spent(dialect, scope, since, b.usage) for b, scope, since, *_ in counted]
-    # a breaker that judges a repair reads its state with the outcomes; on PostgreSQL its
-    # row is taken first all the same (every breaker's, in the pack's order)
-    locking = [b for b in watching if dialect == "postgresql" or b not in judging]
-    taken = [rows.taking_breaker(dialect, pack.name, b.name) for b in locking]
-    kept = [
-        rows.adding_outcome(
-            dialect,
-            pack.name,
-            b.name,
-            moment,
-            success,
-            where,
-            None if b.within is None else moment - int(b.within * 1000),
-            b.breaker.last,
-        )
-        for b in judging
+    # a calls budget without a window that only pays for the call asked for pays as it is
+    # read when it has a call left (the statement the first call was paid with): it is
+    # given back should another budget or a breaker refuse the call
+    # (on SQLite, where the order of statements takes no rows, they pay here: a
+    # statement of their own saves a slow one to prepare, see ``paid_if_left``)
+    paid_here = {
+        n: rows.paid_if_left(tx, scope, int(b.budget.limit), moment)
+        for n, (b, scope, since, made, asking) in enumerate(counted)
+        if dialect == "sqlite" and _pays_as_read(b, since, made, asking)
+    }
+    reads = [
+        []
+        if n in paid_here
+        else [rows.paying_if_left(scope, int(b.budget.limit))]
+        if _pays_as_read(b, since, made, asking)
+        else rows.reading_spent(dialect, scope, since, b.usage)
+        for n, (b, scope, since, made, asking) in enumerate(counted)
     ]
+    # every breaker's row is taken first, in the pack's order; on PostgreSQL one that
+    # judges a repair reads its state again with the outcomes, in the same round trip;
+    # on SQLite (no round trip to save) the outcomes are read once the state is known
+    taken = [rows.taking_breaker(dialect, pack.name, b.name) for b in watching]
+    sqlite = dialect == "sqlite"
+
+    def keeping(states: dict[str, BreakerState]) -> list[list[Statement]]:
+        return [
+            rows.adding_outcome(
+                dialect,
+                pack.name,
+                b.name,
+                moment,
+                success,
+                where,
+                None if b.within is None else moment - int(b.within * 1000),
+                b.breaker.last,
+                states[b.name].since if sqlite else None,
+            )
+            for b in judging
+        ]
+
+    kept = [] if sqlite else keeping({})
     found = tx.batch([*(s for read in reads for s in read), *taken, *(s for k in kept for s in k)])
     spent = _last_of(found[: sum(len(r) for r in reads)], reads)
+    for n, paid_now in paid_here.items():  # as ``paying_if_left`` would have returned
+        spent[n] = [(1,)] if paid_now else []
     offset = sum(len(r) for r in reads)
-    states = {b.name: _state(rows.breaker_in(found[offset + n])) for n, b in enumerate(locking)}
+    states = {b.name: _state(rows.breaker_in(found[offset + n])) for n, b in enumerate(watching)}
+    if sqlite and judging:
+        kept = keeping(states)
+        found = tx.batch([s for k in kept for s in k])
     recent = dict(zip((b.name for b in judging), _last_of(found, kept), strict=True))
-    for breaker in judging:
+    for breaker in () if sqlite else judging:
         states[breaker.name] = _state(rows.state_with_outcomes(recent[breaker.name]))
     writes: list[Statement] = []
     paying: list[Statement] = []
+    paid: list[Scope] = []  # paid as read (``_pays_as_read``): given back on a refusal
     refused: Decision | None = None
     for (budget, scope, since, made, asking), read in zip(counted, spent, strict=True):
+        if _pays_as_read(budget, since, made, asking):
+            if read:  # it had a call left: paid
+                paid.append(scope)
+                continue
+            if refused is None:
+                used = rows.spent(tx, scope, None)
+                refused = taken_instead(
+                    decision,
+                    budget.budget.action,
+                    budget.spent_reason(used),
+                    f"budget:{budget.name}",
+                    actions,
+                    trigger.after_failure,
+                )
+            continue
         used = rows.spent_in(read, budget.usage)
         stale = rows.stale_in(read)
         if made:  # made already: counted, never refused
@@ -314,9 +360,20 @@ def govern(
                     trigger.after_failure,
                 )
                 break
+    if refused is not None:
+        writes += [rows.giving_back(scope) for scope in paid]
     # nothing reads these rows before the attempt is recorded: they go with its statements
     tx.later(writes if refused is not None else writes + paying)
     return refused or decision
+
+
+def _pays_as_read(budget: CompiledBudget, since: int | None, made: float, asking: bool) -> bool:
+    """Whether ``budget`` pays for the call asked for in the statement that reads it
+    (``paying_if_left``): a calls budget without a window, with a call to give, that
+    counts no call already made."""
+    return (
+        asking and not made and since is None and not budget.usage and int(budget.budget.limit) >= 1
+    )
 
 
 def _scope(pack: Pack, budget: CompiledBudget, at: Recording) -> Scope:

@@ -437,3 +437,33 @@ def test_a_session_calls_budget_without_a_window_pays_first_calls_to_its_limit(
             lambda tx: tx.all("SELECT scope, spent FROM budget_counters ORDER BY scope")
         )
     assert [n for _, n in paid] == [3, 1]  # each session its own count
+
+
+def test_a_calls_budget_gives_back_a_repair_a_breaker_skips(
+    tmp_path: Path, ledger_url: str, clock: Callable[[int], None]
+) -> None:
+    """A calls budget without a window pays for a repair as it is read; when the breaker
+    then skips that repair, the call is given back: the budget counts the calls made."""
+    spending = """budgets:
+  session-calls:
+    counts: calls
+    limit: 100
+    per: session
+    action: NEEDS_HUMAN
+"""
+    pack = write_pack(tmp_path / "pack", spending + BREAKER, max_attempts=2)
+    where = {"session": "s", "ledger": ledger_url}
+    made = 0
+    for n in range(3):  # three failed repairs open the breaker
+        clock(n)
+        model = Scripted(BAD, BAD)
+        run(pack, f"failing-{n}", model, where)
+        made += model.calls
+    clock(10)
+    skipped = Scripted(BAD)
+    result = run(pack, "while-open", skipped, where)
+    assert result.decision.rule == "breaker:verdict-repairs" and skipped.calls == 1
+    made += skipped.calls
+    with open_ledger(ledger_url) as ledger:
+        paid = ledger.read(lambda tx: tx.all("SELECT spent FROM budget_counters"))
+    assert made == 7 and paid == [(7,)]  # the skipped repair was given back
