@@ -157,6 +157,24 @@ def test_a_string_for_an_object_is_a_sentence(answers: Any, snapshot: SnapshotAs
     assert prompt == snapshot
 
 
+def test_the_json_repair_that_the_model_answered_with_a_passing_object(
+    answers: Any, snapshot: SnapshotAssertion
+) -> None:
+    """Run 2026-12-08: the model answered "Is 2 + 2 equal to 5?" with prose; the repair
+    restates the contract's sentence before the example, and the model's next output (also
+    kept) passes. The generic re-ask of the same run got the same prose back."""
+    text = output("2026-12-08", "init json ANSWER", "Q2", "engine", 1)
+    assert text == "2 + 2 = 5"
+    error, prompt = repair_prompt(answers, "ANSWER", text, None, {}, "Is 2 + 2 equal to 5?")
+    assert error == "no JSON found: the output is text, with no JSON object or array in it"
+    assert '"decision", in capital letters, "YES" or "NO"' in prompt
+    assert prompt == snapshot
+    repaired = output("2026-12-08", "init json ANSWER", "Q2", "engine", 2)
+    verdict = answers.evaluate("ANSWER", repaired, context={"task": "Is 2 + 2 equal to 5?"})
+    assert (verdict.status, verdict.data["decision"]) == ("pass", "NO")
+    assert output("2026-12-08", "init json ANSWER", "Q2", "baseline", 2) == text
+
+
 def test_a_raw_line_break_in_a_string_is_said_whole(answers: Any) -> None:
     """The issue's own real output (its run, before the benchmark kept fixtures)."""
     text = '"Yes, Tokyo is Japan.\nThe capital of Japan is Tokyo."'
