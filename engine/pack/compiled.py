@@ -66,6 +66,16 @@ def prepared_output(
     )
 
 
+@dataclass(frozen=True)
+class _BlockInputs:
+    """What a block takes from a caller: its params' patterns, the params it requires and
+    whether it needs a nonce (``Pack.split_inputs``, ``Pack.missing_inputs``)."""
+
+    patterns: dict[str, str]
+    required: tuple[str, ...]
+    needs_nonce: bool
+
+
 @dataclass
 class Pack(Parsing):
     """A loaded, checked rulepack, compiled once: contracts, guards, templates, contract texts,
@@ -84,6 +94,7 @@ class Pack(Parsing):
     one output."""
 
     _sections: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _inputs: dict[str, _BlockInputs] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.contracts:
@@ -176,11 +187,50 @@ class Pack(Parsing):
     ) -> tuple[dict[str, str], dict[str, Any]]:
         """``--var`` values that are block params, and the checked context (file + the rest)."""
         param_names = self.contract(block).param_names
-        params = {k: v for k, v in (strings or {}).items() if k in param_names}
-        rest = {k: v for k, v in (strings or {}).items() if k not in param_names}
+        params: dict[str, str] = {}
+        rest: dict[str, str] = {}
+        for name, value in (strings or {}).items():
+            (params if name in param_names else rest)[name] = value
         self._check_params(block, params)
+        if not rest and not context:
+            defaults = self._context_defaults
+            if defaults is not None:
+                return params, dict(defaults)
         self._check_misspelt_params(param_names, rest)
         return params, build_context(self.model.context, context, rest)
+
+    @cached_property
+    def _context_defaults(self) -> dict[str, Any] | None:
+        """The context of a caller who gives none (each declared key's default), built and
+        checked once: evaluating one output would otherwise spend as much on it as on
+        reading the output's fields. None when it must be built each time: a key read from
+        the environment (which may change), a required key (the error is raised each
+        time), a default other than a plain value (each call gets the pack's own object,
+        checked again)."""
+        declared = self.model.context
+        plain = (str, int, float, bool)
+        for spec in declared.values():
+            if spec.env is not None or spec.required:
+                return None
+            if spec.default is not None and type(spec.default) not in plain:
+                return None
+        try:
+            return build_context(declared)
+        except EngineError:
+            return None
+
+    def _block_inputs(self, block: str) -> _BlockInputs:
+        """What ``block`` takes from a caller, read from its contract's model once."""
+        found = self._inputs.get(block)
+        if found is None:
+            contract = self.model.contracts.get(block)
+            declared = getattr(contract, "params", None) or {}
+            found = self._inputs[block] = _BlockInputs(
+                {name: spec.pattern for name, spec in declared.items()},
+                tuple(name for name, spec in declared.items() if spec.required),
+                contract is not None and needs_nonce(contract),
+            )
+        return found
 
     def _check_misspelt_params(self, param_names: Collection[str], rest: Mapping[str, str]) -> None:
         """A --var that is no context key but close to a block parameter's name is most
@@ -198,24 +248,22 @@ class Pack(Parsing):
         """ParamError for a param that does not match its declared pattern: the caller
         gave it, so asking the model to repair it would ask the wrong party. A value that
         is not text at all (a lone surrogate) is left to the check that says so."""
-        declared = getattr(self.model.contracts.get(block), "params", None) or {}
+        patterns = self._block_inputs(block).patterns
         for name, value in params.items():
-            spec = declared.get(name)
-            if spec is None or not isinstance(value, str) or holds_lone_surrogate(value):
+            pattern = patterns.get(name)
+            if pattern is None or not isinstance(value, str) or holds_lone_surrogate(value):
                 continue
-            if compile_pattern(spec.pattern).search(value) is None:
+            if compile_pattern(pattern).search(value) is None:
                 raise ParamError(
                     f"block {block!r}: parameter {name}={value!r} does not match its pattern "
-                    f"{spec.pattern} (a caller's input, not the model's: nothing was "
+                    f"{pattern} (a caller's input, not the model's: nothing was "
                     "evaluated)",
                     f"vars.{name}",
                 )
 
     def required_params(self, block: str) -> tuple[str, ...]:
         """The params a caller must give for ``block`` (its delimiters name them)."""
-        contract = self.model.contracts.get(block)
-        params = getattr(contract, "params", None) or {}
-        return tuple(name for name, spec in params.items() if spec.required)
+        return self._block_inputs(block).required
 
     def missing_inputs(
         self, block: str, nonce: str | None, vars: Mapping[str, str] | None
@@ -223,13 +271,11 @@ class Pack(Parsing):
         """What the caller must give for ``block`` and did not, named as the fields of its
         input: ``nonce`` for a delimited block, ``vars.NAME`` for each required param. Each
         front door says them in its own words (`--nonce`, `--var NAME=...`)."""
-        contract = self.model.contracts.get(block)
-        if contract is None or not needs_nonce(contract):
+        inputs = self._block_inputs(block)
+        if not inputs.needs_nonce:
             return []
         missing = ["nonce"] if nonce is None else []
-        missing += [
-            f"vars.{name}" for name in self.required_params(block) if name not in (vars or {})
-        ]
+        missing += [f"vars.{name}" for name in inputs.required if name not in (vars or {})]
         return missing
 
     def evaluate(
