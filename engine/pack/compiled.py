@@ -54,16 +54,17 @@ def prepared_output(
     *,
     path: str | None = None,
     shared: dict[str, Any] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> EvaluationInput:
     """An output and its inputs made clean text once (``Pack.evaluate_prepared``): the
-    text decoded, lone surrogates replaced in text, nonce and params."""
-    return EvaluationInput(
-        None if text is None else decode_output(text),
-        None if nonce is None else clean_text(nonce),
-        {k: clean_text(v) for k, v in (vars or {}).items()},
-        path=path,
-        shared=shared,
-    )
+    text decoded, lone surrogates replaced in text, nonce and params; ``context``, when
+    given, already checked (so ``evaluate_prepared`` need not copy the tuple to add it)."""
+    decoded = None if text is None else decode_output(text)
+    cleaned = None if nonce is None else clean_text(nonce)
+    params = {k: clean_text(v) for k, v in (vars or {}).items()}
+    if context:
+        return EvaluationInput(decoded, cleaned, params, context, path, shared)
+    return EvaluationInput(decoded, cleaned, params, path=path, shared=shared)
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,9 @@ class Pack(Parsing):
         compiled = self.contract(block)
         if not checked:
             context = build_context(self.model.context, context)
-        return compiled.evaluate(output._replace(context=context) if context else output)
+        if context and output.context is not context:
+            output = output._replace(context=context)
+        return compiled.evaluate(output)
 
     def gate(
         self,

@@ -69,7 +69,7 @@ class OutputInput:
         if self.error is not None:
             return pack.verdict_for_error(self.block, self.error, self.failure_type)
         prepared = prepared_output(
-            self.output, self.nonce, self.vars, path=self.path, shared=self.shared
+            self.output, self.nonce, self.vars, path=self.path, shared=self.shared, context=context
         )
         return pack.evaluate_prepared(self.block, prepared, context, checked=True)
 
