@@ -193,12 +193,19 @@ class Pack(Parsing):
         for name, value in (strings or {}).items():
             (params if name in param_names else rest)[name] = value
         self._check_params(block, params)
-        if not rest and not context:
-            defaults = self._context_defaults
-            if defaults is not None:
-                return params, dict(defaults)
+        if not rest:
+            return params, self._checked_context(context)
         self._check_misspelt_params(param_names, rest)
         return params, build_context(self.model.context, context, rest)
+
+    def _checked_context(self, context: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``build_context`` of the pack's keys and ``context``; when it is empty, a copy
+        of the defaults built once (``_context_defaults``)."""
+        if not context:
+            defaults = self._context_defaults
+            if defaults is not None:
+                return dict(defaults)
+        return build_context(self.model.context, context)
 
     @cached_property
     def _context_defaults(self) -> dict[str, Any] | None:
@@ -316,7 +323,7 @@ class Pack(Parsing):
         output)."""
         compiled = self.contract(block)
         if not checked:
-            context = build_context(self.model.context, context)
+            context = self._checked_context(context)
         if context and output.context is not context:
             output = output._replace(context=context)
         return compiled.evaluate(output)
@@ -420,7 +427,7 @@ class Pack(Parsing):
                 f"pack {self.name!r} declares no first prompt for block {block!r} "
                 f"(`prompts:` has: {known})"
             )
-        values = build_context(self.model.context, context)
+        values = self._checked_context(context)
         decided_key = self.model.session.decided
         round_key = self.model.session.round
         decided = values.get(decided_key) if decided_key else None
@@ -462,7 +469,7 @@ class Pack(Parsing):
         """The presentation of the rate limit that decided (for the user); RenderError
         when no limit decided or the limit names no presentation."""
         presented = _rendering().render_presentation(
-            self.prompts, verdict, decision, build_context(self.model.context, context)
+            self.prompts, verdict, decision, self._checked_context(context)
         )
         return cast(str, presented)
 
@@ -525,7 +532,7 @@ class Pack(Parsing):
             decode_output(output),
             nonce or "",
             dict(vars or {}),
-            build_context(self.model.context, context),
+            self._checked_context(context),
             accepted_rounds,
             user_context,
             tuple(reviewed),
