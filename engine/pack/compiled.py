@@ -305,8 +305,10 @@ class Pack(Parsing):
         between them is done once (see ``EvaluationInput.shared``).
         """
         check("Pack.evaluate", block=block, text=text, nonce=nonce, vars=vars, context=context)
-        return self.evaluate_prepared(
-            block, prepared_output(text, nonce, vars, path=path, shared=shared), context
+        compiled = self.contract(block)  # an unknown block is said before a wrong context
+        checked = self._checked_context(context)
+        return compiled.evaluate(
+            prepared_output(text, nonce, vars, path=path, shared=shared, context=checked)
         )
 
     def evaluate_prepared(
