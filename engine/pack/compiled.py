@@ -54,16 +54,27 @@ def prepared_output(
     *,
     path: str | None = None,
     shared: dict[str, Any] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> EvaluationInput:
     """An output and its inputs made clean text once (``Pack.evaluate_prepared``): the
-    text decoded, lone surrogates replaced in text, nonce and params."""
-    return EvaluationInput(
-        None if text is None else decode_output(text),
-        None if nonce is None else clean_text(nonce),
-        {k: clean_text(v) for k, v in (vars or {}).items()},
-        path=path,
-        shared=shared,
-    )
+    text decoded, lone surrogates replaced in text, nonce and params; ``context``, when
+    given, already checked (so ``evaluate_prepared`` need not copy the tuple to add it)."""
+    decoded = None if text is None else decode_output(text)
+    cleaned = None if nonce is None else clean_text(nonce)
+    params = {k: clean_text(v) for k, v in (vars or {}).items()}
+    if context:
+        return EvaluationInput(decoded, cleaned, params, context, path, shared)
+    return EvaluationInput(decoded, cleaned, params, path=path, shared=shared)
+
+
+@dataclass(frozen=True)
+class _BlockInputs:
+    """What a block takes from a caller: its params' patterns, the params it requires and
+    whether it needs a nonce (``Pack.split_inputs``, ``Pack.missing_inputs``)."""
+
+    patterns: dict[str, str]
+    required: tuple[str, ...]
+    needs_nonce: bool
 
 
 @dataclass
@@ -84,6 +95,7 @@ class Pack(Parsing):
     one output."""
 
     _sections: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _inputs: dict[str, _BlockInputs] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.contracts:
@@ -176,11 +188,57 @@ class Pack(Parsing):
     ) -> tuple[dict[str, str], dict[str, Any]]:
         """``--var`` values that are block params, and the checked context (file + the rest)."""
         param_names = self.contract(block).param_names
-        params = {k: v for k, v in (strings or {}).items() if k in param_names}
-        rest = {k: v for k, v in (strings or {}).items() if k not in param_names}
+        params: dict[str, str] = {}
+        rest: dict[str, str] = {}
+        for name, value in (strings or {}).items():
+            (params if name in param_names else rest)[name] = value
         self._check_params(block, params)
+        if not rest:
+            return params, self._checked_context(context)
         self._check_misspelt_params(param_names, rest)
         return params, build_context(self.model.context, context, rest)
+
+    def _checked_context(self, context: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``build_context`` of the pack's keys and ``context``; when it is empty, a copy
+        of the defaults built once (``_context_defaults``)."""
+        if not context:
+            defaults = self._context_defaults
+            if defaults is not None:
+                return dict(defaults)
+        return build_context(self.model.context, context)
+
+    @cached_property
+    def _context_defaults(self) -> dict[str, Any] | None:
+        """The context of a caller who gives none (each declared key's default), built and
+        checked once: evaluating one output would otherwise spend as much on it as on
+        reading the output's fields. None when it must be built each time: a key read from
+        the environment (which may change), a required key (the error is raised each
+        time), a default other than a plain value (each call gets the pack's own object,
+        checked again)."""
+        declared = self.model.context
+        plain = (str, int, float, bool)
+        for spec in declared.values():
+            if spec.env is not None or spec.required:
+                return None
+            if spec.default is not None and type(spec.default) not in plain:
+                return None
+        try:
+            return build_context(declared)
+        except EngineError:
+            return None
+
+    def _block_inputs(self, block: str) -> _BlockInputs:
+        """What ``block`` takes from a caller, read from its contract's model once."""
+        found = self._inputs.get(block)
+        if found is None:
+            contract = self.model.contracts.get(block)
+            declared = getattr(contract, "params", None) or {}
+            found = self._inputs[block] = _BlockInputs(
+                {name: spec.pattern for name, spec in declared.items()},
+                tuple(name for name, spec in declared.items() if spec.required),
+                contract is not None and needs_nonce(contract),
+            )
+        return found
 
     def _check_misspelt_params(self, param_names: Collection[str], rest: Mapping[str, str]) -> None:
         """A --var that is no context key but close to a block parameter's name is most
@@ -198,24 +256,22 @@ class Pack(Parsing):
         """ParamError for a param that does not match its declared pattern: the caller
         gave it, so asking the model to repair it would ask the wrong party. A value that
         is not text at all (a lone surrogate) is left to the check that says so."""
-        declared = getattr(self.model.contracts.get(block), "params", None) or {}
+        patterns = self._block_inputs(block).patterns
         for name, value in params.items():
-            spec = declared.get(name)
-            if spec is None or not isinstance(value, str) or holds_lone_surrogate(value):
+            pattern = patterns.get(name)
+            if pattern is None or not isinstance(value, str) or holds_lone_surrogate(value):
                 continue
-            if compile_pattern(spec.pattern).search(value) is None:
+            if compile_pattern(pattern).search(value) is None:
                 raise ParamError(
                     f"block {block!r}: parameter {name}={value!r} does not match its pattern "
-                    f"{spec.pattern} (a caller's input, not the model's: nothing was "
+                    f"{pattern} (a caller's input, not the model's: nothing was "
                     "evaluated)",
                     f"vars.{name}",
                 )
 
     def required_params(self, block: str) -> tuple[str, ...]:
         """The params a caller must give for ``block`` (its delimiters name them)."""
-        contract = self.model.contracts.get(block)
-        params = getattr(contract, "params", None) or {}
-        return tuple(name for name, spec in params.items() if spec.required)
+        return self._block_inputs(block).required
 
     def missing_inputs(
         self, block: str, nonce: str | None, vars: Mapping[str, str] | None
@@ -223,13 +279,11 @@ class Pack(Parsing):
         """What the caller must give for ``block`` and did not, named as the fields of its
         input: ``nonce`` for a delimited block, ``vars.NAME`` for each required param. Each
         front door says them in its own words (`--nonce`, `--var NAME=...`)."""
-        contract = self.model.contracts.get(block)
-        if contract is None or not needs_nonce(contract):
+        inputs = self._block_inputs(block)
+        if not inputs.needs_nonce:
             return []
         missing = ["nonce"] if nonce is None else []
-        missing += [
-            f"vars.{name}" for name in self.required_params(block) if name not in (vars or {})
-        ]
+        missing += [f"vars.{name}" for name in inputs.required if name not in (vars or {})]
         return missing
 
     def evaluate(
@@ -251,8 +305,10 @@ class Pack(Parsing):
         between them is done once (see ``EvaluationInput.shared``).
         """
         check("Pack.evaluate", block=block, text=text, nonce=nonce, vars=vars, context=context)
-        return self.evaluate_prepared(
-            block, prepared_output(text, nonce, vars, path=path, shared=shared), context
+        compiled = self.contract(block)  # an unknown block is said before a wrong context
+        checked = self._checked_context(context)
+        return compiled.evaluate(
+            prepared_output(text, nonce, vars, path=path, shared=shared, context=checked)
         )
 
     def evaluate_prepared(
@@ -269,8 +325,10 @@ class Pack(Parsing):
         output)."""
         compiled = self.contract(block)
         if not checked:
-            context = build_context(self.model.context, context)
-        return compiled.evaluate(output._replace(context=context) if context else output)
+            context = self._checked_context(context)
+        if context and output.context is not context:
+            output = output._replace(context=context)
+        return compiled.evaluate(output)
 
     def gate(
         self,
@@ -371,7 +429,7 @@ class Pack(Parsing):
                 f"pack {self.name!r} declares no first prompt for block {block!r} "
                 f"(`prompts:` has: {known})"
             )
-        values = build_context(self.model.context, context)
+        values = self._checked_context(context)
         decided_key = self.model.session.decided
         round_key = self.model.session.round
         decided = values.get(decided_key) if decided_key else None
@@ -413,7 +471,7 @@ class Pack(Parsing):
         """The presentation of the rate limit that decided (for the user); RenderError
         when no limit decided or the limit names no presentation."""
         presented = _rendering().render_presentation(
-            self.prompts, verdict, decision, build_context(self.model.context, context)
+            self.prompts, verdict, decision, self._checked_context(context)
         )
         return cast(str, presented)
 
@@ -476,7 +534,7 @@ class Pack(Parsing):
             decode_output(output),
             nonce or "",
             dict(vars or {}),
-            build_context(self.model.context, context),
+            self._checked_context(context),
             accepted_rounds,
             user_context,
             tuple(reviewed),

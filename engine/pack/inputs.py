@@ -40,13 +40,36 @@ class OutputInput:
     """Work already done on this output that its evaluation reuses (a streamed output's
     reading: ``EvaluationInput.shared``); None: none."""
 
+    def prepared(
+        self,
+        output: bytes | None,
+        vars: Mapping[str, str],
+        context: Mapping[str, Any],
+        error: str | None,
+        failure_type: str,
+    ) -> OutputInput:
+        """This input with what preparing it changed (``engine.session.evaluation``).
+        Copied as ``copy.copy`` copies it, by its attributes' dictionary: a frozen
+        dataclass's ``__init__`` (and so ``dataclasses.replace``) sets each field through
+        ``object.__setattr__``, a tenth of what evaluating a 4 KB output costs."""
+        copied = object.__new__(type(self))
+        copied.__dict__.update(
+            self.__dict__,
+            output=output,
+            vars=vars,
+            context=context,
+            error=error,
+            failure_type=failure_type,
+        )
+        return copied
+
     def verdict(self, pack: Pack, context: Mapping[str, Any]) -> Verdict:
         """``pack``'s verdict on the output with ``context``: the failure ``error`` names
         when there is one."""
         if self.error is not None:
             return pack.verdict_for_error(self.block, self.error, self.failure_type)
         prepared = prepared_output(
-            self.output, self.nonce, self.vars, path=self.path, shared=self.shared
+            self.output, self.nonce, self.vars, path=self.path, shared=self.shared, context=context
         )
         return pack.evaluate_prepared(self.block, prepared, context, checked=True)
 

@@ -8,7 +8,7 @@ reads its input and words the result and the refusals (``InputRefused.said``).""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.core.errors import EngineError, ParamError
@@ -162,14 +162,7 @@ def prepare(pack: Pack, request: EvaluationRequest) -> OutputInput:
         raise InputRefused(
             "{0} needs {1}: its ledger counts the item's attempts", ("item", "session")
         )
-    return replace(
-        given,
-        output=output,
-        vars=variables,
-        context=context,
-        error=error,
-        failure_type=failure_type,
-    )
+    return given.prepared(output, variables, context, error, failure_type)
 
 
 def evaluate(pack: Pack, request: EvaluationRequest) -> Evaluated:

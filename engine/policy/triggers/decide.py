@@ -212,6 +212,7 @@ def guard_variables(
     context: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The variables a trigger's guards see (the context's keys also at the top level)."""
+    values = dict(context or {})
     return {
         "output": output,
         "error": verdict.error or "",
@@ -224,8 +225,8 @@ def guard_variables(
         "status": verdict.status,
         "warnings": verdict.warnings,
         "data": verdict.data,
-        "context": dict(context or {}),
-        **dict(context or {}),
+        "context": values,
+        **values,
     }
 
 

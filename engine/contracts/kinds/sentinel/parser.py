@@ -182,10 +182,9 @@ class SentinelParser:
     def _read(self, text: str, nonce: str, params: Mapping[str, str]) -> dict[str, Any]:
         delimiters = self._delimiters(nonce, params)
         payload, opener_line = self._payload(text, nonce, *delimiters)
-        try:
-            return read_fields(payload, self._compiled)
-        except Reject as rejected:  # payload line N is the output's line opener_line + N
-            raise self._compiled.report.shifted(rejected, opener_line) from None
+        # payload line N is the output's line opener_line + N: numbered so from the start,
+        # a failure's message is filled once
+        return read_fields(payload, self._compiled, offset=opener_line)
 
     def _finish(
         self, fields: Mapping[str, Any], params: Mapping[str, str]

@@ -26,12 +26,14 @@ def _close(plan: FieldPlan, parts: list[str], line: int, report: Reporter) -> st
 
 
 def read_fields(
-    lines: list[str], contract: CompiledContract, partial: bool = False
+    lines: list[str], contract: CompiledContract, partial: bool = False, offset: int = 0
 ) -> dict[str, Any]:
     """The fields of a payload (values, multi-line texts, section item lists); raises
     ``Reject`` at the first failing check. ``partial``: the payload's first lines only (a
-    stream still arriving), so a multi-line field still open at the end is left open."""
-    reader = FieldReader(contract)
+    stream still arriving), so a multi-line field still open at the end is left open.
+    ``offset``: the output's lines before the payload (through its opener), so a failure
+    names the output's own line without being renumbered afterwards."""
+    reader = FieldReader(contract, offset)
     reader.read(lines)
     return reader.fields if partial else reader.end()
 
@@ -39,13 +41,15 @@ def read_fields(
 class FieldReader:
     """``read_fields`` in steps: the payload's lines given a few at a time (a stream as it
     arrives), each line read once, the state kept between steps; ``end`` closes what is
-    still open. The lines of all steps read as one ``read_fields`` of them all."""
+    still open. The lines of all steps read as one ``read_fields`` of them all.
+    ``offset`` is added to every line number a failure names (0: the payload's own)."""
 
-    __slots__ = ("_contract", "_items", "_parse_item", "_parts", "_pending", "_pending_line",
-                 "fields", "lines")  # fmt: skip
+    __slots__ = ("_contract", "_items", "_offset", "_parse_item", "_parts", "_pending",
+                 "_pending_line", "fields", "lines")  # fmt: skip
 
-    def __init__(self, contract: CompiledContract) -> None:
+    def __init__(self, contract: CompiledContract, offset: int = 0) -> None:
         self._contract = contract
+        self._offset = offset
         self.fields: dict[str, Any] = {}
         self.lines = 0  # the lines read so far
         self._items: list[Any] | None = None  # the current section's item list
@@ -65,7 +69,7 @@ class FieldReader:
 
     def read(self, lines: list[str]) -> None:
         """Read the next ``lines`` of the payload; ``Reject`` at the first failing check
-        (numbered from the payload's first line)."""
+        (numbered from the payload's first line, plus the reader's offset)."""
         contract = self._contract
         (
             report,
@@ -87,7 +91,7 @@ class FieldReader:
         pending = self._pending
         pending_line = self._pending_line
         parts = self._parts
-        first = self.lines + 1
+        first = self._offset + self.lines + 1
         for number, line in enumerate(lines, first):
             if not line:  # blank: close a pending field; the current section stays
                 if pending is not None:
