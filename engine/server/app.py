@@ -31,7 +31,7 @@ from engine.server.documents import Problem as ProblemDocument
 from engine.server.limits import BodyLimit
 from engine.server.middleware import HttpMiddleware, ResponseStatus
 from engine.server.packs import LivePacks, PackLoadFailed, PackSet
-from engine.server.problems import install_problem_handlers
+from engine.server.problems import TOKEN_MISPLACED, install_problem_handlers, problem_responses
 from engine.server.settings import ServerSettings
 
 log = logging.getLogger("rules.serve")
@@ -115,8 +115,26 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         schemas["Problem"] = ProblemDocument.model_json_schema()
         # every /v1 route needs it when the server has a --token-file
         schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        _document_token_placement(schema)
         app.openapi_schema = schema
     return app.openapi_schema
+
+
+def _document_token_placement(schema: dict[str, Any]) -> None:
+    """Every operation can answer 400 ``token-misplaced``: the ``TokenPlacement`` middleware
+    refuses a credential outside ``Authorization`` before any route runs, so the answer is
+    added to each operation here rather than to each route's own list."""
+    misplaced = problem_responses(TOKEN_MISPLACED)[TOKEN_MISPLACED.status]
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            if not isinstance(operation, dict):
+                continue  # a path item's shared parameters, not an operation
+            responses = operation.setdefault("responses", {})
+            known = responses.get(str(TOKEN_MISPLACED.status))
+            if known is None:
+                responses[str(TOKEN_MISPLACED.status)] = dict(misplaced)
+            elif TOKEN_MISPLACED.title not in known.get("description", ""):
+                known["description"] = f"{known.get('description', '')}; {TOKEN_MISPLACED.title}"
 
 
 def create_app(settings: ServerSettings, packs: PackSet) -> FastAPI:

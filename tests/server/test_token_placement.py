@@ -63,6 +63,30 @@ def test_a_server_without_a_token_refuses_one_in_the_query_too(tmp_path: Path) -
     assert plain.status_code == 200, plain.text
 
 
+def test_every_operation_documents_the_misplaced_token_answer(tmp_path: Path) -> None:
+    """The refusal comes from middleware before any route, so any operation can answer it:
+    schemathesis found `GET /v1/packs/{name}?secret=...` answered 400 where the OpenAPI
+    document listed only 200, 401, 404 and 422."""
+    with client(tmp_path) as http:
+        document = http.get("/openapi.json").json()
+        answer = http.get(
+            "/v1/packs/sentinel?secret=x", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+    assert (answer.status_code, answer.json()["type"]) == (400, MISPLACED)
+    operations = [
+        (path, method, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    ]
+    assert len(operations) >= 20
+    for path, method, operation in operations:
+        documented = operation["responses"].get("400")
+        assert documented, (method, path)
+        assert "The token goes in the Authorization header" in documented["description"]
+        schema = documented["content"]["application/problem+json"]["schema"]
+        assert schema == {"$ref": "#/components/schemas/Problem"}, (method, path)
+
+
 def test_the_access_log_line_has_no_query_string(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
