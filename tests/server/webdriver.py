@@ -121,20 +121,33 @@ class Browser:
         old = self.find("html")
         action()
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._call("GET", f"/element/{old}/name")
-            except WebDriverFailed as failed:
-                if "stale element" not in str(failed):
-                    raise
-                break  # the old document is gone
+        while self._still_there(old):
             if time.monotonic() > deadline:
                 raise WebDriverFailed(f"no page loaded within {timeout} s of the action")
             time.sleep(0.05)
-        while self._call("POST", "/execute/sync", {"script": READY, "args": []}) != "complete":
+        while not self._loaded():
             if time.monotonic() > deadline:
                 raise WebDriverFailed(f"the page did not finish loading within {timeout} s")
             time.sleep(0.05)
+
+    def _still_there(self, element: str) -> bool:
+        """Whether ``element`` still belongs to the page shown. Mid-navigation chromedriver
+        says so in more than one way (a stale element, a node that "does not belong to the
+        document"): any refusal to read it means the old document is gone."""
+        try:
+            self._call("GET", f"/element/{element}/name")
+        except WebDriverFailed:
+            return False
+        return True
+
+    def _loaded(self) -> bool:
+        """Whether the page shown has finished loading (a script may fail mid-navigation)."""
+        try:
+            return bool(
+                self._call("POST", "/execute/sync", {"script": READY, "args": []}) == "complete"
+            )
+        except WebDriverFailed:
+            return False
 
     def focused(self) -> str:
         return str(self._call("GET", "/element/active")[ELEMENT])
