@@ -298,6 +298,18 @@ def govern(
     writes: list[Statement] = []
     paying: list[Statement] = []
     paid: list[Scope] = []  # paid as read (``_pays_as_read``): given back on a refusal
+
+    def spent_out(budget: CompiledBudget, used: float) -> Decision:
+        """The budget's declared action in place of the decision: ``used`` spent of it."""
+        return taken_instead(
+            decision,
+            budget.budget.action,
+            budget.spent_reason(used),
+            f"budget:{budget.name}",
+            actions,
+            trigger.after_failure,
+        )
+
     refused: Decision | None = None
     for (budget, scope, since, made, asking), read in zip(counted, spent, strict=True):
         if _pays_as_read(budget, since, made, asking):
@@ -305,15 +317,7 @@ def govern(
                 paid.append(scope)
                 continue
             if refused is None:
-                used = rows.spent(tx, scope, None)
-                refused = taken_instead(
-                    decision,
-                    budget.budget.action,
-                    budget.spent_reason(used),
-                    f"budget:{budget.name}",
-                    actions,
-                    trigger.after_failure,
-                )
+                refused = spent_out(budget, rows.spent(tx, scope, None))
             continue
         used = rows.spent_in(read, budget.usage)
         stale = rows.stale_in(read)
@@ -325,14 +329,7 @@ def govern(
         if not asking or refused is not None:
             continue
         if used >= budget.budget.limit:
-            refused = taken_instead(
-                decision,
-                budget.budget.action,
-                budget.spent_reason(used),
-                f"budget:{budget.name}",
-                actions,
-                trigger.after_failure,
-            )
+            refused = spent_out(budget, used)
         elif not budget.usage:  # a call budget pays before the call is made
             paying += rows.paying(dialect, scope, moment, where, since, stale=stale)
     for breaker in judging:
