@@ -103,16 +103,7 @@ def _round(pack: Any, items: int, session: Path, ledger: str | None) -> float:
     for item in range(-1, items):  # item -1 creates the session's ledger: not timed
         if item == 0:
             started = time.perf_counter()
-        result = engine.run(
-            pack,
-            "VERDICT",
-            _reply,
-            nonce=NONCE,
-            vars={"criterion": "AC1"},
-            item=f"item-{item}",
-            model="bench-model",
-            **options,
-        )
+        result = _item(pack, item, **options)
         assert result.decision.action == "PROCEED", result.decision.reason
         assert len(result.attempts) == 2
     return (time.perf_counter() - started) / (2 * items)
@@ -127,18 +118,23 @@ def _packs(folder: Path) -> dict[str, Any]:
     }
 
 
+def _item(pack: Any, item: int, **options: Any) -> Any:
+    """One item of the benchmark: a failing VERDICT, then its repair."""
+    return engine.run(
+        pack,
+        "VERDICT",
+        _reply,
+        nonce=NONCE,
+        vars={"criterion": "AC1"},
+        item=f"item-{item}",
+        model="bench-model",
+        **options,
+    )
+
+
 def _items(pack: Any, session: Path, first: int, count: int) -> None:
     for item in range(first, first + count):
-        engine.run(
-            pack,
-            "VERDICT",
-            _reply,
-            nonce=NONCE,
-            vars={"criterion": "AC1"},
-            item=f"item-{item}",
-            model="bench-model",
-            session=session,
-        )
+        _item(pack, item, session=session)
 
 
 def statements(folder: Path, items: int) -> list[str]:
